@@ -1,0 +1,156 @@
+//! Coders: how elements become bytes.
+//!
+//! Two families live here. [`standard`] holds Beam's model coders, byte-exact with Beam's
+//! `standard_coders.yaml` (bytes, bool, UTF-8 strings, varints, big-endian longs, doubles, KV,
+//! iterable, nullable, windows, windowed values), for data exchanged with Beam or written in its
+//! formats. [`ElementCoder`] is the default coder of every element type: any type that derives
+//! serde's traits gets a compact, fast encoding, and its determinism (required of grouping keys) is
+//! read off the type's serde shape once, without needing a value.
+//!
+//! Runners group and compare keys by their encoded bytes, never by `Eq`/`Hash` of decoded values.
+
+mod element;
+pub mod standard;
+
+pub use element::{Element, ElementCoder};
+pub use standard::*;
+
+use std::fmt::Debug;
+
+/// An encoding or decoding failure, with what was being coded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("coder error: {message}")]
+pub struct CoderError {
+    /// What went wrong.
+    pub message: String,
+}
+
+impl CoderError {
+    /// A new error with the given message.
+    pub fn new(message: impl Into<String>) -> Self {
+        CoderError {
+            message: message.into(),
+        }
+    }
+}
+
+/// Encodes and decodes values of `T`.
+///
+/// `encode`/`decode` use the *nested* context (the value is followed by other data, so its
+/// length must be recoverable); `encode_outer`/`decode_outer` the *outer* context (the value owns
+/// the rest of the buffer), which some of Beam's coders encode more compactly.
+pub trait Coder<T>: Send + Sync + 'static {
+    /// Appends the nested encoding of `value`.
+    fn encode(&self, value: &T, out: &mut Vec<u8>) -> Result<(), CoderError>;
+    /// Decodes one value in the nested context, advancing `input` past it.
+    fn decode(&self, input: &mut &[u8]) -> Result<T, CoderError>;
+    /// Appends the outer-context encoding of `value`.
+    fn encode_outer(&self, value: &T, out: &mut Vec<u8>) -> Result<(), CoderError> {
+        self.encode(value, out)
+    }
+    /// Decodes a value that owns all of `input`.
+    fn decode_outer(&self, input: &[u8]) -> Result<T, CoderError> {
+        let mut rest = input;
+        let v = self.decode(&mut rest)?;
+        if !rest.is_empty() {
+            return Err(CoderError::new(format!(
+                "{} trailing bytes after value",
+                rest.len()
+            )));
+        }
+        Ok(v)
+    }
+    /// `Ok` when equal values always have equal encodings (required of grouping keys);
+    /// otherwise the reason they may not.
+    fn verify_deterministic(&self) -> Result<(), String>;
+    /// A short name for messages, e.g. Beam's URN for standard coders.
+    fn name(&self) -> String;
+}
+
+/// Encodes `value` with `coder` in the outer context into a new vector.
+pub fn encode_to_vec<T, C: Coder<T> + ?Sized>(coder: &C, value: &T) -> Result<Vec<u8>, CoderError> {
+    let mut out = Vec::new();
+    coder.encode_outer(value, &mut out)?;
+    Ok(out)
+}
+
+/// Appends `v` as an unsigned LEB128 varint.
+pub fn write_varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads an unsigned LEB128 varint of at most 10 bytes.
+pub fn read_varint(input: &mut &[u8]) -> Result<u64, CoderError> {
+    let mut result: u64 = 0;
+    for i in 0..10 {
+        let b = read_byte(input)?;
+        result |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(result);
+        }
+    }
+    Err(CoderError::new("varint longer than 10 bytes"))
+}
+
+/// Reads one byte.
+pub fn read_byte(input: &mut &[u8]) -> Result<u8, CoderError> {
+    match input.split_first() {
+        Some((b, rest)) => {
+            *input = rest;
+            Ok(*b)
+        }
+        None => Err(CoderError::new("unexpected end of input")),
+    }
+}
+
+/// Reads exactly `n` bytes.
+pub fn read_bytes<'a>(input: &mut &'a [u8], n: usize) -> Result<&'a [u8], CoderError> {
+    if input.len() < n {
+        return Err(CoderError::new(format!(
+            "expected {n} bytes, found {}",
+            input.len()
+        )));
+    }
+    let (head, rest) = input.split_at(n);
+    *input = rest;
+    Ok(head)
+}
+
+/// Writes a timestamp as Beam's `InstantCoder` does: 8 bytes big-endian with the sign bit flipped,
+/// so that encoded bytes sort like the timestamps.
+pub fn write_timestamp(ts: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&((ts as u64) ^ (1u64 << 63)).to_be_bytes());
+}
+
+/// Reads a timestamp written by [`write_timestamp`].
+pub fn read_timestamp(input: &mut &[u8]) -> Result<i64, CoderError> {
+    let b = read_bytes(input, 8)?;
+    let raw = u64::from_be_bytes(b.try_into().expect("8 bytes"));
+    Ok((raw ^ (1u64 << 63)) as i64)
+}
+
+/// A type-erased handle to a `Coder<T>`, shared by the graph and the runners.
+pub type CoderRef<T> = std::sync::Arc<dyn Coder<T>>;
+
+/// Checks that `coder` round-trips `value` (the direct runner's encodability check).
+pub fn check_roundtrip<T: Debug, C: Coder<T> + ?Sized>(
+    coder: &C,
+    value: &T,
+) -> Result<(), CoderError> {
+    let mut buf = Vec::new();
+    coder.encode(value, &mut buf)?;
+    let mut slice = buf.as_slice();
+    coder.decode(&mut slice)?;
+    if !slice.is_empty() {
+        return Err(CoderError::new(format!(
+            "coder {} left {} bytes undecoded for {value:?}",
+            coder.name(),
+            slice.len()
+        )));
+    }
+    Ok(())
+}

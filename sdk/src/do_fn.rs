@@ -1,0 +1,317 @@
+//! `DoFn`: user code run once per element, with Beam's lifecycle.
+
+use crate::coders::Element;
+use crate::error::{UserError, UserResult};
+use crate::kernel::{Batch, ErasedDoFn};
+use crate::pane::PaneInfo;
+use crate::time::Timestamp;
+use crate::window::Window;
+use crate::windowed_value::WindowedValue;
+use std::marker::PhantomData;
+
+/// Per-element user code with Beam's lifecycle.
+///
+/// Per instance the runner calls `setup` once, then any number of bundles
+/// (`start_bundle`, `process`*, `finish_bundle`), then `teardown` (best effort, also after a
+/// failure). An instance processes one bundle at a time; runners make instances by cloning the
+/// DoFn given to [`crate::ParDo::of`]. A method that returns an error or panics fails its bundle,
+/// and the runner fails the pipeline with the step name and the message.
+///
+/// Each `process` call sees one element in one window: an element in several windows is
+/// processed once per window.
+pub trait DoFn: Clone + Send + 'static {
+    /// Input element type.
+    type In: Element;
+    /// Main output element type.
+    type Out: Element;
+
+    /// Called once per instance before any bundle.
+    fn setup(&mut self) -> UserResult {
+        Ok(())
+    }
+    /// Called at the start of every bundle.
+    fn start_bundle(&mut self) -> UserResult {
+        Ok(())
+    }
+    /// Called for every element.
+    fn process(&mut self, element: Self::In, ctx: &mut ProcessContext<'_, Self::Out>)
+        -> UserResult;
+    /// Called at the end of every bundle; outputs need an explicit timestamp and window.
+    fn finish_bundle(&mut self, _ctx: &mut FinishBundleContext<'_, Self::Out>) -> UserResult {
+        Ok(())
+    }
+    /// Called once when the instance is discarded.
+    fn teardown(&mut self) -> UserResult {
+        Ok(())
+    }
+    /// How far before the input timestamp `output_with_timestamp` may go, in milliseconds
+    /// (Beam's `getAllowedTimestampSkew`; default 0, `i64::MAX` for unlimited).
+    fn allowed_timestamp_skew_millis(&self) -> i64 {
+        0
+    }
+}
+
+/// A typed output tag of a multi-output ParDo (Beam's `TupleTag`).
+pub struct TupleTag<T> {
+    id: String,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for TupleTag<T> {
+    fn clone(&self) -> Self {
+        TupleTag {
+            id: self.id.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for TupleTag<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TupleTag({})", self.id)
+    }
+}
+
+impl<T: Element> TupleTag<T> {
+    /// A tag with the given id (unique within one ParDo).
+    pub fn new(id: impl Into<String>) -> Self {
+        TupleTag {
+            id: id.into(),
+            _t: PhantomData,
+        }
+    }
+    /// The tag's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Where the outputs of one `process` call go.
+pub(crate) struct Outputs<'a, O> {
+    pub(crate) main: &'a mut Vec<WindowedValue<O>>,
+    pub(crate) tagged: &'a mut [Batch],
+    pub(crate) tag_ids: &'a [String],
+}
+
+impl<O> Outputs<'_, O> {
+    fn tagged<T: Element>(&mut self, tag: &TupleTag<T>, wv: WindowedValue<T>) -> UserResult {
+        let idx = self
+            .tag_ids
+            .iter()
+            .position(|t| *t == tag.id)
+            .ok_or_else(|| -> UserError {
+                format!(
+                    "output to undeclared tag '{}'; declared additional outputs: [{}]",
+                    tag.id,
+                    self.tag_ids.join(", ")
+                )
+                .into()
+            })?;
+        let buf = self.tagged[idx]
+            .downcast_mut::<Vec<WindowedValue<T>>>()
+            .ok_or_else(|| -> UserError {
+                format!(
+                    "tag '{}' was declared with another element type than {}",
+                    tag.id,
+                    std::any::type_name::<T>()
+                )
+                .into()
+            })?;
+        buf.push(wv);
+        Ok(())
+    }
+}
+
+/// What `DoFn::process` sees besides the element: its timestamp, window and pane, and the
+/// outputs.
+pub struct ProcessContext<'a, O> {
+    pub(crate) timestamp: Timestamp,
+    pub(crate) window: Window,
+    pub(crate) pane: PaneInfo,
+    pub(crate) skew: i64,
+    pub(crate) out: Outputs<'a, O>,
+}
+
+impl<O: Element> ProcessContext<'_, O> {
+    /// The element's event timestamp.
+    pub fn timestamp(&self) -> Timestamp {
+        self.timestamp
+    }
+    /// The element's window.
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+    /// The pane that produced the element.
+    pub fn pane(&self) -> &PaneInfo {
+        &self.pane
+    }
+    /// Outputs `value` with the input's timestamp, window and pane.
+    #[inline]
+    pub fn output(&mut self, value: O) {
+        self.out.main.push(WindowedValue {
+            value,
+            timestamp: self.timestamp,
+            window: self.window,
+            pane: self.pane,
+        });
+    }
+
+    fn check_timestamp(&self, ts: Timestamp) -> UserResult {
+        if ts < self.timestamp.saturating_sub(self.skew) {
+            return Err(format!(
+                "Cannot output with timestamp {ts}. Output timestamps must be no earlier than the \
+                 timestamp of the current input ({}) minus the allowed skew ({} ms)",
+                self.timestamp, self.skew
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Outputs `value` at `timestamp`, keeping the input's window (windows are not reassigned).
+    /// Fails if `timestamp` is earlier than the input's minus the DoFn's allowed skew.
+    pub fn output_with_timestamp(&mut self, value: O, timestamp: Timestamp) -> UserResult {
+        self.check_timestamp(timestamp)?;
+        self.out.main.push(WindowedValue {
+            value,
+            timestamp,
+            window: self.window,
+            pane: self.pane,
+        });
+        Ok(())
+    }
+
+    /// Outputs `value` to the additional output `tag`.
+    pub fn output_tagged<T: Element>(&mut self, tag: &TupleTag<T>, value: T) -> UserResult {
+        let wv = WindowedValue {
+            value,
+            timestamp: self.timestamp,
+            window: self.window,
+            pane: self.pane,
+        };
+        self.out.tagged(tag, wv)
+    }
+
+    /// Outputs `value` at `timestamp` to the additional output `tag`.
+    pub fn output_tagged_with_timestamp<T: Element>(
+        &mut self,
+        tag: &TupleTag<T>,
+        value: T,
+        timestamp: Timestamp,
+    ) -> UserResult {
+        self.check_timestamp(timestamp)?;
+        let wv = WindowedValue {
+            value,
+            timestamp,
+            window: self.window,
+            pane: self.pane,
+        };
+        self.out.tagged(tag, wv)
+    }
+
+    /// Outputs a fully specified windowed value. For library transforms that restore an element's
+    /// original timestamp and window (Reshuffle); bypasses the skew check.
+    #[doc(hidden)]
+    pub fn output_windowed_value(&mut self, wv: WindowedValue<O>) {
+        self.out.main.push(wv);
+    }
+}
+
+/// What `DoFn::finish_bundle` can do: output with an explicit timestamp and window.
+pub struct FinishBundleContext<'a, O> {
+    pub(crate) out: Outputs<'a, O>,
+}
+
+impl<O: Element> FinishBundleContext<'_, O> {
+    /// Outputs `value` at `timestamp` in `window`.
+    pub fn output(&mut self, value: O, timestamp: Timestamp, window: Window) {
+        self.out.main.push(WindowedValue {
+            value,
+            timestamp,
+            window,
+            pane: PaneInfo::NO_FIRING,
+        });
+    }
+    /// Outputs `value` at `timestamp` in `window` to the additional output `tag`.
+    pub fn output_tagged<T: Element>(
+        &mut self,
+        tag: &TupleTag<T>,
+        value: T,
+        timestamp: Timestamp,
+        window: Window,
+    ) -> UserResult {
+        self.out.tagged(
+            tag,
+            WindowedValue {
+                value,
+                timestamp,
+                window,
+                pane: PaneInfo::NO_FIRING,
+            },
+        )
+    }
+}
+
+/// Drives a typed DoFn over erased batches.
+pub(crate) struct DoFnKernel<F: DoFn> {
+    pub(crate) fn_: F,
+    pub(crate) tag_ids: std::sync::Arc<[String]>,
+}
+
+fn split_outputs<'a, O: Element>(
+    outputs: &'a mut [Batch],
+) -> Result<(&'a mut Vec<WindowedValue<O>>, &'a mut [Batch]), UserError> {
+    let (main, tagged) = outputs
+        .split_first_mut()
+        .ok_or("internal error: no main output buffer")?;
+    let main = main
+        .downcast_mut::<Vec<WindowedValue<O>>>()
+        .ok_or("internal error: main output buffer of the wrong type")?;
+    Ok((main, tagged))
+}
+
+impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
+    fn setup(&mut self) -> UserResult {
+        self.fn_.setup()
+    }
+    fn start_bundle(&mut self) -> UserResult {
+        self.fn_.start_bundle()
+    }
+    fn process_batch(&mut self, input: Batch, outputs: &mut [Batch]) -> UserResult {
+        let input = crate::kernel::downcast_batch::<F::In>(input)?;
+        let (main, tagged) = split_outputs::<F::Out>(outputs)?;
+        let skew = self.fn_.allowed_timestamp_skew_millis();
+        let mut ctx = ProcessContext {
+            timestamp: 0,
+            window: Window::Global,
+            pane: PaneInfo::NO_FIRING,
+            skew,
+            out: Outputs {
+                main,
+                tagged,
+                tag_ids: &self.tag_ids,
+            },
+        };
+        for wv in input {
+            ctx.timestamp = wv.timestamp;
+            ctx.window = wv.window;
+            ctx.pane = wv.pane;
+            self.fn_.process(wv.value, &mut ctx)?;
+        }
+        Ok(())
+    }
+    fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
+        let (main, tagged) = split_outputs::<F::Out>(outputs)?;
+        let mut ctx = FinishBundleContext {
+            out: Outputs {
+                main,
+                tagged,
+                tag_ids: &self.tag_ids,
+            },
+        };
+        self.fn_.finish_bundle(&mut ctx)
+    }
+    fn teardown(&mut self) -> UserResult {
+        self.fn_.teardown()
+    }
+}

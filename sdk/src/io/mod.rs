@@ -1,0 +1,7 @@
+//! Sources and the built-in IOs.
+
+pub mod source;
+pub mod text;
+
+pub use source::{BoundedReader, BoundedSource, Read};
+pub use text::TextIO;

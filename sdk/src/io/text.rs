@@ -1,0 +1,444 @@
+//! TextIO: line-oriented text files, read in splits and written as shards.
+
+use crate::coders::Element;
+use crate::do_fn::{DoFn, ProcessContext};
+use crate::error::{UserError, UserResult};
+use crate::io::source::{BoundedReader, BoundedSource, Read};
+use crate::kv::KV;
+use crate::pipeline::{PBegin, PCollection, PTransform};
+use crate::time::{Timestamp, MIN_TIMESTAMP};
+use crate::transforms::combine::Combine;
+use crate::transforms::group_by_key::GroupByKey;
+use crate::transforms::par_do::ParDo;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Entry points: `TextIO::read().from("in/*.txt")`, `TextIO::write().to("out/part")`.
+pub struct TextIO;
+
+impl TextIO {
+    /// Reads lines of text files.
+    pub fn read() -> TextRead {
+        TextRead {
+            pattern: String::new(),
+        }
+    }
+    /// Writes strings as lines of sharded text files.
+    pub fn write() -> TextWrite {
+        TextWrite {
+            prefix: String::new(),
+            suffix: String::new(),
+            num_shards: 1,
+        }
+    }
+}
+
+/// Reads every line (without its `\n` or `\r\n`) of the files matching a glob pattern.
+#[derive(Clone, Debug)]
+pub struct TextRead {
+    pattern: String,
+}
+
+impl TextRead {
+    /// The file or glob pattern to read.
+    pub fn from(mut self, pattern: impl Into<String>) -> Self {
+        self.pattern = pattern.into();
+        self
+    }
+}
+
+fn io_err(path: &Path, e: impl std::fmt::Display) -> UserError {
+    format!("{}: {e}", path.display()).into()
+}
+
+/// A text source: a pattern until split, then byte ranges of single files. A range reads the
+/// lines that *start* inside it, so adjacent ranges read every line exactly once.
+#[derive(Clone, Debug)]
+pub enum TextSource {
+    /// All files matching a glob pattern.
+    Pattern(String),
+    /// Lines starting in `[start, end)` of one file.
+    Range {
+        /// The file.
+        path: PathBuf,
+        /// First byte.
+        start: u64,
+        /// End byte (exclusive).
+        end: u64,
+    },
+}
+
+impl TextSource {
+    fn files(pattern: &str) -> UserResult<Vec<(PathBuf, u64)>> {
+        let paths =
+            glob::glob(pattern).map_err(|e| format!("invalid file pattern '{pattern}': {e}"))?;
+        let mut out = Vec::new();
+        for p in paths {
+            let p = p.map_err(|e| format!("cannot read a match of '{pattern}': {e}"))?;
+            let meta = std::fs::metadata(&p).map_err(|e| io_err(&p, e))?;
+            if meta.is_file() {
+                out.push((p, meta.len()));
+            }
+        }
+        if out.is_empty() {
+            return Err(format!("no files match pattern '{pattern}'").into());
+        }
+        Ok(out)
+    }
+
+    fn ranges(&self) -> UserResult<Vec<(PathBuf, u64, u64)>> {
+        match self {
+            TextSource::Pattern(p) => Ok(Self::files(p)?
+                .into_iter()
+                .map(|(f, len)| (f, 0, len))
+                .collect()),
+            TextSource::Range { path, start, end } => Ok(vec![(path.clone(), *start, *end)]),
+        }
+    }
+}
+
+impl BoundedSource for TextSource {
+    type Output = String;
+    type Reader = TextReader;
+    fn split(&self, desired: u64) -> UserResult<Vec<Self>> {
+        let desired = desired.max(1024);
+        let mut out = Vec::new();
+        for (path, start, end) in self.ranges()? {
+            let mut s = start;
+            loop {
+                let e = (s + desired).min(end);
+                out.push(TextSource::Range {
+                    path: path.clone(),
+                    start: s,
+                    end: e,
+                });
+                if e >= end {
+                    break;
+                }
+                s = e;
+            }
+        }
+        Ok(out)
+    }
+    fn estimated_size_bytes(&self) -> UserResult<u64> {
+        Ok(self.ranges()?.iter().map(|(_, s, e)| e - s).sum())
+    }
+    fn create_reader(&self) -> UserResult<TextReader> {
+        Ok(TextReader {
+            ranges: self.ranges()?,
+            current: None,
+        })
+    }
+}
+
+/// Reads the lines of a [`TextSource`].
+pub struct TextReader {
+    ranges: Vec<(PathBuf, u64, u64)>,
+    current: Option<(PathBuf, BufReader<File>, u64, u64)>,
+}
+
+impl TextReader {
+    fn open(path: &Path, start: u64) -> UserResult<(BufReader<File>, u64)> {
+        let mut f = File::open(path).map_err(|e| io_err(path, e))?;
+        if start == 0 {
+            return Ok((BufReader::new(f), 0));
+        }
+        // A line starting before `start` belongs to the previous range: skip to the first line
+        // that starts at or after `start`.
+        f.seek(SeekFrom::Start(start - 1))
+            .map_err(|e| io_err(path, e))?;
+        let mut r = BufReader::new(f);
+        let mut skipped = Vec::new();
+        let n = r
+            .read_until(b'\n', &mut skipped)
+            .map_err(|e| io_err(path, e))?;
+        Ok((r, start - 1 + n as u64))
+    }
+}
+
+impl BoundedReader for TextReader {
+    type Output = String;
+    fn next(&mut self) -> UserResult<Option<(String, Timestamp)>> {
+        loop {
+            if self.current.is_none() {
+                if self.ranges.is_empty() {
+                    return Ok(None);
+                }
+                let (path, start, end) = self.ranges.remove(0);
+                let (reader, pos) = Self::open(&path, start)?;
+                self.current = Some((path, reader, pos, end));
+            }
+            let Some((path, reader, pos, end)) = self.current.as_mut() else {
+                continue;
+            };
+            if *pos >= *end {
+                self.current = None;
+                continue;
+            }
+            let mut line = Vec::new();
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| io_err(path, e))?;
+            if n == 0 {
+                self.current = None;
+                continue;
+            }
+            *pos += n as u64;
+            if line.last() == Some(&b'\n') {
+                line.pop();
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+            }
+            let s =
+                String::from_utf8(line).map_err(|e| io_err(path, format!("invalid UTF-8: {e}")))?;
+            return Ok(Some((s, MIN_TIMESTAMP)));
+        }
+    }
+}
+
+impl PTransform<PBegin> for TextRead {
+    type Output = PCollection<String>;
+    fn expand(self, input: PBegin) -> Self::Output {
+        let p = input.pipeline_handle();
+        if self.pattern.is_empty() {
+            p.record_error(
+                &p.current_step(),
+                "TextIO.read() needs a file pattern: call .from(pattern)",
+            );
+        }
+        input.apply("Read", Read::from(TextSource::Pattern(self.pattern)))
+    }
+}
+
+/// Writes lines into `num_shards` files named `<prefix>-SSSSS-of-NNNNN<suffix>`. Each shard is
+/// written to a temporary file and renamed when complete; shards that received no lines are
+/// created empty. The output holds the names of the files written.
+#[derive(Clone, Debug)]
+pub struct TextWrite {
+    prefix: String,
+    suffix: String,
+    num_shards: u32,
+}
+
+impl TextWrite {
+    /// The path prefix of the output files.
+    pub fn to(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+    /// A suffix for every file name, e.g. `.txt`.
+    pub fn with_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.suffix = suffix.into();
+        self
+    }
+    /// The number of output files (at least 1).
+    pub fn with_num_shards(mut self, n: u32) -> Self {
+        self.num_shards = n;
+        self
+    }
+}
+
+/// The name of shard `i` of `n`.
+pub fn shard_name(prefix: &str, i: u32, n: u32, suffix: &str) -> String {
+    format!("{prefix}-{i:05}-of-{n:05}{suffix}")
+}
+
+#[derive(Clone)]
+struct AssignShardFn {
+    n: u32,
+    next: Option<u32>,
+}
+
+impl DoFn for AssignShardFn {
+    type In = String;
+    type Out = KV<u32, String>;
+    fn process(&mut self, line: String, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
+        let n = self.n;
+        let shard = self.next.get_or_insert_with(|| rand::random::<u32>() % n);
+        ctx.output(KV::new(*shard, line));
+        *shard = (*shard + 1) % n;
+        Ok(())
+    }
+}
+
+fn write_atomically(path: &str, lines: &[String]) -> UserResult {
+    let target = Path::new(path);
+    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
+    }
+    let tmp = PathBuf::from(format!("{path}.tmp-{:08x}", rand::random::<u32>()));
+    let mut f = std::io::BufWriter::new(File::create(&tmp).map_err(|e| io_err(&tmp, e))?);
+    for l in lines {
+        f.write_all(l.as_bytes()).map_err(|e| io_err(&tmp, e))?;
+        f.write_all(b"\n").map_err(|e| io_err(&tmp, e))?;
+    }
+    f.flush().map_err(|e| io_err(&tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, target).map_err(|e| io_err(target, e))?;
+    Ok(())
+}
+
+#[derive(Clone)]
+struct WriteShardFn {
+    prefix: String,
+    suffix: String,
+    n: u32,
+}
+
+impl DoFn for WriteShardFn {
+    type In = KV<u32, Vec<String>>;
+    type Out = String;
+    fn process(&mut self, kv: Self::In, ctx: &mut ProcessContext<'_, String>) -> UserResult {
+        let name = shard_name(&self.prefix, kv.key, self.n, &self.suffix);
+        write_atomically(&name, &kv.value)?;
+        ctx.output(name);
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+struct FinalizeFn {
+    prefix: String,
+    suffix: String,
+    n: u32,
+}
+
+impl DoFn for FinalizeFn {
+    type In = Vec<String>;
+    type Out = String;
+    fn process(
+        &mut self,
+        written: Vec<String>,
+        ctx: &mut ProcessContext<'_, String>,
+    ) -> UserResult {
+        for i in 0..self.n {
+            let name = shard_name(&self.prefix, i, self.n, &self.suffix);
+            if !written.contains(&name) {
+                write_atomically(&name, &[])?;
+            }
+            ctx.output(name);
+        }
+        Ok(())
+    }
+}
+
+impl PTransform<PCollection<String>> for TextWrite {
+    type Output = PCollection<String>;
+    fn expand(self, input: PCollection<String>) -> Self::Output {
+        let p = input.pipeline().clone();
+        if self.prefix.is_empty() {
+            p.record_error(
+                &p.current_step(),
+                "TextIO.write() needs an output prefix: call .to(prefix)",
+            );
+        }
+        if self.num_shards == 0 {
+            p.record_error(&p.current_step(), "TextIO.write() needs at least one shard");
+        }
+        let n = self.num_shards.max(1);
+        input
+            .apply("AssignShard", ParDo::of(AssignShardFn { n, next: None }))
+            .apply("GroupByShard", GroupByKey::create())
+            .apply(
+                "WriteShards",
+                ParDo::of(WriteShardFn {
+                    prefix: self.prefix.clone(),
+                    suffix: self.suffix.clone(),
+                    n,
+                }),
+            )
+            .apply(
+                "CollectNames",
+                Combine::globally(CollectFn::<String>::default()),
+            )
+            .apply(
+                "Finalize",
+                ParDo::of(FinalizeFn {
+                    prefix: self.prefix,
+                    suffix: self.suffix,
+                    n,
+                }),
+            )
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::WRITE_FILES)
+    }
+}
+
+/// Collects all inputs into one list.
+pub struct CollectFn<T>(std::marker::PhantomData<fn(T)>);
+
+impl<T> Default for CollectFn<T> {
+    fn default() -> Self {
+        CollectFn(std::marker::PhantomData)
+    }
+}
+
+impl<T> Clone for CollectFn<T> {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl<T: Element> crate::transforms::combine::CombineFn for CollectFn<T> {
+    type In = T;
+    type Accum = Vec<T>;
+    type Out = Vec<T>;
+    fn create_accumulator(&self) -> Vec<T> {
+        Vec::new()
+    }
+    fn add_input(&self, acc: &mut Vec<T>, v: T) {
+        acc.push(v);
+    }
+    fn merge_accumulators(&self, accs: Vec<Vec<T>>) -> Vec<T> {
+        accs.into_iter().flatten().collect()
+    }
+    fn extract_output(&self, acc: Vec<T>) -> Vec<T> {
+        acc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(src: &TextSource) -> Vec<String> {
+        let mut r = src.create_reader().unwrap();
+        let mut out = vec![];
+        while let Some((l, _)) = r.next().unwrap() {
+            out.push(l);
+        }
+        out
+    }
+
+    #[test]
+    fn splits_read_every_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        let lines: Vec<String> = (0..500)
+            .map(|i| format!("line number {i} {}", "x".repeat(i % 37)))
+            .collect();
+        let mut body = lines.join("\r\n");
+        body.push('\n');
+        std::fs::write(&path, body).unwrap();
+        let src = TextSource::Pattern(path.to_string_lossy().into_owned());
+        assert_eq!(read_all(&src), lines);
+        for size in [1024, 2000, 4096, 1 << 20] {
+            let mut got = vec![];
+            for s in src.split(size).unwrap() {
+                got.extend(read_all(&s));
+            }
+            assert_eq!(got, lines, "split size {size}");
+        }
+    }
+
+    #[test]
+    fn missing_files_are_an_error() {
+        let e = TextSource::Pattern("/nonexistent/weir/*.txt".into())
+            .split(1000)
+            .unwrap_err();
+        assert!(e.to_string().contains("no files match pattern"), "{e}");
+    }
+}

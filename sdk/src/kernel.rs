@@ -1,0 +1,241 @@
+//! Type-erased kernels: what a runner calls without knowing element types (DESIGN D1).
+//!
+//! Every kernel is built by the SDK at `apply` time, while the element types are known, and works
+//! on whole batches: a [`Batch`] is always a `Vec<WindowedValue<T>>` behind `Box<dyn Any>`, and a
+//! kernel downcasts it once per call, never per element.
+
+use crate::coders::{check_roundtrip, CoderError, CoderRef, Element};
+use crate::error::UserError;
+use crate::pane::PaneInfo;
+use crate::time::Timestamp;
+use crate::window::Window;
+use crate::windowed_value::WindowedValue;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use std::any::Any;
+use std::sync::Arc;
+
+/// A batch of elements of one PCollection: `Vec<WindowedValue<T>>`, type-erased.
+pub type Batch = Box<dyn Any + Send>;
+
+/// Downcasts a batch to its typed form.
+///
+/// Kernels are built for one element type, so a mismatch is a bug in a runner (it passed a
+/// batch to the wrong kernel); the error names both types.
+pub fn downcast_batch<T: 'static>(b: Batch) -> Result<Vec<WindowedValue<T>>, CoderError> {
+    b.downcast::<Vec<WindowedValue<T>>>()
+        .map(|b| *b)
+        .map_err(|_| {
+            CoderError::new(format!(
+                "internal error: batch is not of element type {}",
+                std::any::type_name::<T>()
+            ))
+        })
+}
+
+/// Operations on the batches of one PCollection, built when its element type was known.
+pub trait CollectionOps: Send + Sync {
+    /// The Rust element type, for messages.
+    fn type_name(&self) -> &'static str;
+    /// A new empty batch.
+    fn empty(&self) -> Batch;
+    /// Number of elements in a batch.
+    fn len(&self, b: &Batch) -> usize;
+    /// Concatenates batches.
+    fn concat(&self, parts: Vec<Batch>) -> Batch;
+    /// Splits a batch into batches of at most `max_len` elements.
+    fn split(&self, b: Batch, max_len: usize) -> Vec<Batch>;
+    /// Shuffles the elements of a batch with the given seed.
+    fn shuffle(&self, b: &mut Batch, seed: u64);
+    /// Checks that every element round-trips through the PCollection's coder.
+    fn check_encodable(&self, b: &Batch) -> Result<(), CoderError>;
+    /// Renders up to `limit` elements for messages.
+    fn describe(&self, b: &Batch, limit: usize) -> Vec<String>;
+}
+
+/// [`CollectionOps`] for elements of type `T` with a given coder.
+pub struct TypedCollectionOps<T> {
+    coder: CoderRef<T>,
+}
+
+impl<T: Element> TypedCollectionOps<T> {
+    /// Operations for `T` coded with `coder`.
+    pub fn new(coder: CoderRef<T>) -> Self {
+        TypedCollectionOps { coder }
+    }
+}
+
+fn as_vec<T: 'static>(b: &Batch) -> &Vec<WindowedValue<T>> {
+    b.downcast_ref::<Vec<WindowedValue<T>>>()
+        .unwrap_or_else(|| {
+            panic!(
+                "internal error: batch is not of type {}",
+                std::any::type_name::<T>()
+            )
+        })
+}
+
+impl<T: Element> CollectionOps for TypedCollectionOps<T> {
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<T>()
+    }
+    fn empty(&self) -> Batch {
+        Box::new(Vec::<WindowedValue<T>>::new())
+    }
+    fn len(&self, b: &Batch) -> usize {
+        as_vec::<T>(b).len()
+    }
+    fn concat(&self, parts: Vec<Batch>) -> Batch {
+        let mut out: Vec<WindowedValue<T>> = Vec::new();
+        for p in parts {
+            let v = p
+                .downcast::<Vec<WindowedValue<T>>>()
+                .expect("batch of the collection's type");
+            if out.is_empty() {
+                out = *v;
+            } else {
+                out.extend(*v);
+            }
+        }
+        Box::new(out)
+    }
+    fn split(&self, b: Batch, max_len: usize) -> Vec<Batch> {
+        let v = *b
+            .downcast::<Vec<WindowedValue<T>>>()
+            .expect("batch of the collection's type");
+        if v.len() <= max_len.max(1) {
+            return vec![Box::new(v)];
+        }
+        let mut out: Vec<Batch> = Vec::new();
+        let mut it = v.into_iter().peekable();
+        while it.peek().is_some() {
+            let chunk: Vec<WindowedValue<T>> = it.by_ref().take(max_len.max(1)).collect();
+            out.push(Box::new(chunk));
+        }
+        out
+    }
+    fn shuffle(&self, b: &mut Batch, seed: u64) {
+        let v = b
+            .downcast_mut::<Vec<WindowedValue<T>>>()
+            .expect("batch of the collection's type");
+        v.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+    }
+    fn check_encodable(&self, b: &Batch) -> Result<(), CoderError> {
+        as_vec::<T>(b)
+            .iter()
+            .try_for_each(|wv| check_roundtrip(&*self.coder, &wv.value))
+    }
+    fn describe(&self, b: &Batch, limit: usize) -> Vec<String> {
+        as_vec::<T>(b)
+            .iter()
+            .take(limit)
+            .map(|wv| format!("{:?}", wv.value))
+            .collect()
+    }
+}
+
+/// A DoFn instance as a runner drives it. Built by [`crate::transforms::par_do`] for a typed
+/// [`crate::DoFn`]. `outputs` holds one batch per declared output tag, main output first.
+pub trait ErasedDoFn: Send {
+    /// `DoFn::setup`.
+    fn setup(&mut self) -> Result<(), UserError>;
+    /// `DoFn::start_bundle`.
+    fn start_bundle(&mut self) -> Result<(), UserError>;
+    /// Processes every element of `input`, appending to `outputs`.
+    fn process_batch(&mut self, input: Batch, outputs: &mut [Batch]) -> Result<(), UserError>;
+    /// `DoFn::finish_bundle`, appending to `outputs`.
+    fn finish_bundle(&mut self, outputs: &mut [Batch]) -> Result<(), UserError>;
+    /// `DoFn::teardown`.
+    fn teardown(&mut self) -> Result<(), UserError>;
+}
+
+/// Makes fresh [`ErasedDoFn`] instances (one per worker, or a new one after a failure).
+pub type DoFnFactory = Arc<dyn Fn() -> Box<dyn ErasedDoFn> + Send + Sync>;
+
+/// One row of an [`EncodedKvBatch`]: byte ranges of the key and value in `data`, plus metadata.
+#[derive(Clone, Debug)]
+pub struct EncodedRow {
+    /// Start and end of the encoded key in the batch's data.
+    pub key: (usize, usize),
+    /// Start and end of the encoded value in the batch's data.
+    pub value: (usize, usize),
+    /// Element timestamp.
+    pub timestamp: Timestamp,
+    /// Element window.
+    pub window: Window,
+    /// Element pane.
+    pub pane: PaneInfo,
+}
+
+/// KV elements with keys and values encoded into one buffer (no allocation per element).
+#[derive(Default, Debug)]
+pub struct EncodedKvBatch {
+    /// Encoded keys and values, back to back.
+    pub data: Vec<u8>,
+    /// One row per element.
+    pub rows: Vec<EncodedRow>,
+}
+
+impl EncodedKvBatch {
+    /// The encoded key of row `i`.
+    pub fn key(&self, i: usize) -> &[u8] {
+        let (a, b) = self.rows[i].key;
+        &self.data[a..b]
+    }
+    /// The encoded value of row `i`.
+    pub fn value(&self, i: usize) -> &[u8] {
+        let (a, b) = self.rows[i].value;
+        &self.data[a..b]
+    }
+}
+
+/// A finished group: one key, its values encoded back to back, and the output metadata.
+#[derive(Debug)]
+pub struct EncodedGroup {
+    /// The encoded key.
+    pub key: Vec<u8>,
+    /// The encoded values, back to back.
+    pub values: Vec<u8>,
+    /// How many values `values` holds.
+    pub count: usize,
+    /// Output timestamp.
+    pub timestamp: Timestamp,
+    /// Output window.
+    pub window: Window,
+    /// Output pane.
+    pub pane: PaneInfo,
+}
+
+/// The typed edges of a GroupByKey: encode `KV<K, V>` batches into key and value bytes, and build
+/// `KV<K, Vec<V>>` batches from finished groups. Grouping itself is runner-core's.
+pub trait GroupKernel: Send + Sync {
+    /// Encodes a batch of `KV<K, V>` and appends it to `out`.
+    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError>;
+    /// Decodes finished groups into a batch of `KV<K, Vec<V>>`.
+    fn decode_groups(&self, groups: Vec<EncodedGroup>) -> Result<Batch, CoderError>;
+}
+
+/// Reads one bounded source split. Built for a typed [`crate::io::BoundedSource`].
+pub trait ErasedBoundedSource: Send + Sync {
+    /// Splits into sources of about `desired_bundle_size_bytes` each.
+    fn split(
+        &self,
+        desired_bundle_size_bytes: u64,
+    ) -> Result<Vec<Arc<dyn ErasedBoundedSource>>, UserError>;
+    /// Estimated size in bytes.
+    fn estimated_size_bytes(&self) -> Result<u64, UserError>;
+    /// Opens a reader.
+    fn reader(&self) -> Result<Box<dyn ErasedBoundedReader>, UserError>;
+}
+
+/// Reads a bounded source batch by batch.
+pub trait ErasedBoundedReader: Send {
+    /// Reads up to `max` elements; `None` once exhausted.
+    fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, UserError>;
+}
+
+/// Assigns windows to a batch (the typed side of WindowInto).
+pub trait AssignKernel: Send + Sync {
+    /// Re-windows every element of `input`.
+    fn assign(&self, input: Batch) -> Result<Batch, UserError>;
+}

@@ -1,0 +1,140 @@
+//! Pipeline options, parsed once from kebab-case flags or built in code (DESIGN D11).
+
+use crate::error::{Error, Result};
+use clap::{CommandFactory, Parser};
+
+/// Options of the direct runner.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct DirectOptions {
+    /// Shuffle the order of bundles and of the elements inside them, so order-dependent
+    /// pipelines show up.
+    #[arg(long = "direct-shuffle", default_value_t = true, action = clap::ArgAction::Set)]
+    pub shuffle: bool,
+    /// Seed of the shuffling.
+    #[arg(long = "direct-seed", default_value_t = 0)]
+    pub seed: u64,
+    /// Round-trip every element through its coder (Beam's encodability check).
+    #[arg(long = "direct-check-encodability", default_value_t = true, action = clap::ArgAction::Set)]
+    pub check_encodability: bool,
+    /// Largest number of elements in one bundle.
+    #[arg(long = "direct-bundle-size", default_value_t = 1000)]
+    pub bundle_size: usize,
+}
+
+impl Default for DirectOptions {
+    fn default() -> Self {
+        DirectOptions {
+            shuffle: true,
+            seed: 0,
+            check_encodability: true,
+            bundle_size: 1000,
+        }
+    }
+}
+
+/// Every option of a pipeline, grouped by area.
+#[derive(Parser, Clone, Debug, PartialEq, Eq)]
+#[command(name = "weir", no_binary_name = true, disable_help_subcommand = true)]
+pub struct PipelineOptions {
+    /// The runner that executes the pipeline.
+    #[arg(long, default_value = "direct")]
+    pub runner: String,
+    /// A name for the job, used in logs and metrics.
+    #[arg(long = "job-name", default_value = "weir-job")]
+    pub job_name: String,
+    /// Direct runner options.
+    #[command(flatten)]
+    pub direct: DirectOptions,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            runner: "direct".into(),
+            job_name: "weir-job".into(),
+            direct: DirectOptions::default(),
+        }
+    }
+}
+
+impl PipelineOptions {
+    /// Parses flags such as `["--runner", "direct", "--direct-seed", "7"]` (no program name).
+    /// An unknown option is an error listing the valid ones.
+    pub fn from_args<I, S>(args: I) -> Result<Self>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<std::ffi::OsString> + Clone,
+    {
+        PipelineOptions::try_parse_from(args).map_err(|e| {
+            let valid = Self::valid_flags().join(", ");
+            match e.kind() {
+                clap::error::ErrorKind::UnknownArgument => {
+                    let arg = e
+                        .get(clap::error::ContextKind::InvalidArg)
+                        .map(|a| a.to_string())
+                        .unwrap_or_else(|| "?".into());
+                    Error::Options(format!("unknown option '{arg}'; valid options: {valid}"))
+                }
+                _ => Error::Options(e.render().to_string().trim().to_string()),
+            }
+        })
+    }
+
+    /// Parses the process's command-line arguments (skipping the program name).
+    pub fn from_env_args() -> Result<Self> {
+        Self::from_args(std::env::args_os().skip(1))
+    }
+
+    /// Every valid flag, e.g. `--runner`.
+    pub fn valid_flags() -> Vec<String> {
+        Self::command()
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .filter(|l| l != "--help")
+            .collect()
+    }
+
+    /// These options with another runner.
+    pub fn with_runner(mut self, runner: impl Into<String>) -> Self {
+        self.runner = runner.into();
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_kebab_case_flags() {
+        let o = PipelineOptions::from_args([
+            "--runner",
+            "x",
+            "--direct-shuffle",
+            "false",
+            "--direct-seed",
+            "9",
+        ])
+        .unwrap();
+        assert_eq!(o.runner, "x");
+        assert!(!o.direct.shuffle);
+        assert_eq!(o.direct.seed, 9);
+        assert_eq!(
+            PipelineOptions::from_args(Vec::<String>::new()).unwrap(),
+            PipelineOptions::default()
+        );
+    }
+
+    #[test]
+    fn unknown_option_lists_valid_ones() {
+        let e = PipelineOptions::from_args(["--runnr", "direct"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown option '--runnr'"), "{e}");
+        assert!(e.contains("--runner") && e.contains("--direct-seed"), "{e}");
+        let e = PipelineOptions::from_args(["--direct-seed", "abc"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("direct-seed"), "{e}");
+    }
+}

@@ -1,0 +1,89 @@
+//! The `Runner` trait, the registry runners are picked from, and `PipelineResult`.
+
+use crate::error::{Error, Result};
+use crate::graph::PipelineGraph;
+use crate::options::PipelineOptions;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock, RwLock};
+use std::time::Duration;
+
+/// Executes pipelines. A runner is a crate implementing this trait and registering itself with
+/// [`register_runner`]; the SDK knows no runner.
+pub trait Runner: Send + Sync {
+    /// The name `--runner` selects it by.
+    fn name(&self) -> &'static str;
+    /// Translates and starts `graph`. Translation errors (an unsupported transform) are returned
+    /// here, before anything runs; execution errors through the result.
+    fn run(
+        &self,
+        graph: Arc<PipelineGraph>,
+        options: &PipelineOptions,
+    ) -> Result<Box<dyn PipelineResult>>;
+}
+
+/// The state of a pipeline run (Beam's `PipelineResult.State`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PipelineState {
+    /// Running.
+    Running,
+    /// Finished successfully.
+    Done,
+    /// Failed.
+    Failed,
+    /// Cancelled by the user.
+    Cancelled,
+}
+
+impl PipelineState {
+    /// Whether the run is over.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, PipelineState::Running)
+    }
+}
+
+/// A handle on a running or finished pipeline.
+pub trait PipelineResult: Send + Sync {
+    /// The current state.
+    fn state(&self) -> PipelineState;
+    /// Waits until the pipeline ends or `timeout` passes, and returns the state then. A failed
+    /// pipeline returns its error, naming the step that failed.
+    fn wait_until_finish(&self, timeout: Option<Duration>) -> Result<PipelineState>;
+    /// Asks the pipeline to stop; returns the state after the request.
+    fn cancel(&self) -> Result<PipelineState>;
+}
+
+fn registry() -> &'static RwLock<BTreeMap<String, Arc<dyn Runner>>> {
+    static REGISTRY: OnceLock<RwLock<BTreeMap<String, Arc<dyn Runner>>>> = OnceLock::new();
+    REGISTRY.get_or_init(|| RwLock::new(BTreeMap::new()))
+}
+
+/// Makes `runner` selectable by its name. Registering a name again replaces the runner.
+pub fn register_runner(runner: Arc<dyn Runner>) {
+    registry()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(runner.name().to_string(), runner);
+}
+
+/// The names of the registered runners.
+pub fn runner_names() -> Vec<String> {
+    registry()
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// The runner registered as `name`, or an error listing the registered ones.
+pub fn find_runner(name: &str) -> Result<Arc<dyn Runner>> {
+    let reg = registry().read().unwrap_or_else(|e| e.into_inner());
+    reg.get(name).cloned().ok_or_else(|| Error::UnknownRunner {
+        name: name.to_string(),
+        valid: if reg.is_empty() {
+            "(none registered)".to_string()
+        } else {
+            reg.keys().cloned().collect::<Vec<_>>().join(", ")
+        },
+    })
+}

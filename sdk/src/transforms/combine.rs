@@ -1,0 +1,195 @@
+//! Combine: associative, commutative aggregation globally, per key, or over grouped values.
+
+use crate::coders::Element;
+use crate::do_fn::{DoFn, ProcessContext};
+use crate::error::UserResult;
+use crate::kv::KV;
+use crate::pipeline::{PCollection, PCollectionList, PTransform};
+use crate::transforms::flatten::Flatten;
+use crate::transforms::group_by_key::GroupByKey;
+use crate::transforms::impulse::Impulse;
+use crate::transforms::keys::Values;
+use crate::transforms::map::Map;
+use crate::transforms::par_do::ParDo;
+use std::marker::PhantomData;
+
+/// An associative, commutative aggregation (Beam's `CombineFn`): inputs are added to
+/// accumulators, accumulators merged in any grouping and order, and the output extracted.
+pub trait CombineFn: Clone + Send + Sync + 'static {
+    /// Input type.
+    type In: Element;
+    /// Accumulator type.
+    type Accum: Element;
+    /// Output type.
+    type Out: Element;
+    /// A new, empty accumulator.
+    fn create_accumulator(&self) -> Self::Accum;
+    /// Adds one input to an accumulator.
+    fn add_input(&self, acc: &mut Self::Accum, input: Self::In);
+    /// Merges accumulators into one.
+    fn merge_accumulators(&self, accs: Vec<Self::Accum>) -> Self::Accum;
+    /// The output of an accumulator.
+    fn extract_output(&self, acc: Self::Accum) -> Self::Out;
+}
+
+/// Entry points of the Combine family.
+pub struct Combine;
+
+impl Combine {
+    /// Combines all elements of each window into one output (with the combine's default for an
+    /// empty global window unless [`CombineGlobally::without_defaults`]).
+    pub fn globally<F: CombineFn>(fn_: F) -> CombineGlobally<F> {
+        CombineGlobally {
+            fn_,
+            with_defaults: true,
+        }
+    }
+    /// Combines the values of each key and window.
+    pub fn per_key<K: Element, F: CombineFn>(fn_: F) -> CombinePerKey<K, F> {
+        CombinePerKey {
+            fn_,
+            _k: PhantomData,
+        }
+    }
+    /// Combines the values of already grouped `KV<K, Vec<In>>`.
+    pub fn grouped_values<K: Element, F: CombineFn>(fn_: F) -> CombineGroupedValues<K, F> {
+        CombineGroupedValues {
+            fn_,
+            _k: PhantomData,
+        }
+    }
+}
+
+/// See [`Combine::grouped_values`].
+pub struct CombineGroupedValues<K, F> {
+    fn_: F,
+    _k: PhantomData<fn() -> K>,
+}
+
+#[derive(Clone)]
+struct GroupedValuesFn<K, F> {
+    fn_: F,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K: Element, F: CombineFn> DoFn for GroupedValuesFn<K, F> {
+    type In = KV<K, Vec<F::In>>;
+    type Out = KV<K, F::Out>;
+    fn process(&mut self, kv: Self::In, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
+        let mut acc = self.fn_.create_accumulator();
+        for v in kv.value {
+            self.fn_.add_input(&mut acc, v);
+        }
+        ctx.output(KV::new(kv.key, self.fn_.extract_output(acc)));
+        Ok(())
+    }
+}
+
+impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, Vec<F::In>>>>
+    for CombineGroupedValues<K, F>
+{
+    type Output = PCollection<KV<K, F::Out>>;
+    fn expand(self, input: PCollection<KV<K, Vec<F::In>>>) -> Self::Output {
+        input.apply(
+            "Combine",
+            ParDo::of(GroupedValuesFn {
+                fn_: self.fn_,
+                _k: PhantomData,
+            }),
+        )
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::COMBINE_GROUPED_VALUES)
+    }
+}
+
+/// See [`Combine::per_key`].
+pub struct CombinePerKey<K, F> {
+    fn_: F,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, F::In>>> for CombinePerKey<K, F> {
+    type Output = PCollection<KV<K, F::Out>>;
+    fn expand(self, input: PCollection<KV<K, F::In>>) -> Self::Output {
+        input
+            .apply("GroupByKey", GroupByKey::create())
+            .apply("Combine.GroupedValues", Combine::grouped_values(self.fn_))
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::COMBINE_PER_KEY)
+    }
+}
+
+/// See [`Combine::globally`].
+pub struct CombineGlobally<F> {
+    fn_: F,
+    with_defaults: bool,
+}
+
+impl<F: CombineFn> CombineGlobally<F> {
+    /// Emits nothing for an empty input instead of the combine's default. Required when the
+    /// input is not in the global window.
+    pub fn without_defaults(self) -> Self {
+        CombineGlobally {
+            with_defaults: false,
+            ..self
+        }
+    }
+}
+
+#[derive(Clone)]
+struct InsertDefaultFn<F>(F);
+
+impl<F: CombineFn> DoFn for InsertDefaultFn<F> {
+    type In = KV<(), Vec<Option<F::Out>>>;
+    type Out = F::Out;
+    fn process(&mut self, kv: Self::In, ctx: &mut ProcessContext<'_, F::Out>) -> UserResult {
+        let mut any = false;
+        for v in kv.value.into_iter().flatten() {
+            any = true;
+            ctx.output(v);
+        }
+        if !any {
+            ctx.output(self.0.extract_output(self.0.create_accumulator()));
+        }
+        Ok(())
+    }
+}
+
+impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
+    type Output = PCollection<F::Out>;
+    fn expand(self, input: PCollection<F::In>) -> Self::Output {
+        let p = input.pipeline().clone();
+        let combined = input
+            .apply("WithKeys", Map::new(|v: F::In| KV::new((), v)))
+            .apply("Combine.perKey", Combine::per_key(self.fn_.clone()))
+            .apply("Values", Values::create());
+        if !self.with_defaults {
+            return combined;
+        }
+        if !input.windowing_strategy().is_global() {
+            p.record_error(
+                &p.current_step(),
+                "Default values are not supported in Combine.globally() if the input PCollection is not \
+                 windowed by GlobalWindows. Instead, use Combine.globally().without_defaults() to output \
+                 an empty PCollection if the input PCollection is empty",
+            );
+            return combined;
+        }
+        // An empty input produces no group above; a marker from Impulse guarantees one group,
+        // in which the default is emitted when no combined value arrived.
+        let present = combined.apply("Present", Map::new(|o: F::Out| KV::new((), Some(o))));
+        let marker = p
+            .begin()
+            .apply("Impulse", Impulse)
+            .apply("Absent", Map::new(|_: Vec<u8>| KV::new((), None::<F::Out>)));
+        PCollectionList::of(&p, vec![present, marker])
+            .apply("Flatten", Flatten::pcollections())
+            .apply("GroupAll", GroupByKey::create())
+            .apply("InsertDefault", ParDo::of(InsertDefaultFn(self.fn_)))
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::COMBINE_GLOBALLY)
+    }
+}

@@ -1,0 +1,45 @@
+//! Flatten: the union of PCollections of one type.
+
+use crate::coders::Element;
+use crate::graph::Payload;
+use crate::pipeline::{output_boundedness, PCollection, PCollectionList, PInput, PTransform};
+use crate::window_fn::WindowingStrategy;
+use std::marker::PhantomData;
+
+/// Merges a [`PCollectionList`] into one PCollection, keeping every element's window. All inputs
+/// must have compatible windowing. Flattening an empty list gives an empty PCollection.
+pub struct Flatten<T>(PhantomData<fn() -> T>);
+
+impl<T: Element> Flatten<T> {
+    /// Flattens a list of PCollections.
+    pub fn pcollections() -> Self {
+        Flatten(PhantomData)
+    }
+}
+
+impl<T: Element> PTransform<PCollectionList<T>> for Flatten<T> {
+    type Output = PCollection<T>;
+    fn expand(self, input: PCollectionList<T>) -> Self::Output {
+        let p = input.pipeline().clone();
+        let windowing = input
+            .get(0)
+            .map(|pc| pc.windowing_strategy())
+            .unwrap_or_else(WindowingStrategy::global);
+        for (i, pc) in input.all().iter().enumerate().skip(1) {
+            let w = pc.windowing_strategy();
+            if !windowing.is_compatible(&w) {
+                p.record_error(
+                    &p.current_step(),
+                    format!(
+                        "Flatten of incompatible windowing: input 0 is windowed by {:?} but input {i} by {:?}",
+                        windowing.window_fn, w.window_fn
+                    ),
+                );
+            }
+        }
+        let ids = input.pcollection_ids();
+        let node = p.make_primitive(crate::urns::FLATTEN, Payload::Flatten);
+        let b = output_boundedness(&p, &ids);
+        p.new_output(node, "out", b, windowing)
+    }
+}

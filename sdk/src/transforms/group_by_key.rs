@@ -1,0 +1,112 @@
+//! GroupByKey: the grouping primitive.
+
+use crate::coders::{Coder, CoderError, Element, ElementCoder};
+use crate::graph::{Boundedness, Payload};
+use crate::kernel::{downcast_batch, Batch, EncodedGroup, EncodedKvBatch, EncodedRow, GroupKernel};
+use crate::kv::KV;
+use crate::pipeline::{output_boundedness, PCollection, PTransform};
+use crate::windowed_value::WindowedValue;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Groups `KV<K, V>` by key and window into `KV<K, Vec<V>>`. Keys are compared by their encoded
+/// bytes, so the key coder must be deterministic.
+pub struct GroupByKey<K, V>(PhantomData<fn() -> (K, V)>);
+
+impl<K: Element, V: Element> GroupByKey<K, V> {
+    /// A GroupByKey.
+    pub fn create() -> Self {
+        GroupByKey(PhantomData)
+    }
+}
+
+impl<K: Element, V: Element> Default for GroupByKey<K, V> {
+    fn default() -> Self {
+        Self::create()
+    }
+}
+
+pub(crate) struct GroupKernelImpl<K, V> {
+    key: ElementCoder<K>,
+    value: ElementCoder<V>,
+}
+
+impl<K: Element, V: Element> GroupKernelImpl<K, V> {
+    pub(crate) fn new() -> Self {
+        GroupKernelImpl {
+            key: ElementCoder::new(),
+            value: ElementCoder::new(),
+        }
+    }
+}
+
+impl<K: Element, V: Element> GroupKernel for GroupKernelImpl<K, V> {
+    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
+        let input = downcast_batch::<KV<K, V>>(input)?;
+        out.rows.reserve(input.len());
+        for wv in input {
+            let k0 = out.data.len();
+            self.key.encode(&wv.value.key, &mut out.data)?;
+            let k1 = out.data.len();
+            self.value.encode(&wv.value.value, &mut out.data)?;
+            let v1 = out.data.len();
+            out.rows.push(EncodedRow {
+                key: (k0, k1),
+                value: (k1, v1),
+                timestamp: wv.timestamp,
+                window: wv.window,
+                pane: wv.pane,
+            });
+        }
+        Ok(())
+    }
+
+    fn decode_groups(&self, groups: Vec<EncodedGroup>) -> Result<Batch, CoderError> {
+        let mut out: Vec<WindowedValue<KV<K, Vec<V>>>> = Vec::with_capacity(groups.len());
+        for g in groups {
+            let key = self.key.decode_outer(&g.key)?;
+            let mut values = Vec::with_capacity(g.count);
+            let mut rest = g.values.as_slice();
+            for _ in 0..g.count {
+                values.push(self.value.decode(&mut rest)?);
+            }
+            out.push(WindowedValue {
+                value: KV::new(key, values),
+                timestamp: g.timestamp,
+                window: g.window,
+                pane: g.pane,
+            });
+        }
+        Ok(Box::new(out))
+    }
+}
+
+impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for GroupByKey<K, V> {
+    type Output = PCollection<KV<K, Vec<V>>>;
+    fn expand(self, input: PCollection<KV<K, V>>) -> Self::Output {
+        let p = input.pipeline().clone();
+        let step = p.current_step();
+        if let Err(why) = ElementCoder::<K>::new().verify_deterministic() {
+            p.record_error(
+                &step,
+                format!("the key coder of a GroupByKey must be deterministic: {why}"),
+            );
+        }
+        let windowing = input.windowing_strategy();
+        let b = output_boundedness(&p, &[input.id()]);
+        if b == Boundedness::Unbounded && windowing.is_global() {
+            p.record_error(
+                &step,
+                "GroupByKey cannot be applied to non-bounded PCollection in the GlobalWindow without a \
+                 trigger. Use a Window.into or Window.triggering transform prior to GroupByKey.",
+            );
+        }
+        let node = p.make_primitive(
+            crate::urns::GROUP_BY_KEY,
+            Payload::GroupByKey(Arc::new(GroupKernelImpl::<K, V>::new())),
+        );
+        let mut out_windowing = windowing;
+        out_windowing.already_merged = out_windowing.window_fn.is_merging();
+        p.new_output(node, "out", b, out_windowing)
+    }
+}

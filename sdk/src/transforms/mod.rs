@@ -1,0 +1,17 @@
+//! The primitives and the composite library.
+
+pub mod co_group_by_key;
+pub mod combine;
+pub mod combiners;
+pub mod create;
+pub mod distinct;
+pub mod flatten;
+pub mod group_by_key;
+pub mod impulse;
+pub mod keys;
+pub mod map;
+pub mod par_do;
+pub mod partition;
+pub mod reshuffle;
+pub mod to_string;
+pub mod window_into;

@@ -1,0 +1,143 @@
+//! ParDo: the element-wise primitive.
+
+use crate::coders::Element;
+use crate::do_fn::{DoFn, DoFnKernel, TupleTag};
+use crate::graph::{Boundedness, NodeId, ParDoPayload, Payload};
+use crate::kernel::ErasedDoFn;
+use crate::pipeline::{output_boundedness, PCollection, PCollectionTuple, PTransform, Pipeline};
+use crate::window_fn::WindowingStrategy;
+use std::sync::{Arc, Mutex};
+
+/// The id of a ParDo's main output tag.
+pub const MAIN_TAG: &str = "main";
+
+/// An output tag with its element type erased, to declare additional outputs.
+#[derive(Clone, Debug)]
+pub struct ErasedTupleTag {
+    id: String,
+    make: fn(&Pipeline, NodeId, &str, Boundedness, WindowingStrategy) -> usize,
+}
+
+fn make_output<T: Element>(
+    p: &Pipeline,
+    node: NodeId,
+    tag: &str,
+    b: Boundedness,
+    w: WindowingStrategy,
+) -> usize {
+    p.new_output::<T>(node, tag, b, w).id()
+}
+
+impl<T: Element> From<&TupleTag<T>> for ErasedTupleTag {
+    fn from(t: &TupleTag<T>) -> Self {
+        ErasedTupleTag {
+            id: t.id().to_string(),
+            make: make_output::<T>,
+        }
+    }
+}
+
+/// Applies a [`DoFn`] to every element: `pc.apply("Parse", ParDo::of(ParseFn))`.
+pub struct ParDo<F> {
+    fn_: F,
+}
+
+impl<F: DoFn> ParDo<F> {
+    /// A ParDo running `fn_`.
+    pub fn of(fn_: F) -> Self {
+        ParDo { fn_ }
+    }
+
+    /// Declares additional outputs; the result is a [`PCollectionTuple`] holding the main output
+    /// under `main` and each additional output under its tag.
+    pub fn with_outputs(
+        self,
+        main: &TupleTag<F::Out>,
+        additional: Vec<ErasedTupleTag>,
+    ) -> ParDoMulti<F> {
+        ParDoMulti {
+            fn_: self.fn_,
+            main: main.id().to_string(),
+            additional,
+        }
+    }
+}
+
+/// A ParDo with several outputs (built by [`ParDo::with_outputs`]).
+pub struct ParDoMulti<F> {
+    fn_: F,
+    main: String,
+    additional: Vec<ErasedTupleTag>,
+}
+
+fn factory<F: DoFn>(fn_: F, tag_ids: Vec<String>) -> crate::kernel::DoFnFactory {
+    let proto = Mutex::new(fn_);
+    let tag_ids: Arc<[String]> = tag_ids.into();
+    Arc::new(move || {
+        let fn_ = proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        Box::new(DoFnKernel {
+            fn_,
+            tag_ids: tag_ids.clone(),
+        }) as Box<dyn ErasedDoFn>
+    })
+}
+
+fn expand_par_do<F: DoFn>(
+    fn_: F,
+    input: &PCollection<F::In>,
+    main: String,
+    additional: Vec<ErasedTupleTag>,
+) -> (PCollection<F::Out>, PCollectionTuple) {
+    let p = input.pipeline().clone();
+    let additional_ids: Vec<String> = additional.iter().map(|t| t.id.clone()).collect();
+    let mut seen = std::collections::HashSet::new();
+    for id in std::iter::once(&main).chain(&additional_ids) {
+        if !seen.insert(id.clone()) {
+            p.record_error(
+                &p.current_step(),
+                format!("output tag '{id}' is declared twice"),
+            );
+        }
+    }
+    let node = p.make_primitive(
+        crate::urns::PAR_DO,
+        Payload::ParDo(ParDoPayload {
+            factory: factory(fn_, additional_ids.clone()),
+            fn_name: std::any::type_name::<F>(),
+            output_tags: std::iter::once(main.clone())
+                .chain(additional_ids.iter().cloned())
+                .collect(),
+        }),
+    );
+    let b = output_boundedness(&p, &[input.id()]);
+    let w = input.windowing_strategy();
+    let main_pc = p.new_output::<F::Out>(node, &main, b, w.clone());
+    let mut tags = vec![main];
+    let mut ids = vec![main_pc.id()];
+    for t in additional {
+        ids.push((t.make)(&p, node, &t.id, b, w.clone()));
+        tags.push(t.id);
+    }
+    (
+        main_pc,
+        PCollectionTuple {
+            pipeline: p,
+            tags,
+            ids,
+        },
+    )
+}
+
+impl<F: DoFn> PTransform<PCollection<F::In>> for ParDo<F> {
+    type Output = PCollection<F::Out>;
+    fn expand(self, input: PCollection<F::In>) -> Self::Output {
+        expand_par_do(self.fn_, &input, MAIN_TAG.to_string(), vec![]).0
+    }
+}
+
+impl<F: DoFn> PTransform<PCollection<F::In>> for ParDoMulti<F> {
+    type Output = PCollectionTuple;
+    fn expand(self, input: PCollection<F::In>) -> Self::Output {
+        expand_par_do(self.fn_, &input, self.main, self.additional).1
+    }
+}

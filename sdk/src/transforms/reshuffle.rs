@@ -1,0 +1,102 @@
+//! Reshuffle: redistribute elements across workers, keeping timestamps and windows.
+
+use crate::coders::Element;
+use crate::do_fn::{DoFn, ProcessContext};
+use crate::error::UserResult;
+use crate::kv::KV;
+use crate::pane::PaneInfo;
+use crate::pipeline::{PCollection, PTransform};
+use crate::time::Timestamp;
+use crate::transforms::group_by_key::GroupByKey;
+use crate::transforms::par_do::ParDo;
+use crate::window::Window;
+use crate::windowed_value::WindowedValue;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use std::marker::PhantomData;
+
+/// Redistributes elements by a random key, a fusion break that changes no element, timestamp or
+/// window.
+pub struct Reshuffle<T>(PhantomData<fn(T)>);
+
+impl<T: Element> Reshuffle<T> {
+    /// Reshuffles by a random key.
+    pub fn via_random_key() -> Self {
+        Reshuffle(PhantomData)
+    }
+}
+
+/// An element with its timestamp, window and pane, carried through a shuffle.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Reified<T> {
+    value: T,
+    timestamp: Timestamp,
+    window: Window,
+    pane: PaneInfo,
+}
+
+#[derive(Clone)]
+struct AssignRandomKeyFn<T> {
+    rng: Option<rand::rngs::SmallRng>,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T: Element> DoFn for AssignRandomKeyFn<T> {
+    type In = T;
+    type Out = KV<u32, Reified<T>>;
+    fn process(&mut self, v: T, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
+        let rng = self
+            .rng
+            .get_or_insert_with(|| rand::rngs::SmallRng::seed_from_u64(rand::random()));
+        let key = rng.random::<u32>();
+        let r = Reified {
+            value: v,
+            timestamp: ctx.timestamp(),
+            window: *ctx.window(),
+            pane: *ctx.pane(),
+        };
+        ctx.output(KV::new(key, r));
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+struct RestoreFn<T>(PhantomData<fn(T)>);
+
+impl<T: Element> DoFn for RestoreFn<T> {
+    type In = KV<u32, Vec<Reified<T>>>;
+    type Out = T;
+    fn process(&mut self, kv: Self::In, ctx: &mut ProcessContext<'_, T>) -> UserResult {
+        for r in kv.value {
+            ctx.output_windowed_value(WindowedValue {
+                value: r.value,
+                timestamp: r.timestamp,
+                window: r.window,
+                pane: r.pane,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<T: Element> PTransform<PCollection<T>> for Reshuffle<T> {
+    type Output = PCollection<T>;
+    fn expand(self, input: PCollection<T>) -> Self::Output {
+        let windowing = input.windowing_strategy();
+        let out = input
+            .apply(
+                "AssignKey",
+                ParDo::of(AssignRandomKeyFn {
+                    rng: None,
+                    _t: PhantomData,
+                }),
+            )
+            .apply("GroupByKey", GroupByKey::create())
+            .apply("Restore", ParDo::of(RestoreFn(PhantomData)));
+        out.set_windowing(windowing);
+        out
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::RESHUFFLE)
+    }
+}

@@ -1,0 +1,291 @@
+//! WindowFns: how elements are assigned to windows, and the windowing strategy of a PCollection.
+
+use crate::time::Timestamp;
+use crate::window::{IntervalWindow, Window};
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Assigns elements to windows (Beam's `WindowFn`). Implement it for custom windowing.
+pub trait WindowFn: Send + Sync + Debug + 'static {
+    /// Appends the windows of an element at `timestamp` currently in `window`.
+    fn assign_windows(&self, timestamp: Timestamp, window: &Window, out: &mut Vec<Window>);
+    /// Whether windows of this function merge per key (sessions).
+    fn is_merging(&self) -> bool {
+        false
+    }
+    /// Whether two functions produce compatible windows (required by Flatten, side inputs).
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool;
+    /// Whether every element lands in exactly one window.
+    fn assigns_to_one_window(&self) -> bool {
+        true
+    }
+    /// `self` as `Any`, for compatibility checks.
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// Every element in the single global window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GlobalWindows;
+
+impl WindowFn for GlobalWindows {
+    fn assign_windows(&self, _: Timestamp, _: &Window, out: &mut Vec<Window>) {
+        out.push(Window::Global);
+    }
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool {
+        other.as_any().is::<GlobalWindows>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    crate::time::duration_millis(d)
+}
+
+/// Fixed-size, non-overlapping windows `[start, start + size)` with `start ≡ offset (mod size)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedWindows {
+    size: i64,
+    offset: i64,
+}
+
+impl FixedWindows {
+    /// Windows of `size` aligned to the epoch. `size` must be positive.
+    pub fn of(size: Duration) -> Self {
+        FixedWindows {
+            size: millis(size).max(1),
+            offset: 0,
+        }
+    }
+    /// Shifts window boundaries by `offset` (must be below the size; reduced modulo it).
+    pub fn with_offset(self, offset: Duration) -> Self {
+        FixedWindows {
+            offset: millis(offset).rem_euclid(self.size),
+            ..self
+        }
+    }
+    /// The window containing `ts`. Uses floor modulo, which equals Java's result for every
+    /// timestamp Java gets right and is also right for very negative timestamps.
+    pub fn window_for(&self, ts: Timestamp) -> IntervalWindow {
+        let start = ts - (ts - self.offset).rem_euclid(self.size);
+        IntervalWindow::new(start, start.saturating_add(self.size))
+    }
+}
+
+impl WindowFn for FixedWindows {
+    fn assign_windows(&self, ts: Timestamp, _: &Window, out: &mut Vec<Window>) {
+        out.push(Window::Interval(self.window_for(ts)));
+    }
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool {
+        other.as_any().downcast_ref::<FixedWindows>() == Some(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Possibly overlapping windows of `size` starting every `period`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlidingWindows {
+    size: i64,
+    period: i64,
+    offset: i64,
+}
+
+impl SlidingWindows {
+    /// Windows of `size`, with Beam's default period (1 h, 1 min, 1 s or 1 ms by size).
+    pub fn of(size: Duration) -> Self {
+        let size = millis(size).max(1);
+        let period = if size > 3_600_000 {
+            3_600_000
+        } else if size > 60_000 {
+            60_000
+        } else if size > 1_000 {
+            1_000
+        } else {
+            1
+        };
+        SlidingWindows {
+            size,
+            period,
+            offset: 0,
+        }
+    }
+    /// A new window starts every `period`.
+    pub fn every(self, period: Duration) -> Self {
+        let period = millis(period).max(1);
+        SlidingWindows {
+            period,
+            offset: self.offset.rem_euclid(period),
+            ..self
+        }
+    }
+    /// Shifts window starts by `offset` (reduced modulo the period).
+    pub fn with_offset(self, offset: Duration) -> Self {
+        SlidingWindows {
+            offset: millis(offset).rem_euclid(self.period),
+            ..self
+        }
+    }
+    /// The window size in milliseconds.
+    pub fn size_millis(&self) -> i64 {
+        self.size
+    }
+    /// The period in milliseconds.
+    pub fn period_millis(&self) -> i64 {
+        self.period
+    }
+    /// Start of the latest window containing `ts`.
+    pub fn last_start(&self, ts: Timestamp) -> Timestamp {
+        ts - (ts - self.offset).rem_euclid(self.period)
+    }
+}
+
+impl WindowFn for SlidingWindows {
+    fn assign_windows(&self, ts: Timestamp, _: &Window, out: &mut Vec<Window>) {
+        // Newest first, as Beam emits them.
+        let mut start = self.last_start(ts);
+        while start > ts - self.size {
+            out.push(Window::Interval(IntervalWindow::new(
+                start,
+                start + self.size,
+            )));
+            start -= self.period;
+        }
+    }
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool {
+        other.as_any().downcast_ref::<SlidingWindows>() == Some(self)
+    }
+    fn assigns_to_one_window(&self) -> bool {
+        self.period >= self.size
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Session windows: each element starts a window `[ts, ts + gap)`; per key, overlapping windows
+/// merge (touching ones do not).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sessions {
+    gap: i64,
+}
+
+impl Sessions {
+    /// Sessions separated by at least `gap` of inactivity.
+    pub fn with_gap_duration(gap: Duration) -> Self {
+        Sessions {
+            gap: millis(gap).max(1),
+        }
+    }
+    /// The gap in milliseconds.
+    pub fn gap_millis(&self) -> i64 {
+        self.gap
+    }
+}
+
+impl WindowFn for Sessions {
+    fn assign_windows(&self, ts: Timestamp, _: &Window, out: &mut Vec<Window>) {
+        out.push(Window::Interval(IntervalWindow::new(
+            ts,
+            ts.saturating_add(self.gap),
+        )));
+    }
+    fn is_merging(&self) -> bool {
+        true
+    }
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool {
+        other.as_any().is::<Sessions>()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// How a PCollection is windowed.
+#[derive(Clone, Debug)]
+pub struct WindowingStrategy {
+    /// The window function.
+    pub window_fn: Arc<dyn WindowFn>,
+    /// Set after a GroupByKey merged the windows, so regrouping does not merge again.
+    pub already_merged: bool,
+}
+
+impl WindowingStrategy {
+    /// The strategy of a window function, with Beam's defaults for everything else.
+    pub fn of(window_fn: Arc<dyn WindowFn>) -> Self {
+        WindowingStrategy {
+            window_fn,
+            already_merged: false,
+        }
+    }
+    /// The global window with the default trigger.
+    pub fn global() -> Self {
+        Self::of(Arc::new(GlobalWindows))
+    }
+    /// Whether this is the global window.
+    pub fn is_global(&self) -> bool {
+        self.window_fn.as_any().is::<GlobalWindows>()
+    }
+    /// Whether two strategies can be flattened together.
+    pub fn is_compatible(&self, other: &WindowingStrategy) -> bool {
+        self.window_fn.is_compatible(&*other.window_fn)
+    }
+}
+
+impl Default for WindowingStrategy {
+    fn default() -> Self {
+        Self::global()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assign(f: &dyn WindowFn, ts: Timestamp) -> Vec<Window> {
+        let mut out = Vec::new();
+        f.assign_windows(ts, &Window::Global, &mut out);
+        out
+    }
+
+    fn iw(a: i64, b: i64) -> Window {
+        Window::Interval(IntervalWindow::new(a, b))
+    }
+
+    #[test]
+    fn fixed_windows_floor() {
+        let f = FixedWindows::of(Duration::from_millis(10));
+        assert_eq!(assign(&f, 0), vec![iw(0, 10)]);
+        assert_eq!(assign(&f, 9), vec![iw(0, 10)]);
+        assert_eq!(assign(&f, 10), vec![iw(10, 20)]);
+        assert_eq!(assign(&f, -13), vec![iw(-20, -10)]);
+        let g = f.with_offset(Duration::from_millis(3));
+        assert_eq!(assign(&g, 2), vec![iw(-7, 3)]);
+        assert_eq!(assign(&g, 3), vec![iw(3, 13)]);
+    }
+
+    #[test]
+    fn sliding_windows_newest_first() {
+        let s = SlidingWindows::of(Duration::from_millis(10)).every(Duration::from_millis(5));
+        assert_eq!(assign(&s, 1), vec![iw(0, 10), iw(-5, 5)]);
+        assert_eq!(assign(&s, 7), vec![iw(5, 15), iw(0, 10)]);
+        assert!(!s.assigns_to_one_window());
+        assert_eq!(
+            SlidingWindows::of(Duration::from_secs(120)).period_millis(),
+            60_000
+        );
+    }
+
+    #[test]
+    fn compatibility() {
+        let a = FixedWindows::of(Duration::from_millis(10));
+        assert!(a.is_compatible(&FixedWindows::of(Duration::from_millis(10))));
+        assert!(!a.is_compatible(&FixedWindows::of(Duration::from_millis(20))));
+        assert!(!a.is_compatible(&GlobalWindows));
+        assert!(GlobalWindows.is_compatible(&GlobalWindows));
+    }
+}
