@@ -41,6 +41,8 @@ pub trait CollectionOps: Send + Sync {
     fn empty(&self) -> Batch;
     /// Number of elements in a batch.
     fn len(&self, b: &Batch) -> usize;
+    /// A copy of a batch (for a PCollection with several consumers).
+    fn clone_batch(&self, b: &Batch) -> Batch;
     /// Concatenates batches.
     fn concat(&self, parts: Vec<Batch>) -> Batch;
     /// Splits a batch into batches of at most `max_len` elements.
@@ -84,6 +86,9 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     }
     fn len(&self, b: &Batch) -> usize {
         as_vec::<T>(b).len()
+    }
+    fn clone_batch(&self, b: &Batch) -> Batch {
+        Box::new(as_vec::<T>(b).clone())
     }
     fn concat(&self, parts: Vec<Batch>) -> Batch {
         let mut out: Vec<WindowedValue<T>> = Vec::new();

@@ -49,7 +49,7 @@ pub mod windowed_value;
 
 pub use coders::{Coder, CoderRef, Element};
 pub use do_fn::{DoFn, FinishBundleContext, ProcessContext, TupleTag};
-pub use error::{Error, Result, UserError, UserResult};
+pub use error::{Error, Result, UserError, UserResult, WithStep as WithStepExt};
 pub use kv::KV;
 pub use options::PipelineOptions;
 pub use pipeline::{

@@ -1,0 +1,120 @@
+//! Drives a DoFn instance through its lifecycle, turning errors and panics into step errors.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
+use weir_sdk::kernel::{Batch, CollectionOps, ErasedDoFn};
+use weir_sdk::{Error, Result, UserError};
+
+/// The message of a panic payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// Runs `f`, turning an error or a panic into an [`Error::Execution`] of `step` that says which
+/// lifecycle method failed.
+pub fn guarded<T>(step: &str, method: &str, f: impl FnOnce() -> Result<T, UserError>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Error::execution(step, format!("{method} failed: {e}"))),
+        Err(p) => Err(Error::execution(
+            step,
+            format!("{method} panicked: {}", panic_message(&*p)),
+        )),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lifecycle {
+    New,
+    SetUp,
+    TornDown,
+}
+
+/// One DoFn instance of a ParDo step with its lifecycle: `setup` once, bundles, `teardown`
+/// once (also after a failure, best effort).
+pub struct DoFnRunner {
+    step: String,
+    instance: Box<dyn ErasedDoFn>,
+    outputs: Vec<std::sync::Arc<dyn CollectionOps>>,
+    state: Lifecycle,
+}
+
+impl DoFnRunner {
+    /// A fresh instance of the ParDo `node`.
+    pub fn new(node: &TransformNode, payload: &ParDoPayload, graph: &PipelineGraph) -> Self {
+        DoFnRunner {
+            step: node.full_name.clone(),
+            instance: (payload.factory)(),
+            outputs: node
+                .outputs
+                .iter()
+                .map(|&o| graph.pcollection(o).ops.clone())
+                .collect(),
+            state: Lifecycle::New,
+        }
+    }
+
+    /// The step name.
+    pub fn step(&self) -> &str {
+        &self.step
+    }
+
+    /// Processes one bundle: `start_bundle`, every element of every input batch,
+    /// `finish_bundle`. Returns one batch per output, main output first. On failure the bundle's
+    /// outputs are discarded, the instance is torn down, and the error names the step.
+    pub fn process_bundle(&mut self, inputs: Vec<Batch>) -> Result<Vec<Batch>> {
+        let result = self.try_bundle(inputs);
+        if result.is_err() {
+            self.teardown();
+        }
+        result
+    }
+
+    fn try_bundle(&mut self, inputs: Vec<Batch>) -> Result<Vec<Batch>> {
+        if self.state == Lifecycle::TornDown {
+            return Err(Error::Internal {
+                component: "DoFnRunner".into(),
+                message: format!("{} used after teardown", self.step),
+            });
+        }
+        let step = self.step.clone();
+        if self.state == Lifecycle::New {
+            guarded(&step, "setup", || self.instance.setup())?;
+            self.state = Lifecycle::SetUp;
+        }
+        let mut outputs: Vec<Batch> = self.outputs.iter().map(|o| o.empty()).collect();
+        guarded(&step, "start_bundle", || self.instance.start_bundle())?;
+        for input in inputs {
+            guarded(&step, "process", || {
+                self.instance.process_batch(input, &mut outputs)
+            })?;
+        }
+        guarded(&step, "finish_bundle", || {
+            self.instance.finish_bundle(&mut outputs)
+        })?;
+        Ok(outputs)
+    }
+
+    /// Calls `teardown` once, if `setup` ran. Errors are logged: teardown is best effort.
+    pub fn teardown(&mut self) {
+        if self.state == Lifecycle::SetUp {
+            let step = self.step.clone();
+            if let Err(e) = guarded(&step, "teardown", || self.instance.teardown()) {
+                tracing::warn!(step = %step, error = %e, "DoFn teardown failed");
+            }
+        }
+        self.state = Lifecycle::TornDown;
+    }
+}
+
+impl Drop for DoFnRunner {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}

@@ -1,0 +1,142 @@
+//! The job handle behind every runner's `PipelineResult`: state, failure, cancellation, waiting.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use weir_sdk::runner::{PipelineResult, PipelineState};
+use weir_sdk::{Error, Result};
+
+#[derive(Debug)]
+struct Status {
+    state: PipelineState,
+    error: Option<Error>,
+}
+
+/// Shared between a running job and its [`PipelineResult`].
+#[derive(Debug)]
+pub struct Job {
+    status: Mutex<Status>,
+    changed: Condvar,
+    cancel: AtomicBool,
+}
+
+impl Job {
+    /// A running job.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Job {
+            status: Mutex::new(Status {
+                state: PipelineState::Running,
+                error: None,
+            }),
+            changed: Condvar::new(),
+            cancel: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether cancellation was requested; long-running work checks it between bundles.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// Records the job's outcome. The first terminal state wins.
+    pub fn finish(&self, outcome: Result<()>) {
+        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        if s.state.is_terminal() {
+            return;
+        }
+        match outcome {
+            Ok(()) => s.state = PipelineState::Done,
+            Err(Error::Cancelled) => s.state = PipelineState::Cancelled,
+            Err(e) => {
+                tracing::error!(error = %e, "pipeline failed");
+                s.state = PipelineState::Failed;
+                s.error = Some(e);
+            }
+        }
+        self.changed.notify_all();
+    }
+
+    /// Runs `work` on a new thread and returns the result handle. A panic that escapes `work`
+    /// fails the job instead of being lost.
+    pub fn spawn(
+        name: &str,
+        work: impl FnOnce(Arc<Job>) -> Result<()> + Send + 'static,
+    ) -> Result<Box<dyn PipelineResult>> {
+        let job = Job::new();
+        let j = job.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                let outcome =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(j.clone())));
+                j.finish(match outcome {
+                    Ok(r) => r,
+                    Err(p) => Err(Error::Internal {
+                        component: "job".into(),
+                        message: crate::do_fn_runner::panic_message(&*p),
+                    }),
+                });
+            })
+            .map_err(|e| Error::Internal {
+                component: "job".into(),
+                message: format!("cannot start thread: {e}"),
+            })?;
+        Ok(Box::new(JobResult {
+            job,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+}
+
+/// The [`PipelineResult`] of a job run by [`Job::spawn`].
+pub struct JobResult {
+    job: Arc<Job>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl PipelineResult for JobResult {
+    fn state(&self) -> PipelineState {
+        self.job
+            .status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .state
+    }
+
+    fn wait_until_finish(&self, timeout: Option<Duration>) -> Result<PipelineState> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut s = self.job.status.lock().unwrap_or_else(|e| e.into_inner());
+        while !s.state.is_terminal() {
+            match deadline {
+                None => s = self.job.changed.wait(s).unwrap_or_else(|e| e.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Ok(s.state);
+                    }
+                    s = self
+                        .job
+                        .changed
+                        .wait_timeout(s, d - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+        let (state, error) = (s.state, s.error.clone());
+        drop(s);
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // The thread has recorded a terminal state and is about to exit.
+            let _ = t.join();
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(state),
+        }
+    }
+
+    fn cancel(&self) -> Result<PipelineState> {
+        self.job.cancel.store(true, Ordering::SeqCst);
+        Ok(self.state())
+    }
+}

@@ -1,0 +1,126 @@
+//! The translation framework: a registry of translators keyed by URN, applied composite-first.
+//!
+//! Walking the graph top-down, a composite is translated as a whole when a translator for its URN
+//! accepts it ([`Translator::can_translate`]); otherwise the walk descends into its parts. Every
+//! primitive must have a translator, or translation fails with an error naming the step, its URN
+//! and the runner (DESIGN D3).
+
+use std::collections::HashMap;
+use weir_sdk::graph::{PipelineGraph, TransformNode};
+use weir_sdk::visitor::{CompositeBehavior, PipelineVisitor};
+use weir_sdk::{Error, Result};
+
+/// Translates one kind of transform into a runner's plan, held in the context `C`.
+pub trait Translator<C>: Send + Sync {
+    /// Whether this translator handles this particular node (e.g. a native Combine only for
+    /// some windowing). Primitives whose translator refuses fail translation.
+    fn can_translate(&self, _node: &TransformNode, _graph: &PipelineGraph) -> bool {
+        true
+    }
+    /// Adds the node to the plan.
+    fn translate(&self, node: &TransformNode, graph: &PipelineGraph, ctx: &mut C) -> Result<()>;
+}
+
+/// Translators of one runner, keyed by URN.
+pub struct TranslatorRegistry<C> {
+    runner: &'static str,
+    translators: HashMap<&'static str, Box<dyn Translator<C>>>,
+}
+
+/// What a translation did: the composites translated as a whole.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TranslationReport {
+    /// Full names and URNs of composites translated natively.
+    pub native_composites: Vec<(String, String)>,
+}
+
+impl<C> TranslatorRegistry<C> {
+    /// An empty registry for the runner named `runner`.
+    pub fn new(runner: &'static str) -> Self {
+        TranslatorRegistry {
+            runner,
+            translators: HashMap::new(),
+        }
+    }
+
+    /// Registers the translator of `urn`.
+    pub fn register(
+        &mut self,
+        urn: &'static str,
+        translator: impl Translator<C> + 'static,
+    ) -> &mut Self {
+        self.translators.insert(urn, Box::new(translator));
+        self
+    }
+
+    /// Whether a translator is registered for `urn`.
+    pub fn supports(&self, urn: &str) -> bool {
+        self.translators.contains_key(urn)
+    }
+
+    /// Translates `graph` into `ctx`, composites first.
+    pub fn translate(&self, graph: &PipelineGraph, ctx: &mut C) -> Result<TranslationReport> {
+        let mut v = TranslatingVisitor {
+            registry: self,
+            ctx,
+            error: None,
+            report: TranslationReport::default(),
+        };
+        graph.traverse(&mut v);
+        match v.error {
+            Some(e) => Err(e),
+            None => Ok(v.report),
+        }
+    }
+}
+
+struct TranslatingVisitor<'a, C> {
+    registry: &'a TranslatorRegistry<C>,
+    ctx: &'a mut C,
+    error: Option<Error>,
+    report: TranslationReport,
+}
+
+impl<C> PipelineVisitor for TranslatingVisitor<'_, C> {
+    fn enter_composite(
+        &mut self,
+        node: &TransformNode,
+        graph: &PipelineGraph,
+    ) -> CompositeBehavior {
+        if self.error.is_some() {
+            return CompositeBehavior::DoNotEnter;
+        }
+        match self.registry.translators.get(node.urn) {
+            Some(t) if t.can_translate(node, graph) => {
+                if let Err(e) = t.translate(node, graph, self.ctx) {
+                    self.error = Some(e);
+                } else {
+                    self.report
+                        .native_composites
+                        .push((node.full_name.clone(), node.urn.to_string()));
+                }
+                CompositeBehavior::DoNotEnter
+            }
+            _ => CompositeBehavior::Enter,
+        }
+    }
+
+    fn visit_primitive(&mut self, node: &TransformNode, graph: &PipelineGraph) {
+        if self.error.is_some() {
+            return;
+        }
+        let unsupported = |reason: &str| Error::Unsupported {
+            step: node.full_name.clone(),
+            urn: node.urn.to_string(),
+            runner: self.registry.runner.to_string(),
+            reason: reason.to_string(),
+        };
+        self.error = match self.registry.translators.get(node.urn) {
+            Some(t) if t.can_translate(node, graph) => t.translate(node, graph, self.ctx).err(),
+            Some(_) => Some(unsupported(
+                "the runner's translator rejects this configuration",
+            )),
+            None => Some(unsupported("no translator is registered for this URN")),
+        };
+    }
+}

@@ -1,0 +1,51 @@
+//! # weir-runner-direct: the strict reference runner
+//!
+//! Simple, strict and slow by choice. It executes a bounded pipeline step by step in
+//! topological order, in bundles, and checks what the model promises users rather than what
+//! happens to work: it shuffles the order of bundles and of the elements inside them (seeded,
+//! `--direct-shuffle`, `--direct-seed`), so a pipeline that depends on order shows up, and it
+//! round-trips every element through its coder (`--direct-check-encodability`), so an element
+//! that cannot be encoded fails here rather than on a distributed runner. Other runners are
+//! checked against its results by the conformance suite.
+//!
+//! Select it with `--runner direct` after calling [`register`].
+
+#![deny(missing_docs)]
+
+mod executor;
+mod translate;
+
+use std::sync::Arc;
+use weir_sdk::graph::PipelineGraph;
+use weir_sdk::runner::{PipelineResult, Runner};
+use weir_sdk::{PipelineOptions, Result};
+
+/// The direct runner.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirectRunner;
+
+/// The name `--runner` selects the direct runner by.
+pub const NAME: &str = "direct";
+
+impl Runner for DirectRunner {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn run(
+        &self,
+        graph: Arc<PipelineGraph>,
+        options: &PipelineOptions,
+    ) -> Result<Box<dyn PipelineResult>> {
+        let plan = translate::translate(&graph)?;
+        let options = options.direct.clone();
+        weir_runner_core::job::Job::spawn("weir-direct", move |job| {
+            executor::execute(&graph, &plan, &options, &job)
+        })
+    }
+}
+
+/// Registers the direct runner under the name `direct`.
+pub fn register() {
+    weir_sdk::runner::register_runner(Arc::new(DirectRunner));
+}
