@@ -85,8 +85,9 @@ impl DoFnRunner {
         }
         let step = self.step.clone();
         if self.state == Lifecycle::New {
-            guarded(&step, "setup", || self.instance.setup())?;
+            // Teardown is owed even when setup fails part-way (Beam's ParDoLifecycleTest).
             self.state = Lifecycle::SetUp;
+            guarded(&step, "setup", || self.instance.setup())?;
         }
         let mut outputs: Vec<Batch> = self.outputs.iter().map(|o| o.empty()).collect();
         guarded(&step, "start_bundle", || self.instance.start_bundle())?;

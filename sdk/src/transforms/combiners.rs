@@ -286,6 +286,17 @@ impl<T: Element> CombineFn for TopFn<T> {
     }
 }
 
+/// A [`TopFn`] keeping the `n` largest elements by `cmp`.
+pub fn top_fn<T: Element>(
+    n: usize,
+    cmp: impl Fn(&T, &T) -> Ordering + Send + Sync + 'static,
+) -> TopFn<T> {
+    TopFn {
+        n,
+        cmp: Arc::new(cmp),
+    }
+}
+
 /// Top: the `n` largest or smallest elements, globally or per key, as one list (largest first,
 /// or smallest first for `smallest`).
 pub struct Top;
@@ -370,6 +381,12 @@ impl<T: Element> CombineFn for LatestFn<T> {
 /// Pairs every element with its timestamp (Beam's `Reify.timestamps`).
 #[derive(Clone)]
 pub struct ReifyTimestampsFn<T>(PhantomData<fn(T)>);
+
+impl<T> Default for ReifyTimestampsFn<T> {
+    fn default() -> Self {
+        ReifyTimestampsFn(PhantomData)
+    }
+}
 
 impl<T: Element> DoFn for ReifyTimestampsFn<T> {
     type In = T;

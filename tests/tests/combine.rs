@@ -1,0 +1,127 @@
+//! Combine conformance: globally (with and without defaults), per key, grouped values, and the
+//! standard combiners.
+
+use weir_sdk::prelude::*;
+use weir_sdk::transforms::combiners::TopFn;
+use weir_tests::conformance;
+
+/// Concatenates strings in sorted order: associative and commutative.
+#[derive(Clone)]
+struct ConcatFn;
+
+impl CombineFn for ConcatFn {
+    type In = String;
+    type Accum = Vec<String>;
+    type Out = String;
+    fn create_accumulator(&self) -> Vec<String> {
+        vec![]
+    }
+    fn add_input(&self, acc: &mut Vec<String>, v: String) {
+        acc.push(v);
+    }
+    fn merge_accumulators(&self, accs: Vec<Vec<String>>) -> Vec<String> {
+        accs.into_iter().flatten().collect()
+    }
+    fn extract_output(&self, mut acc: Vec<String>) -> String {
+        acc.sort();
+        format!("[{}]", acc.join(","))
+    }
+}
+
+fn kvs(v: &[(&str, i64)]) -> Vec<KV<String, i64>> {
+    v.iter().map(|(k, x)| KV::new(k.to_string(), *x)).collect()
+}
+
+conformance! {
+    fn combine_globally(p) {
+        let input = p.apply("Create", Create::of(vec!["c".to_string(), "a".into(), "b".into()]));
+        assert_that(&input.apply("Concat", Combine::globally(ConcatFn))).contains_in_any_order(vec!["[a,b,c]".to_string()]);
+        p.run();
+    }
+
+    fn combine_globally_empty_gives_default(p) {
+        let empty = p.apply("Create", Create::<i64>::of(vec![]));
+        assert_that_singleton(&empty.apply("Sum", Sum::globally())).equal_to(0);
+        assert_that_singleton(&empty.apply("Count", Count::globally())).equal_to(0);
+        assert_that_singleton(&empty.apply("Min", Min::globally())).equal_to(i64::MAX);
+        assert_that_singleton(&empty.apply("Concat", Map::new(|i: i64| i.to_string())).apply("C", Combine::globally(ConcatFn)))
+            .equal_to("[]".to_string());
+        assert_that(&empty.apply("NoDefault", Combine::globally(weir_sdk::transforms::combiners::SumFn::<i64>::default()).without_defaults())).empty();
+        p.run();
+    }
+
+    fn combine_per_key(p) {
+        let input = p.apply("Create", Create::of(kvs(&[("a", 1), ("b", 10), ("a", 2), ("c", 5), ("a", 3)])));
+        assert_that(&input.apply("Sum", Sum::per_key())).contains_in_any_order(kvs(&[("a", 6), ("b", 10), ("c", 5)]));
+        assert_that(&input.apply("Count", Count::per_key())).contains_in_any_order(kvs(&[("a", 3), ("b", 1), ("c", 1)]));
+        assert_that(&input.apply("Max", Max::per_key())).contains_in_any_order(kvs(&[("a", 3), ("b", 10), ("c", 5)]));
+        assert_that(&input.apply("Min", Min::per_key())).contains_in_any_order(kvs(&[("a", 1), ("b", 10), ("c", 5)]));
+        let means = input.apply("Mean", Mean::per_key()).apply("Render", Map::new(|kv: KV<String, f64>| format!("{}={:.3}", kv.key, kv.value)));
+        assert_that(&means).contains_in_any_order(vec!["a=2.000".to_string(), "b=10.000".into(), "c=5.000".into()]);
+        p.run();
+    }
+
+    fn combine_grouped_values(p) {
+        let input = p.apply("Create", Create::of(vec![KV::new(1, "x".to_string()), KV::new(1, "y".into()), KV::new(2, "z".into())]));
+        let out = input.apply("GroupByKey", GroupByKey::create()).apply("Combine", Combine::grouped_values(ConcatFn));
+        assert_that(&out).contains_in_any_order(vec![KV::new(1, "[x,y]".to_string()), KV::new(2, "[z]".to_string())]);
+        p.run();
+    }
+
+    fn numeric_combiners_globally(p) {
+        let input = p.apply("Create", Create::of(vec![4i64, -2, 9, 1]));
+        assert_that_singleton(&input.apply("Sum", Sum::globally())).equal_to(12);
+        assert_that_singleton(&input.apply("Min", Min::globally())).equal_to(-2);
+        assert_that_singleton(&input.apply("Max", Max::globally())).equal_to(9);
+        assert_that_singleton(&input.apply("Mean", Mean::globally())).equal_to(3.0);
+        assert_that_singleton(&input.apply("Count", Count::globally())).equal_to(4);
+        let floats = p.apply("Floats", Create::of(vec![0.5f64, 0.25]));
+        assert_that_singleton(&floats.apply("FSum", Sum::globally())).equal_to(0.75);
+        let empty = p.apply("Empty", Create::<i64>::of(vec![]));
+        assert_that_singleton(&empty.apply("EmptyMean", Mean::globally()).apply("IsNan", Map::new(|m: f64| m.is_nan()))).equal_to(true);
+        p.run();
+    }
+
+    fn top_largest_smallest_and_custom(p) {
+        let input = p.apply("Create", Create::of(vec![5i64, 1, 9, 3, 7, 9]));
+        assert_that_singleton(&input.apply("Largest", Top::largest(3))).equal_to(vec![9, 9, 7]);
+        assert_that_singleton(&input.apply("Smallest", Top::smallest(2))).equal_to(vec![1, 3]);
+        assert_that_singleton(&input.apply("ByLastDigitDesc", Top::of(2, |a: &i64, b: &i64| (a % 3).cmp(&(b % 3)).then(a.cmp(b))))).equal_to(vec![5, 7]);
+        assert_that_singleton(&input.apply("All", Top::largest(100))).equal_to(vec![9, 9, 7, 5, 3, 1]);
+        let empty = p.apply("Empty", Create::<i64>::of(vec![]));
+        assert_that_singleton(&empty.apply("EmptyTop", Top::largest(3))).equal_to(vec![]);
+        let keyed = p.apply("Keyed", Create::of(kvs(&[("a", 1), ("a", 5), ("a", 3), ("b", 2)])));
+        assert_that(&keyed.apply("PerKey", Top::largest_per_key(2))).contains_in_any_order(vec![
+            KV::new("a".to_string(), vec![5, 3]),
+            KV::new("b".to_string(), vec![2]),
+        ]);
+        assert_that(&keyed.apply("SmallestPerKey", Top::smallest_per_key(1))).contains_in_any_order(vec![
+            KV::new("a".to_string(), vec![1]),
+            KV::new("b".to_string(), vec![2]),
+        ]);
+        let custom = keyed.apply("CustomPerKey", Top::per_key(1, |a: &i64, b: &i64| b.cmp(a)));
+        assert_that(&custom).contains_in_any_order(vec![KV::new("a".to_string(), vec![1]), KV::new("b".to_string(), vec![2])]);
+        p.run();
+    }
+
+    fn count_per_element(p) {
+        let input = p.apply("Create", Create::of(vec!["a".to_string(), "b".into(), "a".into(), "c".into(), "a".into()]));
+        assert_that(&input.apply("Count", Count::per_element())).contains_in_any_order(kvs(&[("a", 3), ("b", 1), ("c", 1)]));
+        p.run();
+    }
+}
+
+#[test]
+fn top_fn_merges_partial_results() {
+    let f: TopFn<i64> = weir_sdk::transforms::combiners::top_fn(3, i64::cmp);
+    let mut a = f.create_accumulator();
+    for i in 0..100 {
+        f.add_input(&mut a, i);
+    }
+    let mut b = f.create_accumulator();
+    f.add_input(&mut b, 1000);
+    assert_eq!(
+        f.extract_output(f.merge_accumulators(vec![a, b])),
+        vec![1000, 99, 98]
+    );
+}
