@@ -258,9 +258,9 @@ pub(crate) struct DoFnKernel<F: DoFn> {
     pub(crate) tag_ids: std::sync::Arc<[String]>,
 }
 
-fn split_outputs<'a, O: Element>(
-    outputs: &'a mut [Batch],
-) -> Result<(&'a mut Vec<WindowedValue<O>>, &'a mut [Batch]), UserError> {
+type SplitOutputs<'a, O> = (&'a mut Vec<WindowedValue<O>>, &'a mut [Batch]);
+
+fn split_outputs<O: Element>(outputs: &mut [Batch]) -> Result<SplitOutputs<'_, O>, UserError> {
     let (main, tagged) = outputs
         .split_first_mut()
         .ok_or("internal error: no main output buffer")?;

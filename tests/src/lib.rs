@@ -79,3 +79,8 @@ mod tests {
         }
     }
 }
+
+/// The README's code, compiled and run as a doctest so it never rots.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

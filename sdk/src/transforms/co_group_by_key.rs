@@ -56,12 +56,15 @@ impl CoGbkResult {
     }
 }
 
+/// Applies the tagging ParDo of one input when the CoGroupByKey expands.
+type UnionMaker<K> = Box<dyn FnOnce(&str) -> PCollection<KV<K, RawUnion>>>;
+
 /// Keyed inputs of a CoGroupByKey, each with a tag.
 pub struct KeyedPCollectionTuple<K> {
     pipeline: Pipeline,
     tags: Vec<String>,
     inputs: Vec<PCollection<KV<K, RawUnion>>>,
-    pending: Vec<Box<dyn FnOnce(&str) -> PCollection<KV<K, RawUnion>>>>,
+    pending: Vec<UnionMaker<K>>,
 }
 
 #[derive(Clone)]

@@ -11,6 +11,23 @@ use std::sync::Arc;
 
 /// Groups `KV<K, V>` by key and window into `KV<K, Vec<V>>`. Keys are compared by their encoded
 /// bytes, so the key coder must be deterministic.
+///
+/// ```
+/// use weir_sdk::prelude::*;
+/// let p = Pipeline::create();
+/// let grouped: PCollection<KV<String, Vec<i64>>> = p
+///     .apply("Create", Create::of(vec![KV::new("a".to_string(), 1i64)]))
+///     .apply("Group", GroupByKey::create());
+/// assert!(p.validate().is_ok());
+/// ```
+///
+/// A GroupByKey of a collection that is not of `KV`s is rejected when the pipeline is compiled:
+///
+/// ```compile_fail
+/// use weir_sdk::prelude::*;
+/// let p = Pipeline::create();
+/// p.apply("Create", Create::of(vec![1i64])).apply("Group", GroupByKey::create());
+/// ```
 pub struct GroupByKey<K, V>(PhantomData<fn() -> (K, V)>);
 
 impl<K: Element, V: Element> GroupByKey<K, V> {
