@@ -1,8 +1,11 @@
 //! Drives a DoFn instance through its lifecycle, turning errors and panics into step errors.
 
+use crate::metrics::MetricsContainerImpl;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
 use weir_sdk::kernel::{Batch, CollectionOps, ErasedDoFn};
+use weir_sdk::metrics::scoped_container;
 use weir_sdk::{Error, Result, UserError};
 
 /// The message of a panic payload.
@@ -41,7 +44,7 @@ enum Lifecycle {
 pub struct DoFnRunner {
     step: String,
     instance: Box<dyn ErasedDoFn>,
-    outputs: Vec<std::sync::Arc<dyn CollectionOps>>,
+    outputs: Vec<Arc<dyn CollectionOps>>,
     state: Lifecycle,
 }
 
@@ -68,7 +71,14 @@ impl DoFnRunner {
     /// Processes one bundle: `start_bundle`, every element of every input batch,
     /// `finish_bundle`. Returns one batch per output, main output first. On failure the bundle's
     /// outputs are discarded, the instance is torn down, and the error names the step.
-    pub fn process_bundle(&mut self, inputs: Vec<Batch>) -> Result<Vec<Batch>> {
+    ///
+    /// User code runs with `metrics` bound as the current metrics container.
+    pub fn process_bundle(
+        &mut self,
+        inputs: Vec<Batch>,
+        metrics: &Arc<MetricsContainerImpl>,
+    ) -> Result<Vec<Batch>> {
+        let _scope = scoped_container(metrics.clone());
         let result = self.try_bundle(inputs);
         if result.is_err() {
             self.teardown();

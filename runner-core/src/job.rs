@@ -1,8 +1,10 @@
 //! The job handle behind every runner's `PipelineResult`: state, failure, cancellation, waiting.
 
+use crate::metrics::JobMetrics;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use weir_sdk::metrics::MetricResults;
 use weir_sdk::runner::{PipelineResult, PipelineState};
 use weir_sdk::{Error, Result};
 
@@ -60,6 +62,7 @@ impl Job {
     /// fails the job instead of being lost.
     pub fn spawn(
         name: &str,
+        metrics: Arc<JobMetrics>,
         work: impl FnOnce(Arc<Job>) -> Result<()> + Send + 'static,
     ) -> Result<Box<dyn PipelineResult>> {
         let job = Job::new();
@@ -83,6 +86,7 @@ impl Job {
             })?;
         Ok(Box::new(JobResult {
             job,
+            metrics,
             thread: Mutex::new(Some(thread)),
         }))
     }
@@ -91,6 +95,7 @@ impl Job {
 /// The [`PipelineResult`] of a job run by [`Job::spawn`].
 pub struct JobResult {
     job: Arc<Job>,
+    metrics: Arc<JobMetrics>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -138,5 +143,9 @@ impl PipelineResult for JobResult {
     fn cancel(&self) -> Result<PipelineState> {
         self.job.cancel.store(true, Ordering::SeqCst);
         Ok(self.state())
+    }
+
+    fn metrics(&self) -> MetricResults {
+        MetricResults::new(self.metrics.clone())
     }
 }

@@ -13,6 +13,7 @@
 pub mod do_fn_runner;
 pub mod group_by_key;
 pub mod job;
+pub mod metrics;
 pub mod translate;
 
 pub use weir_sdk::error::{Error, Result};

@@ -9,8 +9,10 @@ use std::sync::Arc;
 use weir_runner_core::do_fn_runner::{guarded, DoFnRunner};
 use weir_runner_core::group_by_key::BatchGrouper;
 use weir_runner_core::job::Job;
+use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::metrics::scoped_container;
 use weir_sdk::options::DirectOptions;
 use weir_sdk::pane::PaneInfo;
 use weir_sdk::time::MIN_TIMESTAMP;
@@ -65,6 +67,7 @@ struct Executor<'a> {
     options: &'a DirectOptions,
     rng: SmallRng,
     store: Store,
+    metrics: &'a JobMetrics,
 }
 
 pub(crate) fn execute(
@@ -72,12 +75,14 @@ pub(crate) fn execute(
     plan: &Plan,
     options: &DirectOptions,
     job: &Job,
+    metrics: &JobMetrics,
 ) -> Result<()> {
     let mut ex = Executor {
         graph,
         options,
         rng: SmallRng::seed_from_u64(options.seed),
         store: Store::new(graph),
+        metrics,
     };
     for step in &plan.steps {
         if job.is_cancelled() {
@@ -129,6 +134,18 @@ impl Executor<'_> {
         out
     }
 
+    /// Runs user code of `step` outside a DoFn (sources, window functions) with a fresh
+    /// metrics container, recorded as committed when it succeeds.
+    fn with_metrics<T>(&self, step: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let container = MetricsContainerImpl::new();
+        let result = {
+            let _scope = scoped_container(container.clone());
+            f()
+        };
+        self.metrics.record(Some(step), &container, result.is_ok());
+        result
+    }
+
     fn run_step(&mut self, step: &Step) -> Result<()> {
         let node = self.graph.node(step.node);
         let name = step.name.as_str();
@@ -143,18 +160,24 @@ impl Executor<'_> {
                 vec![vec![Box::new(v) as Batch]]
             }
             StepKind::Read(source) => {
-                let size = guarded(name, "estimate source size", || {
-                    source.estimated_size_bytes()
+                let size = self.with_metrics(name, || {
+                    guarded(name, "estimate source size", || {
+                        source.estimated_size_bytes()
+                    })
                 })?;
-                let splits = guarded(name, "split source", || source.split((size / 8).max(1)))?;
+                let splits = self.with_metrics(name, || {
+                    guarded(name, "split source", || source.split((size / 8).max(1)))
+                })?;
                 let mut bundles = Vec::new();
+                let max = self.options.bundle_size.max(1);
                 for s in splits {
-                    let mut reader = guarded(name, "open reader", || s.reader())?;
-                    while let Some(b) = guarded(name, "read", || {
-                        reader.read_batch(self.options.bundle_size.max(1))
-                    })? {
-                        bundles.push(b);
-                    }
+                    self.with_metrics(name, || {
+                        let mut reader = guarded(name, "open reader", || s.reader())?;
+                        while let Some(b) = guarded(name, "read", || reader.read_batch(max))? {
+                            bundles.push(b);
+                        }
+                        Ok(())
+                    })?;
                 }
                 vec![bundles]
             }
@@ -165,7 +188,12 @@ impl Executor<'_> {
                 let mut runner = DoFnRunner::new(node, payload, self.graph);
                 let mut outs: Vec<Vec<Batch>> = node.outputs.iter().map(|_| Vec::new()).collect();
                 for b in bundles {
-                    for (i, o) in runner.process_bundle(vec![b])?.into_iter().enumerate() {
+                    // A fresh container per bundle: attempted whatever happens, committed only
+                    // when the bundle succeeds.
+                    let container = MetricsContainerImpl::new();
+                    let result = runner.process_bundle(vec![b], &container);
+                    self.metrics.record(Some(name), &container, result.is_ok());
+                    for (i, o) in result?.into_iter().enumerate() {
                         outs[i].push(o);
                     }
                 }
@@ -189,7 +217,9 @@ impl Executor<'_> {
                 let bundles = self.inputs(step);
                 let mut out = Vec::with_capacity(bundles.len());
                 for b in bundles {
-                    out.push(guarded(name, "assign windows", || kernel.assign(b))?);
+                    out.push(self.with_metrics(name, || {
+                        guarded(name, "assign windows", || kernel.assign(b))
+                    })?);
                 }
                 vec![out]
             }

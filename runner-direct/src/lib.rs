@@ -16,6 +16,8 @@ mod executor;
 mod translate;
 
 use std::sync::Arc;
+use weir_runner_core::job::Job;
+use weir_runner_core::metrics::JobMetrics;
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::runner::{PipelineResult, Runner};
 use weir_sdk::{PipelineOptions, Result};
@@ -39,8 +41,10 @@ impl Runner for DirectRunner {
     ) -> Result<Box<dyn PipelineResult>> {
         let plan = translate::translate(&graph)?;
         let options = options.direct.clone();
-        weir_runner_core::job::Job::spawn("weir-direct", move |job| {
-            executor::execute(&graph, &plan, &options, &job)
+        let metrics = JobMetrics::with_committed();
+        let m = metrics.clone();
+        Job::spawn("weir-direct", metrics, move |job| {
+            executor::execute(&graph, &plan, &options, &job, &m)
         })
     }
 }

@@ -27,6 +27,12 @@ pub enum Error {
     /// A bad option.
     #[error("invalid options: {0}")]
     Options(String),
+    /// A bad argument to an SDK call (e.g. an empty metric name).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The runner does not support what was asked (e.g. committed metrics).
+    #[error("{0}")]
+    NotSupported(String),
     /// `--runner` names no registered runner.
     #[error("unknown runner '{name}'; valid runners: {valid}")]
     UnknownRunner {

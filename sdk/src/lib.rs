@@ -34,6 +34,7 @@ pub mod graph;
 pub mod io;
 pub mod kernel;
 pub mod kv;
+pub mod metrics;
 pub mod options;
 pub mod pane;
 pub mod pipeline;
@@ -51,6 +52,7 @@ pub use coders::{Coder, CoderRef, Element};
 pub use do_fn::{DoFn, FinishBundleContext, ProcessContext, TupleTag};
 pub use error::{Error, Result, UserError, UserResult, WithStep as WithStepExt};
 pub use kv::KV;
+pub use metrics::{Counter, Distribution, Gauge, MetricResults, Metrics, MetricsFilter};
 pub use options::PipelineOptions;
 pub use pipeline::{
     PBegin, PCollection, PCollectionList, PCollectionTuple, PDone, PTransform, Pipeline,

@@ -50,6 +50,8 @@ pub trait PipelineResult: Send + Sync {
     fn wait_until_finish(&self, timeout: Option<Duration>) -> Result<PipelineState>;
     /// Asks the pipeline to stop; returns the state after the request.
     fn cancel(&self) -> Result<PipelineState>;
+    /// The pipeline's metrics: attempted and committed values per step, live while it runs.
+    fn metrics(&self) -> crate::metrics::MetricResults;
 }
 
 fn registry() -> &'static RwLock<BTreeMap<String, Arc<dyn Runner>>> {
