@@ -124,3 +124,103 @@ impl<C> PipelineVisitor for TranslatingVisitor<'_, C> {
         };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_sdk::prelude::*;
+
+    struct Record;
+
+    impl Translator<Vec<String>> for Record {
+        fn translate(
+            &self,
+            node: &TransformNode,
+            _: &PipelineGraph,
+            ctx: &mut Vec<String>,
+        ) -> Result<()> {
+            ctx.push(node.full_name.clone());
+            Ok(())
+        }
+    }
+
+    struct Refuse;
+
+    impl Translator<Vec<String>> for Refuse {
+        fn can_translate(&self, _: &TransformNode, _: &PipelineGraph) -> bool {
+            false
+        }
+        fn translate(
+            &self,
+            _: &TransformNode,
+            _: &PipelineGraph,
+            _: &mut Vec<String>,
+        ) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn pipeline() -> Pipeline {
+        let p = Pipeline::create();
+        p.apply("Create", Create::of(vec![KV::new(1, 2)]))
+            .apply("Sum", Sum::per_key());
+        p
+    }
+
+    fn primitives() -> TranslatorRegistry<Vec<String>> {
+        let mut r = TranslatorRegistry::new("test");
+        for urn in weir_sdk::urns::PRIMITIVES {
+            r.register(urn, Record);
+        }
+        r
+    }
+
+    #[test]
+    fn composites_translate_natively_when_accepted() {
+        let mut r = primitives();
+        r.register(weir_sdk::urns::COMBINE_PER_KEY, Record);
+        let mut steps = vec![];
+        let report = r.translate(&pipeline().graph(), &mut steps).unwrap();
+        assert_eq!(steps, vec!["Create/Read".to_string(), "Sum".to_string()]);
+        assert_eq!(
+            report.native_composites,
+            vec![(
+                "Sum".to_string(),
+                weir_sdk::urns::COMBINE_PER_KEY.to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn refused_composites_are_expanded() {
+        let mut r = primitives();
+        r.register(weir_sdk::urns::COMBINE_PER_KEY, Refuse);
+        let mut steps = vec![];
+        let report = r.translate(&pipeline().graph(), &mut steps).unwrap();
+        assert_eq!(
+            steps,
+            vec![
+                "Create/Read",
+                "Sum/GroupByKey",
+                "Sum/Combine.GroupedValues/Combine"
+            ]
+        );
+        assert!(report.native_composites.is_empty());
+    }
+
+    #[test]
+    fn untranslatable_primitives_name_step_urn_and_runner() {
+        let mut r = TranslatorRegistry::new("test");
+        r.register(weir_sdk::urns::READ, Record);
+        let err = r
+            .translate(&pipeline().graph(), &mut vec![])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'Sum/GroupByKey'")
+                && err.contains("beam:transform:group_by_key:v1")
+                && err.contains("test runner"),
+            "{err}"
+        );
+    }
+}

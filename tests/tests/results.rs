@@ -94,3 +94,47 @@ fn streaming_detection() {
     p.apply("Create", Create::of(vec![1]));
     assert!(!p.graph().is_streaming());
 }
+
+#[derive(Clone)]
+struct Record(Arc<std::sync::Mutex<Vec<i64>>>);
+
+impl DoFn for Record {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, _: &mut ProcessContext<'_, i64>) -> UserResult {
+        self.0.lock().unwrap().push(e);
+        Ok(())
+    }
+}
+
+fn arrival_order(shuffle: bool, seed: u64) -> Vec<i64> {
+    let seen = Arc::new(std::sync::Mutex::new(vec![]));
+    let mut options = weir_tests::configuration("direct");
+    options.direct.shuffle = shuffle;
+    options.direct.seed = seed;
+    let p = TestPipeline::from_options(options);
+    p.apply("Create", Create::of(0..200i64))
+        .apply("Record", ParDo::of(Record(seen.clone())));
+    p.run();
+    let v = seen.lock().unwrap().clone();
+    v
+}
+
+#[test]
+fn direct_runner_shuffles_by_seed() {
+    weir_tests::register_runners();
+    let ordered = arrival_order(false, 1);
+    assert_eq!(ordered, (0..200).collect::<Vec<_>>());
+    let a = arrival_order(true, 1);
+    let b = arrival_order(true, 2);
+    assert_ne!(a, ordered);
+    assert_ne!(a, b);
+    assert_eq!(
+        a,
+        arrival_order(true, 1),
+        "the same seed gives the same order"
+    );
+    let mut sorted = a.clone();
+    sorted.sort();
+    assert_eq!(sorted, ordered);
+}
