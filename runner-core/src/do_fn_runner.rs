@@ -25,10 +25,7 @@ pub fn guarded<T>(step: &str, method: &str, f: impl FnOnce() -> Result<T, UserEr
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(Error::execution(step, format!("{method} failed: {e}"))),
-        Err(p) => Err(Error::execution(
-            step,
-            format!("{method} panicked: {}", panic_message(&*p)),
-        )),
+        Err(p) => Err(Error::execution(step, format!("{method} panicked: {}", panic_message(&*p)))),
     }
 }
 
@@ -54,11 +51,7 @@ impl DoFnRunner {
         DoFnRunner {
             step: node.full_name.clone(),
             instance: (payload.factory)(),
-            outputs: node
-                .outputs
-                .iter()
-                .map(|&o| graph.pcollection(o).ops.clone())
-                .collect(),
+            outputs: node.outputs.iter().map(|&o| graph.pcollection(o).ops.clone()).collect(),
             state: Lifecycle::New,
         }
     }
@@ -73,11 +66,7 @@ impl DoFnRunner {
     /// outputs are discarded, the instance is torn down, and the error names the step.
     ///
     /// User code runs with `metrics` bound as the current metrics container.
-    pub fn process_bundle(
-        &mut self,
-        inputs: Vec<Batch>,
-        metrics: &Arc<MetricsContainerImpl>,
-    ) -> Result<Vec<Batch>> {
+    pub fn process_bundle(&mut self, inputs: Vec<Batch>, metrics: &Arc<MetricsContainerImpl>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(metrics.clone());
         let result = self.try_bundle(inputs);
         if result.is_err() {
@@ -102,13 +91,9 @@ impl DoFnRunner {
         let mut outputs: Vec<Batch> = self.outputs.iter().map(|o| o.empty()).collect();
         guarded(&step, "start_bundle", || self.instance.start_bundle())?;
         for input in inputs {
-            guarded(&step, "process", || {
-                self.instance.process_batch(input, &mut outputs)
-            })?;
+            guarded(&step, "process", || self.instance.process_batch(input, &mut outputs))?;
         }
-        guarded(&step, "finish_bundle", || {
-            self.instance.finish_bundle(&mut outputs)
-        })?;
+        guarded(&step, "finish_bundle", || self.instance.finish_bundle(&mut outputs))?;
         Ok(outputs)
     }
 

@@ -34,9 +34,7 @@ impl BatchGrouper {
     pub fn add(&mut self, kernel: &dyn GroupKernel, batch: Batch) -> Result<()> {
         self.scratch.data.clear();
         self.scratch.rows.clear();
-        kernel
-            .encode(batch, &mut self.scratch)
-            .with_step(&self.step)?;
+        kernel.encode(batch, &mut self.scratch).with_step(&self.step)?;
         for i in 0..self.scratch.rows.len() {
             let window = self.scratch.rows[i].window;
             let key = self.scratch.key(i);

@@ -26,10 +26,7 @@ impl Job {
     /// A running job.
     pub fn new() -> Arc<Self> {
         Arc::new(Job {
-            status: Mutex::new(Status {
-                state: PipelineState::Running,
-                error: None,
-            }),
+            status: Mutex::new(Status { state: PipelineState::Running, error: None }),
             changed: Condvar::new(),
             cancel: AtomicBool::new(false),
         })
@@ -70,8 +67,7 @@ impl Job {
         let thread = std::thread::Builder::new()
             .name(name.to_string())
             .spawn(move || {
-                let outcome =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(j.clone())));
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(j.clone())));
                 j.finish(match outcome {
                     Ok(r) => r,
                     Err(p) => Err(Error::Internal {
@@ -80,15 +76,8 @@ impl Job {
                     }),
                 });
             })
-            .map_err(|e| Error::Internal {
-                component: "job".into(),
-                message: format!("cannot start thread: {e}"),
-            })?;
-        Ok(Box::new(JobResult {
-            job,
-            metrics,
-            thread: Mutex::new(Some(thread)),
-        }))
+            .map_err(|e| Error::Internal { component: "job".into(), message: format!("cannot start thread: {e}") })?;
+        Ok(Box::new(JobResult { job, metrics, thread: Mutex::new(Some(thread)) }))
     }
 }
 
@@ -101,11 +90,7 @@ pub struct JobResult {
 
 impl PipelineResult for JobResult {
     fn state(&self) -> PipelineState {
-        self.job
-            .status
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .state
+        self.job.status.lock().unwrap_or_else(|e| e.into_inner()).state
     }
 
     fn wait_until_finish(&self, timeout: Option<Duration>) -> Result<PipelineState> {
@@ -119,12 +104,7 @@ impl PipelineResult for JobResult {
                     if now >= d {
                         return Ok(s.state);
                     }
-                    s = self
-                        .job
-                        .changed
-                        .wait_timeout(s, d - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    s = self.job.changed.wait_timeout(s, d - now).unwrap_or_else(|e| e.into_inner()).0;
                 }
             }
         }

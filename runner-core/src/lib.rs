@@ -15,5 +15,7 @@ pub mod group_by_key;
 pub mod job;
 pub mod metrics;
 pub mod translate;
+pub mod trigger;
+pub mod watermark;
 
 pub use weir_sdk::error::{Error, Result};

@@ -11,15 +11,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use weir_sdk::metrics::{
-    DistributionResult, GaugeResult, MetricKey, MetricName, MetricQueryResults, MetricResult,
-    MetricsContainer, MetricsSource,
+    DistributionResult, GaugeResult, MetricKey, MetricName, MetricQueryResults, MetricResult, MetricsContainer,
+    MetricsSource,
 };
 
 fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 #[derive(Default, Debug, Clone)]
@@ -36,10 +33,7 @@ impl Cells {
             *c = c.wrapping_add(*v);
         }
         for (k, v) in &o.distributions {
-            let d = self
-                .distributions
-                .entry(k.clone())
-                .or_insert(DistributionResult::EMPTY);
+            let d = self.distributions.entry(k.clone()).or_insert(DistributionResult::EMPTY);
             *d = d.combine(v);
         }
         for (k, v) in &o.gauges {
@@ -90,16 +84,8 @@ impl MetricsContainer for MetricsContainerImpl {
     }
     fn update_distribution(&self, name: &MetricName, value: i64) {
         let mut c = self.cells();
-        let d = c
-            .distributions
-            .entry(name.clone())
-            .or_insert(DistributionResult::EMPTY);
-        *d = d.combine(&DistributionResult {
-            sum: value,
-            count: 1,
-            min: value,
-            max: value,
-        });
+        let d = c.distributions.entry(name.clone()).or_insert(DistributionResult::EMPTY);
+        *d = d.combine(&DistributionResult { sum: value, count: 1, min: value, max: value });
     }
     fn set_gauge(&self, name: &MetricName, value: i64) {
         self.set_gauge_at(name, value, now_millis());
@@ -117,10 +103,7 @@ impl MetricsStepMap {
     pub fn merge(&self, step: Option<&str>, container: &MetricsContainerImpl) {
         let cells = container.cells().clone();
         let mut steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
-        steps
-            .entry(step.map(String::from))
-            .or_default()
-            .merge(&cells);
+        steps.entry(step.map(String::from)).or_default().merge(&cells);
     }
 
     fn snapshot(&self) -> BTreeMap<Option<String>, Cells> {
@@ -142,10 +125,7 @@ pub struct JobMetrics {
 impl JobMetrics {
     /// Metrics of a runner that tracks committed values.
     pub fn with_committed() -> Arc<Self> {
-        Arc::new(JobMetrics {
-            supports_committed: true,
-            ..Default::default()
-        })
+        Arc::new(JobMetrics { supports_committed: true, ..Default::default() })
     }
 
     /// Merges a unit of work's container: into attempted always, into committed if it
@@ -165,43 +145,23 @@ impl MetricsSource for JobMetrics {
         let mut out = MetricQueryResults::default();
         for (step, cells) in &attempted {
             let c = committed.get(step);
-            let key = |name: &MetricName| MetricKey {
-                step: step.clone(),
-                name: name.clone(),
-            };
+            let key = |name: &MetricName| MetricKey { step: step.clone(), name: name.clone() };
             for (name, v) in &cells.counters {
-                let committed = self
-                    .supports_committed
-                    .then(|| c.and_then(|c| c.counters.get(name)).copied().unwrap_or(0));
-                out.counters.push(MetricResult {
-                    key: key(name),
-                    attempted: *v,
-                    committed,
-                });
+                let committed =
+                    self.supports_committed.then(|| c.and_then(|c| c.counters.get(name)).copied().unwrap_or(0));
+                out.counters.push(MetricResult { key: key(name), attempted: *v, committed });
             }
             for (name, v) in &cells.distributions {
-                let committed = self.supports_committed.then(|| {
-                    c.and_then(|c| c.distributions.get(name))
-                        .copied()
-                        .unwrap_or(DistributionResult::EMPTY)
-                });
-                out.distributions.push(MetricResult {
-                    key: key(name),
-                    attempted: *v,
-                    committed,
-                });
+                let committed = self
+                    .supports_committed
+                    .then(|| c.and_then(|c| c.distributions.get(name)).copied().unwrap_or(DistributionResult::EMPTY));
+                out.distributions.push(MetricResult { key: key(name), attempted: *v, committed });
             }
             for (name, v) in &cells.gauges {
-                let committed = self.supports_committed.then(|| {
-                    c.and_then(|c| c.gauges.get(name))
-                        .copied()
-                        .unwrap_or(GaugeResult::EMPTY)
-                });
-                out.gauges.push(MetricResult {
-                    key: key(name),
-                    attempted: *v,
-                    committed,
-                });
+                let committed = self
+                    .supports_committed
+                    .then(|| c.and_then(|c| c.gauges.get(name)).copied().unwrap_or(GaugeResult::EMPTY));
+                out.gauges.push(MetricResult { key: key(name), attempted: *v, committed });
             }
         }
         out
@@ -227,23 +187,9 @@ mod tests {
         assert_eq!(r.counter("Step", "ns", "c").unwrap().attempted, 4);
         assert_eq!(r.counter("Step", "ns", "c").unwrap().committed, Some(2));
         let d = r.distribution("Step", "ns", "c").unwrap();
-        assert_eq!(
-            d.attempted,
-            DistributionResult {
-                sum: 10,
-                count: 2,
-                min: 5,
-                max: 5
-            }
-        );
+        assert_eq!(d.attempted, DistributionResult { sum: 10, count: 2, min: 5, max: 5 });
         assert_eq!(d.committed.unwrap().count, 1);
-        assert_eq!(
-            r.gauge("Step", "ns", "c").unwrap().attempted,
-            GaugeResult {
-                value: 7,
-                timestamp: 100
-            }
-        );
+        assert_eq!(r.gauge("Step", "ns", "c").unwrap().attempted, GaugeResult { value: 7, timestamp: 100 });
     }
 
     #[test]

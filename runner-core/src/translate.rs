@@ -37,18 +37,11 @@ pub struct TranslationReport {
 impl<C> TranslatorRegistry<C> {
     /// An empty registry for the runner named `runner`.
     pub fn new(runner: &'static str) -> Self {
-        TranslatorRegistry {
-            runner,
-            translators: HashMap::new(),
-        }
+        TranslatorRegistry { runner, translators: HashMap::new() }
     }
 
     /// Registers the translator of `urn`.
-    pub fn register(
-        &mut self,
-        urn: &'static str,
-        translator: impl Translator<C> + 'static,
-    ) -> &mut Self {
+    pub fn register(&mut self, urn: &'static str, translator: impl Translator<C> + 'static) -> &mut Self {
         self.translators.insert(urn, Box::new(translator));
         self
     }
@@ -60,12 +53,7 @@ impl<C> TranslatorRegistry<C> {
 
     /// Translates `graph` into `ctx`, composites first.
     pub fn translate(&self, graph: &PipelineGraph, ctx: &mut C) -> Result<TranslationReport> {
-        let mut v = TranslatingVisitor {
-            registry: self,
-            ctx,
-            error: None,
-            report: TranslationReport::default(),
-        };
+        let mut v = TranslatingVisitor { registry: self, ctx, error: None, report: TranslationReport::default() };
         graph.traverse(&mut v);
         match v.error {
             Some(e) => Err(e),
@@ -82,11 +70,7 @@ struct TranslatingVisitor<'a, C> {
 }
 
 impl<C> PipelineVisitor for TranslatingVisitor<'_, C> {
-    fn enter_composite(
-        &mut self,
-        node: &TransformNode,
-        graph: &PipelineGraph,
-    ) -> CompositeBehavior {
+    fn enter_composite(&mut self, node: &TransformNode, graph: &PipelineGraph) -> CompositeBehavior {
         if self.error.is_some() {
             return CompositeBehavior::DoNotEnter;
         }
@@ -95,9 +79,7 @@ impl<C> PipelineVisitor for TranslatingVisitor<'_, C> {
                 if let Err(e) = t.translate(node, graph, self.ctx) {
                     self.error = Some(e);
                 } else {
-                    self.report
-                        .native_composites
-                        .push((node.full_name.clone(), node.urn.to_string()));
+                    self.report.native_composites.push((node.full_name.clone(), node.urn.to_string()));
                 }
                 CompositeBehavior::DoNotEnter
             }
@@ -117,9 +99,7 @@ impl<C> PipelineVisitor for TranslatingVisitor<'_, C> {
         };
         self.error = match self.registry.translators.get(node.urn) {
             Some(t) if t.can_translate(node, graph) => t.translate(node, graph, self.ctx).err(),
-            Some(_) => Some(unsupported(
-                "the runner's translator rejects this configuration",
-            )),
+            Some(_) => Some(unsupported("the runner's translator rejects this configuration")),
             None => Some(unsupported("no translator is registered for this URN")),
         };
     }
@@ -133,12 +113,7 @@ mod tests {
     struct Record;
 
     impl Translator<Vec<String>> for Record {
-        fn translate(
-            &self,
-            node: &TransformNode,
-            _: &PipelineGraph,
-            ctx: &mut Vec<String>,
-        ) -> Result<()> {
+        fn translate(&self, node: &TransformNode, _: &PipelineGraph, ctx: &mut Vec<String>) -> Result<()> {
             ctx.push(node.full_name.clone());
             Ok(())
         }
@@ -150,20 +125,14 @@ mod tests {
         fn can_translate(&self, _: &TransformNode, _: &PipelineGraph) -> bool {
             false
         }
-        fn translate(
-            &self,
-            _: &TransformNode,
-            _: &PipelineGraph,
-            _: &mut Vec<String>,
-        ) -> Result<()> {
+        fn translate(&self, _: &TransformNode, _: &PipelineGraph, _: &mut Vec<String>) -> Result<()> {
             Ok(())
         }
     }
 
     fn pipeline() -> Pipeline {
         let p = Pipeline::create();
-        p.apply("Create", Create::of(vec![KV::new(1, 2)]))
-            .apply("Sum", Sum::per_key());
+        p.apply("Create", Create::of(vec![KV::new(1, 2)])).apply("Sum", Sum::per_key());
         p
     }
 
@@ -182,13 +151,7 @@ mod tests {
         let mut steps = vec![];
         let report = r.translate(&pipeline().graph(), &mut steps).unwrap();
         assert_eq!(steps, vec!["Create/Read".to_string(), "Sum".to_string()]);
-        assert_eq!(
-            report.native_composites,
-            vec![(
-                "Sum".to_string(),
-                weir_sdk::urns::COMBINE_PER_KEY.to_string()
-            )]
-        );
+        assert_eq!(report.native_composites, vec![("Sum".to_string(), weir_sdk::urns::COMBINE_PER_KEY.to_string())]);
     }
 
     #[test]
@@ -197,14 +160,7 @@ mod tests {
         r.register(weir_sdk::urns::COMBINE_PER_KEY, Refuse);
         let mut steps = vec![];
         let report = r.translate(&pipeline().graph(), &mut steps).unwrap();
-        assert_eq!(
-            steps,
-            vec![
-                "Create/Read",
-                "Sum/GroupByKey",
-                "Sum/Combine.GroupedValues/Combine"
-            ]
-        );
+        assert_eq!(steps, vec!["Create/Read", "Sum/GroupByKey", "Sum/Combine.GroupedValues/Combine"]);
         assert!(report.native_composites.is_empty());
     }
 
@@ -212,10 +168,7 @@ mod tests {
     fn untranslatable_primitives_name_step_urn_and_runner() {
         let mut r = TranslatorRegistry::new("test");
         r.register(weir_sdk::urns::READ, Record);
-        let err = r
-            .translate(&pipeline().graph(), &mut vec![])
-            .unwrap_err()
-            .to_string();
+        let err = r.translate(&pipeline().graph(), &mut vec![]).unwrap_err().to_string();
         assert!(
             err.contains("'Sum/GroupByKey'")
                 && err.contains("beam:transform:group_by_key:v1")

@@ -25,10 +25,7 @@ fn main() -> Result<()> {
             }),
         )
         .apply("CountWords", Count::per_element())
-        .apply(
-            "Format",
-            Map::new(|kv: KV<String, i64>| format!("{}: {}", kv.key, kv.value)),
-        )
+        .apply("Format", Map::new(|kv: KV<String, i64>| format!("{}: {}", kv.key, kv.value)))
         .apply("Print", Map::new(|line: String| println!("{line}")));
     let state = p.run()?.wait_until_finish(None)?;
     eprintln!("pipeline finished: {state:?}");

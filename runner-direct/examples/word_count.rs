@@ -23,10 +23,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let input = take_flag(&mut args, "--input").ok_or("missing --input FILE_OR_GLOB")?;
     let output = take_flag(&mut args, "--output").ok_or("missing --output PREFIX")?;
-    let shards: u32 = take_flag(&mut args, "--shards")
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(3);
+    let shards: u32 = take_flag(&mut args, "--shards").map(|s| s.parse()).transpose()?.unwrap_or(3);
     let p = Pipeline::new(PipelineOptions::from_args(args)?);
     p.apply("ReadLines", TextIO::read().from(input))
         .apply(
@@ -40,13 +37,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         )
         .apply("CountWords", Count::per_element())
         .apply("Format", ToString::kvs(": "))
-        .apply(
-            "WriteCounts",
-            TextIO::write()
-                .to(output)
-                .with_suffix(".txt")
-                .with_num_shards(shards),
-        );
+        .apply("WriteCounts", TextIO::write().to(output).with_suffix(".txt").with_num_shards(shards));
     let state = p.run()?.wait_until_finish(None)?;
     eprintln!("word count finished: {state:?}");
     Ok(())

@@ -35,10 +35,7 @@ impl Store {
                 }
             }
         }
-        Store {
-            bundles: HashMap::new(),
-            remaining,
-        }
+        Store { bundles: HashMap::new(), remaining }
     }
 
     fn put(&mut self, pc: PCollectionId, bundles: Vec<Batch>) {
@@ -54,10 +51,7 @@ impl Store {
         if *left == 0 {
             self.bundles.remove(&pc).unwrap_or_default()
         } else {
-            self.bundles
-                .get(&pc)
-                .map(|bs| bs.iter().map(|b| ops.clone_batch(b)).collect())
-                .unwrap_or_default()
+            self.bundles.get(&pc).map(|bs| bs.iter().map(|b| ops.clone_batch(b)).collect()).unwrap_or_default()
         }
     }
 }
@@ -77,13 +71,8 @@ pub(crate) fn execute(
     job: &Job,
     metrics: &JobMetrics,
 ) -> Result<()> {
-    let mut ex = Executor {
-        graph,
-        options,
-        rng: SmallRng::seed_from_u64(options.seed),
-        store: Store::new(graph),
-        metrics,
-    };
+    let mut ex =
+        Executor { graph, options, rng: SmallRng::seed_from_u64(options.seed), store: Store::new(graph), metrics };
     for step in &plan.steps {
         if job.is_cancelled() {
             return Err(Error::Cancelled);
@@ -124,11 +113,7 @@ impl Executor<'_> {
         let max = self.options.bundle_size.max(1);
         let mut out = Vec::new();
         for b in batches {
-            let size = if self.options.shuffle {
-                1 + (self.rng.next_u64() as usize) % max
-            } else {
-                max
-            };
+            let size = if self.options.shuffle { 1 + (self.rng.next_u64() as usize) % max } else { max };
             out.extend(ops.split(b, size).into_iter().filter(|b| ops.len(b) > 0));
         }
         out
@@ -160,14 +145,10 @@ impl Executor<'_> {
                 vec![vec![Box::new(v) as Batch]]
             }
             StepKind::Read(source) => {
-                let size = self.with_metrics(name, || {
-                    guarded(name, "estimate source size", || {
-                        source.estimated_size_bytes()
-                    })
-                })?;
-                let splits = self.with_metrics(name, || {
-                    guarded(name, "split source", || source.split((size / 8).max(1)))
-                })?;
+                let size = self
+                    .with_metrics(name, || guarded(name, "estimate source size", || source.estimated_size_bytes()))?;
+                let splits =
+                    self.with_metrics(name, || guarded(name, "split source", || source.split((size / 8).max(1))))?;
                 let mut bundles = Vec::new();
                 let max = self.options.bundle_size.max(1);
                 for s in splits {
@@ -217,9 +198,7 @@ impl Executor<'_> {
                 let bundles = self.inputs(step);
                 let mut out = Vec::with_capacity(bundles.len());
                 for b in bundles {
-                    out.push(self.with_metrics(name, || {
-                        guarded(name, "assign windows", || kernel.assign(b))
-                    })?);
+                    out.push(self.with_metrics(name, || guarded(name, "assign windows", || kernel.assign(b)))?);
                 }
                 vec![out]
             }

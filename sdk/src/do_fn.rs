@@ -34,8 +34,7 @@ pub trait DoFn: Clone + Send + 'static {
         Ok(())
     }
     /// Called for every element.
-    fn process(&mut self, element: Self::In, ctx: &mut ProcessContext<'_, Self::Out>)
-        -> UserResult;
+    fn process(&mut self, element: Self::In, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult;
     /// Called at the end of every bundle; outputs need an explicit timestamp and window.
     fn finish_bundle(&mut self, _ctx: &mut FinishBundleContext<'_, Self::Out>) -> UserResult {
         Ok(())
@@ -59,10 +58,7 @@ pub struct TupleTag<T> {
 
 impl<T> Clone for TupleTag<T> {
     fn clone(&self) -> Self {
-        TupleTag {
-            id: self.id.clone(),
-            _t: PhantomData,
-        }
+        TupleTag { id: self.id.clone(), _t: PhantomData }
     }
 }
 
@@ -75,10 +71,7 @@ impl<T> std::fmt::Debug for TupleTag<T> {
 impl<T: Element> TupleTag<T> {
     /// A tag with the given id (unique within one ParDo).
     pub fn new(id: impl Into<String>) -> Self {
-        TupleTag {
-            id: id.into(),
-            _t: PhantomData,
-        }
+        TupleTag { id: id.into(), _t: PhantomData }
     }
     /// The tag's id.
     pub fn id(&self) -> &str {
@@ -95,28 +88,14 @@ pub(crate) struct Outputs<'a, O> {
 
 impl<O> Outputs<'_, O> {
     fn tagged<T: Element>(&mut self, tag: &TupleTag<T>, wv: WindowedValue<T>) -> UserResult {
-        let idx = self
-            .tag_ids
-            .iter()
-            .position(|t| *t == tag.id)
-            .ok_or_else(|| -> UserError {
-                format!(
-                    "output to undeclared tag '{}'; declared additional outputs: [{}]",
-                    tag.id,
-                    self.tag_ids.join(", ")
-                )
+        let idx = self.tag_ids.iter().position(|t| *t == tag.id).ok_or_else(|| -> UserError {
+            format!("output to undeclared tag '{}'; declared additional outputs: [{}]", tag.id, self.tag_ids.join(", "))
                 .into()
-            })?;
-        let buf = self.tagged[idx]
-            .downcast_mut::<Vec<WindowedValue<T>>>()
-            .ok_or_else(|| -> UserError {
-                format!(
-                    "tag '{}' was declared with another element type than {}",
-                    tag.id,
-                    std::any::type_name::<T>()
-                )
+        })?;
+        let buf = self.tagged[idx].downcast_mut::<Vec<WindowedValue<T>>>().ok_or_else(|| -> UserError {
+            format!("tag '{}' was declared with another element type than {}", tag.id, std::any::type_name::<T>())
                 .into()
-            })?;
+        })?;
         buf.push(wv);
         Ok(())
     }
@@ -148,12 +127,7 @@ impl<O: Element> ProcessContext<'_, O> {
     /// Outputs `value` with the input's timestamp, window and pane.
     #[inline]
     pub fn output(&mut self, value: O) {
-        self.out.main.push(WindowedValue {
-            value,
-            timestamp: self.timestamp,
-            window: self.window,
-            pane: self.pane,
-        });
+        self.out.main.push(WindowedValue { value, timestamp: self.timestamp, window: self.window, pane: self.pane });
     }
 
     fn check_timestamp(&self, ts: Timestamp) -> UserResult {
@@ -172,23 +146,13 @@ impl<O: Element> ProcessContext<'_, O> {
     /// Fails if `timestamp` is earlier than the input's minus the DoFn's allowed skew.
     pub fn output_with_timestamp(&mut self, value: O, timestamp: Timestamp) -> UserResult {
         self.check_timestamp(timestamp)?;
-        self.out.main.push(WindowedValue {
-            value,
-            timestamp,
-            window: self.window,
-            pane: self.pane,
-        });
+        self.out.main.push(WindowedValue { value, timestamp, window: self.window, pane: self.pane });
         Ok(())
     }
 
     /// Outputs `value` to the additional output `tag`.
     pub fn output_tagged<T: Element>(&mut self, tag: &TupleTag<T>, value: T) -> UserResult {
-        let wv = WindowedValue {
-            value,
-            timestamp: self.timestamp,
-            window: self.window,
-            pane: self.pane,
-        };
+        let wv = WindowedValue { value, timestamp: self.timestamp, window: self.window, pane: self.pane };
         self.out.tagged(tag, wv)
     }
 
@@ -200,12 +164,7 @@ impl<O: Element> ProcessContext<'_, O> {
         timestamp: Timestamp,
     ) -> UserResult {
         self.check_timestamp(timestamp)?;
-        let wv = WindowedValue {
-            value,
-            timestamp,
-            window: self.window,
-            pane: self.pane,
-        };
+        let wv = WindowedValue { value, timestamp, window: self.window, pane: self.pane };
         self.out.tagged(tag, wv)
     }
 
@@ -225,12 +184,7 @@ pub struct FinishBundleContext<'a, O> {
 impl<O: Element> FinishBundleContext<'_, O> {
     /// Outputs `value` at `timestamp` in `window`.
     pub fn output(&mut self, value: O, timestamp: Timestamp, window: Window) {
-        self.out.main.push(WindowedValue {
-            value,
-            timestamp,
-            window,
-            pane: PaneInfo::NO_FIRING,
-        });
+        self.out.main.push(WindowedValue { value, timestamp, window, pane: PaneInfo::NO_FIRING });
     }
     /// Outputs `value` at `timestamp` in `window` to the additional output `tag`.
     pub fn output_tagged<T: Element>(
@@ -240,15 +194,7 @@ impl<O: Element> FinishBundleContext<'_, O> {
         timestamp: Timestamp,
         window: Window,
     ) -> UserResult {
-        self.out.tagged(
-            tag,
-            WindowedValue {
-                value,
-                timestamp,
-                window,
-                pane: PaneInfo::NO_FIRING,
-            },
-        )
+        self.out.tagged(tag, WindowedValue { value, timestamp, window, pane: PaneInfo::NO_FIRING })
     }
 }
 
@@ -261,12 +207,9 @@ pub(crate) struct DoFnKernel<F: DoFn> {
 type SplitOutputs<'a, O> = (&'a mut Vec<WindowedValue<O>>, &'a mut [Batch]);
 
 fn split_outputs<O: Element>(outputs: &mut [Batch]) -> Result<SplitOutputs<'_, O>, UserError> {
-    let (main, tagged) = outputs
-        .split_first_mut()
-        .ok_or("internal error: no main output buffer")?;
-    let main = main
-        .downcast_mut::<Vec<WindowedValue<O>>>()
-        .ok_or("internal error: main output buffer of the wrong type")?;
+    let (main, tagged) = outputs.split_first_mut().ok_or("internal error: no main output buffer")?;
+    let main =
+        main.downcast_mut::<Vec<WindowedValue<O>>>().ok_or("internal error: main output buffer of the wrong type")?;
     Ok((main, tagged))
 }
 
@@ -286,11 +229,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
             window: Window::Global,
             pane: PaneInfo::NO_FIRING,
             skew,
-            out: Outputs {
-                main,
-                tagged,
-                tag_ids: &self.tag_ids,
-            },
+            out: Outputs { main, tagged, tag_ids: &self.tag_ids },
         };
         for wv in input {
             ctx.timestamp = wv.timestamp;
@@ -302,13 +241,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
     }
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;
-        let mut ctx = FinishBundleContext {
-            out: Outputs {
-                main,
-                tagged,
-                tag_ids: &self.tag_ids,
-            },
-        };
+        let mut ctx = FinishBundleContext { out: Outputs { main, tagged, tag_ids: &self.tag_ids } };
         self.fn_.finish_bundle(&mut ctx)
     }
     fn teardown(&mut self) -> UserResult {

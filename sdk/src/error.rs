@@ -96,18 +96,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// A construction error at `step`.
     pub fn construction(step: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Construction {
-            step: step.into(),
-            message: message.into(),
-        }
+        Error::Construction { step: step.into(), message: message.into() }
     }
 
     /// An execution error at `step`.
     pub fn execution(step: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Execution {
-            step: step.into(),
-            message: message.into(),
-        }
+        Error::Execution { step: step.into(), message: message.into() }
     }
 }
 
@@ -125,9 +119,6 @@ impl<T> WithStep<T> for std::result::Result<T, UserError> {
 
 impl<T> WithStep<T> for std::result::Result<T, CoderError> {
     fn with_step(self, step: &str) -> Result<T> {
-        self.map_err(|source| Error::Coder {
-            step: step.to_string(),
-            source,
-        })
+        self.map_err(|source| Error::Coder { step: step.to_string(), source })
     }
 }

@@ -154,12 +154,7 @@ impl PipelineGraph {
             outputs: vec![],
             is_composite: true,
         };
-        PipelineGraph {
-            nodes: vec![root],
-            pcollections: vec![],
-            dag: DiGraph::new(),
-            dag_index: vec![None],
-        }
+        PipelineGraph { nodes: vec![root], pcollections: vec![], dag: DiGraph::new(), dag_index: vec![None] }
     }
 
     /// The root node's id.
@@ -177,12 +172,7 @@ impl PipelineGraph {
         &self.pcollections[id]
     }
 
-    pub(crate) fn add_node(
-        &mut self,
-        parent: NodeId,
-        full_name: String,
-        inputs: Vec<PCollectionId>,
-    ) -> NodeId {
+    pub(crate) fn add_node(&mut self, parent: NodeId, full_name: String, inputs: Vec<PCollectionId>) -> NodeId {
         let id = self.nodes.len();
         self.nodes.push(TransformNode {
             id,
@@ -233,11 +223,7 @@ impl PipelineGraph {
 
     /// The primitive transforms that consume `pc` as a main input.
     pub fn consumers(&self, pc: PCollectionId) -> Vec<NodeId> {
-        self.nodes
-            .iter()
-            .filter(|n| !n.is_composite && n.inputs.contains(&pc))
-            .map(|n| n.id)
-            .collect()
+        self.nodes.iter().filter(|n| !n.is_composite && n.inputs.contains(&pc)).map(|n| n.id).collect()
     }
 
     /// Nodes of the subtree under `id` (inclusive), in application order.

@@ -23,14 +23,9 @@ pub type Batch = Box<dyn Any + Send>;
 /// Kernels are built for one element type, so a mismatch is a bug in a runner (it passed a
 /// batch to the wrong kernel); the error names both types.
 pub fn downcast_batch<T: 'static>(b: Batch) -> Result<Vec<WindowedValue<T>>, CoderError> {
-    b.downcast::<Vec<WindowedValue<T>>>()
-        .map(|b| *b)
-        .map_err(|_| {
-            CoderError::new(format!(
-                "internal error: batch is not of element type {}",
-                std::any::type_name::<T>()
-            ))
-        })
+    b.downcast::<Vec<WindowedValue<T>>>().map(|b| *b).map_err(|_| {
+        CoderError::new(format!("internal error: batch is not of element type {}", std::any::type_name::<T>()))
+    })
 }
 
 /// Operations on the batches of one PCollection, built when its element type was known.
@@ -69,12 +64,7 @@ impl<T: Element> TypedCollectionOps<T> {
 
 fn as_vec<T: 'static>(b: &Batch) -> &Vec<WindowedValue<T>> {
     b.downcast_ref::<Vec<WindowedValue<T>>>()
-        .unwrap_or_else(|| {
-            panic!(
-                "internal error: batch is not of type {}",
-                std::any::type_name::<T>()
-            )
-        })
+        .unwrap_or_else(|| panic!("internal error: batch is not of type {}", std::any::type_name::<T>()))
 }
 
 impl<T: Element> CollectionOps for TypedCollectionOps<T> {
@@ -93,9 +83,7 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     fn concat(&self, parts: Vec<Batch>) -> Batch {
         let mut out: Vec<WindowedValue<T>> = Vec::new();
         for p in parts {
-            let v = p
-                .downcast::<Vec<WindowedValue<T>>>()
-                .expect("batch of the collection's type");
+            let v = p.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
             if out.is_empty() {
                 out = *v;
             } else {
@@ -105,9 +93,7 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         Box::new(out)
     }
     fn split(&self, b: Batch, max_len: usize) -> Vec<Batch> {
-        let v = *b
-            .downcast::<Vec<WindowedValue<T>>>()
-            .expect("batch of the collection's type");
+        let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
         if v.len() <= max_len.max(1) {
             return vec![Box::new(v)];
         }
@@ -120,22 +106,14 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         out
     }
     fn shuffle(&self, b: &mut Batch, seed: u64) {
-        let v = b
-            .downcast_mut::<Vec<WindowedValue<T>>>()
-            .expect("batch of the collection's type");
+        let v = b.downcast_mut::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
         v.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
     }
     fn check_encodable(&self, b: &Batch) -> Result<(), CoderError> {
-        as_vec::<T>(b)
-            .iter()
-            .try_for_each(|wv| check_roundtrip(&*self.coder, &wv.value))
+        as_vec::<T>(b).iter().try_for_each(|wv| check_roundtrip(&*self.coder, &wv.value))
     }
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String> {
-        as_vec::<T>(b)
-            .iter()
-            .take(limit)
-            .map(|wv| format!("{:?}", wv.value))
-            .collect()
+        as_vec::<T>(b).iter().take(limit).map(|wv| format!("{:?}", wv.value)).collect()
     }
 }
 
@@ -223,10 +201,7 @@ pub trait GroupKernel: Send + Sync {
 /// Reads one bounded source split. Built for a typed [`crate::io::BoundedSource`].
 pub trait ErasedBoundedSource: Send + Sync {
     /// Splits into sources of about `desired_bundle_size_bytes` each.
-    fn split(
-        &self,
-        desired_bundle_size_bytes: u64,
-    ) -> Result<Vec<Arc<dyn ErasedBoundedSource>>, UserError>;
+    fn split(&self, desired_bundle_size_bytes: u64) -> Result<Vec<Arc<dyn ErasedBoundedSource>>, UserError>;
     /// Estimated size in bytes.
     fn estimated_size_bytes(&self) -> Result<u64, UserError>;
     /// Opens a reader.

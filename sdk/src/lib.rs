@@ -42,6 +42,7 @@ pub mod runner;
 pub mod testing;
 pub mod time;
 pub mod transforms;
+pub mod trigger;
 pub mod urns;
 pub mod visitor;
 pub mod window;
@@ -54,9 +55,7 @@ pub use error::{Error, Result, UserError, UserResult, WithStep as WithStepExt};
 pub use kv::KV;
 pub use metrics::{Counter, Distribution, Gauge, MetricResults, Metrics, MetricsFilter};
 pub use options::PipelineOptions;
-pub use pipeline::{
-    PBegin, PCollection, PCollectionList, PCollectionTuple, PDone, PTransform, Pipeline,
-};
+pub use pipeline::{PBegin, PCollection, PCollectionList, PCollectionTuple, PDone, PTransform, Pipeline};
 pub use runner::{PipelineResult, PipelineState, Runner};
 pub use transforms::co_group_by_key::{CoGbkResult, CoGroupByKey, KeyedPCollectionTuple};
 pub use transforms::combine::{Combine, CombineFn};
@@ -80,7 +79,12 @@ pub mod prelude {
     pub use crate::io::TextIO;
     pub use crate::testing::{assert_that, assert_that_singleton, TestPipeline};
     pub use crate::time::{Timestamp, GLOBAL_WINDOW_MAX_TIMESTAMP, MAX_TIMESTAMP, MIN_TIMESTAMP};
+    pub use crate::trigger::{
+        AccumulationMode, AfterAll, AfterEach, AfterFirst, AfterPane, AfterProcessingTime, AfterWatermark,
+        ClosingBehavior, Never, OnTimeBehavior, Repeatedly, TimestampCombiner, Trigger,
+    };
     pub use crate::window::IntervalWindow;
+    pub use crate::window::{CustomWindow, Window as BoundedWindow};
     pub use crate::window_fn::{FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn};
     pub use crate::*;
 }

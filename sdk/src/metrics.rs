@@ -26,14 +26,10 @@ impl MetricName {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Result<Self> {
         let (namespace, name) = (namespace.into(), name.into());
         if namespace.is_empty() {
-            return Err(Error::InvalidArgument(
-                "Metric namespace must be non-empty".into(),
-            ));
+            return Err(Error::InvalidArgument("Metric namespace must be non-empty".into()));
         }
         if name.is_empty() {
-            return Err(Error::InvalidArgument(
-                "Metric name must be non-empty".into(),
-            ));
+            return Err(Error::InvalidArgument("Metric name must be non-empty".into()));
         }
         Ok(MetricName { namespace, name })
     }
@@ -99,9 +95,7 @@ fn with_current(f: impl FnOnce(&dyn MetricsContainer)) {
         Some(container) => f(container),
         None => {
             if !WARNED.with(|w| w.replace(true)) {
-                tracing::warn!(
-                    "a metric was updated outside any step's container; the update is dropped"
-                );
+                tracing::warn!("a metric was updated outside any step's container; the update is dropped");
             }
         }
     })
@@ -113,24 +107,15 @@ pub struct Metrics;
 impl Metrics {
     /// A counter; an empty namespace or name is an error.
     pub fn counter(namespace: impl Into<String>, name: impl Into<String>) -> Result<Counter> {
-        Ok(Counter {
-            name: Arc::new(MetricName::new(namespace, name)?),
-        })
+        Ok(Counter { name: Arc::new(MetricName::new(namespace, name)?) })
     }
     /// A distribution; an empty namespace or name is an error.
-    pub fn distribution(
-        namespace: impl Into<String>,
-        name: impl Into<String>,
-    ) -> Result<Distribution> {
-        Ok(Distribution {
-            name: Arc::new(MetricName::new(namespace, name)?),
-        })
+    pub fn distribution(namespace: impl Into<String>, name: impl Into<String>) -> Result<Distribution> {
+        Ok(Distribution { name: Arc::new(MetricName::new(namespace, name)?) })
     }
     /// A gauge; an empty namespace or name is an error.
     pub fn gauge(namespace: impl Into<String>, name: impl Into<String>) -> Result<Gauge> {
-        Ok(Gauge {
-            name: Arc::new(MetricName::new(namespace, name)?),
-        })
+        Ok(Gauge { name: Arc::new(MetricName::new(namespace, name)?) })
     }
 }
 
@@ -212,12 +197,7 @@ pub struct DistributionResult {
 
 impl DistributionResult {
     /// The identity: no values.
-    pub const EMPTY: DistributionResult = DistributionResult {
-        sum: 0,
-        count: 0,
-        min: i64::MAX,
-        max: i64::MIN,
-    };
+    pub const EMPTY: DistributionResult = DistributionResult { sum: 0, count: 0, min: i64::MAX, max: i64::MIN };
 
     /// `sum / count`, NaN when empty.
     pub fn mean(&self) -> f64 {
@@ -250,10 +230,7 @@ pub struct GaugeResult {
 
 impl GaugeResult {
     /// Never set: value -1 at the epoch.
-    pub const EMPTY: GaugeResult = GaugeResult {
-        value: -1,
-        timestamp: 0,
-    };
+    pub const EMPTY: GaugeResult = GaugeResult { value: -1, timestamp: 0 };
 
     /// The later of two gauges; on a tie, `incoming` wins.
     pub fn combine(&self, incoming: &GaugeResult) -> GaugeResult {
@@ -308,51 +285,23 @@ impl MetricQueryResults {
     /// Keeps the results matching `filter`.
     pub fn filter(self, filter: &MetricsFilter) -> Self {
         MetricQueryResults {
-            counters: self
-                .counters
-                .into_iter()
-                .filter(|r| filter.matches(&r.key))
-                .collect(),
-            distributions: self
-                .distributions
-                .into_iter()
-                .filter(|r| filter.matches(&r.key))
-                .collect(),
-            gauges: self
-                .gauges
-                .into_iter()
-                .filter(|r| filter.matches(&r.key))
-                .collect(),
+            counters: self.counters.into_iter().filter(|r| filter.matches(&r.key)).collect(),
+            distributions: self.distributions.into_iter().filter(|r| filter.matches(&r.key)).collect(),
+            gauges: self.gauges.into_iter().filter(|r| filter.matches(&r.key)).collect(),
         }
     }
 
     /// The counter named `namespace:name` in `step`, if any.
     pub fn counter(&self, step: &str, namespace: &str, name: &str) -> Option<&MetricResult<i64>> {
-        self.counters
-            .iter()
-            .find(|r| is(&r.key, step, namespace, name))
+        self.counters.iter().find(|r| is(&r.key, step, namespace, name))
     }
     /// The distribution named `namespace:name` in `step`, if any.
-    pub fn distribution(
-        &self,
-        step: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<&MetricResult<DistributionResult>> {
-        self.distributions
-            .iter()
-            .find(|r| is(&r.key, step, namespace, name))
+    pub fn distribution(&self, step: &str, namespace: &str, name: &str) -> Option<&MetricResult<DistributionResult>> {
+        self.distributions.iter().find(|r| is(&r.key, step, namespace, name))
     }
     /// The gauge named `namespace:name` in `step`, if any.
-    pub fn gauge(
-        &self,
-        step: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Option<&MetricResult<GaugeResult>> {
-        self.gauges
-            .iter()
-            .find(|r| is(&r.key, step, namespace, name))
+    pub fn gauge(&self, step: &str, namespace: &str, name: &str) -> Option<&MetricResult<GaugeResult>> {
+        self.gauges.iter().find(|r| is(&r.key, step, namespace, name))
     }
 }
 
@@ -391,14 +340,12 @@ impl MetricsFilter {
     /// Beam's `MetricFiltering.matches`.
     pub fn matches(&self, key: &MetricKey) -> bool {
         let step_ok = self.steps.is_empty()
-            || key
-                .step
-                .as_deref()
-                .is_some_and(|s| self.steps.iter().any(|f| f == s || sub_path_matches(s, f)));
+            || key.step.as_deref().is_some_and(|s| self.steps.iter().any(|f| f == s || sub_path_matches(s, f)));
         let name_ok = self.names.is_empty()
-            || self.names.iter().any(|(ns, n)| {
-                *ns == key.name.namespace && n.as_ref().is_none_or(|n| *n == key.name.name)
-            });
+            || self
+                .names
+                .iter()
+                .any(|(ns, n)| *ns == key.name.namespace && n.as_ref().is_none_or(|n| *n == key.name.name));
         step_ok && name_ok
     }
 }
@@ -452,22 +399,13 @@ mod tests {
     use super::*;
 
     fn key(step: Option<&str>, ns: &str, name: &str) -> MetricKey {
-        MetricKey {
-            step: step.map(String::from),
-            name: MetricName::new(ns, name).unwrap(),
-        }
+        MetricKey { step: step.map(String::from), name: MetricName::new(ns, name).unwrap() }
     }
 
     #[test]
     fn names_must_be_non_empty() {
-        assert!(Metrics::counter("", "x")
-            .unwrap_err()
-            .to_string()
-            .contains("namespace must be non-empty"));
-        assert!(Metrics::gauge("ns", "")
-            .unwrap_err()
-            .to_string()
-            .contains("name must be non-empty"));
+        assert!(Metrics::counter("", "x").unwrap_err().to_string().contains("namespace must be non-empty"));
+        assert!(Metrics::gauge("ns", "").unwrap_err().to_string().contains("name must be non-empty"));
     }
 
     #[test]
@@ -496,50 +434,15 @@ mod tests {
 
     #[test]
     fn aggregates() {
-        let d = DistributionResult::EMPTY.combine(&DistributionResult {
-            sum: 10,
-            count: 2,
-            min: 3,
-            max: 7,
-        });
-        assert_eq!(
-            d,
-            DistributionResult {
-                sum: 10,
-                count: 2,
-                min: 3,
-                max: 7
-            }
-        );
+        let d = DistributionResult::EMPTY.combine(&DistributionResult { sum: 10, count: 2, min: 3, max: 7 });
+        assert_eq!(d, DistributionResult { sum: 10, count: 2, min: 3, max: 7 });
         assert_eq!(d.mean(), 5.0);
         assert!(DistributionResult::EMPTY.mean().is_nan());
-        let a = GaugeResult {
-            value: 1,
-            timestamp: 5,
-        };
-        let b = GaugeResult {
-            value: 2,
-            timestamp: 5,
-        };
+        let a = GaugeResult { value: 1, timestamp: 5 };
+        let b = GaugeResult { value: 2, timestamp: 5 };
         assert_eq!(a.combine(&b), b);
-        assert_eq!(
-            GaugeResult {
-                value: 3,
-                timestamp: 9
-            }
-            .combine(&b)
-            .value,
-            3
-        );
-        let r = MetricResult {
-            key: key(None, "a", "b"),
-            attempted: 1,
-            committed: None,
-        };
-        assert!(r
-            .committed()
-            .unwrap_err()
-            .to_string()
-            .contains("committed metrics"));
+        assert_eq!(GaugeResult { value: 3, timestamp: 9 }.combine(&b).value, 3);
+        let r = MetricResult { key: key(None, "a", "b"), attempted: 1, committed: None };
+        assert!(r.committed().unwrap_err().to_string().contains("committed metrics"));
     }
 }

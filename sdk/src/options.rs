@@ -23,12 +23,7 @@ pub struct DirectOptions {
 
 impl Default for DirectOptions {
     fn default() -> Self {
-        DirectOptions {
-            shuffle: true,
-            seed: 0,
-            check_encodability: true,
-            bundle_size: 1000,
-        }
+        DirectOptions { shuffle: true, seed: 0, check_encodability: true, bundle_size: 1000 }
     }
 }
 
@@ -49,11 +44,7 @@ pub struct PipelineOptions {
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions {
-            runner: "direct".into(),
-            job_name: "weir-job".into(),
-            direct: DirectOptions::default(),
-        }
+        PipelineOptions { runner: "direct".into(), job_name: "weir-job".into(), direct: DirectOptions::default() }
     }
 }
 
@@ -107,34 +98,20 @@ mod tests {
 
     #[test]
     fn parses_kebab_case_flags() {
-        let o = PipelineOptions::from_args([
-            "--runner",
-            "x",
-            "--direct-shuffle",
-            "false",
-            "--direct-seed",
-            "9",
-        ])
-        .unwrap();
+        let o =
+            PipelineOptions::from_args(["--runner", "x", "--direct-shuffle", "false", "--direct-seed", "9"]).unwrap();
         assert_eq!(o.runner, "x");
         assert!(!o.direct.shuffle);
         assert_eq!(o.direct.seed, 9);
-        assert_eq!(
-            PipelineOptions::from_args(Vec::<String>::new()).unwrap(),
-            PipelineOptions::default()
-        );
+        assert_eq!(PipelineOptions::from_args(Vec::<String>::new()).unwrap(), PipelineOptions::default());
     }
 
     #[test]
     fn unknown_option_lists_valid_ones() {
-        let e = PipelineOptions::from_args(["--runnr", "direct"])
-            .unwrap_err()
-            .to_string();
+        let e = PipelineOptions::from_args(["--runnr", "direct"]).unwrap_err().to_string();
         assert!(e.contains("unknown option '--runnr'"), "{e}");
         assert!(e.contains("--runner") && e.contains("--direct-seed"), "{e}");
-        let e = PipelineOptions::from_args(["--direct-seed", "abc"])
-            .unwrap_err()
-            .to_string();
+        let e = PipelineOptions::from_args(["--direct-seed", "abc"]).unwrap_err().to_string();
         assert!(e.contains("direct-seed"), "{e}");
     }
 }

@@ -32,21 +32,11 @@ pub struct PaneInfo {
 
 impl PaneInfo {
     /// `PaneInfo.NO_FIRING`: elements that no trigger produced.
-    pub const NO_FIRING: PaneInfo = PaneInfo {
-        is_first: true,
-        is_last: true,
-        timing: Timing::Unknown,
-        index: 0,
-        non_speculative_index: 0,
-    };
+    pub const NO_FIRING: PaneInfo =
+        PaneInfo { is_first: true, is_last: true, timing: Timing::Unknown, index: 0, non_speculative_index: 0 };
     /// `PaneInfo.ON_TIME_AND_ONLY_FIRING`.
-    pub const ON_TIME_AND_ONLY_FIRING: PaneInfo = PaneInfo {
-        is_first: true,
-        is_last: true,
-        timing: Timing::OnTime,
-        index: 0,
-        non_speculative_index: 0,
-    };
+    pub const ON_TIME_AND_ONLY_FIRING: PaneInfo =
+        PaneInfo { is_first: true, is_last: true, timing: Timing::OnTime, index: 0, non_speculative_index: 0 };
 
     /// Appends Beam's PaneInfo encoding.
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -85,18 +75,8 @@ impl PaneInfo {
                 let i = crate::coders::read_varint(input)? as i64;
                 (i, crate::coders::read_varint(input)? as i64)
             }
-            e => {
-                return Err(crate::coders::CoderError::new(format!(
-                    "unknown PaneInfo encoding {e}"
-                )))
-            }
+            e => return Err(crate::coders::CoderError::new(format!("unknown PaneInfo encoding {e}"))),
         };
-        Ok(PaneInfo {
-            is_first,
-            is_last,
-            timing,
-            index,
-            non_speculative_index: nsi,
-        })
+        Ok(PaneInfo { is_first, is_last, timing, index, non_speculative_index: nsi })
     }
 }

@@ -75,9 +75,7 @@ impl Pipeline {
 
     /// The root input, to apply root transforms (`Create`, `Read`, `Impulse`) to.
     pub fn begin(&self) -> PBegin {
-        PBegin {
-            pipeline: self.clone(),
-        }
+        PBegin { pipeline: self.clone() }
     }
 
     /// Applies a root transform: `p.apply("Read", Create::of(...))`.
@@ -124,32 +122,19 @@ impl Pipeline {
     }
 
     /// Applies `transform` to `input` as a step named `name` under the current scope.
-    pub fn apply_transform<In: PInput, T: PTransform<In>>(
-        &self,
-        name: &str,
-        input: In,
-        transform: T,
-    ) -> T::Output {
+    pub fn apply_transform<In: PInput, T: PTransform<In>>(&self, name: &str, input: In, transform: T) -> T::Output {
         let node = {
             let mut inner = self.lock();
             let parent = *inner.scope.last().unwrap_or(&0);
             let parent_name = inner.graph.nodes[parent].full_name.clone();
-            let mut full = if parent_name.is_empty() {
-                name.to_string()
-            } else {
-                format!("{parent_name}/{name}")
-            };
+            let mut full = if parent_name.is_empty() { name.to_string() } else { format!("{parent_name}/{name}") };
             if name.is_empty() {
-                inner
-                    .errors
-                    .push(Error::construction(&full, "step names must not be empty"));
+                inner.errors.push(Error::construction(&full, "step names must not be empty"));
             }
             if !inner.names.insert(full.clone()) {
                 inner.errors.push(Error::construction(
                     &full,
-                    format!(
-                        "duplicate step name '{full}': every applied transform needs a unique name"
-                    ),
+                    format!("duplicate step name '{full}': every applied transform needs a unique name"),
                 ));
                 let mut n = 2;
                 while !inner.names.insert(format!("{full}#{n}")) {
@@ -212,18 +197,10 @@ impl Pipeline {
             coder_name: coder.name(),
             coder: Arc::new(coder),
         });
-        PCollection {
-            id,
-            pipeline: self.clone(),
-            _t: PhantomData,
-        }
+        PCollection { id, pipeline: self.clone(), _t: PhantomData }
     }
 
-    fn with_pcollection<R>(
-        &self,
-        id: PCollectionId,
-        f: impl FnOnce(&mut PCollectionNode) -> R,
-    ) -> R {
+    fn with_pcollection<R>(&self, id: PCollectionId, f: impl FnOnce(&mut PCollectionNode) -> R) -> R {
         f(&mut self.lock().graph.pcollections[id])
     }
 
@@ -241,9 +218,7 @@ pub struct PBegin {
 impl PBegin {
     /// The root input of `pipeline`.
     pub fn from_pipeline(pipeline: &Pipeline) -> Self {
-        PBegin {
-            pipeline: pipeline.clone(),
-        }
+        PBegin { pipeline: pipeline.clone() }
     }
 
     pub(crate) fn pipeline_handle(&self) -> Pipeline {
@@ -265,11 +240,7 @@ pub struct PCollection<T> {
 
 impl<T> Clone for PCollection<T> {
     fn clone(&self) -> Self {
-        PCollection {
-            id: self.id,
-            pipeline: self.pipeline.clone(),
-            _t: PhantomData,
-        }
+        PCollection { id: self.id, pipeline: self.pipeline.clone(), _t: PhantomData }
     }
 }
 
@@ -302,17 +273,13 @@ impl<T: Element> PCollection<T> {
 
     /// Its windowing strategy.
     pub fn windowing_strategy(&self) -> WindowingStrategy {
-        self.pipeline
-            .with_pcollection(self.id, |n| n.windowing.clone())
+        self.pipeline.with_pcollection(self.id, |n| n.windowing.clone())
     }
 
     /// Its coder.
     pub fn coder(&self) -> CoderRef<T> {
         self.pipeline.with_pcollection(self.id, |n| {
-            n.coder
-                .downcast_ref::<CoderRef<T>>()
-                .cloned()
-                .unwrap_or_else(|| Arc::new(ElementCoder::new()))
+            n.coder.downcast_ref::<CoderRef<T>>().cloned().unwrap_or_else(|| Arc::new(ElementCoder::new()))
         })
     }
 
@@ -320,10 +287,7 @@ impl<T: Element> PCollection<T> {
     pub fn set_coder(&self, coder: CoderRef<T>) -> &Self {
         if self.pipeline.is_consumed(self.id) {
             let name = self.pipeline.with_pcollection(self.id, |n| n.name.clone());
-            self.pipeline.record_error(
-                &name,
-                "set_coder must be called before the PCollection is consumed",
-            );
+            self.pipeline.record_error(&name, "set_coder must be called before the PCollection is consumed");
             return self;
         }
         self.pipeline.with_pcollection(self.id, |n| {
@@ -335,8 +299,7 @@ impl<T: Element> PCollection<T> {
     }
 
     pub(crate) fn set_windowing(&self, windowing: WindowingStrategy) {
-        self.pipeline
-            .with_pcollection(self.id, |n| n.windowing = windowing);
+        self.pipeline.with_pcollection(self.id, |n| n.windowing = windowing);
     }
 }
 
@@ -350,17 +313,11 @@ pub struct PCollectionList<T> {
 impl<T: Element> PCollectionList<T> {
     /// An empty list in `pipeline` (flattening it gives an empty PCollection).
     pub fn empty(pipeline: &Pipeline) -> Self {
-        PCollectionList {
-            pipeline: pipeline.clone(),
-            items: vec![],
-        }
+        PCollectionList { pipeline: pipeline.clone(), items: vec![] }
     }
     /// A list of `items` (all from `pipeline`).
     pub fn of(pipeline: &Pipeline, items: Vec<PCollection<T>>) -> Self {
-        PCollectionList {
-            pipeline: pipeline.clone(),
-            items,
-        }
+        PCollectionList { pipeline: pipeline.clone(), items }
     }
     /// Appends a collection.
     pub fn and(mut self, pc: PCollection<T>) -> Self {
@@ -405,11 +362,7 @@ impl PCollectionTuple {
     /// The collection of `tag`, or `None` if the ParDo declared no such tag.
     pub fn get<T: Element>(&self, tag: &crate::do_fn::TupleTag<T>) -> Option<PCollection<T>> {
         let i = self.tags.iter().position(|t| t == tag.id())?;
-        Some(PCollection {
-            id: self.ids[i],
-            pipeline: self.pipeline.clone(),
-            _t: PhantomData,
-        })
+        Some(PCollection { id: self.ids[i], pipeline: self.pipeline.clone(), _t: PhantomData })
     }
 }
 
@@ -495,10 +448,7 @@ pub trait PTransform<In: PInput> {
 /// Boundedness of a primitive's outputs: unbounded if any input is.
 pub(crate) fn output_boundedness(p: &Pipeline, inputs: &[PCollectionId]) -> Boundedness {
     let inner = p.lock();
-    if inputs
-        .iter()
-        .any(|&i| inner.graph.pcollections[i].boundedness == Boundedness::Unbounded)
-    {
+    if inputs.iter().any(|&i| inner.graph.pcollections[i].boundedness == Boundedness::Unbounded) {
         Boundedness::Unbounded
     } else {
         Boundedness::Bounded

@@ -14,11 +14,7 @@ pub trait Runner: Send + Sync {
     fn name(&self) -> &'static str;
     /// Translates and starts `graph`. Translation errors (an unsupported transform) are returned
     /// here, before anything runs; execution errors through the result.
-    fn run(
-        &self,
-        graph: Arc<PipelineGraph>,
-        options: &PipelineOptions,
-    ) -> Result<Box<dyn PipelineResult>>;
+    fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>>;
 }
 
 /// The state of a pipeline run (Beam's `PipelineResult.State`).
@@ -61,20 +57,12 @@ fn registry() -> &'static RwLock<BTreeMap<String, Arc<dyn Runner>>> {
 
 /// Makes `runner` selectable by its name. Registering a name again replaces the runner.
 pub fn register_runner(runner: Arc<dyn Runner>) {
-    registry()
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(runner.name().to_string(), runner);
+    registry().write().unwrap_or_else(|e| e.into_inner()).insert(runner.name().to_string(), runner);
 }
 
 /// The names of the registered runners.
 pub fn runner_names() -> Vec<String> {
-    registry()
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .keys()
-        .cloned()
-        .collect()
+    registry().read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
 }
 
 /// The runner registered as `name`, or an error listing the registered ones.

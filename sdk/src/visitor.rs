@@ -14,11 +14,7 @@ pub enum CompositeBehavior {
 /// Callbacks of a topological walk. Every method has a no-op default.
 pub trait PipelineVisitor {
     /// A composite is about to be visited.
-    fn enter_composite(
-        &mut self,
-        _node: &TransformNode,
-        _graph: &PipelineGraph,
-    ) -> CompositeBehavior {
+    fn enter_composite(&mut self, _node: &TransformNode, _graph: &PipelineGraph) -> CompositeBehavior {
         CompositeBehavior::Enter
     }
     /// A composite's parts have been visited.
@@ -26,13 +22,7 @@ pub trait PipelineVisitor {
     /// A primitive transform.
     fn visit_primitive(&mut self, _node: &TransformNode, _graph: &PipelineGraph) {}
     /// A PCollection, right after its producer.
-    fn visit_value(
-        &mut self,
-        _value: &PCollectionNode,
-        _producer: &TransformNode,
-        _graph: &PipelineGraph,
-    ) {
-    }
+    fn visit_value(&mut self, _value: &PCollectionNode, _producer: &TransformNode, _graph: &PipelineGraph) {}
 }
 
 impl PipelineGraph {
@@ -72,11 +62,7 @@ impl PipelineGraph {
     pub fn is_streaming(&self) -> bool {
         struct Detector(bool);
         impl PipelineVisitor for Detector {
-            fn enter_composite(
-                &mut self,
-                _: &TransformNode,
-                _: &PipelineGraph,
-            ) -> CompositeBehavior {
+            fn enter_composite(&mut self, _: &TransformNode, _: &PipelineGraph) -> CompositeBehavior {
                 if self.0 {
                     CompositeBehavior::DoNotEnter
                 } else {

@@ -47,6 +47,28 @@ impl fmt::Display for IntervalWindow {
     }
 }
 
+/// A custom window: an interval plus a user tag and kind, for custom (merging) window
+/// functions such as Nexmark's auction-or-bid windows. Two custom windows are the same window
+/// when all four fields are equal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CustomWindow {
+    /// Inclusive start.
+    pub start: Timestamp,
+    /// Exclusive end.
+    pub end: Timestamp,
+    /// A user tag, e.g. an auction id.
+    pub tag: i64,
+    /// A user kind, e.g. 1 for an auction window and 0 for a bid window.
+    pub kind: u8,
+}
+
+impl CustomWindow {
+    /// The interval the window covers.
+    pub fn interval(&self) -> IntervalWindow {
+        IntervalWindow::new(self.start, self.end)
+    }
+}
+
 /// A window an element belongs to.
 ///
 /// Every element carries exactly one window: an element that a `WindowFn` assigns to several
@@ -57,6 +79,8 @@ pub enum Window {
     Global,
     /// A half-open interval of event time.
     Interval(IntervalWindow),
+    /// A custom window from a user [`crate::window_fn::WindowFn`].
+    Custom(CustomWindow),
 }
 
 impl Window {
@@ -65,6 +89,16 @@ impl Window {
         match self {
             Window::Global => GLOBAL_WINDOW_MAX_TIMESTAMP,
             Window::Interval(w) => w.max_timestamp(),
+            Window::Custom(w) => w.end - 1,
+        }
+    }
+
+    /// The interval of an interval or custom window.
+    pub fn interval(&self) -> Option<IntervalWindow> {
+        match self {
+            Window::Global => None,
+            Window::Interval(w) => Some(*w),
+            Window::Custom(w) => Some(w.interval()),
         }
     }
 
@@ -73,6 +107,11 @@ impl Window {
         match self {
             Window::Global => {}
             Window::Interval(w) => crate::coders::encode_interval_window(w, out),
+            Window::Custom(w) => {
+                crate::coders::encode_interval_window(&w.interval(), out);
+                crate::coders::write_varint(w.tag as u64, out);
+                out.push(w.kind);
+            }
         }
     }
 }
@@ -82,6 +121,7 @@ impl fmt::Display for Window {
         match self {
             Window::Global => f.write_str("GlobalWindow"),
             Window::Interval(w) => w.fmt(f),
+            Window::Custom(w) => write!(f, "[{}..{})#{}/{}", w.start, w.end, w.tag, w.kind),
         }
     }
 }

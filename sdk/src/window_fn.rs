@@ -1,6 +1,7 @@
 //! WindowFns: how elements are assigned to windows, and the windowing strategy of a PCollection.
 
-use crate::time::Timestamp;
+use crate::time::{Timestamp, GLOBAL_WINDOW_MAX_TIMESTAMP};
+use crate::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner, Trigger};
 use crate::window::{IntervalWindow, Window};
 use std::any::Any;
 use std::fmt::Debug;
@@ -21,8 +22,59 @@ pub trait WindowFn: Send + Sync + Debug + 'static {
     fn assigns_to_one_window(&self) -> bool {
         true
     }
+    /// For merging functions: given one key's active windows, the merges to make, each as
+    /// (windows merged, resulting window). Merges of a single window into itself are omitted.
+    fn merge_windows(&self, _windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
+        Vec::new()
+    }
+    /// The timestamp an element at `timestamp` contributes to grouped output in `window`
+    /// (before the timestamp combiner). Sliding windows move it forward so that later windows
+    /// are not held back by earlier ones (spec §2.3).
+    fn output_time(&self, timestamp: Timestamp, _window: &Window) -> Timestamp {
+        timestamp
+    }
+    /// The side-input window that a main-input element in `main` reads (spec §6.2), or why this
+    /// function cannot window a side input.
+    fn side_input_window(&self, _main: &Window) -> Result<Window, String> {
+        Err(format!("{self:?} cannot be used to window a side input"))
+    }
     /// `self` as `Any`, for compatibility checks.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// Merges overlapping interval windows: sort by start, merge runs of mutually overlapping
+/// windows into their span (Beam's `MergeOverlappingIntervalWindows`). Touching windows do not
+/// merge.
+pub fn merge_overlapping_interval_windows(windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
+    let mut ivs: Vec<(IntervalWindow, Window)> = windows.iter().filter_map(|w| w.interval().map(|i| (i, *w))).collect();
+    ivs.sort_by_key(|(i, _)| (i.start, i.end));
+    let mut out = Vec::new();
+    let mut run: Vec<Window> = Vec::new();
+    let mut span: Option<IntervalWindow> = None;
+    for (iv, w) in ivs {
+        match span {
+            Some(s) if s.intersects(&iv) => {
+                span = Some(s.span(&iv));
+                run.push(w);
+            }
+            _ => {
+                if let Some(s) = span.take() {
+                    if run.len() > 1 {
+                        out.push((std::mem::take(&mut run), Window::Interval(s)));
+                    }
+                }
+                run.clear();
+                run.push(w);
+                span = Some(iv);
+            }
+        }
+    }
+    if let Some(s) = span {
+        if run.len() > 1 {
+            out.push((run, Window::Interval(s)));
+        }
+    }
+    out
 }
 
 /// Every element in the single global window.
@@ -32,6 +84,9 @@ pub struct GlobalWindows;
 impl WindowFn for GlobalWindows {
     fn assign_windows(&self, _: Timestamp, _: &Window, out: &mut Vec<Window>) {
         out.push(Window::Global);
+    }
+    fn side_input_window(&self, _: &Window) -> Result<Window, String> {
+        Ok(Window::Global)
     }
     fn is_compatible(&self, other: &dyn WindowFn) -> bool {
         other.as_any().is::<GlobalWindows>()
@@ -55,17 +110,11 @@ pub struct FixedWindows {
 impl FixedWindows {
     /// Windows of `size` aligned to the epoch. `size` must be positive.
     pub fn of(size: Duration) -> Self {
-        FixedWindows {
-            size: millis(size).max(1),
-            offset: 0,
-        }
+        FixedWindows { size: millis(size).max(1), offset: 0 }
     }
     /// Shifts window boundaries by `offset` (must be below the size; reduced modulo it).
     pub fn with_offset(self, offset: Duration) -> Self {
-        FixedWindows {
-            offset: millis(offset).rem_euclid(self.size),
-            ..self
-        }
+        FixedWindows { offset: millis(offset).rem_euclid(self.size), ..self }
     }
     /// The window containing `ts`. Uses floor modulo, which equals Java's result for every
     /// timestamp Java gets right and is also right for very negative timestamps.
@@ -78,6 +127,9 @@ impl FixedWindows {
 impl WindowFn for FixedWindows {
     fn assign_windows(&self, ts: Timestamp, _: &Window, out: &mut Vec<Window>) {
         out.push(Window::Interval(self.window_for(ts)));
+    }
+    fn side_input_window(&self, main: &Window) -> Result<Window, String> {
+        Ok(Window::Interval(self.window_for(main.max_timestamp())))
     }
     fn is_compatible(&self, other: &dyn WindowFn) -> bool {
         other.as_any().downcast_ref::<FixedWindows>() == Some(self)
@@ -108,27 +160,16 @@ impl SlidingWindows {
         } else {
             1
         };
-        SlidingWindows {
-            size,
-            period,
-            offset: 0,
-        }
+        SlidingWindows { size, period, offset: 0 }
     }
     /// A new window starts every `period`.
     pub fn every(self, period: Duration) -> Self {
         let period = millis(period).max(1);
-        SlidingWindows {
-            period,
-            offset: self.offset.rem_euclid(period),
-            ..self
-        }
+        SlidingWindows { period, offset: self.offset.rem_euclid(period), ..self }
     }
     /// Shifts window starts by `offset` (reduced modulo the period).
     pub fn with_offset(self, offset: Duration) -> Self {
-        SlidingWindows {
-            offset: millis(offset).rem_euclid(self.period),
-            ..self
-        }
+        SlidingWindows { offset: millis(offset).rem_euclid(self.period), ..self }
     }
     /// The window size in milliseconds.
     pub fn size_millis(&self) -> i64 {
@@ -149,10 +190,7 @@ impl WindowFn for SlidingWindows {
         // Newest first, as Beam emits them.
         let mut start = self.last_start(ts);
         while start > ts - self.size {
-            out.push(Window::Interval(IntervalWindow::new(
-                start,
-                start + self.size,
-            )));
+            out.push(Window::Interval(IntervalWindow::new(start, start + self.size)));
             start -= self.period;
         }
     }
@@ -161,6 +199,24 @@ impl WindowFn for SlidingWindows {
     }
     fn assigns_to_one_window(&self) -> bool {
         self.period >= self.size
+    }
+    fn output_time(&self, ts: Timestamp, window: &Window) -> Timestamp {
+        // Beam's SlidingWindows.getOutputTime: an element no later than the end of the previous
+        // window is moved to just after it, so EARLIEST/LATEST holds do not hold back this window
+        // for data that also belongs to earlier windows.
+        let w_max = window.max_timestamp();
+        if w_max - self.period < ts {
+            ts
+        } else {
+            w_max - self.period + 1
+        }
+    }
+    fn side_input_window(&self, main: &Window) -> Result<Window, String> {
+        if matches!(main, Window::Global) {
+            return Err("a sliding-window side input cannot be read from the global window".into());
+        }
+        let start = self.last_start(main.max_timestamp() - self.size) + self.period;
+        Ok(Window::Interval(IntervalWindow::new(start, start + self.size)))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -177,9 +233,7 @@ pub struct Sessions {
 impl Sessions {
     /// Sessions separated by at least `gap` of inactivity.
     pub fn with_gap_duration(gap: Duration) -> Self {
-        Sessions {
-            gap: millis(gap).max(1),
-        }
+        Sessions { gap: millis(gap).max(1) }
     }
     /// The gap in milliseconds.
     pub fn gap_millis(&self) -> i64 {
@@ -189,13 +243,13 @@ impl Sessions {
 
 impl WindowFn for Sessions {
     fn assign_windows(&self, ts: Timestamp, _: &Window, out: &mut Vec<Window>) {
-        out.push(Window::Interval(IntervalWindow::new(
-            ts,
-            ts.saturating_add(self.gap),
-        )));
+        out.push(Window::Interval(IntervalWindow::new(ts, ts.saturating_add(self.gap))));
     }
     fn is_merging(&self) -> bool {
         true
+    }
+    fn merge_windows(&self, windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
+        merge_overlapping_interval_windows(windows)
     }
     fn is_compatible(&self, other: &dyn WindowFn) -> bool {
         other.as_any().is::<Sessions>()
@@ -205,11 +259,24 @@ impl WindowFn for Sessions {
     }
 }
 
-/// How a PCollection is windowed.
+/// How a PCollection is windowed: the window function, the trigger, and what happens to late
+/// data and fired panes (Beam's `WindowingStrategy`, with Beam's defaults).
 #[derive(Clone, Debug)]
 pub struct WindowingStrategy {
     /// The window function.
     pub window_fn: Arc<dyn WindowFn>,
+    /// When panes fire.
+    pub trigger: Trigger,
+    /// Whether fired panes are kept.
+    pub accumulation_mode: AccumulationMode,
+    /// How long after the end of a window late data is still accepted, ms.
+    pub allowed_lateness_ms: i64,
+    /// How grouped output timestamps are chosen.
+    pub timestamp_combiner: TimestampCombiner,
+    /// Whether an empty final pane is emitted at expiry.
+    pub closing_behavior: ClosingBehavior,
+    /// Whether an empty on-time pane is emitted.
+    pub on_time_behavior: OnTimeBehavior,
     /// Set after a GroupByKey merged the windows, so regrouping does not merge again.
     pub already_merged: bool,
 }
@@ -219,6 +286,12 @@ impl WindowingStrategy {
     pub fn of(window_fn: Arc<dyn WindowFn>) -> Self {
         WindowingStrategy {
             window_fn,
+            trigger: Trigger::Default,
+            accumulation_mode: AccumulationMode::Discarding,
+            allowed_lateness_ms: 0,
+            timestamp_combiner: TimestampCombiner::EndOfWindow,
+            closing_behavior: ClosingBehavior::FireIfNonEmpty,
+            on_time_behavior: OnTimeBehavior::FireAlways,
             already_merged: false,
         }
     }
@@ -233,6 +306,20 @@ impl WindowingStrategy {
     /// Whether two strategies can be flattened together.
     pub fn is_compatible(&self, other: &WindowingStrategy) -> bool {
         self.window_fn.is_compatible(&*other.window_fn)
+    }
+    /// Whether windows still need merging at a GroupByKey.
+    pub fn needs_merge(&self) -> bool {
+        self.window_fn.is_merging() && !self.already_merged
+    }
+    /// Beam's `LateDataUtils.garbageCollectionTime`: end of window plus allowed lateness,
+    /// capped at the global window's end.
+    pub fn gc_time(&self, window: &Window) -> Timestamp {
+        let max = window.max_timestamp();
+        if GLOBAL_WINDOW_MAX_TIMESTAMP - self.allowed_lateness_ms < max {
+            GLOBAL_WINDOW_MAX_TIMESTAMP
+        } else {
+            max + self.allowed_lateness_ms
+        }
     }
 }
 
@@ -274,10 +361,35 @@ mod tests {
         assert_eq!(assign(&s, 1), vec![iw(0, 10), iw(-5, 5)]);
         assert_eq!(assign(&s, 7), vec![iw(5, 15), iw(0, 10)]);
         assert!(!s.assigns_to_one_window());
-        assert_eq!(
-            SlidingWindows::of(Duration::from_secs(120)).period_millis(),
-            60_000
-        );
+        assert_eq!(SlidingWindows::of(Duration::from_secs(120)).period_millis(), 60_000);
+    }
+
+    #[test]
+    fn session_merging() {
+        let s = Sessions::with_gap_duration(Duration::from_millis(10));
+        let ws: Vec<Window> = [1, 5, 20, 30].iter().flat_map(|&t| assign(&s, t)).collect();
+        let merges = s.merge_windows(&ws);
+        // [1,11)+[5,15) merge; [20,30) and [30,40) only touch.
+        assert_eq!(merges, vec![(vec![iw(1, 11), iw(5, 15)], iw(1, 15))]);
+    }
+
+    #[test]
+    fn side_input_mapping() {
+        let f = FixedWindows::of(Duration::from_millis(10));
+        assert_eq!(f.side_input_window(&iw(10, 20)).unwrap(), iw(10, 20));
+        let s = SlidingWindows::of(Duration::from_millis(10)).every(Duration::from_millis(5));
+        assert_eq!(s.side_input_window(&iw(10, 20)).unwrap(), iw(10, 20));
+        assert_eq!(s.side_input_window(&iw(3, 7)).unwrap(), iw(0, 10));
+        assert!(Sessions::with_gap_duration(Duration::from_millis(1)).side_input_window(&iw(0, 1)).is_err());
+        assert_eq!(GlobalWindows.side_input_window(&iw(0, 1)).unwrap(), Window::Global);
+    }
+
+    #[test]
+    fn sliding_output_time_shift() {
+        let s = SlidingWindows::of(Duration::from_millis(10)).every(Duration::from_millis(5));
+        // In [0,10) (max 9, period 5): ts 7 stays, ts 2 moves to 5.
+        assert_eq!(s.output_time(7, &iw(0, 10)), 7);
+        assert_eq!(s.output_time(2, &iw(0, 10)), 5);
     }
 
     #[test]

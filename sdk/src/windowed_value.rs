@@ -20,12 +20,7 @@ pub struct WindowedValue<T> {
 impl<T> WindowedValue<T> {
     /// `value` at `timestamp` in the global window, not from any firing.
     pub fn timestamped(value: T, timestamp: Timestamp) -> Self {
-        WindowedValue {
-            value,
-            timestamp,
-            window: Window::Global,
-            pane: PaneInfo::NO_FIRING,
-        }
+        WindowedValue { value, timestamp, window: Window::Global, pane: PaneInfo::NO_FIRING }
     }
 
     /// `value` in the global window at the minimum timestamp (what `Create` produces).
@@ -35,12 +30,7 @@ impl<T> WindowedValue<T> {
 
     /// The same timestamp, window and pane with another value.
     pub fn with_value<U>(&self, value: U) -> WindowedValue<U> {
-        WindowedValue {
-            value,
-            timestamp: self.timestamp,
-            window: self.window,
-            pane: self.pane,
-        }
+        WindowedValue { value, timestamp: self.timestamp, window: self.window, pane: self.pane }
     }
 }
 

@@ -28,10 +28,7 @@ pub fn configuration(name: &str) -> PipelineOptions {
             o.runner = "direct".into();
             o.direct.shuffle = true;
             o.direct.bundle_size = 7;
-            o.direct.seed = std::env::var("WEIR_TEST_SEED")
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(20261129);
+            o.direct.seed = std::env::var("WEIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261129);
         }
         "direct_unshuffled" => {
             o.runner = "direct".into();

@@ -120,8 +120,5 @@ fn top_fn_merges_partial_results() {
     }
     let mut b = f.create_accumulator();
     f.add_input(&mut b, 1000);
-    assert_eq!(
-        f.extract_output(f.merge_accumulators(vec![a, b])),
-        vec![1000, 99, 98]
-    );
+    assert_eq!(f.extract_output(f.merge_accumulators(vec![a, b])), vec![1000, 99, 98]);
 }

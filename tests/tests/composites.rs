@@ -6,10 +6,7 @@ use weir_sdk::window::Window as W;
 use weir_tests::conformance;
 
 fn words(p: &TestPipeline) -> PCollection<String> {
-    p.apply(
-        "Create",
-        Create::of(["hi there", "hi", "sue bob", "hi sue", "", "bob hi"].map(String::from)),
-    )
+    p.apply("Create", Create::of(["hi there", "hi", "sue bob", "hi sue", "", "bob hi"].map(String::from)))
 }
 
 fn s(v: &[&str]) -> Vec<String> {

@@ -11,13 +11,8 @@ fn sorted<T: Ord>(mut v: Vec<T>) -> Vec<T> {
     v
 }
 
-fn sort_values<K: Element, V: Element + Ord>(
-    pc: &PCollection<KV<K, Vec<V>>>,
-) -> PCollection<KV<K, Vec<V>>> {
-    pc.apply(
-        "SortValues",
-        Map::new(|kv: KV<K, Vec<V>>| KV::new(kv.key, sorted(kv.value))),
-    )
+fn sort_values<K: Element, V: Element + Ord>(pc: &PCollection<KV<K, Vec<V>>>) -> PCollection<KV<K, Vec<V>>> {
+    pc.apply("SortValues", Map::new(|kv: KV<K, Vec<V>>| KV::new(kv.key, sorted(kv.value))))
 }
 
 /// A key whose `PartialEq` is deliberately wrong: grouping must use encoded bytes.

@@ -34,11 +34,7 @@ struct LifecycleFn {
 impl LifecycleFn {
     fn expect(&mut self, allowed: &[State], method: &str) {
         if !allowed.contains(&self.state) {
-            self.calls
-                .violations
-                .lock()
-                .unwrap()
-                .push(format!("{method} called in state {:?}", self.state));
+            self.calls.violations.lock().unwrap().push(format!("{method} called in state {:?}", self.state));
         }
     }
 }
@@ -178,12 +174,7 @@ impl DoFn for WindowAndPaneFn {
     type In = i64;
     type Out = String;
     fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, String>) -> UserResult {
-        let out = format!(
-            "{e}@{}:{}:{:?}",
-            ctx.timestamp(),
-            ctx.window(),
-            ctx.pane().timing
-        );
+        let out = format!("{e}@{}:{}:{:?}", ctx.timestamp(), ctx.window(), ctx.pane().timing);
         ctx.output(out);
         Ok(())
     }

@@ -9,17 +9,11 @@ use weir_sdk::prelude::*;
 #[test]
 fn a_finished_pipeline_is_done() {
     let p = weir_tests::pipeline("direct");
-    p.apply("Create", Create::of(vec![1, 2, 3]))
-        .apply("Sum", Sum::globally());
+    p.apply("Create", Create::of(vec![1, 2, 3])).apply("Sum", Sum::globally());
     let result = Pipeline::run(&p).unwrap();
     assert_eq!(result.wait_until_finish(None).unwrap(), PipelineState::Done);
     assert_eq!(result.state(), PipelineState::Done);
-    assert_eq!(
-        result
-            .wait_until_finish(Some(Duration::from_millis(1)))
-            .unwrap(),
-        PipelineState::Done
-    );
+    assert_eq!(result.wait_until_finish(Some(Duration::from_millis(1))).unwrap(), PipelineState::Done);
 }
 
 #[derive(Clone)]
@@ -45,18 +39,10 @@ fn wait_with_timeout_returns_running_and_cancel_stops() {
         .apply("Gate", ParDo::of(Gate(open.clone())))
         .apply("After", Map::new(|x: i64| x + 1));
     let result = Pipeline::run(&p).unwrap();
-    assert_eq!(
-        result
-            .wait_until_finish(Some(Duration::from_millis(20)))
-            .unwrap(),
-        PipelineState::Running
-    );
+    assert_eq!(result.wait_until_finish(Some(Duration::from_millis(20))).unwrap(), PipelineState::Running);
     result.cancel().unwrap();
     open.store(true, Ordering::SeqCst);
-    assert_eq!(
-        result.wait_until_finish(None).unwrap(),
-        PipelineState::Cancelled
-    );
+    assert_eq!(result.wait_until_finish(None).unwrap(), PipelineState::Cancelled);
 }
 
 /// A value whose serialisation always fails.
@@ -72,19 +58,14 @@ impl Serialize for Unencodable {
 #[test]
 fn unencodable_elements_fail_at_the_step_that_made_them() {
     let p = weir_tests::pipeline("direct");
-    p.apply("Create", Create::of(vec![1]))
-        .apply("MakeBad", Map::new(|_: i64| Unencodable));
+    p.apply("Create", Create::of(vec![1])).apply("MakeBad", Map::new(|_: i64| Unencodable));
     let err = p.try_run().unwrap_err().to_string();
-    assert!(
-        err.contains("'MakeBad/ParDo'") && err.contains("cannot encode Unencodable"),
-        "{err}"
-    );
+    assert!(err.contains("'MakeBad/ParDo'") && err.contains("cannot encode Unencodable"), "{err}");
 
     let mut options = weir_tests::configuration("direct");
     options.direct.check_encodability = false;
     let q = TestPipeline::from_options(options);
-    q.apply("Create", Create::of(vec![1]))
-        .apply("MakeBad", Map::new(|_: i64| Unencodable));
+    q.apply("Create", Create::of(vec![1])).apply("MakeBad", Map::new(|_: i64| Unencodable));
     assert_eq!(q.try_run().unwrap(), PipelineState::Done);
 }
 
@@ -113,8 +94,7 @@ fn arrival_order(shuffle: bool, seed: u64) -> Vec<i64> {
     options.direct.shuffle = shuffle;
     options.direct.seed = seed;
     let p = TestPipeline::from_options(options);
-    p.apply("Create", Create::of(0..200i64))
-        .apply("Record", ParDo::of(Record(seen.clone())));
+    p.apply("Create", Create::of(0..200i64)).apply("Record", ParDo::of(Record(seen.clone())));
     p.run();
     let v = seen.lock().unwrap().clone();
     v
@@ -129,11 +109,7 @@ fn direct_runner_shuffles_by_seed() {
     let b = arrival_order(true, 2);
     assert_ne!(a, ordered);
     assert_ne!(a, b);
-    assert_eq!(
-        a,
-        arrival_order(true, 1),
-        "the same seed gives the same order"
-    );
+    assert_eq!(a, arrival_order(true, 1), "the same seed gives the same order");
     let mut sorted = a.clone();
     sorted.sort();
     assert_eq!(sorted, ordered);

@@ -22,14 +22,8 @@ fn duplicate_step_names() {
 #[test]
 fn nested_names_are_hierarchical() {
     let p = p();
-    p.apply("Create", Create::of(vec![1]))
-        .apply("Count", Count::globally());
-    let names: Vec<String> = p
-        .graph()
-        .nodes
-        .iter()
-        .map(|n| n.full_name.clone())
-        .collect();
+    p.apply("Create", Create::of(vec![1])).apply("Count", Count::globally());
+    let names: Vec<String> = p.graph().nodes.iter().map(|n| n.full_name.clone()).collect();
     for expected in [
         "Create",
         "Create/Read",
@@ -38,10 +32,7 @@ fn nested_names_are_hierarchical() {
         "Count/Combine.perKey/GroupByKey",
         "Count/Combine.perKey/Combine.GroupedValues",
     ] {
-        assert!(
-            names.iter().any(|n| n == expected),
-            "{expected} not in {names:?}"
-        );
+        assert!(names.iter().any(|n| n == expected), "{expected} not in {names:?}");
     }
 }
 
@@ -53,13 +44,10 @@ struct Point {
 #[test]
 fn group_by_key_needs_a_deterministic_key_coder() {
     let p = p();
-    p.apply("Create", Create::of(vec![KV::new(Point { x: 1.0 }, 1)]))
-        .apply("Group", GroupByKey::create());
+    p.apply("Create", Create::of(vec![KV::new(Point { x: 1.0 }, 1)])).apply("Group", GroupByKey::create());
     let err = p.validate().unwrap_err().to_string();
     assert!(
-        err.contains("'Group'")
-            && err.contains("must be deterministic")
-            && err.contains("floating-point"),
+        err.contains("'Group'") && err.contains("must be deterministic") && err.contains("floating-point"),
         "{err}"
     );
 }
@@ -67,45 +55,29 @@ fn group_by_key_needs_a_deterministic_key_coder() {
 #[test]
 fn distinct_of_floats_is_rejected() {
     let p = p();
-    p.apply("Create", Create::of(vec![1.5f64]))
-        .apply("Distinct", Distinct::create());
+    p.apply("Create", Create::of(vec![1.5f64])).apply("Distinct", Distinct::create());
     let err = p.validate().unwrap_err().to_string();
-    assert!(
-        err.contains("Distinct/Combine.perKey/GroupByKey") && err.contains("deterministic"),
-        "{err}"
-    );
+    assert!(err.contains("Distinct/Combine.perKey/GroupByKey") && err.contains("deterministic"), "{err}");
 }
 
 #[test]
 fn flatten_of_incompatible_windowing() {
     let p = p();
-    let a = p.apply("A", Create::of(vec![1])).apply(
-        "Fixed",
-        Window::into(FixedWindows::of(Duration::from_secs(1))),
-    );
+    let a = p.apply("A", Create::of(vec![1])).apply("Fixed", Window::into(FixedWindows::of(Duration::from_secs(1))));
     let b = p.apply("B", Create::of(vec![2]));
     PCollectionList::of(&p, vec![a, b]).apply("Flatten", Flatten::pcollections());
     let err = p.validate().unwrap_err().to_string();
-    assert!(
-        err.contains("'Flatten'") && err.contains("incompatible windowing"),
-        "{err}"
-    );
+    assert!(err.contains("'Flatten'") && err.contains("incompatible windowing"), "{err}");
 }
 
 #[test]
 fn combine_globally_with_defaults_needs_the_global_window() {
     let p = p();
     p.apply("A", Create::of(vec![1i64]))
-        .apply(
-            "Fixed",
-            Window::into(FixedWindows::of(Duration::from_secs(1))),
-        )
+        .apply("Fixed", Window::into(FixedWindows::of(Duration::from_secs(1))))
         .apply("Sum", Sum::globally());
     let err = p.validate().unwrap_err().to_string();
-    assert!(
-        err.contains("'Sum'") && err.contains("without_defaults"),
-        "{err}"
-    );
+    assert!(err.contains("'Sum'") && err.contains("without_defaults"), "{err}");
 }
 
 #[test]
@@ -114,11 +86,7 @@ fn set_coder_after_consumption_is_rejected() {
     let a = p.apply("A", Create::of(vec![1i64]));
     a.apply("Use", Map::new(|x: i64| x));
     a.set_coder(std::sync::Arc::new(weir_sdk::coders::VarLongCoder));
-    assert!(p
-        .validate()
-        .unwrap_err()
-        .to_string()
-        .contains("set_coder must be called before"));
+    assert!(p.validate().unwrap_err().to_string().contains("set_coder must be called before"));
 }
 
 #[test]
@@ -127,19 +95,12 @@ fn unknown_runner_lists_the_registered_ones() {
     p.set_options(PipelineOptions::default().with_runner("flink"));
     p.apply("A", Create::of(vec![1]));
     let err = p.try_run().unwrap_err().to_string();
-    assert!(
-        err.contains("unknown runner 'flink'") && err.contains("direct"),
-        "{err}"
-    );
+    assert!(err.contains("unknown runner 'flink'") && err.contains("direct"), "{err}");
 }
 
 #[test]
 fn text_io_needs_a_pattern() {
     let p = p();
     p.apply("Read", TextIO::read());
-    assert!(p
-        .validate()
-        .unwrap_err()
-        .to_string()
-        .contains("needs a file pattern"));
+    assert!(p.validate().unwrap_err().to_string().contains("needs a file pattern"));
 }

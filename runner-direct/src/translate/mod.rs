@@ -38,21 +38,14 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub(crate) fn push(&mut self, node: &TransformNode, kind: StepKind) {
-        self.steps.push(Step {
-            node: node.id,
-            name: node.full_name.clone(),
-            kind,
-        });
+        self.steps.push(Step { node: node.id, name: node.full_name.clone(), kind });
     }
 }
 
 pub(crate) fn internal(node: &TransformNode, what: &str) -> weir_sdk::Error {
     weir_sdk::Error::Internal {
         component: "direct runner translation".into(),
-        message: format!(
-            "{} ({}) carries no {what} payload",
-            node.full_name, node.urn
-        ),
+        message: format!("{} ({}) carries no {what} payload", node.full_name, node.urn),
     }
 }
 

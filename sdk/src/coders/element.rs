@@ -44,9 +44,8 @@ impl<T: Element> Coder<T> for ElementCoder<T> {
     }
 
     fn decode(&self, input: &mut &[u8]) -> Result<T, CoderError> {
-        let (v, rest) = postcard::take_from_bytes::<T>(input).map_err(|e| {
-            CoderError::new(format!("cannot decode {}: {e}", std::any::type_name::<T>()))
-        })?;
+        let (v, rest) = postcard::take_from_bytes::<T>(input)
+            .map_err(|e| CoderError::new(format!("cannot decode {}: {e}", std::any::type_name::<T>())))?;
         *input = rest;
         Ok(v)
     }
@@ -76,12 +75,8 @@ pub fn type_determinism<T: DeserializeOwned>() -> Result<(), String> {
     };
     let registry = tracer.registry().map_err(|e| e.to_string())?;
     let mut seen = Vec::new();
-    check_format(&format, &registry, &mut seen).map_err(|why| {
-        format!(
-            "{} is not deterministically encoded: {why}",
-            std::any::type_name::<T>()
-        )
-    })
+    check_format(&format, &registry, &mut seen)
+        .map_err(|why| format!("{} is not deterministically encoded: {why}", std::any::type_name::<T>()))
 }
 
 fn check_format(f: &Format, reg: &Registry, seen: &mut Vec<String>) -> Result<(), String> {
@@ -105,24 +100,16 @@ fn check_format(f: &Format, reg: &Registry, seen: &mut Vec<String>) -> Result<()
     }
 }
 
-fn check_container(
-    c: &ContainerFormat,
-    reg: &Registry,
-    seen: &mut Vec<String>,
-) -> Result<(), String> {
+fn check_container(c: &ContainerFormat, reg: &Registry, seen: &mut Vec<String>) -> Result<(), String> {
     match c {
         ContainerFormat::UnitStruct => Ok(()),
         ContainerFormat::NewTypeStruct(f) => check_format(f, reg, seen),
         ContainerFormat::TupleStruct(fs) => fs.iter().try_for_each(|f| check_format(f, reg, seen)),
-        ContainerFormat::Struct(fs) => fs
-            .iter()
-            .try_for_each(|n| check_format(&n.value, reg, seen)),
+        ContainerFormat::Struct(fs) => fs.iter().try_for_each(|n| check_format(&n.value, reg, seen)),
         ContainerFormat::Enum(vs) => vs.values().try_for_each(|v| match &v.value {
             VariantFormat::NewType(f) => check_format(f, reg, seen),
             VariantFormat::Tuple(fs) => fs.iter().try_for_each(|f| check_format(f, reg, seen)),
-            VariantFormat::Struct(fs) => fs
-                .iter()
-                .try_for_each(|n| check_format(&n.value, reg, seen)),
+            VariantFormat::Struct(fs) => fs.iter().try_for_each(|n| check_format(&n.value, reg, seen)),
             _ => Ok(()),
         }),
     }
@@ -156,26 +143,16 @@ mod tests {
         assert!(type_determinism::<i64>().is_ok());
         assert!(type_determinism::<(String, Vec<u8>, Option<i32>)>().is_ok());
         assert!(type_determinism::<Person>().is_ok());
-        assert!(type_determinism::<f64>()
-            .unwrap_err()
-            .contains("floating-point"));
+        assert!(type_determinism::<f64>().unwrap_err().contains("floating-point"));
         assert!(type_determinism::<Priced>().is_err());
         assert!(type_determinism::<Shape>().is_err());
-        assert!(
-            type_determinism::<std::collections::BTreeMap<String, i64>>()
-                .unwrap_err()
-                .contains("map")
-        );
+        assert!(type_determinism::<std::collections::BTreeMap<String, i64>>().unwrap_err().contains("map"));
     }
 
     #[test]
     fn element_coder_round_trips_nested() {
         let c = ElementCoder::<Person>::new();
-        let p = Person {
-            name: "ann".into(),
-            age: 3,
-            tags: vec!["x".into()],
-        };
+        let p = Person { name: "ann".into(), age: 3, tags: vec!["x".into()] };
         let mut buf = Vec::new();
         c.encode(&p, &mut buf).unwrap();
         c.encode(&p, &mut buf).unwrap();

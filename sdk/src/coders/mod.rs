@@ -28,9 +28,7 @@ pub struct CoderError {
 impl CoderError {
     /// A new error with the given message.
     pub fn new(message: impl Into<String>) -> Self {
-        CoderError {
-            message: message.into(),
-        }
+        CoderError { message: message.into() }
     }
 }
 
@@ -53,10 +51,7 @@ pub trait Coder<T>: Send + Sync + 'static {
         let mut rest = input;
         let v = self.decode(&mut rest)?;
         if !rest.is_empty() {
-            return Err(CoderError::new(format!(
-                "{} trailing bytes after value",
-                rest.len()
-            )));
+            return Err(CoderError::new(format!("{} trailing bytes after value", rest.len())));
         }
         Ok(v)
     }
@@ -110,10 +105,7 @@ pub fn read_byte(input: &mut &[u8]) -> Result<u8, CoderError> {
 /// Reads exactly `n` bytes.
 pub fn read_bytes<'a>(input: &mut &'a [u8], n: usize) -> Result<&'a [u8], CoderError> {
     if input.len() < n {
-        return Err(CoderError::new(format!(
-            "expected {n} bytes, found {}",
-            input.len()
-        )));
+        return Err(CoderError::new(format!("expected {n} bytes, found {}", input.len())));
     }
     let (head, rest) = input.split_at(n);
     *input = rest;
@@ -137,10 +129,7 @@ pub fn read_timestamp(input: &mut &[u8]) -> Result<i64, CoderError> {
 pub type CoderRef<T> = std::sync::Arc<dyn Coder<T>>;
 
 /// Checks that `coder` round-trips `value` (the direct runner's encodability check).
-pub fn check_roundtrip<T: Debug, C: Coder<T> + ?Sized>(
-    coder: &C,
-    value: &T,
-) -> Result<(), CoderError> {
+pub fn check_roundtrip<T: Debug, C: Coder<T> + ?Sized>(coder: &C, value: &T) -> Result<(), CoderError> {
     let mut buf = Vec::new();
     coder.encode(value, &mut buf)?;
     let mut slice = buf.as_slice();

@@ -8,8 +8,7 @@ use crate::time::Timestamp;
 use crate::window::{IntervalWindow, Window};
 
 fn read_len(input: &mut &[u8]) -> Result<usize, CoderError> {
-    usize::try_from(read_varint(input)?)
-        .map_err(|_| CoderError::new("length does not fit in memory"))
+    usize::try_from(read_varint(input)?).map_err(|_| CoderError::new("length does not fit in memory"))
 }
 
 /// `beam:coder:bytes:v1`: raw bytes outer, varint length + bytes nested.
@@ -61,8 +60,7 @@ impl Coder<String> for StringUtf8Coder {
         Ok(())
     }
     fn decode_outer(&self, input: &[u8]) -> Result<String, CoderError> {
-        String::from_utf8(input.to_vec())
-            .map_err(|e| CoderError::new(format!("invalid UTF-8: {e}")))
+        String::from_utf8(input.to_vec()).map_err(|e| CoderError::new(format!("invalid UTF-8: {e}")))
     }
     fn verify_deterministic(&self) -> Result<(), String> {
         Ok(())
@@ -127,9 +125,7 @@ impl Coder<i32> for VarIntCoder {
     }
     fn decode(&self, input: &mut &[u8]) -> Result<i32, CoderError> {
         let v = read_varint(input)?;
-        u32::try_from(v)
-            .map(|u| u as i32)
-            .map_err(|_| CoderError::new("varint does not fit in 32 bits"))
+        u32::try_from(v).map(|u| u as i32).map_err(|_| CoderError::new("varint does not fit in 32 bits"))
     }
     fn verify_deterministic(&self) -> Result<(), String> {
         Ok(())
@@ -149,9 +145,7 @@ impl Coder<i64> for BigEndianLongCoder {
         Ok(())
     }
     fn decode(&self, input: &mut &[u8]) -> Result<i64, CoderError> {
-        Ok(i64::from_be_bytes(
-            read_bytes(input, 8)?.try_into().expect("8 bytes"),
-        ))
+        Ok(i64::from_be_bytes(read_bytes(input, 8)?.try_into().expect("8 bytes")))
     }
     fn verify_deterministic(&self) -> Result<(), String> {
         Ok(())
@@ -171,9 +165,7 @@ impl Coder<i32> for BigEndianIntegerCoder {
         Ok(())
     }
     fn decode(&self, input: &mut &[u8]) -> Result<i32, CoderError> {
-        Ok(i32::from_be_bytes(
-            read_bytes(input, 4)?.try_into().expect("4 bytes"),
-        ))
+        Ok(i32::from_be_bytes(read_bytes(input, 4)?.try_into().expect("4 bytes")))
     }
     fn verify_deterministic(&self) -> Result<(), String> {
         Ok(())
@@ -193,9 +185,7 @@ impl Coder<f64> for DoubleCoder {
         Ok(())
     }
     fn decode(&self, input: &mut &[u8]) -> Result<f64, CoderError> {
-        Ok(f64::from_bits(u64::from_be_bytes(
-            read_bytes(input, 8)?.try_into().expect("8 bytes"),
-        )))
+        Ok(f64::from_bits(u64::from_be_bytes(read_bytes(input, 8)?.try_into().expect("8 bytes"))))
     }
     fn verify_deterministic(&self) -> Result<(), String> {
         Err("DoubleCoder: floating-point values may have several encodings of equal values".into())
@@ -265,11 +255,7 @@ impl<K: Send + Sync + 'static, V: Send + Sync + 'static> Coder<KV<K, V>> for KvC
         self.value.verify_deterministic()
     }
     fn name(&self) -> String {
-        format!(
-            "beam:coder:kv:v1({}, {})",
-            self.key.name(),
-            self.value.name()
-        )
+        format!("beam:coder:kv:v1({}, {})", self.key.name(), self.value.name())
     }
 }
 
@@ -289,8 +275,7 @@ impl<T> IterableCoder<T> {
 
 impl<T: Send + Sync + 'static> Coder<Vec<T>> for IterableCoder<T> {
     fn encode(&self, v: &Vec<T>, out: &mut Vec<u8>) -> Result<(), CoderError> {
-        let n =
-            i32::try_from(v.len()).map_err(|_| CoderError::new("iterable longer than i32::MAX"))?;
+        let n = i32::try_from(v.len()).map_err(|_| CoderError::new("iterable longer than i32::MAX"))?;
         out.extend_from_slice(&n.to_be_bytes());
         v.iter().try_for_each(|e| self.element.encode(e, out))
     }
@@ -497,14 +482,8 @@ impl<T: Send + Sync + 'static> Coder<FullWindowedValue<T>> for WindowedValueCode
         for w in &v.windows {
             match (self.window, w) {
                 (WindowCoderKind::Global, Window::Global) => {}
-                (WindowCoderKind::Interval, Window::Interval(iw)) => {
-                    encode_interval_window(iw, out)
-                }
-                (k, w) => {
-                    return Err(CoderError::new(format!(
-                        "window {w} does not match window coder {k:?}"
-                    )))
-                }
+                (WindowCoderKind::Interval, Window::Interval(iw)) => encode_interval_window(iw, out),
+                (k, w) => return Err(CoderError::new(format!("window {w} does not match window coder {k:?}"))),
             }
         }
         v.pane.encode(out);
@@ -525,12 +504,7 @@ impl<T: Send + Sync + 'static> Coder<FullWindowedValue<T>> for WindowedValueCode
         }
         let pane = PaneInfo::decode(input)?;
         let value = self.value.decode(input)?;
-        Ok(FullWindowedValue {
-            value,
-            timestamp,
-            windows,
-            pane,
-        })
+        Ok(FullWindowedValue { value, timestamp, windows, pane })
     }
     fn verify_deterministic(&self) -> Result<(), String> {
         self.value.verify_deterministic()
@@ -547,10 +521,7 @@ mod tests {
     use std::sync::Arc;
 
     fn hex(b: &[u8]) -> String {
-        b.iter()
-            .map(|x| format!("{x:02x}"))
-            .collect::<Vec<_>>()
-            .join(" ")
+        b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
     }
 
     fn nested<T, C: Coder<T>>(c: &C, v: &T) -> String {
@@ -594,15 +565,9 @@ mod tests {
 
     #[test]
     fn timestamps() {
-        assert_eq!(
-            nested(&InstantCoder, &1_454_293_425_000),
-            "80 00 01 52 9a a4 9b 68"
-        );
+        assert_eq!(nested(&InstantCoder, &1_454_293_425_000), "80 00 01 52 9a a4 9b 68");
         assert_eq!(nested(&InstantCoder, &-400_000), "7f ff ff ff ff f9 e5 80");
-        assert_eq!(
-            nested(&InstantCoder, &crate::time::MIN_TIMESTAMP),
-            "7f df 3b 64 5a 1c ac 09"
-        );
+        assert_eq!(nested(&InstantCoder, &crate::time::MIN_TIMESTAMP), "7f df 3b 64 5a 1c ac 09");
     }
 
     #[test]
@@ -610,10 +575,7 @@ mod tests {
         let kv = KvCoder::new(Arc::new(BytesCoder), Arc::new(VarLongCoder));
         assert_eq!(nested(&kv, &KV::new(b"abc".to_vec(), 0)), "03 61 62 63 00");
         let kvs = KvCoder::new(Arc::new(StringUtf8Coder), Arc::new(StringUtf8Coder));
-        assert_eq!(
-            outer(&kvs, &KV::new("a".to_string(), "bc".to_string())),
-            "01 61 62 63"
-        );
+        assert_eq!(outer(&kvs, &KV::new("a".to_string(), "bc".to_string())), "01 61 62 63");
         let it = IterableCoder::new(Arc::new(VarLongCoder));
         assert_eq!(nested(&it, &vec![1, 2, 3]), "00 00 00 03 01 02 03");
         // Unknown-length form: count -1, a block of 2, a block of 1, then 0.
@@ -634,20 +596,14 @@ mod tests {
         assert_eq!(IntervalWindowCoder.decode(&mut out.as_slice()).unwrap(), w);
 
         // The runner guide's encoding of Impulse's single element.
-        let c = WindowedValueCoder {
-            value: Arc::new(BytesCoder),
-            window: WindowCoderKind::Global,
-        };
+        let c = WindowedValueCoder { value: Arc::new(BytesCoder), window: WindowCoderKind::Global };
         let impulse = FullWindowedValue {
             value: vec![],
             timestamp: crate::time::MIN_TIMESTAMP,
             windows: vec![Window::Global],
             pane: PaneInfo::NO_FIRING,
         };
-        assert_eq!(
-            nested(&c, &impulse),
-            "7f df 3b 64 5a 1c ac 09 00 00 00 01 0f 00"
-        );
+        assert_eq!(nested(&c, &impulse), "7f df 3b 64 5a 1c ac 09 00 00 00 01 0f 00");
         let mut bytes = Vec::new();
         c.encode(&impulse, &mut bytes).unwrap();
         assert_eq!(c.decode(&mut bytes.as_slice()).unwrap(), impulse);
@@ -658,24 +614,14 @@ mod tests {
         let mut out = Vec::new();
         PaneInfo::NO_FIRING.encode(&mut out);
         assert_eq!(hex(&out), "0f");
-        let p = PaneInfo {
-            is_first: false,
-            is_last: true,
-            timing: Timing::OnTime,
-            index: 30,
-            non_speculative_index: 40,
-        };
+        let p =
+            PaneInfo { is_first: false, is_last: true, timing: Timing::OnTime, index: 30, non_speculative_index: 40 };
         let mut out = Vec::new();
         p.encode(&mut out);
         assert_eq!(hex(&out), "26 1e 28");
         assert_eq!(PaneInfo::decode(&mut out.as_slice()).unwrap(), p);
-        let early = PaneInfo {
-            is_first: false,
-            is_last: false,
-            timing: Timing::Early,
-            index: 3,
-            non_speculative_index: -1,
-        };
+        let early =
+            PaneInfo { is_first: false, is_last: false, timing: Timing::Early, index: 3, non_speculative_index: -1 };
         let mut out = Vec::new();
         early.encode(&mut out);
         assert_eq!(hex(&out), "10 03");

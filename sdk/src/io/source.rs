@@ -94,16 +94,9 @@ impl<S: BoundedSource> PTransform<PBegin> for Read<S> {
         let p = input_pipeline(&input);
         let node = p.make_primitive(
             crate::urns::READ,
-            Payload::Read(ReadPayload::Bounded(Arc::new(SourceKernel(Arc::new(
-                self.source,
-            ))))),
+            Payload::Read(ReadPayload::Bounded(Arc::new(SourceKernel(Arc::new(self.source))))),
         );
-        p.new_output(
-            node,
-            "out",
-            Boundedness::Bounded,
-            WindowingStrategy::global(),
-        )
+        p.new_output(node, "out", Boundedness::Bounded, WindowingStrategy::global())
     }
 }
 

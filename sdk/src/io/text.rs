@@ -20,17 +20,11 @@ pub struct TextIO;
 impl TextIO {
     /// Reads lines of text files.
     pub fn read() -> TextRead {
-        TextRead {
-            pattern: String::new(),
-        }
+        TextRead { pattern: String::new() }
     }
     /// Writes strings as lines of sharded text files.
     pub fn write() -> TextWrite {
-        TextWrite {
-            prefix: String::new(),
-            suffix: String::new(),
-            num_shards: 1,
-        }
+        TextWrite { prefix: String::new(), suffix: String::new(), num_shards: 1 }
     }
 }
 
@@ -71,8 +65,7 @@ pub enum TextSource {
 
 impl TextSource {
     fn files(pattern: &str) -> UserResult<Vec<(PathBuf, u64)>> {
-        let paths =
-            glob::glob(pattern).map_err(|e| format!("invalid file pattern '{pattern}': {e}"))?;
+        let paths = glob::glob(pattern).map_err(|e| format!("invalid file pattern '{pattern}': {e}"))?;
         let mut out = Vec::new();
         for p in paths {
             let p = p.map_err(|e| format!("cannot read a match of '{pattern}': {e}"))?;
@@ -89,10 +82,7 @@ impl TextSource {
 
     fn ranges(&self) -> UserResult<Vec<(PathBuf, u64, u64)>> {
         match self {
-            TextSource::Pattern(p) => Ok(Self::files(p)?
-                .into_iter()
-                .map(|(f, len)| (f, 0, len))
-                .collect()),
+            TextSource::Pattern(p) => Ok(Self::files(p)?.into_iter().map(|(f, len)| (f, 0, len)).collect()),
             TextSource::Range { path, start, end } => Ok(vec![(path.clone(), *start, *end)]),
         }
     }
@@ -108,11 +98,7 @@ impl BoundedSource for TextSource {
             let mut s = start;
             loop {
                 let e = (s + desired).min(end);
-                out.push(TextSource::Range {
-                    path: path.clone(),
-                    start: s,
-                    end: e,
-                });
+                out.push(TextSource::Range { path: path.clone(), start: s, end: e });
                 if e >= end {
                     break;
                 }
@@ -125,10 +111,7 @@ impl BoundedSource for TextSource {
         Ok(self.ranges()?.iter().map(|(_, s, e)| e - s).sum())
     }
     fn create_reader(&self) -> UserResult<TextReader> {
-        Ok(TextReader {
-            ranges: self.ranges()?,
-            current: None,
-        })
+        Ok(TextReader { ranges: self.ranges()?, current: None })
     }
 }
 
@@ -146,13 +129,10 @@ impl TextReader {
         }
         // A line starting before `start` belongs to the previous range: skip to the first line
         // that starts at or after `start`.
-        f.seek(SeekFrom::Start(start - 1))
-            .map_err(|e| io_err(path, e))?;
+        f.seek(SeekFrom::Start(start - 1)).map_err(|e| io_err(path, e))?;
         let mut r = BufReader::new(f);
         let mut skipped = Vec::new();
-        let n = r
-            .read_until(b'\n', &mut skipped)
-            .map_err(|e| io_err(path, e))?;
+        let n = r.read_until(b'\n', &mut skipped).map_err(|e| io_err(path, e))?;
         Ok((r, start - 1 + n as u64))
     }
 }
@@ -177,9 +157,7 @@ impl BoundedReader for TextReader {
                 continue;
             }
             let mut line = Vec::new();
-            let n = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|e| io_err(path, e))?;
+            let n = reader.read_until(b'\n', &mut line).map_err(|e| io_err(path, e))?;
             if n == 0 {
                 self.current = None;
                 continue;
@@ -191,8 +169,7 @@ impl BoundedReader for TextReader {
                     line.pop();
                 }
             }
-            let s =
-                String::from_utf8(line).map_err(|e| io_err(path, format!("invalid UTF-8: {e}")))?;
+            let s = String::from_utf8(line).map_err(|e| io_err(path, format!("invalid UTF-8: {e}")))?;
             return Ok(Some((s, MIN_TIMESTAMP)));
         }
     }
@@ -203,10 +180,7 @@ impl PTransform<PBegin> for TextRead {
     fn expand(self, input: PBegin) -> Self::Output {
         let p = input.pipeline_handle();
         if self.pattern.is_empty() {
-            p.record_error(
-                &p.current_step(),
-                "TextIO.read() needs a file pattern: call .from(pattern)",
-            );
+            p.record_error(&p.current_step(), "TextIO.read() needs a file pattern: call .from(pattern)");
         }
         input.apply("Read", Read::from(TextSource::Pattern(self.pattern)))
     }
@@ -308,11 +282,7 @@ struct FinalizeFn {
 impl DoFn for FinalizeFn {
     type In = Vec<String>;
     type Out = String;
-    fn process(
-        &mut self,
-        written: Vec<String>,
-        ctx: &mut ProcessContext<'_, String>,
-    ) -> UserResult {
+    fn process(&mut self, written: Vec<String>, ctx: &mut ProcessContext<'_, String>) -> UserResult {
         for i in 0..self.n {
             let name = shard_name(&self.prefix, i, self.n, &self.suffix);
             if !written.contains(&name) {
@@ -329,10 +299,7 @@ impl PTransform<PCollection<String>> for TextWrite {
     fn expand(self, input: PCollection<String>) -> Self::Output {
         let p = input.pipeline().clone();
         if self.prefix.is_empty() {
-            p.record_error(
-                &p.current_step(),
-                "TextIO.write() needs an output prefix: call .to(prefix)",
-            );
+            p.record_error(&p.current_step(), "TextIO.write() needs an output prefix: call .to(prefix)");
         }
         if self.num_shards == 0 {
             p.record_error(&p.current_step(), "TextIO.write() needs at least one shard");
@@ -343,24 +310,10 @@ impl PTransform<PCollection<String>> for TextWrite {
             .apply("GroupByShard", GroupByKey::create())
             .apply(
                 "WriteShards",
-                ParDo::of(WriteShardFn {
-                    prefix: self.prefix.clone(),
-                    suffix: self.suffix.clone(),
-                    n,
-                }),
+                ParDo::of(WriteShardFn { prefix: self.prefix.clone(), suffix: self.suffix.clone(), n }),
             )
-            .apply(
-                "CollectNames",
-                Combine::globally(CollectFn::<String>::default()),
-            )
-            .apply(
-                "Finalize",
-                ParDo::of(FinalizeFn {
-                    prefix: self.prefix,
-                    suffix: self.suffix,
-                    n,
-                }),
-            )
+            .apply("CollectNames", Combine::globally(CollectFn::<String>::default()))
+            .apply("Finalize", ParDo::of(FinalizeFn { prefix: self.prefix, suffix: self.suffix, n }))
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::WRITE_FILES)
@@ -417,9 +370,7 @@ mod tests {
     fn splits_read_every_line_once() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.txt");
-        let lines: Vec<String> = (0..500)
-            .map(|i| format!("line number {i} {}", "x".repeat(i % 37)))
-            .collect();
+        let lines: Vec<String> = (0..500).map(|i| format!("line number {i} {}", "x".repeat(i % 37))).collect();
         let mut body = lines.join("\r\n");
         body.push('\n');
         std::fs::write(&path, body).unwrap();
@@ -436,9 +387,7 @@ mod tests {
 
     #[test]
     fn missing_files_are_an_error() {
-        let e = TextSource::Pattern("/nonexistent/weir/*.txt".into())
-            .split(1000)
-            .unwrap_err();
+        let e = TextSource::Pattern("/nonexistent/weir/*.txt".into()).split(1000).unwrap_err();
         assert!(e.to_string().contains("no files match pattern"), "{e}");
     }
 }

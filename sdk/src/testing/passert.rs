@@ -33,17 +33,12 @@ enum Scope {
 
 /// Asserts on all elements of a PCollection: `assert_that(&pc).contains_in_any_order(vec![..])`.
 pub fn assert_that<T: Element>(pc: &PCollection<T>) -> IterableAssert<T> {
-    IterableAssert {
-        pc: pc.clone(),
-        scope: Scope::All,
-    }
+    IterableAssert { pc: pc.clone(), scope: Scope::All }
 }
 
 /// Asserts on the single element of a PCollection: `assert_that_singleton(&sum).equal_to(6)`.
 pub fn assert_that_singleton<T: Element>(pc: &PCollection<T>) -> SingletonAssert<T> {
-    SingletonAssert {
-        inner: assert_that(pc),
-    }
+    SingletonAssert { inner: assert_that(pc) }
 }
 
 /// An assertion on the elements of a PCollection (see [`assert_that`]).
@@ -54,11 +49,7 @@ pub struct IterableAssert<T> {
 
 fn describe<T: std::fmt::Debug>(v: &[T]) -> String {
     let shown: Vec<String> = v.iter().take(50).map(|x| format!("{x:?}")).collect();
-    let more = if v.len() > 50 {
-        format!(", ... ({} more)", v.len() - 50)
-    } else {
-        String::new()
-    };
+    let more = if v.len() > 50 { format!(", ... ({} more)", v.len() - 50) } else { String::new() };
     format!("[{}{more}]", shown.join(", "))
 }
 
@@ -80,10 +71,7 @@ fn diff<T: PartialEq + Clone>(expected: &[T], actual: &[T]) -> (Vec<T>, Vec<T>) 
 impl<T: Element> IterableAssert<T> {
     /// Restricts the assertion to the elements of `window`.
     pub fn in_window(self, window: Window) -> Self {
-        IterableAssert {
-            scope: Scope::Window(window),
-            ..self
-        }
+        IterableAssert { scope: Scope::Window(window), ..self }
     }
 
     /// Restricts the assertion to the global window (without re-windowing).
@@ -117,10 +105,7 @@ impl<T: Element> IterableAssert<T> {
             if actual.is_empty() {
                 Ok(())
             } else {
-                Err(format!(
-                    "Expected: empty iterable\n     but: got {}",
-                    describe(&actual)
-                ))
+                Err(format!("Expected: empty iterable\n     but: got {}", describe(&actual)))
             }
         })
     }
@@ -128,13 +113,7 @@ impl<T: Element> IterableAssert<T> {
     /// A custom check over all elements; an `Err` message fails the pipeline.
     pub fn satisfies(self, check: impl Fn(Vec<T>) -> Result<(), String> + Send + Sync + 'static) {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        self.pc.apply(
-            &format!("PAssert${id}"),
-            AssertTransform {
-                scope: self.scope,
-                check: Arc::new(check),
-            },
-        );
+        self.pc.apply(&format!("PAssert${id}"), AssertTransform { scope: self.scope, check: Arc::new(check) });
     }
 }
 
@@ -146,9 +125,7 @@ pub struct SingletonAssert<T> {
 impl<T: Element> SingletonAssert<T> {
     /// Restricts the assertion to `window`.
     pub fn in_window(self, window: Window) -> Self {
-        SingletonAssert {
-            inner: self.inner.in_window(window),
-        }
+        SingletonAssert { inner: self.inner.in_window(window) }
     }
 
     /// The PCollection holds exactly one element, equal to `expected`.
@@ -156,13 +133,15 @@ impl<T: Element> SingletonAssert<T> {
     where
         T: PartialEq,
     {
-        self.satisfies(move |v: T| {
-            if v == expected {
-                Ok(())
-            } else {
-                Err(format!("Expected: {expected:?}\n     but: was {v:?}"))
-            }
-        })
+        self.satisfies(
+            move |v: T| {
+                if v == expected {
+                    Ok(())
+                } else {
+                    Err(format!("Expected: {expected:?}\n     but: was {v:?}"))
+                }
+            },
+        )
     }
 
     /// The PCollection holds exactly one element, different from `unexpected`.
@@ -181,15 +160,11 @@ impl<T: Element> SingletonAssert<T> {
 
     /// The PCollection holds exactly one element, which satisfies `check`.
     pub fn satisfies(self, check: impl Fn(T) -> Result<(), String> + Send + Sync + 'static) {
-        self.inner
-            .satisfies(move |mut all: Vec<T>| match all.len() {
-                1 => check(all.pop().expect("one element")),
-                0 => Err("Expected: a single element\n     but: the PCollection is empty".into()),
-                n => Err(format!(
-                    "Expected: a single element\n     but: got {n}: {}",
-                    describe(&all)
-                )),
-            })
+        self.inner.satisfies(move |mut all: Vec<T>| match all.len() {
+            1 => check(all.pop().expect("one element")),
+            0 => Err("Expected: a single element\n     but: the PCollection is empty".into()),
+            n => Err(format!("Expected: a single element\n     but: got {n}: {}", describe(&all))),
+        })
     }
 }
 
@@ -232,10 +207,7 @@ struct CheckFn<T> {
 
 impl<T> Clone for CheckFn<T> {
     fn clone(&self) -> Self {
-        CheckFn {
-            window: self.window,
-            check: self.check.clone(),
-        }
+        CheckFn { window: self.window, check: self.check.clone() }
     }
 }
 
@@ -247,8 +219,7 @@ impl<T: Element> DoFn for CheckFn<T> {
             return Ok(());
         }
         let actual: Vec<T> = kv.value.into_iter().flatten().collect();
-        (self.check)(actual)
-            .map_err(|m| format!("assertion failed in window {}:\n{m}", self.window).into())
+        (self.check)(actual).map_err(|m| format!("assertion failed in window {}:\n{m}", self.window).into())
     }
 }
 
@@ -257,31 +228,17 @@ impl<T: Element> PTransform<PCollection<T>> for AssertTransform<T> {
     fn expand(self, input: PCollection<T>) -> Self::Output {
         let p = input.pipeline().clone();
         let (windowed, window) = match self.scope {
-            Scope::All => (
-                input.apply("RewindowGlobal", WindowInto::into(GlobalWindows)),
-                Window::Global,
-            ),
+            Scope::All => (input.apply("RewindowGlobal", WindowInto::into(GlobalWindows)), Window::Global),
             Scope::Window(w) => (input, w),
         };
         let actual = windowed.apply("Wrap", Map::new(|v: T| KV::new((), Some(v))));
-        let marker = p.begin().apply("Impulse", Impulse).apply(
-            "Marker",
-            ParDo::of(MarkerFn::<T> {
-                window,
-                _t: PhantomData,
-            }),
-        );
+        let marker =
+            p.begin().apply("Impulse", Impulse).apply("Marker", ParDo::of(MarkerFn::<T> { window, _t: PhantomData }));
         marker.set_windowing(windowed.windowing_strategy());
         PCollectionList::of(&p, vec![actual, marker])
             .apply("Flatten", Flatten::pcollections())
             .apply("GroupAll", GroupByKey::create())
-            .apply(
-                "Check",
-                ParDo::of(CheckFn {
-                    window,
-                    check: self.check,
-                }),
-            )
+            .apply("Check", ParDo::of(CheckFn { window, check: self.check }))
     }
 }
 

@@ -27,9 +27,7 @@ impl TestPipeline {
 
     /// Explicit options.
     pub fn from_options(options: PipelineOptions) -> Self {
-        TestPipeline {
-            pipeline: Pipeline::new(options),
-        }
+        TestPipeline { pipeline: Pipeline::new(options) }
     }
 
     /// Runs the pipeline to completion and returns its final state, or the error that stopped it

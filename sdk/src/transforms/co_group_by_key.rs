@@ -37,10 +37,7 @@ impl CoGbkResult {
             .position(|t| t == tag.id())
             .ok_or_else(|| CoderError::new(format!("CoGbkResult has no tag '{}'", tag.id())))?;
         let coder = ElementCoder::<V>::new();
-        self.values[i]
-            .iter()
-            .map(|b| coder.decode_outer(b))
-            .collect()
+        self.values[i].iter().map(|b| coder.decode_outer(b)).collect()
     }
     /// The single value of `tag`, `None` if there is none, an error if there are several.
     pub fn get_only<V: Element>(&self, tag: &TupleTag<V>) -> Result<Option<V>, CoderError> {
@@ -48,10 +45,7 @@ impl CoGbkResult {
         match all.len() {
             0 => Ok(None),
             1 => Ok(all.pop()),
-            n => Err(CoderError::new(format!(
-                "tag '{}' has {n} values, expected at most one",
-                tag.id()
-            ))),
+            n => Err(CoderError::new(format!("tag '{}' has {n} values, expected at most one", tag.id()))),
         }
     }
 }
@@ -79,13 +73,7 @@ impl<K: Element, V: Element> DoFn for ToUnionFn<K, V> {
     fn process(&mut self, kv: KV<K, V>, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
         let mut bytes = Vec::new();
         ElementCoder::<V>::new().encode_outer(&kv.value, &mut bytes)?;
-        ctx.output(KV::new(
-            kv.key,
-            RawUnion {
-                index: self.index,
-                bytes,
-            },
-        ));
+        ctx.output(KV::new(kv.key, RawUnion { index: self.index, bytes }));
         Ok(())
     }
 }
@@ -93,38 +81,22 @@ impl<K: Element, V: Element> DoFn for ToUnionFn<K, V> {
 impl<K: Element> KeyedPCollectionTuple<K> {
     /// A tuple with one input.
     pub fn of<V: Element>(tag: &TupleTag<V>, pc: &PCollection<KV<K, V>>) -> Self {
-        KeyedPCollectionTuple {
-            pipeline: pc.pipeline().clone(),
-            tags: vec![],
-            inputs: vec![],
-            pending: vec![],
-        }
-        .and(tag, pc)
+        KeyedPCollectionTuple { pipeline: pc.pipeline().clone(), tags: vec![], inputs: vec![], pending: vec![] }
+            .and(tag, pc)
     }
     /// Adds an input.
     pub fn and<V: Element>(mut self, tag: &TupleTag<V>, pc: &PCollection<KV<K, V>>) -> Self {
         let index = self.tags.len() as u32;
         self.tags.push(tag.id().to_string());
         let pc = pc.clone();
-        self.pending.push(Box::new(move |name: &str| {
-            pc.apply(
-                name,
-                ParDo::of(ToUnionFn::<K, V> {
-                    index,
-                    _t: PhantomData,
-                }),
-            )
-        }));
+        self.pending
+            .push(Box::new(move |name: &str| pc.apply(name, ParDo::of(ToUnionFn::<K, V> { index, _t: PhantomData }))));
         self
     }
     /// Applies CoGroupByKey: `KeyedPCollectionTuple::of(&a, &pa).and(&b, &pb).apply("Join", CoGroupByKey)`.
     pub fn apply(self, name: &str, t: CoGroupByKey) -> PCollection<KV<K, CoGbkResult>> {
         let p = self.pipeline.clone();
-        p.apply_transform(
-            name,
-            crate::pipeline::PBegin::from_pipeline(&p),
-            CoGbkApplied { tuple: self, _t: t },
-        )
+        p.apply_transform(name, crate::pipeline::PBegin::from_pipeline(&p), CoGbkApplied { tuple: self, _t: t })
     }
 }
 
@@ -155,13 +127,7 @@ impl<K: Element> DoFn for BuildResultFn<K> {
                 .ok_or_else(|| format!("union index {} out of range", u.index))?
                 .push(u.bytes);
         }
-        ctx.output(KV::new(
-            kv.key,
-            CoGbkResult {
-                tags: self.tags.clone(),
-                values,
-            },
-        ));
+        ctx.output(KV::new(kv.key, CoGbkResult { tags: self.tags.clone(), values }));
         Ok(())
     }
 }
@@ -178,13 +144,7 @@ impl<K: Element> PTransform<crate::pipeline::PBegin> for CoGbkApplied<K> {
         PCollectionList::of(&p, tuple.inputs)
             .apply("Flatten", Flatten::pcollections())
             .apply("GroupByKey", GroupByKey::create())
-            .apply(
-                "ConstructCoGbkResult",
-                ParDo::of(BuildResultFn {
-                    tags,
-                    _k: PhantomData,
-                }),
-            )
+            .apply("ConstructCoGbkResult", ParDo::of(BuildResultFn { tags, _k: PhantomData }))
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::CO_GROUP_BY_KEY)

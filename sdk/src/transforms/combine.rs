@@ -39,24 +39,15 @@ impl Combine {
     /// Combines all elements of each window into one output (with the combine's default for an
     /// empty global window unless [`CombineGlobally::without_defaults`]).
     pub fn globally<F: CombineFn>(fn_: F) -> CombineGlobally<F> {
-        CombineGlobally {
-            fn_,
-            with_defaults: true,
-        }
+        CombineGlobally { fn_, with_defaults: true }
     }
     /// Combines the values of each key and window.
     pub fn per_key<K: Element, F: CombineFn>(fn_: F) -> CombinePerKey<K, F> {
-        CombinePerKey {
-            fn_,
-            _k: PhantomData,
-        }
+        CombinePerKey { fn_, _k: PhantomData }
     }
     /// Combines the values of already grouped `KV<K, Vec<In>>`.
     pub fn grouped_values<K: Element, F: CombineFn>(fn_: F) -> CombineGroupedValues<K, F> {
-        CombineGroupedValues {
-            fn_,
-            _k: PhantomData,
-        }
+        CombineGroupedValues { fn_, _k: PhantomData }
     }
 }
 
@@ -85,18 +76,10 @@ impl<K: Element, F: CombineFn> DoFn for GroupedValuesFn<K, F> {
     }
 }
 
-impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, Vec<F::In>>>>
-    for CombineGroupedValues<K, F>
-{
+impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, Vec<F::In>>>> for CombineGroupedValues<K, F> {
     type Output = PCollection<KV<K, F::Out>>;
     fn expand(self, input: PCollection<KV<K, Vec<F::In>>>) -> Self::Output {
-        input.apply(
-            "Combine",
-            ParDo::of(GroupedValuesFn {
-                fn_: self.fn_,
-                _k: PhantomData,
-            }),
-        )
+        input.apply("Combine", ParDo::of(GroupedValuesFn { fn_: self.fn_, _k: PhantomData }))
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::COMBINE_GROUPED_VALUES)
@@ -131,10 +114,7 @@ impl<F: CombineFn> CombineGlobally<F> {
     /// Emits nothing for an empty input instead of the combine's default. Required when the
     /// input is not in the global window.
     pub fn without_defaults(self) -> Self {
-        CombineGlobally {
-            with_defaults: false,
-            ..self
-        }
+        CombineGlobally { with_defaults: false, ..self }
     }
 }
 
@@ -180,10 +160,8 @@ impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
         // An empty input produces no group above; a marker from Impulse guarantees one group,
         // in which the default is emitted when no combined value arrived.
         let present = combined.apply("Present", Map::new(|o: F::Out| KV::new((), Some(o))));
-        let marker = p
-            .begin()
-            .apply("Impulse", Impulse)
-            .apply("Absent", Map::new(|_: Vec<u8>| KV::new((), None::<F::Out>)));
+        let marker =
+            p.begin().apply("Impulse", Impulse).apply("Absent", Map::new(|_: Vec<u8>| KV::new((), None::<F::Out>)));
         PCollectionList::of(&p, vec![present, marker])
             .apply("Flatten", Flatten::pcollections())
             .apply("GroupAll", GroupByKey::create())

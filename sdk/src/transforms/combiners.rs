@@ -70,9 +70,7 @@ pub struct CountPerElement<T>(PhantomData<fn(T)>);
 impl<T: Element> PTransform<PCollection<T>> for CountPerElement<T> {
     type Output = PCollection<KV<T, i64>>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
-        input
-            .apply("Init", Map::new(|t: T| KV::new(t, ())))
-            .apply("Count.perKey", Count::per_key())
+        input.apply("Init", Map::new(|t: T| KV::new(t, ()))).apply("Count.perKey", Count::per_key())
     }
 }
 
@@ -225,8 +223,7 @@ impl<T: Numeric> CombineFn for MeanFn<T> {
         acc.1 += v.to_f64();
     }
     fn merge_accumulators(&self, accs: Vec<(i64, f64)>) -> (i64, f64) {
-        accs.into_iter()
-            .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
+        accs.into_iter().fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
     fn extract_output(&self, acc: (i64, f64)) -> f64 {
         if acc.0 == 0 {
@@ -248,10 +245,7 @@ pub struct TopFn<T> {
 
 impl<T> Clone for TopFn<T> {
     fn clone(&self) -> Self {
-        TopFn {
-            n: self.n,
-            cmp: self.cmp.clone(),
-        }
+        TopFn { n: self.n, cmp: self.cmp.clone() }
     }
 }
 
@@ -287,14 +281,8 @@ impl<T: Element> CombineFn for TopFn<T> {
 }
 
 /// A [`TopFn`] keeping the `n` largest elements by `cmp`.
-pub fn top_fn<T: Element>(
-    n: usize,
-    cmp: impl Fn(&T, &T) -> Ordering + Send + Sync + 'static,
-) -> TopFn<T> {
-    TopFn {
-        n,
-        cmp: Arc::new(cmp),
-    }
+pub fn top_fn<T: Element>(n: usize, cmp: impl Fn(&T, &T) -> Ordering + Send + Sync + 'static) -> TopFn<T> {
+    TopFn { n, cmp: Arc::new(cmp) }
 }
 
 /// Top: the `n` largest or smallest elements, globally or per key, as one list (largest first,
@@ -307,10 +295,7 @@ impl Top {
         n: usize,
         cmp: impl Fn(&T, &T) -> Ordering + Send + Sync + 'static,
     ) -> CombineGlobally<TopFn<T>> {
-        Combine::globally(TopFn {
-            n,
-            cmp: Arc::new(cmp),
-        })
+        Combine::globally(TopFn { n, cmp: Arc::new(cmp) })
     }
     /// The `n` largest elements.
     pub fn largest<T: Element + Ord>(n: usize) -> CombineGlobally<TopFn<T>> {
@@ -325,10 +310,7 @@ impl Top {
         n: usize,
         cmp: impl Fn(&T, &T) -> Ordering + Send + Sync + 'static,
     ) -> CombinePerKey<K, TopFn<T>> {
-        Combine::per_key(TopFn {
-            n,
-            cmp: Arc::new(cmp),
-        })
+        Combine::per_key(TopFn { n, cmp: Arc::new(cmp) })
     }
     /// The `n` largest values of each key.
     pub fn largest_per_key<K: Element, T: Element + Ord>(n: usize) -> CombinePerKey<K, TopFn<T>> {
@@ -349,10 +331,7 @@ impl<T> Clone for LatestFn<T> {
     }
 }
 
-fn later<T>(
-    a: Option<TimestampedValue<T>>,
-    b: Option<TimestampedValue<T>>,
-) -> Option<TimestampedValue<T>> {
+fn later<T>(a: Option<TimestampedValue<T>>, b: Option<TimestampedValue<T>>) -> Option<TimestampedValue<T>> {
     match (a, b) {
         (Some(a), Some(b)) => Some(if b.timestamp > a.timestamp { b } else { a }),
         (a, None) => a,
@@ -448,9 +427,7 @@ impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for LatestPerKey<
             .apply("Latest", Combine::per_key(LatestFn(PhantomData)))
             .apply(
                 "Unwrap",
-                FlatMap::new(|kv: KV<K, Option<V>>| {
-                    kv.value.map(|v| KV::new(kv.key, v)).into_iter().collect()
-                }),
+                FlatMap::new(|kv: KV<K, Option<V>>| kv.value.map(|v| KV::new(kv.key, v)).into_iter().collect()),
             )
     }
 }
@@ -463,10 +440,7 @@ pub struct SampleAnyFn<T> {
 
 impl<T> Clone for SampleAnyFn<T> {
     fn clone(&self) -> Self {
-        SampleAnyFn {
-            n: self.n,
-            _t: PhantomData,
-        }
+        SampleAnyFn { n: self.n, _t: PhantomData }
     }
 }
 
@@ -510,13 +484,7 @@ impl<T: Element> PTransform<PCollection<T>> for SampleAny<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
         input
-            .apply(
-                "Sample",
-                Combine::globally(SampleAnyFn {
-                    n: self.n,
-                    _t: PhantomData,
-                }),
-            )
+            .apply("Sample", Combine::globally(SampleAnyFn { n: self.n, _t: PhantomData }))
             .apply("Flatten", FlatMap::new(|v: Vec<T>| v))
     }
 }

@@ -18,18 +18,11 @@ pub struct Create<T> {
 impl<T: Element> Create<T> {
     /// Values at the minimum timestamp.
     pub fn of(values: impl IntoIterator<Item = T>) -> Self {
-        Create {
-            values: values
-                .into_iter()
-                .map(|v| TimestampedValue::new(v, MIN_TIMESTAMP))
-                .collect(),
-        }
+        Create { values: values.into_iter().map(|v| TimestampedValue::new(v, MIN_TIMESTAMP)).collect() }
     }
     /// Values with explicit timestamps.
     pub fn timestamped(values: impl IntoIterator<Item = TimestampedValue<T>>) -> Self {
-        Create {
-            values: values.into_iter().collect(),
-        }
+        Create { values: values.into_iter().collect() }
     }
 }
 
@@ -44,11 +37,7 @@ impl<T: Element> CreateSource<T> {
     /// A source over all of `values`.
     pub fn new(values: Vec<TimestampedValue<T>>) -> Self {
         let end = values.len();
-        CreateSource {
-            values: Arc::new(values),
-            start: 0,
-            end,
-        }
+        CreateSource { values: Arc::new(values), start: 0, end }
     }
     fn average_size(&self) -> u64 {
         let coder = ElementCoder::<T>::new();
@@ -75,19 +64,11 @@ impl<T: Element> BoundedSource for CreateSource<T> {
         let mut s = self.start;
         while s < self.end {
             let e = (s + per).min(self.end);
-            out.push(CreateSource {
-                values: self.values.clone(),
-                start: s,
-                end: e,
-            });
+            out.push(CreateSource { values: self.values.clone(), start: s, end: e });
             s = e;
         }
         if out.is_empty() {
-            out.push(CreateSource {
-                values: self.values.clone(),
-                start: self.start,
-                end: self.end,
-            });
+            out.push(CreateSource { values: self.values.clone(), start: self.start, end: self.end });
         }
         Ok(out)
     }
@@ -95,11 +76,7 @@ impl<T: Element> BoundedSource for CreateSource<T> {
         Ok(self.average_size() * (self.end - self.start) as u64)
     }
     fn create_reader(&self) -> UserResult<CreateReader<T>> {
-        Ok(CreateReader {
-            values: self.values.clone(),
-            pos: self.start,
-            end: self.end,
-        })
+        Ok(CreateReader { values: self.values.clone(), pos: self.start, end: self.end })
     }
 }
 

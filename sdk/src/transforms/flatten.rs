@@ -21,10 +21,7 @@ impl<T: Element> PTransform<PCollectionList<T>> for Flatten<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollectionList<T>) -> Self::Output {
         let p = input.pipeline().clone();
-        let windowing = input
-            .get(0)
-            .map(|pc| pc.windowing_strategy())
-            .unwrap_or_else(WindowingStrategy::global);
+        let windowing = input.get(0).map(|pc| pc.windowing_strategy()).unwrap_or_else(WindowingStrategy::global);
         for (i, pc) in input.all().iter().enumerate().skip(1) {
             let w = pc.windowing_strategy();
             if !windowing.is_compatible(&w) {

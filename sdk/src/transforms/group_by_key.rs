@@ -5,6 +5,7 @@ use crate::graph::{Boundedness, Payload};
 use crate::kernel::{downcast_batch, Batch, EncodedGroup, EncodedKvBatch, EncodedRow, GroupKernel};
 use crate::kv::KV;
 use crate::pipeline::{output_boundedness, PCollection, PTransform};
+use crate::trigger::Trigger;
 use crate::windowed_value::WindowedValue;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -50,10 +51,7 @@ pub(crate) struct GroupKernelImpl<K, V> {
 
 impl<K: Element, V: Element> GroupKernelImpl<K, V> {
     pub(crate) fn new() -> Self {
-        GroupKernelImpl {
-            key: ElementCoder::new(),
-            value: ElementCoder::new(),
-        }
+        GroupKernelImpl { key: ElementCoder::new(), value: ElementCoder::new() }
     }
 }
 
@@ -104,26 +102,31 @@ impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for GroupByKey<K,
         let p = input.pipeline().clone();
         let step = p.current_step();
         if let Err(why) = ElementCoder::<K>::new().verify_deterministic() {
-            p.record_error(
-                &step,
-                format!("the key coder of a GroupByKey must be deterministic: {why}"),
-            );
+            p.record_error(&step, format!("the key coder of a GroupByKey must be deterministic: {why}"));
         }
         let windowing = input.windowing_strategy();
         let b = output_boundedness(&p, &[input.id()]);
-        if b == Boundedness::Unbounded && windowing.is_global() {
+        if b == Boundedness::Unbounded && windowing.is_global() && windowing.trigger == Trigger::Default {
             p.record_error(
                 &step,
                 "GroupByKey cannot be applied to non-bounded PCollection in the GlobalWindow without a \
                  trigger. Use a Window.into or Window.triggering transform prior to GroupByKey.",
             );
         }
-        let node = p.make_primitive(
-            crate::urns::GROUP_BY_KEY,
-            Payload::GroupByKey(Arc::new(GroupKernelImpl::<K, V>::new())),
-        );
+        if !windowing.trigger.is_safe(windowing.allowed_lateness_ms) {
+            p.record_error(
+                &step,
+                format!(
+                    "Unsafe trigger '{:?}' may lose data, did you mean to wrap it in Repeatedly.forever(...)?",
+                    windowing.trigger
+                ),
+            );
+        }
+        let node =
+            p.make_primitive(crate::urns::GROUP_BY_KEY, Payload::GroupByKey(Arc::new(GroupKernelImpl::<K, V>::new())));
         let mut out_windowing = windowing;
         out_windowing.already_merged = out_windowing.window_fn.is_merging();
+        out_windowing.trigger = out_windowing.trigger.continuation();
         p.new_output(node, "out", b, out_windowing)
     }
 }

@@ -13,11 +13,6 @@ impl PTransform<PBegin> for Impulse {
     fn expand(self, input: PBegin) -> Self::Output {
         let p = input.pipeline_handle();
         let node = p.make_primitive(crate::urns::IMPULSE, Payload::Impulse);
-        p.new_output(
-            node,
-            "out",
-            Boundedness::Bounded,
-            WindowingStrategy::global(),
-        )
+        p.new_output(node, "out", Boundedness::Bounded, WindowingStrategy::global())
     }
 }

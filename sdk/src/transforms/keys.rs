@@ -19,8 +19,8 @@ impl<F, K, V> WithKeys<F, K, V> {
     }
 }
 
-impl<K: Element, V: Element, F: Fn(&V) -> K + Clone + Send + Sync + 'static>
-    PTransform<PCollection<V>> for WithKeys<F, K, V>
+impl<K: Element, V: Element, F: Fn(&V) -> K + Clone + Send + Sync + 'static> PTransform<PCollection<V>>
+    for WithKeys<F, K, V>
 {
     type Output = PCollection<KV<K, V>>;
     fn expand(self, input: PCollection<V>) -> Self::Output {

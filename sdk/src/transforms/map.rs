@@ -116,10 +116,7 @@ pub struct FilterFn<F, T> {
 
 impl<F: Clone, T> Clone for FilterFn<F, T> {
     fn clone(&self) -> Self {
-        FilterFn {
-            f: self.f.clone(),
-            _t: PhantomData,
-        }
+        FilterFn { f: self.f.clone(), _t: PhantomData }
     }
 }
 
@@ -135,17 +132,9 @@ impl<T: Element, F: Fn(&T) -> bool + Clone + Send + 'static> DoFn for FilterFn<F
     }
 }
 
-impl<T: Element, F: Fn(&T) -> bool + Clone + Send + 'static> PTransform<PCollection<T>>
-    for Filter<F, T>
-{
+impl<T: Element, F: Fn(&T) -> bool + Clone + Send + 'static> PTransform<PCollection<T>> for Filter<F, T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollection<T>) -> PCollection<T> {
-        input.apply(
-            "ParDo",
-            ParDo::of(FilterFn {
-                f: self.f,
-                _t: PhantomData,
-            }),
-        )
+        input.apply("ParDo", ParDo::of(FilterFn { f: self.f, _t: PhantomData }))
     }
 }

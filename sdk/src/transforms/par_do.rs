@@ -18,22 +18,13 @@ pub struct ErasedTupleTag {
     make: fn(&Pipeline, NodeId, &str, Boundedness, WindowingStrategy) -> usize,
 }
 
-fn make_output<T: Element>(
-    p: &Pipeline,
-    node: NodeId,
-    tag: &str,
-    b: Boundedness,
-    w: WindowingStrategy,
-) -> usize {
+fn make_output<T: Element>(p: &Pipeline, node: NodeId, tag: &str, b: Boundedness, w: WindowingStrategy) -> usize {
     p.new_output::<T>(node, tag, b, w).id()
 }
 
 impl<T: Element> From<&TupleTag<T>> for ErasedTupleTag {
     fn from(t: &TupleTag<T>) -> Self {
-        ErasedTupleTag {
-            id: t.id().to_string(),
-            make: make_output::<T>,
-        }
+        ErasedTupleTag { id: t.id().to_string(), make: make_output::<T> }
     }
 }
 
@@ -50,16 +41,8 @@ impl<F: DoFn> ParDo<F> {
 
     /// Declares additional outputs; the result is a [`PCollectionTuple`] holding the main output
     /// under `main` and each additional output under its tag.
-    pub fn with_outputs(
-        self,
-        main: &TupleTag<F::Out>,
-        additional: Vec<ErasedTupleTag>,
-    ) -> ParDoMulti<F> {
-        ParDoMulti {
-            fn_: self.fn_,
-            main: main.id().to_string(),
-            additional,
-        }
+    pub fn with_outputs(self, main: &TupleTag<F::Out>, additional: Vec<ErasedTupleTag>) -> ParDoMulti<F> {
+        ParDoMulti { fn_: self.fn_, main: main.id().to_string(), additional }
     }
 }
 
@@ -75,10 +58,7 @@ fn factory<F: DoFn>(fn_: F, tag_ids: Vec<String>) -> crate::kernel::DoFnFactory 
     let tag_ids: Arc<[String]> = tag_ids.into();
     Arc::new(move || {
         let fn_ = proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        Box::new(DoFnKernel {
-            fn_,
-            tag_ids: tag_ids.clone(),
-        }) as Box<dyn ErasedDoFn>
+        Box::new(DoFnKernel { fn_, tag_ids: tag_ids.clone() }) as Box<dyn ErasedDoFn>
     })
 }
 
@@ -93,10 +73,7 @@ fn expand_par_do<F: DoFn>(
     let mut seen = std::collections::HashSet::new();
     for id in std::iter::once(&main).chain(&additional_ids) {
         if !seen.insert(id.clone()) {
-            p.record_error(
-                &p.current_step(),
-                format!("output tag '{id}' is declared twice"),
-            );
+            p.record_error(&p.current_step(), format!("output tag '{id}' is declared twice"));
         }
     }
     let node = p.make_primitive(
@@ -104,9 +81,7 @@ fn expand_par_do<F: DoFn>(
         Payload::ParDo(ParDoPayload {
             factory: factory(fn_, additional_ids.clone()),
             fn_name: std::any::type_name::<F>(),
-            output_tags: std::iter::once(main.clone())
-                .chain(additional_ids.iter().cloned())
-                .collect(),
+            output_tags: std::iter::once(main.clone()).chain(additional_ids.iter().cloned()).collect(),
         }),
     );
     let b = output_boundedness(&p, &[input.id()]);
@@ -118,14 +93,7 @@ fn expand_par_do<F: DoFn>(
         ids.push((t.make)(&p, node, &t.id, b, w.clone()));
         tags.push(t.id);
     }
-    (
-        main_pc,
-        PCollectionTuple {
-            pipeline: p,
-            tags,
-            ids,
-        },
-    )
+    (main_pc, PCollectionTuple { pipeline: p, tags, ids })
 }
 
 impl<F: DoFn> PTransform<PCollection<F::In>> for ParDo<F> {

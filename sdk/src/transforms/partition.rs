@@ -18,11 +18,7 @@ pub struct Partition<F, T> {
 impl<F, T> Partition<F, T> {
     /// `n` partitions chosen by `f`.
     pub fn of(n: usize, f: F) -> Self {
-        Partition {
-            n,
-            f,
-            _t: PhantomData,
-        }
+        Partition { n, f, _t: PhantomData }
     }
 }
 
@@ -42,19 +38,17 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Clone + Send + 'static> DoFn for Pa
             0 => ctx.output(e),
             i if i < self.n => ctx.output_tagged(&self.tags[i], e)?,
             i => {
-                return Err(format!(
-                    "Partition function returned out of bounds index: {i} not in [0..{})",
-                    self.n
+                return Err(
+                    format!("Partition function returned out of bounds index: {i} not in [0..{})", self.n).into()
                 )
-                .into())
             }
         }
         Ok(())
     }
 }
 
-impl<T: Element, F: Fn(&T, usize) -> usize + Clone + Send + Sync + 'static>
-    PTransform<PCollection<T>> for Partition<F, T>
+impl<T: Element, F: Fn(&T, usize) -> usize + Clone + Send + Sync + 'static> PTransform<PCollection<T>>
+    for Partition<F, T>
 {
     type Output = PCollectionList<T>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
@@ -63,18 +57,11 @@ impl<T: Element, F: Fn(&T, usize) -> usize + Clone + Send + Sync + 'static>
             p.record_error(&p.current_step(), "Partition needs at least one partition");
             return PCollectionList::empty(&p);
         }
-        let tags: Vec<TupleTag<T>> = (0..self.n)
-            .map(|i| TupleTag::new(format!("out{i}")))
-            .collect();
+        let tags: Vec<TupleTag<T>> = (0..self.n).map(|i| TupleTag::new(format!("out{i}"))).collect();
         let additional: Vec<ErasedTupleTag> = tags[1..].iter().map(ErasedTupleTag::from).collect();
         let out = input.apply(
             "ParDo",
-            ParDo::of(PartitionFn {
-                n: self.n,
-                f: self.f,
-                tags: tags.clone(),
-            })
-            .with_outputs(&tags[0], additional),
+            ParDo::of(PartitionFn { n: self.n, f: self.f, tags: tags.clone() }).with_outputs(&tags[0], additional),
         );
         let items = tags.iter().filter_map(|t| out.get(t)).collect();
         PCollectionList::of(&p, items)

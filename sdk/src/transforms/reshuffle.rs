@@ -45,16 +45,9 @@ impl<T: Element> DoFn for AssignRandomKeyFn<T> {
     type In = T;
     type Out = KV<u32, Reified<T>>;
     fn process(&mut self, v: T, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
-        let rng = self
-            .rng
-            .get_or_insert_with(|| rand::rngs::SmallRng::seed_from_u64(rand::random()));
+        let rng = self.rng.get_or_insert_with(|| rand::rngs::SmallRng::seed_from_u64(rand::random()));
         let key = rng.random::<u32>();
-        let r = Reified {
-            value: v,
-            timestamp: ctx.timestamp(),
-            window: *ctx.window(),
-            pane: *ctx.pane(),
-        };
+        let r = Reified { value: v, timestamp: ctx.timestamp(), window: *ctx.window(), pane: *ctx.pane() };
         ctx.output(KV::new(key, r));
         Ok(())
     }
@@ -84,13 +77,7 @@ impl<T: Element> PTransform<PCollection<T>> for Reshuffle<T> {
     fn expand(self, input: PCollection<T>) -> Self::Output {
         let windowing = input.windowing_strategy();
         let out = input
-            .apply(
-                "AssignKey",
-                ParDo::of(AssignRandomKeyFn {
-                    rng: None,
-                    _t: PhantomData,
-                }),
-            )
+            .apply("AssignKey", ParDo::of(AssignRandomKeyFn { rng: None, _t: PhantomData }))
             .apply("GroupByKey", GroupByKey::create())
             .apply("Restore", ParDo::of(RestoreFn(PhantomData)));
         out.set_windowing(windowing);

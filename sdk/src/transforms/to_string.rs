@@ -17,17 +17,11 @@ impl ToString {
     }
     /// Each `KV` as `key<delimiter>value`.
     pub fn kvs<K: Element + Display, V: Element + Display>(delimiter: &str) -> ToStringKvs<K, V> {
-        ToStringKvs {
-            delimiter: delimiter.to_string(),
-            _t: PhantomData,
-        }
+        ToStringKvs { delimiter: delimiter.to_string(), _t: PhantomData }
     }
     /// Each list as its items joined by `delimiter`.
     pub fn iterables<T: Element + Display>(delimiter: &str) -> ToStringIterables<T> {
-        ToStringIterables {
-            delimiter: delimiter.to_string(),
-            _t: PhantomData,
-        }
+        ToStringIterables { delimiter: delimiter.to_string(), _t: PhantomData }
     }
 }
 
@@ -50,16 +44,11 @@ pub struct ToStringKvs<K, V> {
     _t: PhantomData<fn(K, V)>,
 }
 
-impl<K: Element + Display, V: Element + Display> PTransform<PCollection<KV<K, V>>>
-    for ToStringKvs<K, V>
-{
+impl<K: Element + Display, V: Element + Display> PTransform<PCollection<KV<K, V>>> for ToStringKvs<K, V> {
     type Output = PCollection<String>;
     fn expand(self, input: PCollection<KV<K, V>>) -> Self::Output {
         let d = self.delimiter;
-        input.apply(
-            "ToString",
-            Map::new(move |kv: KV<K, V>| format!("{}{d}{}", kv.key, kv.value)),
-        )
+        input.apply("ToString", Map::new(move |kv: KV<K, V>| format!("{}{d}{}", kv.key, kv.value)))
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::TO_STRING)
@@ -76,10 +65,7 @@ impl<T: Element + Display> PTransform<PCollection<Vec<T>>> for ToStringIterables
     type Output = PCollection<String>;
     fn expand(self, input: PCollection<Vec<T>>) -> Self::Output {
         let d = self.delimiter;
-        input.apply(
-            "ToString",
-            Map::new(move |v: Vec<T>| v.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(&d)),
-        )
+        input.apply("ToString", Map::new(move |v: Vec<T>| v.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(&d)))
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::TO_STRING)

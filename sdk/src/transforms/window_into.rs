@@ -1,28 +1,84 @@
-//! Window.into: (re)assigns windows.
+//! Window.into and Window.configure: (re)assign windows and set the trigger, lateness and
+//! accumulation of a PCollection.
 
 use crate::coders::Element;
 use crate::error::UserError;
 use crate::graph::Payload;
 use crate::kernel::{downcast_batch, AssignKernel, Batch};
 use crate::pipeline::{output_boundedness, PCollection, PTransform};
-use crate::window_fn::{WindowFn, WindowingStrategy};
+use crate::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner, Trigger};
+use crate::window_fn::WindowFn;
 use crate::windowed_value::WindowedValue;
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
-/// Assigns every element to the windows of a [`WindowFn`]: `Window::into(FixedWindows::of(..))`.
-pub struct Window<T, W> {
-    window_fn: W,
+/// Windows a PCollection: `Window::into(FixedWindows::of(..)).triggering(..)`. Settings not given
+/// are inherited from the input's windowing strategy, as in Beam.
+pub struct Window<T> {
+    assign: Option<(Arc<dyn WindowFn>, Arc<dyn AssignKernel>)>,
+    trigger: Option<Trigger>,
+    allowed_lateness_ms: Option<i64>,
+    mode: Option<AccumulationMode>,
+    timestamp_combiner: Option<TimestampCombiner>,
+    closing: Option<ClosingBehavior>,
+    on_time: Option<OnTimeBehavior>,
     _t: PhantomData<fn() -> T>,
 }
 
-impl<T: Element, W: WindowFn + Clone> Window<T, W> {
-    /// Windows elements with `window_fn`.
-    pub fn into(window_fn: W) -> Self {
+impl<T: Element> Window<T> {
+    /// Assigns every element to the windows of `window_fn`.
+    pub fn into<W: WindowFn + Clone>(window_fn: W) -> Self {
+        let kernel = Arc::new(AssignKernelImpl::<T, W> { window_fn: window_fn.clone(), _t: PhantomData });
+        Window { assign: Some((Arc::new(window_fn), kernel)), ..Self::configure() }
+    }
+    /// Keeps the windows and changes only the trigger, lateness or accumulation.
+    pub fn configure() -> Self {
         Window {
-            window_fn,
+            assign: None,
+            trigger: None,
+            allowed_lateness_ms: None,
+            mode: None,
+            timestamp_combiner: None,
+            closing: None,
+            on_time: None,
             _t: PhantomData,
         }
+    }
+    /// Sets the trigger.
+    pub fn triggering(mut self, trigger: impl Into<Trigger>) -> Self {
+        self.trigger = Some(trigger.into());
+        self
+    }
+    /// Sets how late data may arrive after the end of a window before it is dropped.
+    pub fn with_allowed_lateness(mut self, d: Duration) -> Self {
+        self.allowed_lateness_ms = Some(crate::time::duration_millis(d));
+        self
+    }
+    /// Each pane holds everything so far.
+    pub fn accumulating_fired_panes(mut self) -> Self {
+        self.mode = Some(AccumulationMode::Accumulating);
+        self
+    }
+    /// Each pane holds what arrived since the previous pane.
+    pub fn discarding_fired_panes(mut self) -> Self {
+        self.mode = Some(AccumulationMode::Discarding);
+        self
+    }
+    /// Sets how grouped output timestamps are chosen.
+    pub fn with_timestamp_combiner(mut self, c: TimestampCombiner) -> Self {
+        self.timestamp_combiner = Some(c);
+        self
+    }
+    /// Sets whether an empty on-time pane is emitted.
+    pub fn with_on_time_behavior(mut self, b: OnTimeBehavior) -> Self {
+        self.on_time = Some(b);
+        self
+    }
+    /// Sets whether an empty final pane is emitted at expiry.
+    pub fn with_closing_behavior(mut self, b: ClosingBehavior) -> Self {
+        self.closing = Some(b);
+        self
     }
 }
 
@@ -38,8 +94,7 @@ impl<T: Element, W: WindowFn> AssignKernel for AssignKernelImpl<T, W> {
         let mut windows = Vec::with_capacity(4);
         for wv in input {
             windows.clear();
-            self.window_fn
-                .assign_windows(wv.timestamp, &wv.window, &mut windows);
+            self.window_fn.assign_windows(wv.timestamp, &wv.window, &mut windows);
             if let Some((last, rest)) = windows.split_last() {
                 for w in rest {
                     out.push(WindowedValue {
@@ -49,30 +104,70 @@ impl<T: Element, W: WindowFn> AssignKernel for AssignKernelImpl<T, W> {
                         pane: wv.pane,
                     });
                 }
-                out.push(WindowedValue {
-                    value: wv.value,
-                    timestamp: wv.timestamp,
-                    window: *last,
-                    pane: wv.pane,
-                });
+                out.push(WindowedValue { value: wv.value, timestamp: wv.timestamp, window: *last, pane: wv.pane });
             }
         }
         Ok(Box::new(out))
     }
 }
 
-impl<T: Element, W: WindowFn + Clone> PTransform<PCollection<T>> for Window<T, W> {
+/// Keeps every element as it is (Window.configure changes only the strategy).
+struct IdentityKernel;
+
+impl AssignKernel for IdentityKernel {
+    fn assign(&self, input: Batch) -> Result<Batch, UserError> {
+        Ok(input)
+    }
+}
+
+impl<T: Element> PTransform<PCollection<T>> for Window<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
         let p = input.pipeline().clone();
-        let strategy = WindowingStrategy::of(Arc::new(self.window_fn.clone()));
-        let node = p.make_primitive(
-            crate::urns::WINDOW_INTO,
-            Payload::WindowInto(Arc::new(AssignKernelImpl::<T, W> {
-                window_fn: self.window_fn,
-                _t: PhantomData,
-            })),
-        );
+        let step = p.current_step();
+        let mut strategy = input.windowing_strategy();
+        let kernel: Arc<dyn AssignKernel> = match self.assign {
+            Some((window_fn, kernel)) => {
+                strategy.window_fn = window_fn;
+                strategy.already_merged = false;
+                kernel
+            }
+            None => Arc::new(IdentityKernel),
+        };
+        if let Some(t) = &self.trigger {
+            if self.allowed_lateness_ms.is_none() && !strategy.is_global() {
+                p.record_error(
+                    &step,
+                    "Except when using GlobalWindows, calling .triggering() to specify a trigger requires that \
+                     the allowed lateness be specified using .with_allowed_lateness() to set the upper bound on \
+                     how late data can arrive before being dropped.",
+                );
+            }
+            if self.mode.is_none() {
+                p.record_error(
+                    &step,
+                    "Calling .triggering() to specify a trigger requires that the accumulation mode be specified \
+                     using .discarding_fired_panes() or .accumulating_fired_panes()",
+                );
+            }
+            strategy.trigger = t.clone();
+        }
+        if let Some(l) = self.allowed_lateness_ms {
+            strategy.allowed_lateness_ms = l.max(0);
+        }
+        if let Some(m) = self.mode {
+            strategy.accumulation_mode = m;
+        }
+        if let Some(c) = self.timestamp_combiner {
+            strategy.timestamp_combiner = c;
+        }
+        if let Some(c) = self.closing {
+            strategy.closing_behavior = c;
+        }
+        if let Some(o) = self.on_time {
+            strategy.on_time_behavior = o;
+        }
+        let node = p.make_primitive(crate::urns::WINDOW_INTO, Payload::WindowInto(kernel));
         let b = output_boundedness(&p, &[input.id()]);
         p.new_output(node, "out", b, strategy)
     }
