@@ -3,17 +3,18 @@
 //! A runner decides *where data lives and when work runs*; everything about *what the model
 //! means* lives here, once (DESIGN D4): the translation framework that walks a pipeline
 //! composite-first ([`translate`]), the DoFn runner that drives the lifecycle and turns panics
-//! into errors naming the step ([`do_fn_runner`]), grouping by encoded key and window
-//! ([`group_by_key`]), and the job handle behind every [`weir_sdk::PipelineResult`] ([`job`]).
+//! into errors naming the step ([`do_fn_runner`]), the GroupAlsoByWindow engine with triggers, panes and holds
+//! ([`group_also_by_window`]), the operators runners execute ([`operator`]), and the job handle behind every [`weir_sdk::PipelineResult`] ([`job`]).
 //! Runners built on these cannot disagree about the model; the conformance suite checks that
 //! they also agree in practice.
 
 #![deny(missing_docs)]
 
 pub mod do_fn_runner;
-pub mod group_by_key;
+pub mod group_also_by_window;
 pub mod job;
 pub mod metrics;
+pub mod operator;
 pub mod translate;
 pub mod trigger;
 pub mod watermark;

@@ -4,7 +4,9 @@
 //! are also the nodes of a `petgraph` DAG whose edges are PCollections, which runners use for
 //! topological order and consumer lookup.
 
-use crate::kernel::{AssignKernel, CollectionOps, DoFnFactory, ErasedBoundedSource, GroupKernel};
+use crate::kernel::{
+    AssignKernel, CollectionOps, DoFnFactory, ErasedBoundedSource, ErasedUnboundedSource, GroupKernel, TestStreamEvent,
+};
 use crate::window_fn::WindowingStrategy;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::any::Any;
@@ -40,6 +42,8 @@ pub struct ParDoPayload {
 pub enum ReadPayload {
     /// A bounded source.
     Bounded(Arc<dyn ErasedBoundedSource>),
+    /// An unbounded source.
+    Unbounded(Arc<dyn ErasedUnboundedSource>),
 }
 
 /// The payload of a transform node: its kernels (DESIGN D1).
@@ -59,6 +63,8 @@ pub enum Payload {
     Flatten,
     /// WindowInto.
     WindowInto(Arc<dyn AssignKernel>),
+    /// TestStream: its events in order.
+    TestStream(Arc<Vec<TestStreamEvent>>),
     /// A composite's payload for runners that translate it natively (e.g. a CombineFn kernel).
     Composite(Arc<dyn Any + Send + Sync>),
 }
@@ -73,6 +79,7 @@ impl std::fmt::Debug for Payload {
             Payload::GroupByKey(_) => "GroupByKey",
             Payload::Flatten => "Flatten",
             Payload::WindowInto(_) => "WindowInto",
+            Payload::TestStream(_) => "TestStream",
             Payload::Composite(_) => "Composite",
         };
         f.write_str(s)

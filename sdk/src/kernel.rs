@@ -219,3 +219,67 @@ pub trait AssignKernel: Send + Sync {
     /// Re-windows every element of `input`.
     fn assign(&self, input: Batch) -> Result<Batch, UserError>;
 }
+
+/// The typed edges of a combining GroupByKey (Combine.perKey translated natively): encode
+/// `KV<K, In>` batches, fold encoded inputs into encoded accumulators, merge accumulators, and
+/// build `KV<K, Out>` batches from finished accumulators. The engine keeps one accumulator per
+/// key and window and never buffers raw values.
+pub trait CombineKernel: Send + Sync {
+    /// Encodes a batch of `KV<K, In>` and appends it to `out`.
+    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError>;
+    /// Adds encoded inputs to an encoded accumulator (`None`: a new accumulator).
+    fn add_inputs(&self, acc: Option<&[u8]>, inputs: &mut dyn Iterator<Item = &[u8]>) -> Result<Vec<u8>, UserError>;
+    /// Merges encoded accumulators into one.
+    fn merge_accumulators(&self, accs: &[&[u8]]) -> Result<Vec<u8>, UserError>;
+    /// Builds `KV<K, Out>` from groups whose `values` hold one encoded accumulator each.
+    fn extract(&self, groups: Vec<EncodedGroup>) -> Result<Batch, UserError>;
+}
+
+/// The runner-visible payload of `Combine.perKey`, for runners that translate it natively.
+#[derive(Clone)]
+pub struct CombinePerKeyPayload {
+    /// The combining kernel.
+    pub kernel: Arc<dyn CombineKernel>,
+}
+
+/// Reads one split of an unbounded source. Built for a typed [`crate::io::UnboundedSource`].
+pub trait ErasedUnboundedSource: Send + Sync {
+    /// Splits into about `desired` sources.
+    fn split(&self, desired: usize) -> Result<Vec<Arc<dyn ErasedUnboundedSource>>, UserError>;
+    /// Opens a reader, resuming from an encoded checkpoint mark when given.
+    fn reader(&self, checkpoint: Option<&[u8]>) -> Result<Box<dyn ErasedUnboundedReader>, UserError>;
+}
+
+/// Reads an unbounded source batch by batch.
+pub trait ErasedUnboundedReader: Send {
+    /// Reads up to `max` elements available now (possibly none).
+    fn read_batch(&mut self, max: usize) -> Result<Batch, UserError>;
+    /// Number of elements in a batch returned by `read_batch`.
+    fn batch_len(&self, batch: &Batch) -> usize;
+    /// The source's watermark: no element before it will be read any more. `MAX_TIMESTAMP`
+    /// once the source is exhausted.
+    fn watermark(&self) -> Timestamp;
+    /// The encoded checkpoint mark: where a new reader resumes.
+    fn checkpoint(&self) -> Result<Vec<u8>, UserError>;
+}
+
+/// One event of a [`crate::testing::TestStream`], with its elements type-erased.
+#[derive(Clone)]
+pub enum TestStreamEvent {
+    /// Elements to emit as one bundle; the function builds the batch.
+    Elements(Arc<dyn Fn() -> Batch + Send + Sync>),
+    /// Advance the source watermark.
+    Watermark(Timestamp),
+    /// Advance the test clock by this many milliseconds.
+    ProcessingTime(i64),
+}
+
+impl std::fmt::Debug for TestStreamEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TestStreamEvent::Elements(_) => f.write_str("Elements"),
+            TestStreamEvent::Watermark(t) => write!(f, "Watermark({t})"),
+            TestStreamEvent::ProcessingTime(d) => write!(f, "ProcessingTime(+{d})"),
+        }
+    }
+}

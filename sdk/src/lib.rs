@@ -77,7 +77,7 @@ pub use windowed_value::{TimestampedValue, WindowedValue};
 /// Everything a pipeline author usually needs.
 pub mod prelude {
     pub use crate::io::TextIO;
-    pub use crate::testing::{assert_that, assert_that_singleton, TestPipeline};
+    pub use crate::testing::{assert_that, assert_that_singleton, TestPipeline, TestStream};
     pub use crate::time::{Timestamp, GLOBAL_WINDOW_MAX_TIMESTAMP, MAX_TIMESTAMP, MIN_TIMESTAMP};
     pub use crate::trigger::{
         AccumulationMode, AfterAll, AfterEach, AfterFirst, AfterPane, AfterProcessingTime, AfterWatermark,

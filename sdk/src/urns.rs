@@ -12,6 +12,8 @@ pub const GROUP_BY_KEY: &str = "beam:transform:group_by_key:v1";
 pub const FLATTEN: &str = "beam:transform:flatten:v1";
 /// Window.into (assign windows).
 pub const WINDOW_INTO: &str = "beam:transform:window_into:v1";
+/// TestStream: a test source of elements, watermark and processing-time events.
+pub const TEST_STREAM: &str = "beam:transform:teststream:v1";
 /// Combine.perKey (composite).
 pub const COMBINE_PER_KEY: &str = "beam:transform:combine_per_key:v1";
 /// Combine.globally (composite).
@@ -30,4 +32,4 @@ pub const CO_GROUP_BY_KEY: &str = "weir:transform:co_group_by_key:v1";
 pub const COMPOSITE: &str = "weir:transform:composite:v1";
 
 /// Every primitive URN: a runner must translate each of these or reject the pipeline.
-pub const PRIMITIVES: &[&str] = &[IMPULSE, READ, PAR_DO, GROUP_BY_KEY, FLATTEN, WINDOW_INTO];
+pub const PRIMITIVES: &[&str] = &[IMPULSE, READ, PAR_DO, GROUP_BY_KEY, FLATTEN, WINDOW_INTO, TEST_STREAM];

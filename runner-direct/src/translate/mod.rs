@@ -1,33 +1,43 @@
-//! Translation of the pipeline graph into the direct runner's plan: one step per primitive.
+//! Translation of the pipeline graph into the direct runner's plan: one step per primitive, and
+//! one per natively translated composite (Combine.perKey runs on the combining engine).
 
+mod combine_per_key;
 mod flatten;
 mod group_by_key;
 mod impulse;
 mod par_do;
 mod read;
+mod test_stream;
 mod window_into;
 
 use std::sync::Arc;
 use weir_runner_core::translate::TranslatorRegistry;
-use weir_sdk::graph::{NodeId, ParDoPayload, PipelineGraph, TransformNode};
-use weir_sdk::kernel::{AssignKernel, ErasedBoundedSource, GroupKernel};
+use weir_sdk::graph::{NodeId, PCollectionId, ParDoPayload, PipelineGraph, TransformNode};
+use weir_sdk::kernel::{
+    AssignKernel, CombineKernel, ErasedBoundedSource, ErasedUnboundedSource, GroupKernel, TestStreamEvent,
+};
 use weir_sdk::{urns, Result};
 
 /// What a step does.
 pub(crate) enum StepKind {
     Impulse,
     Read(Arc<dyn ErasedBoundedSource>),
+    ReadUnbounded(Arc<dyn ErasedUnboundedSource>),
+    TestStream(Arc<Vec<TestStreamEvent>>),
     ParDo(ParDoPayload),
     GroupByKey(Arc<dyn GroupKernel>),
+    CombinePerKey(Arc<dyn CombineKernel>),
     Flatten,
     WindowInto(Arc<dyn AssignKernel>),
 }
 
-/// One executable step: a primitive transform.
+/// One executable step.
 pub(crate) struct Step {
     pub node: NodeId,
     pub name: String,
     pub kind: StepKind,
+    pub inputs: Vec<PCollectionId>,
+    pub outputs: Vec<PCollectionId>,
 }
 
 /// The steps in topological order.
@@ -38,7 +48,18 @@ pub(crate) struct Plan {
 
 impl Plan {
     pub(crate) fn push(&mut self, node: &TransformNode, kind: StepKind) {
-        self.steps.push(Step { node: node.id, name: node.full_name.clone(), kind });
+        self.steps.push(Step {
+            node: node.id,
+            name: node.full_name.clone(),
+            kind,
+            inputs: node.inputs.clone(),
+            outputs: node.outputs.clone(),
+        });
+    }
+
+    /// Whether the plan plays a TestStream, which switches processing time to a test clock.
+    pub(crate) fn has_test_stream(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s.kind, StepKind::TestStream(_)))
     }
 }
 
@@ -53,8 +74,10 @@ fn registry() -> TranslatorRegistry<Plan> {
     let mut r = TranslatorRegistry::new(crate::NAME);
     r.register(urns::IMPULSE, impulse::ImpulseTranslator)
         .register(urns::READ, read::ReadTranslator)
+        .register(urns::TEST_STREAM, test_stream::TestStreamTranslator)
         .register(urns::PAR_DO, par_do::ParDoTranslator)
         .register(urns::GROUP_BY_KEY, group_by_key::GroupByKeyTranslator)
+        .register(urns::COMBINE_PER_KEY, combine_per_key::CombinePerKeyTranslator)
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator);
     r

@@ -1,4 +1,4 @@
-//! Read: bounded sources are split into bundles; unbounded sources are not supported yet.
+//! Read: bounded sources are split into bundles; unbounded sources are polled.
 
 use super::{internal, Plan, StepKind};
 use weir_runner_core::translate::Translator;
@@ -10,11 +10,10 @@ pub(crate) struct ReadTranslator;
 impl Translator<Plan> for ReadTranslator {
     fn translate(&self, node: &TransformNode, _: &PipelineGraph, plan: &mut Plan) -> Result<()> {
         match &node.payload {
-            Payload::Read(ReadPayload::Bounded(source)) => {
-                plan.push(node, StepKind::Read(source.clone()));
-                Ok(())
-            }
-            _ => Err(internal(node, "source")),
+            Payload::Read(ReadPayload::Bounded(source)) => plan.push(node, StepKind::Read(source.clone())),
+            Payload::Read(ReadPayload::Unbounded(source)) => plan.push(node, StepKind::ReadUnbounded(source.clone())),
+            _ => return Err(internal(node, "source")),
         }
+        Ok(())
     }
 }

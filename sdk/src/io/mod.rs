@@ -3,5 +3,5 @@
 pub mod source;
 pub mod text;
 
-pub use source::{BoundedReader, BoundedSource, Read};
+pub use source::{BoundedReader, BoundedSource, Read, ReadUnbounded, UnboundedReader, UnboundedSource};
 pub use text::TextIO;

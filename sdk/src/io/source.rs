@@ -103,3 +103,105 @@ impl<S: BoundedSource> PTransform<PBegin> for Read<S> {
 pub(crate) fn input_pipeline(b: &PBegin) -> crate::pipeline::Pipeline {
     b.pipeline_handle()
 }
+
+/// An infinite (or not yet finished) source with a watermark and resumable checkpoint marks
+/// (Beam's `UnboundedSource`).
+pub trait UnboundedSource: Send + Sync + Sized + 'static {
+    /// Element type.
+    type Output: Element;
+    /// Where a reader resumes (offsets), persisted by runners in their checkpoints.
+    type Checkpoint: Element;
+    /// Reader type.
+    type Reader: UnboundedReader<Output = Self::Output, Checkpoint = Self::Checkpoint>;
+    /// Splits into about `desired` sources that together read what `self` reads.
+    fn split(&self, desired: usize) -> UserResult<Vec<Self>>;
+    /// Opens a reader, resuming after `checkpoint` when given.
+    fn create_reader(&self, checkpoint: Option<Self::Checkpoint>) -> UserResult<Self::Reader>;
+}
+
+/// Reads an unbounded source.
+pub trait UnboundedReader: Send + 'static {
+    /// Element type.
+    type Output: Element;
+    /// Checkpoint mark type.
+    type Checkpoint: Element;
+    /// The next element available now, or `None` if there is none at the moment.
+    fn advance(&mut self) -> UserResult<Option<(Self::Output, Timestamp)>>;
+    /// No element earlier than this will be read any more; `MAX_TIMESTAMP` once exhausted.
+    fn watermark(&self) -> Timestamp;
+    /// The position to resume from.
+    fn checkpoint(&self) -> Self::Checkpoint;
+}
+
+struct UnboundedKernel<S>(Arc<S>);
+
+impl<S: UnboundedSource> crate::kernel::ErasedUnboundedSource for UnboundedKernel<S> {
+    fn split(&self, desired: usize) -> Result<Vec<Arc<dyn crate::kernel::ErasedUnboundedSource>>, UserError> {
+        Ok(self
+            .0
+            .split(desired)?
+            .into_iter()
+            .map(|s| Arc::new(UnboundedKernel(Arc::new(s))) as Arc<dyn crate::kernel::ErasedUnboundedSource>)
+            .collect())
+    }
+    fn reader(&self, checkpoint: Option<&[u8]>) -> Result<Box<dyn crate::kernel::ErasedUnboundedReader>, UserError> {
+        use crate::coders::Coder;
+        let mark = match checkpoint {
+            Some(b) => Some(crate::coders::ElementCoder::<S::Checkpoint>::new().decode_outer(b)?),
+            None => None,
+        };
+        Ok(Box::new(UnboundedReaderKernel(self.0.create_reader(mark)?)))
+    }
+}
+
+struct UnboundedReaderKernel<R>(R);
+
+impl<R: UnboundedReader> crate::kernel::ErasedUnboundedReader for UnboundedReaderKernel<R> {
+    fn read_batch(&mut self, max: usize) -> Result<Batch, UserError> {
+        let mut out: Vec<WindowedValue<R::Output>> = Vec::new();
+        while out.len() < max {
+            match self.0.advance()? {
+                Some((v, ts)) => out.push(WindowedValue::timestamped(v, ts)),
+                None => break,
+            }
+        }
+        Ok(Box::new(out))
+    }
+    fn batch_len(&self, batch: &Batch) -> usize {
+        batch.downcast_ref::<Vec<WindowedValue<R::Output>>>().map_or(0, Vec::len)
+    }
+    fn watermark(&self) -> Timestamp {
+        self.0.watermark()
+    }
+    fn checkpoint(&self) -> Result<Vec<u8>, UserError> {
+        use crate::coders::Coder;
+        let mut out = Vec::new();
+        crate::coders::ElementCoder::<R::Checkpoint>::new().encode(&self.0.checkpoint(), &mut out)?;
+        Ok(out)
+    }
+}
+
+/// Reads an unbounded source: `p.apply("Read", ReadUnbounded::from(source))`. Its output is
+/// unbounded, so the pipeline runs in streaming mode.
+pub struct ReadUnbounded<S> {
+    source: S,
+}
+
+impl<S: UnboundedSource> ReadUnbounded<S> {
+    /// Reads `source`.
+    pub fn from(source: S) -> Self {
+        ReadUnbounded { source }
+    }
+}
+
+impl<S: UnboundedSource> PTransform<PBegin> for ReadUnbounded<S> {
+    type Output = PCollection<S::Output>;
+    fn expand(self, input: PBegin) -> Self::Output {
+        let p = input_pipeline(&input);
+        let node = p.make_primitive(
+            crate::urns::READ,
+            Payload::Read(ReadPayload::Unbounded(Arc::new(UnboundedKernel(Arc::new(self.source))))),
+        );
+        p.new_output(node, "out", Boundedness::Unbounded, WindowingStrategy::global())
+    }
+}

@@ -1,7 +1,9 @@
-//! Testing utilities: [`TestPipeline`] and [`assert_that`].
+//! Testing utilities: [`TestPipeline`], [`TestStream`] and [`assert_that`].
 
 mod passert;
 mod test_pipeline;
+mod test_stream;
 
 pub use passert::{assert_that, assert_that_singleton, IterableAssert, SingletonAssert};
 pub use test_pipeline::TestPipeline;
+pub use test_stream::TestStream;

@@ -1,8 +1,12 @@
 //! Combine: associative, commutative aggregation globally, per key, or over grouped values.
 
-use crate::coders::Element;
+use crate::coders::{Coder, CoderError, Element, ElementCoder};
 use crate::do_fn::{DoFn, ProcessContext};
+use crate::error::UserError;
 use crate::error::UserResult;
+use crate::kernel::{
+    downcast_batch, Batch, CombineKernel, CombinePerKeyPayload, EncodedGroup, EncodedKvBatch, EncodedRow,
+};
 use crate::kv::KV;
 use crate::pipeline::{PCollection, PCollectionList, PTransform};
 use crate::transforms::flatten::Flatten;
@@ -11,6 +15,7 @@ use crate::transforms::impulse::Impulse;
 use crate::transforms::keys::Values;
 use crate::transforms::map::Map;
 use crate::transforms::par_do::ParDo;
+use crate::windowed_value::WindowedValue;
 use std::marker::PhantomData;
 
 /// An associative, commutative aggregation (Beam's `CombineFn`): inputs are added to
@@ -92,9 +97,84 @@ pub struct CombinePerKey<K, F> {
     _k: PhantomData<fn() -> K>,
 }
 
+/// The typed combining kernel of a `CombineFn` keyed by `K`.
+pub(crate) struct CombineKernelImpl<K, F: CombineFn> {
+    fn_: F,
+    key: ElementCoder<K>,
+    input: ElementCoder<F::In>,
+    acc: ElementCoder<F::Accum>,
+}
+
+impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
+    pub(crate) fn new(fn_: F) -> Self {
+        CombineKernelImpl { fn_, key: ElementCoder::new(), input: ElementCoder::new(), acc: ElementCoder::new() }
+    }
+}
+
+impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
+    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
+        let input = downcast_batch::<KV<K, F::In>>(input)?;
+        out.rows.reserve(input.len());
+        for wv in input {
+            let k0 = out.data.len();
+            self.key.encode(&wv.value.key, &mut out.data)?;
+            let k1 = out.data.len();
+            self.input.encode(&wv.value.value, &mut out.data)?;
+            let v1 = out.data.len();
+            out.rows.push(EncodedRow {
+                key: (k0, k1),
+                value: (k1, v1),
+                timestamp: wv.timestamp,
+                window: wv.window,
+                pane: wv.pane,
+            });
+        }
+        Ok(())
+    }
+
+    fn add_inputs(&self, acc: Option<&[u8]>, inputs: &mut dyn Iterator<Item = &[u8]>) -> Result<Vec<u8>, UserError> {
+        let mut a = match acc {
+            Some(bytes) => self.acc.decode_outer(bytes)?,
+            None => self.fn_.create_accumulator(),
+        };
+        for bytes in inputs {
+            self.fn_.add_input(&mut a, self.input.decode_outer(bytes)?);
+        }
+        let mut out = Vec::new();
+        self.acc.encode(&a, &mut out)?;
+        Ok(out)
+    }
+
+    fn merge_accumulators(&self, accs: &[&[u8]]) -> Result<Vec<u8>, UserError> {
+        let decoded = accs.iter().map(|b| self.acc.decode_outer(b)).collect::<Result<Vec<_>, _>>()?;
+        let mut out = Vec::new();
+        self.acc.encode(&self.fn_.merge_accumulators(decoded), &mut out)?;
+        Ok(out)
+    }
+
+    fn extract(&self, groups: Vec<EncodedGroup>) -> Result<Batch, UserError> {
+        let mut out: Vec<WindowedValue<KV<K, F::Out>>> = Vec::with_capacity(groups.len());
+        for g in groups {
+            let key = self.key.decode_outer(&g.key)?;
+            let acc =
+                if g.values.is_empty() { self.fn_.create_accumulator() } else { self.acc.decode_outer(&g.values)? };
+            out.push(WindowedValue {
+                value: KV::new(key, self.fn_.extract_output(acc)),
+                timestamp: g.timestamp,
+                window: g.window,
+                pane: g.pane,
+            });
+        }
+        Ok(Box::new(out))
+    }
+}
+
 impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, F::In>>> for CombinePerKey<K, F> {
     type Output = PCollection<KV<K, F::Out>>;
     fn expand(self, input: PCollection<KV<K, F::In>>) -> Self::Output {
+        input.pipeline().set_composite_payload(std::sync::Arc::new(CombinePerKeyPayload {
+            kernel: std::sync::Arc::new(CombineKernelImpl::<K, F>::new(self.fn_.clone())),
+        }));
         input
             .apply("GroupByKey", GroupByKey::create())
             .apply("Combine.GroupedValues", Combine::grouped_values(self.fn_))

@@ -1,0 +1,546 @@
+//! The GroupAlsoByWindow engine (Beam's `ReduceFnRunner`): grouping by key and window with
+//! triggers, panes, lateness, watermark holds, merging windows, and end-of-window and
+//! garbage-collection timers (spec §2.6, §3, §4.2).
+//!
+//! Values live encoded: a buffering GroupByKey appends each value's bytes to its window's
+//! buffer, a combining one (Combine.perKey) folds them into one encoded accumulator, so state
+//! can be merged, measured and persisted without knowing the element types. Runners feed input
+//! batches with [`GroupAlsoByWindow::process`] and move time with [`GroupAlsoByWindow::advance`];
+//! both return the panes that fired. Every timer of a watermark fires before the output
+//! watermark is recomputed, so an on-time pane is never late downstream.
+
+use crate::trigger::{TriggerContext, TriggerMachine, TriggerState};
+use crate::watermark::Watermarks;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use weir_sdk::kernel::{Batch, CombineKernel, EncodedGroup, EncodedKvBatch, GroupKernel};
+use weir_sdk::pane::{PaneInfo, Timing};
+use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner};
+use weir_sdk::window::Window;
+use weir_sdk::window_fn::WindowingStrategy;
+use weir_sdk::{Error, Result, WithStepExt};
+
+/// How values are kept per key and window.
+#[derive(Clone)]
+pub enum Values {
+    /// Buffer every value (GroupByKey).
+    Buffer(Arc<dyn GroupKernel>),
+    /// Keep one accumulator (Combine.perKey).
+    Combine(Arc<dyn CombineKernel>),
+}
+
+/// The state of one key and window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WindowState {
+    /// Buffered values, encoded back to back, or the encoded accumulator.
+    pub values: Vec<u8>,
+    /// Number of values buffered (or added to the accumulator) since the last clear.
+    pub count: usize,
+    /// The element hold: the timestamp the next pane will carry.
+    pub hold: Option<Timestamp>,
+    trigger: TriggerState,
+    pane_index: i64,
+    non_speculative_index: i64,
+    non_early_emitted: bool,
+    /// The trigger finished: later data for the window is dropped until it expires.
+    pub closed: bool,
+    pt_timer: Option<Timestamp>,
+}
+
+/// What happened to input that was not grouped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    /// Elements whose window had expired (Beam's `droppedDueToLateness`).
+    pub late: u64,
+    /// Elements for a window whose trigger had finished (`droppedDueToClosedWindow`).
+    pub closed: u64,
+}
+
+type TimerKey = (Timestamp, Vec<u8>, Window);
+
+/// One GroupByKey's grouping state and time.
+pub struct GroupAlsoByWindow {
+    step: String,
+    strategy: WindowingStrategy,
+    machine: TriggerMachine,
+    values: Values,
+    keys: HashMap<Vec<u8>, BTreeMap<Window, WindowState>>,
+    event_timers: BTreeSet<TimerKey>,
+    processing_timers: BTreeSet<TimerKey>,
+    holds: BTreeSet<TimerKey>,
+    watermarks: Watermarks,
+    processing_time: Timestamp,
+    dropped: DropCounts,
+    scratch: EncodedKvBatch,
+}
+
+impl GroupAlsoByWindow {
+    /// An empty engine for the step `step` with the input's windowing strategy.
+    pub fn new(step: &str, strategy: WindowingStrategy, values: Values) -> Self {
+        GroupAlsoByWindow {
+            step: step.to_string(),
+            machine: TriggerMachine::new(&strategy.trigger),
+            strategy,
+            values,
+            keys: HashMap::new(),
+            event_timers: BTreeSet::new(),
+            processing_timers: BTreeSet::new(),
+            holds: BTreeSet::new(),
+            watermarks: Watermarks::new(),
+            processing_time: MIN_TIMESTAMP,
+            dropped: DropCounts::default(),
+            scratch: EncodedKvBatch::default(),
+        }
+    }
+
+    /// The input and output watermarks.
+    pub fn watermarks(&self) -> Watermarks {
+        self.watermarks
+    }
+
+    /// Elements dropped so far.
+    pub fn dropped(&self) -> DropCounts {
+        self.dropped
+    }
+
+    /// The earliest watermark hold.
+    pub fn hold(&self) -> Option<Timestamp> {
+        self.holds.first().map(|h| h.0)
+    }
+
+    /// The earliest processing-time timer, for runners that sleep until it.
+    pub fn next_processing_timer(&self) -> Option<Timestamp> {
+        self.processing_timers.first().map(|t| t.0)
+    }
+
+    /// Number of key-window states held.
+    pub fn state_size(&self) -> usize {
+        self.keys.values().map(BTreeMap::len).sum()
+    }
+
+    /// Whether no state is held.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    fn ctx(&self, window: &Window) -> TriggerContext {
+        TriggerContext {
+            input_watermark: self.watermarks.input(),
+            processing_time: self.processing_time,
+            window_max: window.max_timestamp(),
+        }
+    }
+
+    fn encode(&mut self, input: Batch) -> Result<()> {
+        self.scratch.data.clear();
+        self.scratch.rows.clear();
+        match &self.values {
+            Values::Buffer(k) => k.encode(input, &mut self.scratch),
+            Values::Combine(k) => k.encode(input, &mut self.scratch),
+        }
+        .with_step(&self.step)
+    }
+
+    /// Groups a batch of `KV` input, which arrived at `processing_time`, and returns the panes
+    /// that fired.
+    pub fn process(&mut self, input: Batch, processing_time: Timestamp) -> Result<Batch> {
+        self.processing_time = self.processing_time.max(processing_time);
+        self.encode(input)?;
+        let scratch = std::mem::take(&mut self.scratch);
+        let mut out = Vec::new();
+        let result = self.process_rows(&scratch, &mut out);
+        self.scratch = scratch;
+        result?;
+        self.finish(out)
+    }
+
+    fn process_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        // Rows of one key and window are added together, in arrival order, so a combining
+        // GroupByKey decodes and encodes its accumulator once per batch, not per element.
+        let mut order: Vec<(&[u8], Window)> = Vec::new();
+        let mut rows: HashMap<(&[u8], Window), Vec<usize>> = HashMap::new();
+        let merging = self.strategy.needs_merge();
+        for i in 0..batch.rows.len() {
+            let row = &batch.rows[i];
+            let mut window = row.window;
+            let key = batch.key(i);
+            if merging {
+                window = self.merge_new_window(key, window)?;
+            }
+            if self.strategy.gc_time(&window) < self.watermarks.input() {
+                self.dropped.late += 1;
+                continue;
+            }
+            rows.entry((key, window))
+                .or_insert_with(|| {
+                    order.push((key, window));
+                    Vec::new()
+                })
+                .push(i);
+        }
+        for (key, window) in order {
+            let idx = &rows[&(key, window)];
+            self.add_rows(key, window, batch, idx)?;
+            self.maybe_fire(key, window, out)?;
+        }
+        Ok(())
+    }
+
+    /// Creates the state of a new window with its timers.
+    fn ensure_window(&mut self, key: &[u8], window: Window) {
+        let windows = self.keys.entry(key.to_vec()).or_default();
+        if windows.contains_key(&window) {
+            return;
+        }
+        let mut ws = WindowState { non_speculative_index: -1, ..Default::default() };
+        ws.trigger = self.machine.new_state();
+        windows.insert(window, ws);
+        self.event_timers.insert((window.max_timestamp(), key.to_vec(), window));
+        let gc = self.strategy.gc_time(&window);
+        if gc != window.max_timestamp() {
+            self.event_timers.insert((gc, key.to_vec(), window));
+        }
+    }
+
+    fn remove_window(&mut self, key: &[u8], window: &Window) -> Option<WindowState> {
+        let windows = self.keys.get_mut(key)?;
+        let ws = windows.remove(window)?;
+        if windows.is_empty() {
+            self.keys.remove(key);
+        }
+        self.event_timers.remove(&(window.max_timestamp(), key.to_vec(), *window));
+        self.event_timers.remove(&(self.strategy.gc_time(window), key.to_vec(), *window));
+        if let Some(t) = ws.pt_timer {
+            self.processing_timers.remove(&(t, key.to_vec(), *window));
+        }
+        if let Some(h) = ws.hold {
+            self.holds.remove(&(h, key.to_vec(), *window));
+        }
+        Some(ws)
+    }
+
+    /// Adds `window` to the key's active windows, merges, and returns the window the new
+    /// element ends up in.
+    fn merge_new_window(&mut self, key: &[u8], window: Window) -> Result<Window> {
+        self.ensure_window(key, window);
+        let active: Vec<Window> = self
+            .keys
+            .get(key)
+            .map(|ws| ws.iter().filter(|(_, s)| !s.closed).map(|(w, _)| *w).collect())
+            .unwrap_or_default();
+        let merges = self.strategy.window_fn.merge_windows(&active);
+        let mut result = window;
+        for (sources, merged) in merges {
+            let mut states = Vec::new();
+            for s in &sources {
+                if let Some(st) = self.remove_window(key, s) {
+                    states.push(st);
+                }
+            }
+            let existing = self.remove_window(key, &merged);
+            states.extend(existing);
+            let state = self.merge_states(&merged, states)?;
+            self.install(key, merged, state);
+            if sources.contains(&window) {
+                result = merged;
+            }
+        }
+        Ok(result)
+    }
+
+    fn merge_states(&self, merged: &Window, states: Vec<WindowState>) -> Result<WindowState> {
+        let mut out = WindowState { non_speculative_index: -1, ..Default::default() };
+        out.trigger = self.machine.merge(&states.iter().map(|s| &s.trigger).collect::<Vec<_>>());
+        match &self.values {
+            Values::Buffer(_) => {
+                for s in &states {
+                    out.values.extend_from_slice(&s.values);
+                }
+            }
+            Values::Combine(k) => {
+                let accs: Vec<&[u8]> = states.iter().filter(|s| s.count > 0).map(|s| s.values.as_slice()).collect();
+                if !accs.is_empty() {
+                    out.values = k.merge_accumulators(&accs).with_step(&self.step)?;
+                }
+            }
+        }
+        out.count = states.iter().map(|s| s.count).sum();
+        out.hold = states.iter().filter_map(|s| s.hold).reduce(|a, b| match self.strategy.timestamp_combiner {
+            TimestampCombiner::Earliest => a.min(b),
+            TimestampCombiner::Latest => a.max(b),
+            TimestampCombiner::EndOfWindow => merged.max_timestamp(),
+        });
+        if self.strategy.timestamp_combiner == TimestampCombiner::EndOfWindow && out.hold.is_some() {
+            out.hold = Some(merged.max_timestamp());
+        }
+        out.pane_index = states.iter().map(|s| s.pane_index).max().unwrap_or(0);
+        out.non_speculative_index = states.iter().map(|s| s.non_speculative_index).max().unwrap_or(-1);
+        out.non_early_emitted = states.iter().any(|s| s.non_early_emitted);
+        Ok(out)
+    }
+
+    /// Puts a (merged) window state in place with its timers and hold.
+    fn install(&mut self, key: &[u8], window: Window, mut state: WindowState) {
+        self.event_timers.insert((window.max_timestamp(), key.to_vec(), window));
+        let gc = self.strategy.gc_time(&window);
+        if gc != window.max_timestamp() {
+            self.event_timers.insert((gc, key.to_vec(), window));
+        }
+        if let Some(h) = state.hold {
+            self.holds.insert((h, key.to_vec(), window));
+        }
+        state.pt_timer = self.machine.next_processing_time(&state.trigger);
+        if let Some(t) = state.pt_timer {
+            self.processing_timers.insert((t, key.to_vec(), window));
+        }
+        self.keys.entry(key.to_vec()).or_default().insert(window, state);
+    }
+
+    fn add_rows(&mut self, key: &[u8], window: Window, batch: &EncodedKvBatch, idx: &[usize]) -> Result<()> {
+        self.ensure_window(key, window);
+        let ctx = self.ctx(&window);
+        let output_wm = self.watermarks.output();
+        let eow = window.max_timestamp();
+        let combiner = self.strategy.timestamp_combiner;
+        let window_fn = self.strategy.window_fn.clone();
+        let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else {
+            return Err(Error::Internal {
+                component: "GroupAlsoByWindow".into(),
+                message: "window state vanished".into(),
+            });
+        };
+        if ws.closed {
+            self.dropped.closed += idx.len() as u64;
+            return Ok(());
+        }
+        match &self.values {
+            Values::Buffer(_) => {
+                for &i in idx {
+                    ws.values.extend_from_slice(batch.value(i));
+                }
+            }
+            Values::Combine(k) => {
+                let acc = (ws.count > 0).then_some(ws.values.as_slice());
+                let mut inputs = idx.iter().map(|&i| batch.value(i));
+                ws.values = k.add_inputs(acc, &mut inputs).with_step(&self.step)?;
+            }
+        }
+        ws.count += idx.len();
+        // Element holds (spec §4.2): at the (shifted) element time for EARLIEST/LATEST, at the
+        // end of the window otherwise; none for data already behind the output watermark.
+        let old_hold = ws.hold;
+        for &i in idx {
+            let h = match combiner {
+                TimestampCombiner::EndOfWindow => eow,
+                _ => window_fn.output_time(batch.rows[i].timestamp, &window),
+            };
+            if h < output_wm || h > eow {
+                continue;
+            }
+            ws.hold = Some(match (ws.hold, combiner) {
+                (None, _) => h,
+                (Some(o), TimestampCombiner::Latest) => o.max(h),
+                (Some(o), _) => o.min(h),
+            });
+        }
+        self.machine.on_elements(&mut ws.trigger, idx.len() as i64, &ctx);
+        let pt = self.machine.next_processing_time(&ws.trigger);
+        let old_pt = std::mem::replace(&mut ws.pt_timer, pt);
+        let new_hold = ws.hold;
+        if old_hold != new_hold {
+            if let Some(h) = old_hold {
+                self.holds.remove(&(h, key.to_vec(), window));
+            }
+            if let Some(h) = new_hold {
+                self.holds.insert((h, key.to_vec(), window));
+            }
+        }
+        if old_pt != pt {
+            if let Some(t) = old_pt {
+                self.processing_timers.remove(&(t, key.to_vec(), window));
+            }
+            if let Some(t) = pt {
+                self.processing_timers.insert((t, key.to_vec(), window));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fires the window's trigger if it says so.
+    fn maybe_fire(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        let ctx = self.ctx(&window);
+        let fire = match self.keys.get(key).and_then(|w| w.get(&window)) {
+            Some(ws) => !ws.closed && self.machine.should_fire(&ws.trigger, &ctx),
+            None => false,
+        };
+        if fire {
+            let finished = {
+                let ws = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)).expect("checked above");
+                self.machine.on_fire(&mut ws.trigger, &ctx);
+                self.machine.is_finished(&ws.trigger)
+            };
+            self.emit(key, window, finished, out)?;
+            if finished {
+                self.close(key, window);
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the window closed: its contents are gone and later data is dropped until expiry.
+    fn close(&mut self, key: &[u8], window: Window) {
+        if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
+            ws.closed = true;
+            ws.values = Vec::new();
+            ws.count = 0;
+            if let Some(t) = ws.pt_timer.take() {
+                self.processing_timers.remove(&(t, key.to_vec(), window));
+            }
+        }
+    }
+
+    /// Emits a pane of the window (spec §3.5, §3.6) and releases its hold.
+    fn emit(&mut self, key: &[u8], window: Window, is_final: bool, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        let input_wm = self.watermarks.input();
+        let output_wm = self.watermarks.output();
+        let strategy = &self.strategy;
+        let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
+        let eow = window.max_timestamp();
+        let timing = if output_wm > eow || ws.non_early_emitted {
+            Timing::Late
+        } else if input_wm <= eow {
+            Timing::Early
+        } else {
+            Timing::OnTime
+        };
+        let non_empty = ws.count > 0;
+        let needed = non_empty
+            || (timing == Timing::OnTime && strategy.on_time_behavior == OnTimeBehavior::FireAlways)
+            || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
+        let released = ws.hold.take();
+        if let Some(h) = released {
+            self.holds.remove(&(h, key.to_vec(), window));
+        }
+        if needed {
+            let non_speculative_index = if timing == Timing::Early { -1 } else { ws.non_speculative_index + 1 };
+            let pane = PaneInfo {
+                is_first: ws.pane_index == 0,
+                is_last: is_final,
+                timing,
+                index: ws.pane_index,
+                non_speculative_index,
+            };
+            ws.pane_index += 1;
+            if timing != Timing::Early {
+                ws.non_speculative_index = non_speculative_index;
+                ws.non_early_emitted = true;
+            }
+            let timestamp = match released {
+                Some(h) if h <= eow => h,
+                _ => eow,
+            };
+            let discard = is_final || strategy.accumulation_mode == AccumulationMode::Discarding;
+            let (values, count) = if discard {
+                (std::mem::take(&mut ws.values), std::mem::take(&mut ws.count))
+            } else {
+                (ws.values.clone(), ws.count)
+            };
+            out.push(EncodedGroup { key: key.to_vec(), values, count, timestamp, window, pane });
+        } else if is_final || strategy.accumulation_mode == AccumulationMode::Discarding {
+            ws.values.clear();
+            ws.count = 0;
+        }
+        Ok(())
+    }
+
+    /// Moves the input watermark to `input_watermark` and processing time to `processing_time`,
+    /// fires every due timer in timestamp order, then recomputes the output watermark. Returns
+    /// the panes that fired.
+    pub fn advance(&mut self, input_watermark: Timestamp, processing_time: Timestamp) -> Result<Batch> {
+        self.processing_time = self.processing_time.max(processing_time);
+        let before = self.watermarks.output();
+        // Input first (the output is recomputed after the timers fired).
+        let mut wm = self.watermarks;
+        wm.advance(input_watermark, None, Some(before));
+        self.watermarks = wm;
+        let mut out = Vec::new();
+        let result = self.fire_timers(&mut out);
+        result?;
+        let hold = self.hold();
+        self.watermarks.advance(input_watermark, None, hold);
+        self.finish(out)
+    }
+
+    fn fire_timers(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        // Processing-time timers (strictly before now), then event-time timers (strictly before
+        // the input watermark), each in timestamp order.
+        while let Some((t, key, window)) = self.processing_timers.first().cloned() {
+            if t >= self.processing_time {
+                break;
+            }
+            self.processing_timers.remove(&(t, key.clone(), window));
+            if let Some(ws) = self.keys.get_mut(&key).and_then(|w| w.get_mut(&window)) {
+                ws.pt_timer = None;
+            }
+            self.maybe_fire(&key, window, out)?;
+            self.refresh_pt_timer(&key, window);
+        }
+        while let Some((t, key, window)) = self.event_timers.first().cloned() {
+            if t >= self.watermarks.input() {
+                break;
+            }
+            self.event_timers.remove(&(t, key.clone(), window));
+            self.on_event_timer(&key, window, out)?;
+        }
+        Ok(())
+    }
+
+    fn refresh_pt_timer(&mut self, key: &[u8], window: Window) {
+        if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
+            if ws.closed {
+                return;
+            }
+            let pt = self.machine.next_processing_time(&ws.trigger);
+            if pt != ws.pt_timer {
+                if let Some(t) = ws.pt_timer {
+                    self.processing_timers.remove(&(t, key.to_vec(), window));
+                }
+                if let Some(t) = pt {
+                    self.processing_timers.insert((t, key.to_vec(), window));
+                }
+                ws.pt_timer = pt;
+            }
+        }
+    }
+
+    /// An event-time timer of the window: classified by the window's state, not by which timer
+    /// it was (spec §3.4).
+    fn on_event_timer(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        let Some(closed) = self.keys.get(key).and_then(|w| w.get(&window)).map(|ws| ws.closed) else { return Ok(()) };
+        let is_gc = self.watermarks.input() > self.strategy.gc_time(&window);
+        if is_gc {
+            if !closed {
+                let ctx = self.ctx(&window);
+                if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
+                    if self.machine.should_fire(&ws.trigger, &ctx) {
+                        self.machine.on_fire(&mut ws.trigger, &ctx);
+                    }
+                }
+                self.emit(key, window, true, out)?;
+            }
+            self.remove_window(key, &window);
+        } else if !closed {
+            self.maybe_fire(key, window, out)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&self, groups: Vec<EncodedGroup>) -> Result<Batch> {
+        match &self.values {
+            Values::Buffer(k) => k.decode_groups(groups).with_step(&self.step),
+            Values::Combine(k) => k.extract(groups).with_step(&self.step),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! Operators: the primitives as runners execute them, with one shape for all runners.
+//!
+//! A runner feeds each operator bundles of input ([`Operator::process`]) and moves its input
+//! watermark and processing time ([`Operator::advance`]); both return output batches, one per
+//! output of the transform. The operator's output watermark is `min(input watermark,
+//! Operator::hold)`. What an operator *means* lives here; where its data lives and when it runs
+//! is the runner's business.
+
+use crate::do_fn_runner::DoFnRunner;
+use crate::group_also_by_window::{DropCounts, GroupAlsoByWindow, Values};
+use crate::metrics::MetricsContainerImpl;
+use std::sync::Arc;
+use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
+use weir_sdk::kernel::{AssignKernel, Batch};
+use weir_sdk::metrics::scoped_container;
+use weir_sdk::time::Timestamp;
+use weir_sdk::Result;
+
+/// What an operator call may use.
+pub struct OpContext<'a> {
+    /// Current processing time, ms.
+    pub processing_time: Timestamp,
+    /// The metrics container of this unit of work.
+    pub metrics: &'a Arc<MetricsContainerImpl>,
+}
+
+/// An executable primitive.
+pub trait Operator: Send {
+    /// Processes one bundle of main input; returns one batch per output.
+    fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>>;
+    /// Moves the input watermark and processing time, firing what they release.
+    fn advance(&mut self, _input_watermark: Timestamp, _ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        Ok(Vec::new())
+    }
+    /// The earliest timestamp the operator may still output (holds its output watermark).
+    fn hold(&self) -> Option<Timestamp> {
+        None
+    }
+    /// The earliest processing time at which the operator has work.
+    fn next_processing_timer(&self) -> Option<Timestamp> {
+        None
+    }
+    /// Elements dropped as late or for closed windows.
+    fn dropped(&self) -> DropCounts {
+        DropCounts::default()
+    }
+    /// Releases resources (DoFn teardown).
+    fn finish(&mut self) {}
+}
+
+/// A stateless ParDo.
+pub struct ParDoOperator {
+    runner: DoFnRunner,
+}
+
+impl ParDoOperator {
+    /// The ParDo `node`.
+    pub fn new(node: &TransformNode, payload: &ParDoPayload, graph: &PipelineGraph) -> Self {
+        ParDoOperator { runner: DoFnRunner::new(node, payload, graph) }
+    }
+}
+
+impl Operator for ParDoOperator {
+    fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        self.runner.process_bundle(vec![input], ctx.metrics)
+    }
+    fn finish(&mut self) {
+        self.runner.teardown();
+    }
+}
+
+/// GroupByKey or Combine.perKey over runner-core's GroupAlsoByWindow engine.
+pub struct GroupOperator {
+    engine: GroupAlsoByWindow,
+}
+
+impl GroupOperator {
+    /// A grouping operator for `node`, whose input is windowed by `node`'s input strategy.
+    pub fn new(node: &TransformNode, graph: &PipelineGraph, values: Values) -> Self {
+        let strategy = graph.pcollection(node.inputs[0]).windowing.clone();
+        GroupOperator { engine: GroupAlsoByWindow::new(&node.full_name, strategy, values) }
+    }
+
+    /// The engine, for state metrics.
+    pub fn engine(&self) -> &GroupAlsoByWindow {
+        &self.engine
+    }
+}
+
+impl Operator for GroupOperator {
+    fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        Ok(vec![self.engine.process(input, ctx.processing_time)?])
+    }
+    fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        Ok(vec![self.engine.advance(input_watermark, ctx.processing_time)?])
+    }
+    fn hold(&self) -> Option<Timestamp> {
+        self.engine.hold()
+    }
+    fn next_processing_timer(&self) -> Option<Timestamp> {
+        self.engine.next_processing_timer()
+    }
+    fn dropped(&self) -> DropCounts {
+        self.engine.dropped()
+    }
+}
+
+/// WindowInto.
+pub struct AssignOperator {
+    step: String,
+    kernel: Arc<dyn AssignKernel>,
+}
+
+impl AssignOperator {
+    /// Window assignment for `node`.
+    pub fn new(node: &TransformNode, kernel: Arc<dyn AssignKernel>) -> Self {
+        AssignOperator { step: node.full_name.clone(), kernel }
+    }
+}
+
+impl Operator for AssignOperator {
+    fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        Ok(vec![crate::do_fn_runner::guarded(&self.step, "assign windows", || self.kernel.assign(input))?])
+    }
+}
+
+/// Flatten: every input bundle goes to the output unchanged.
+pub struct FlattenOperator;
+
+impl Operator for FlattenOperator {
+    fn process(&mut self, input: Batch, _: &OpContext<'_>) -> Result<Vec<Batch>> {
+        Ok(vec![input])
+    }
+}
