@@ -87,10 +87,34 @@ impl GroupOperator {
     }
 }
 
+/// Namespace of the metrics Weir reports about pipelines (beyond user metrics).
+pub const SYSTEM_NAMESPACE: &str = "weir";
+
+impl GroupOperator {
+    /// Counts what the engine dropped during a call in the step's metrics.
+    fn count_drops(&self, before: DropCounts, ctx: &OpContext<'_>) {
+        use weir_sdk::metrics::{MetricName, MetricsContainer};
+        let after = self.engine.dropped();
+        if after.late > before.late {
+            if let Ok(n) = MetricName::new(SYSTEM_NAMESPACE, "droppedDueToLateness") {
+                ctx.metrics.inc_counter(&n, (after.late - before.late) as i64);
+            }
+        }
+        if after.closed > before.closed {
+            if let Ok(n) = MetricName::new(SYSTEM_NAMESPACE, "droppedDueToClosedWindow") {
+                ctx.metrics.inc_counter(&n, (after.closed - before.closed) as i64);
+            }
+        }
+    }
+}
+
 impl Operator for GroupOperator {
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(ctx.metrics.clone());
-        Ok(vec![self.engine.process(input, ctx.processing_time)?])
+        let before = self.engine.dropped();
+        let out = self.engine.process(input, ctx.processing_time);
+        self.count_drops(before, ctx);
+        Ok(vec![out?])
     }
     fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(ctx.metrics.clone());

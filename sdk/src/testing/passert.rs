@@ -4,15 +4,15 @@ use crate::coders::Element;
 use crate::do_fn::{DoFn, ProcessContext};
 use crate::error::UserResult;
 use crate::kv::KV;
-use crate::pane::PaneInfo;
+use crate::pane::{PaneInfo, Timing};
 use crate::pipeline::{PCollection, PCollectionList, PTransform};
 use crate::time::MIN_TIMESTAMP;
 use crate::transforms::flatten::Flatten;
 use crate::transforms::group_by_key::GroupByKey;
 use crate::transforms::impulse::Impulse;
-use crate::transforms::map::Map;
 use crate::transforms::par_do::ParDo;
 use crate::transforms::window_into::Window as WindowInto;
+use crate::trigger::Never;
 use crate::window::Window;
 use crate::window_fn::GlobalWindows;
 use crate::windowed_value::WindowedValue;
@@ -27,8 +27,32 @@ type Check<T> = Arc<dyn Fn(Vec<T>) -> Result<(), String> + Send + Sync>;
 enum Scope {
     /// Everything, re-windowed into the global window.
     All,
-    /// One window.
-    Window(Window),
+    /// One window, all panes or some.
+    Window(Window, PaneFilter),
+}
+
+/// Which panes of a window an assertion looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PaneFilter {
+    All,
+    OnTime,
+    Final,
+    Early,
+    Late,
+    NonLate,
+}
+
+impl PaneFilter {
+    fn accepts(self, pane: &PaneInfo) -> bool {
+        match self {
+            PaneFilter::All => true,
+            PaneFilter::OnTime => pane.timing == Timing::OnTime,
+            PaneFilter::Final => pane.is_last,
+            PaneFilter::Early => pane.timing == Timing::Early,
+            PaneFilter::Late => pane.timing == Timing::Late,
+            PaneFilter::NonLate => pane.timing != Timing::Late,
+        }
+    }
 }
 
 /// Asserts on all elements of a PCollection: `assert_that(&pc).contains_in_any_order(vec![..])`.
@@ -71,7 +95,32 @@ fn diff<T: PartialEq + Clone>(expected: &[T], actual: &[T]) -> (Vec<T>, Vec<T>) 
 impl<T: Element> IterableAssert<T> {
     /// Restricts the assertion to the elements of `window`.
     pub fn in_window(self, window: Window) -> Self {
-        IterableAssert { scope: Scope::Window(window), ..self }
+        IterableAssert { scope: Scope::Window(window, PaneFilter::All), ..self }
+    }
+
+    /// Restricts the assertion to the on-time pane of `window`.
+    pub fn in_on_time_pane(self, window: Window) -> Self {
+        IterableAssert { scope: Scope::Window(window, PaneFilter::OnTime), ..self }
+    }
+
+    /// Restricts the assertion to the final pane of `window`.
+    pub fn in_final_pane(self, window: Window) -> Self {
+        IterableAssert { scope: Scope::Window(window, PaneFilter::Final), ..self }
+    }
+
+    /// Restricts the assertion to the early panes of `window`, combined.
+    pub fn in_early_panes(self, window: Window) -> Self {
+        IterableAssert { scope: Scope::Window(window, PaneFilter::Early), ..self }
+    }
+
+    /// Restricts the assertion to the late panes of `window`, combined.
+    pub fn in_late_panes(self, window: Window) -> Self {
+        IterableAssert { scope: Scope::Window(window, PaneFilter::Late), ..self }
+    }
+
+    /// Restricts the assertion to the early and on-time panes of `window`, combined.
+    pub fn in_combined_non_late_panes(self, window: Window) -> Self {
+        IterableAssert { scope: Scope::Window(window, PaneFilter::NonLate), ..self }
     }
 
     /// Restricts the assertion to the global window (without re-windowing).
@@ -184,7 +233,7 @@ struct MarkerFn<T> {
 
 impl<T: Element> DoFn for MarkerFn<T> {
     type In = Vec<u8>;
-    type Out = KV<(), Option<T>>;
+    type Out = KV<(), Option<(T, PaneInfo)>>;
     fn process(&mut self, _: Vec<u8>, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
         let timestamp = match self.window {
             Window::Global => MIN_TIMESTAMP,
@@ -202,23 +251,39 @@ impl<T: Element> DoFn for MarkerFn<T> {
 
 struct CheckFn<T> {
     window: Window,
+    panes: PaneFilter,
     check: Check<T>,
 }
 
 impl<T> Clone for CheckFn<T> {
     fn clone(&self) -> Self {
-        CheckFn { window: self.window, check: self.check.clone() }
+        CheckFn { window: self.window, panes: self.panes, check: self.check.clone() }
+    }
+}
+
+/// Pairs each element with the pane it came in, before the assertion regroups it.
+#[derive(Clone)]
+struct WrapFn<T>(PhantomData<fn(T)>);
+
+impl<T: Element> DoFn for WrapFn<T> {
+    type In = T;
+    type Out = KV<(), Option<(T, PaneInfo)>>;
+    fn process(&mut self, v: T, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
+        let pane = *ctx.pane();
+        ctx.output(KV::new((), Some((v, pane))));
+        Ok(())
     }
 }
 
 impl<T: Element> DoFn for CheckFn<T> {
-    type In = KV<(), Vec<Option<T>>>;
+    type In = KV<(), Vec<Option<(T, PaneInfo)>>>;
     type Out = ();
     fn process(&mut self, kv: Self::In, ctx: &mut ProcessContext<'_, ()>) -> UserResult {
         if *ctx.window() != self.window {
             return Ok(());
         }
-        let actual: Vec<T> = kv.value.into_iter().flatten().collect();
+        let panes = self.panes;
+        let actual: Vec<T> = kv.value.into_iter().flatten().filter(|(_, p)| panes.accepts(p)).map(|(v, _)| v).collect();
         (self.check)(actual).map_err(|m| format!("assertion failed in window {}:\n{m}", self.window).into())
     }
 }
@@ -227,18 +292,38 @@ impl<T: Element> PTransform<PCollection<T>> for AssertTransform<T> {
     type Output = PCollection<()>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
         let p = input.pipeline().clone();
-        let (windowed, window) = match self.scope {
-            Scope::All => (input.apply("RewindowGlobal", WindowInto::into(GlobalWindows)), Window::Global),
-            Scope::Window(w) => (input, w),
+        // The contents are regrouped with a trigger that fires once, when the window expires,
+        // so an assertion sees every pane, in batch and in streaming.
+        let lateness = std::time::Duration::from_millis(input.windowing_strategy().allowed_lateness_ms.max(0) as u64);
+        let (windowed, window, panes) = match self.scope {
+            Scope::All => (
+                input.apply(
+                    "RewindowGlobal",
+                    WindowInto::into(GlobalWindows).triggering(Never::ever()).discarding_fired_panes(),
+                ),
+                Window::Global,
+                PaneFilter::All,
+            ),
+            Scope::Window(w, panes) => (
+                input.apply(
+                    "Retrigger",
+                    WindowInto::configure()
+                        .triggering(Never::ever())
+                        .discarding_fired_panes()
+                        .with_allowed_lateness(lateness),
+                ),
+                w,
+                panes,
+            ),
         };
-        let actual = windowed.apply("Wrap", Map::new(|v: T| KV::new((), Some(v))));
+        let actual = windowed.apply("Wrap", ParDo::of(WrapFn::<T>(PhantomData)));
         let marker =
             p.begin().apply("Impulse", Impulse).apply("Marker", ParDo::of(MarkerFn::<T> { window, _t: PhantomData }));
-        marker.set_windowing(windowed.windowing_strategy());
+        marker.set_windowing(actual.windowing_strategy());
         PCollectionList::of(&p, vec![actual, marker])
             .apply("Flatten", Flatten::pcollections())
             .apply("GroupAll", GroupByKey::create())
-            .apply("Check", ParDo::of(CheckFn { window, check: self.check }))
+            .apply("Check", ParDo::of(CheckFn { window, panes, check: self.check }))
     }
 }
 
