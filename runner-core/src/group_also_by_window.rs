@@ -38,6 +38,9 @@ pub struct WindowState {
     pub values: Vec<u8>,
     /// Number of values buffered (or added to the accumulator) since the last clear.
     pub count: usize,
+    /// Number of values added since the last firing: whether the next pane is non-empty (in
+    /// accumulating mode the buffer also holds earlier panes' values).
+    pub added_since_fire: usize,
     /// The element hold: the timestamp the next pane will carry.
     pub hold: Option<Timestamp>,
     trigger: TriggerState,
@@ -267,6 +270,7 @@ impl GroupAlsoByWindow {
             }
         }
         out.count = states.iter().map(|s| s.count).sum();
+        out.added_since_fire = states.iter().map(|s| s.added_since_fire).sum();
         out.hold = states.iter().filter_map(|s| s.hold).reduce(|a, b| match self.strategy.timestamp_combiner {
             TimestampCombiner::Earliest => a.min(b),
             TimestampCombiner::Latest => a.max(b),
@@ -291,7 +295,7 @@ impl GroupAlsoByWindow {
         if let Some(h) = state.hold {
             self.holds.insert((h, key.to_vec(), window));
         }
-        state.pt_timer = self.machine.next_processing_time(&state.trigger);
+        state.pt_timer = self.machine.next_processing_time(&state.trigger, self.processing_time);
         if let Some(t) = state.pt_timer {
             self.processing_timers.insert((t, key.to_vec(), window));
         }
@@ -328,6 +332,7 @@ impl GroupAlsoByWindow {
             }
         }
         ws.count += idx.len();
+        ws.added_since_fire += idx.len();
         // Element holds (spec §4.2): at the (shifted) element time for EARLIEST/LATEST, at the
         // end of the window otherwise; none for data already behind the output watermark.
         let old_hold = ws.hold;
@@ -346,7 +351,7 @@ impl GroupAlsoByWindow {
             });
         }
         self.machine.on_elements(&mut ws.trigger, idx.len() as i64, &ctx);
-        let pt = self.machine.next_processing_time(&ws.trigger);
+        let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
         let old_pt = std::mem::replace(&mut ws.pt_timer, pt);
         let new_hold = ws.hold;
         if old_hold != new_hold {
@@ -415,7 +420,8 @@ impl GroupAlsoByWindow {
         } else {
             Timing::OnTime
         };
-        let non_empty = ws.count > 0;
+        let non_empty = ws.added_since_fire > 0;
+        ws.added_since_fire = 0;
         let needed = non_empty
             || (timing == Timing::OnTime && strategy.on_time_behavior == OnTimeBehavior::FireAlways)
             || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
@@ -502,7 +508,7 @@ impl GroupAlsoByWindow {
             if ws.closed {
                 return;
             }
-            let pt = self.machine.next_processing_time(&ws.trigger);
+            let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
             if pt != ws.pt_timer {
                 if let Some(t) = ws.pt_timer {
                     self.processing_timers.remove(&(t, key.to_vec(), window));

@@ -294,11 +294,13 @@ impl TriggerMachine {
         out
     }
 
-    /// The earliest processing-time target the trigger waits for, if any.
-    pub fn next_processing_time(&self, s: &TriggerState) -> Option<Timestamp> {
+    /// The earliest processing-time target at or after `now` that the trigger waits for. Targets
+    /// already passed need no timer: they are satisfied whenever the trigger is next evaluated.
+    pub fn next_processing_time(&self, s: &TriggerState, now: Timestamp) -> Option<Timestamp> {
         (0..self.nodes.len())
             .filter(|&i| !s.finished[i] && matches!(self.nodes[i], Kind::ProcessingTime { .. }))
             .filter_map(|i| s.targets[i])
+            .filter(|&t| t >= now)
             .min()
     }
 }
@@ -383,7 +385,8 @@ mod tests {
         let m = TriggerMachine::new(&t);
         let mut s = m.new_state();
         m.on_elements(&mut s, 1, &ctx(0, 13));
-        assert_eq!(m.next_processing_time(&s), Some(20));
+        assert_eq!(m.next_processing_time(&s, 13), Some(20));
+        assert_eq!(m.next_processing_time(&s, 21), None);
         assert!(!m.should_fire(&s, &ctx(0, 19)));
         assert!(m.should_fire(&s, &ctx(0, 20)));
     }

@@ -208,7 +208,11 @@ impl<'a> Executor<'a> {
         if !pending.is_empty() {
             progressed = true;
             let in_ops = self.ops(step.inputs[0]);
-            pending = self.rebundle(pending, &*in_ops);
+            // A TestStream's bundles stay whole: element-count triggers depend on them, as in
+            // Beam's DirectRunner.
+            if !self.plan.has_test_stream() {
+                pending = self.rebundle(pending, &*in_ops);
+            }
             self.shuffle(&mut pending, &*in_ops);
         }
         for bundle in pending {

@@ -50,6 +50,11 @@ impl<T: Element> TestStream<T> {
         self
     }
 
+    /// A copy of this stream's events (to play the same stream into several branches).
+    pub fn clone_events(&self) -> Self {
+        TestStream { events: self.events.clone(), _t: PhantomData }
+    }
+
     /// Advances the watermark to infinity: no more data.
     pub fn advance_watermark_to_infinity(self) -> Self {
         self.advance_watermark_to(MAX_TIMESTAMP)
