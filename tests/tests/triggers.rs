@@ -52,7 +52,9 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
-fn early_then_on_time(accumulating: bool) -> (TestStream<KV<String, i64>>, Window<KV<String, i64>>) {
+type Kvs = KV<String, i64>;
+
+fn early_then_on_time(accumulating: bool) -> (TestStream<Kvs>, Window<Kvs>) {
     let stream = TestStream::create()
         .add_elements(vec![tv(1, 1), tv(2, 2)])
         .advance_processing_time(ms(6))
