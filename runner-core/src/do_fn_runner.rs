@@ -4,7 +4,7 @@ use crate::metrics::MetricsContainerImpl;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
-use weir_sdk::kernel::{Batch, CollectionOps, ErasedDoFn};
+use weir_sdk::kernel::{Batch, CollectionOps, ErasedDoFn, SideInputReader};
 use weir_sdk::metrics::scoped_container;
 use weir_sdk::{Error, Result, UserError};
 
@@ -56,6 +56,11 @@ impl DoFnRunner {
         }
     }
 
+    /// One empty batch per output (the result of a bundle with nothing to process).
+    pub fn empty_outputs(&self) -> Vec<Batch> {
+        self.outputs.iter().map(|o| o.empty()).collect()
+    }
+
     /// The step name.
     pub fn step(&self) -> &str {
         &self.step
@@ -66,16 +71,21 @@ impl DoFnRunner {
     /// outputs are discarded, the instance is torn down, and the error names the step.
     ///
     /// User code runs with `metrics` bound as the current metrics container.
-    pub fn process_bundle(&mut self, inputs: Vec<Batch>, metrics: &Arc<MetricsContainerImpl>) -> Result<Vec<Batch>> {
+    pub fn process_bundle(
+        &mut self,
+        inputs: Vec<Batch>,
+        sides: &dyn SideInputReader,
+        metrics: &Arc<MetricsContainerImpl>,
+    ) -> Result<Vec<Batch>> {
         let _scope = scoped_container(metrics.clone());
-        let result = self.try_bundle(inputs);
+        let result = self.try_bundle(inputs, sides);
         if result.is_err() {
             self.teardown();
         }
         result
     }
 
-    fn try_bundle(&mut self, inputs: Vec<Batch>) -> Result<Vec<Batch>> {
+    fn try_bundle(&mut self, inputs: Vec<Batch>, sides: &dyn SideInputReader) -> Result<Vec<Batch>> {
         if self.state == Lifecycle::TornDown {
             return Err(Error::Internal {
                 component: "DoFnRunner".into(),
@@ -91,7 +101,7 @@ impl DoFnRunner {
         let mut outputs: Vec<Batch> = self.outputs.iter().map(|o| o.empty()).collect();
         guarded(&step, "start_bundle", || self.instance.start_bundle())?;
         for input in inputs {
-            guarded(&step, "process", || self.instance.process_batch(input, &mut outputs))?;
+            guarded(&step, "process", || self.instance.process_batch(input, &mut outputs, sides))?;
         }
         guarded(&step, "finish_bundle", || self.instance.finish_bundle(&mut outputs))?;
         Ok(outputs)

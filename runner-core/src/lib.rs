@@ -15,6 +15,7 @@ pub mod group_also_by_window;
 pub mod job;
 pub mod metrics;
 pub mod operator;
+pub mod side_inputs;
 pub mod translate;
 pub mod trigger;
 pub mod watermark;

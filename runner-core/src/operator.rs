@@ -9,9 +9,10 @@
 use crate::do_fn_runner::DoFnRunner;
 use crate::group_also_by_window::{DropCounts, GroupAlsoByWindow, Values};
 use crate::metrics::MetricsContainerImpl;
+use crate::side_inputs::SideInputs;
 use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
-use weir_sdk::kernel::{AssignKernel, Batch};
+use weir_sdk::kernel::{AssignKernel, Batch, CollectionOps, NoSideInputs};
 use weir_sdk::metrics::scoped_container;
 use weir_sdk::time::Timestamp;
 use weir_sdk::Result;
@@ -44,25 +45,83 @@ pub trait Operator: Send {
     fn dropped(&self) -> DropCounts {
         DropCounts::default()
     }
+    /// Receives a bundle of side input `index`.
+    fn process_side(&mut self, _index: usize, _input: Batch) -> Result<()> {
+        Ok(())
+    }
+    /// Moves the watermark of side input `index`.
+    fn advance_side(&mut self, _index: usize, _watermark: Timestamp) {}
     /// Releases resources (DoFn teardown).
     fn finish(&mut self) {}
 }
 
-/// A stateless ParDo.
+/// A stateless ParDo. With side inputs, elements whose side windows are not ready yet are
+/// pushed back, hold the output watermark, and are retried as side data and watermarks arrive.
 pub struct ParDoOperator {
     runner: DoFnRunner,
+    sides: SideInputs,
+    input_ops: Arc<dyn CollectionOps>,
+    pushed_back: Vec<Batch>,
 }
 
 impl ParDoOperator {
     /// The ParDo `node`.
     pub fn new(node: &TransformNode, payload: &ParDoPayload, graph: &PipelineGraph) -> Self {
-        ParDoOperator { runner: DoFnRunner::new(node, payload, graph) }
+        ParDoOperator {
+            runner: DoFnRunner::new(node, payload, graph),
+            sides: SideInputs::new(&payload.side_inputs, graph),
+            input_ops: graph.pcollection(node.inputs[0]).ops.clone(),
+            pushed_back: Vec::new(),
+        }
+    }
+
+    /// Runs the ready part of `input` and keeps the rest.
+    fn run_ready(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        if self.sides.is_empty() {
+            return self.runner.process_bundle(vec![input], &NoSideInputs, ctx.metrics);
+        }
+        let mut failure = None;
+        let sides = &self.sides;
+        let (ready, waiting) = self.input_ops.partition_by_window(input, &mut |w| match sides.is_ready(w) {
+            Ok(r) => r,
+            Err(e) => {
+                failure.get_or_insert(e.to_string());
+                true
+            }
+        });
+        if let Some(message) = failure {
+            return Err(weir_sdk::Error::execution(self.runner.step(), message));
+        }
+        if self.input_ops.len(&waiting) > 0 {
+            self.pushed_back.push(waiting);
+        }
+        if self.input_ops.len(&ready) == 0 {
+            return Ok(self.runner.empty_outputs());
+        }
+        self.runner.process_bundle(vec![ready], &self.sides, ctx.metrics)
     }
 }
 
 impl Operator for ParDoOperator {
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        self.runner.process_bundle(vec![input], ctx.metrics)
+        self.run_ready(input, ctx)
+    }
+    fn process_side(&mut self, index: usize, input: Batch) -> Result<()> {
+        self.sides.add(index, input);
+        Ok(())
+    }
+    fn advance_side(&mut self, index: usize, watermark: Timestamp) {
+        self.sides.set_watermark(index, watermark);
+    }
+    fn advance(&mut self, _input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        if self.pushed_back.is_empty() {
+            return Ok(Vec::new());
+        }
+        let waiting = self.input_ops.concat(std::mem::take(&mut self.pushed_back));
+        self.run_ready(waiting, ctx)
+    }
+    fn hold(&self) -> Option<Timestamp> {
+        self.pushed_back.iter().filter_map(|b| self.input_ops.min_timestamp(b)).min()
     }
     fn finish(&mut self) {
         self.runner.teardown();

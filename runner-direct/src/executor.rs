@@ -52,6 +52,7 @@ struct Runtime {
     root: Option<Root>,
     wm: Watermarks,
     pending: Vec<Batch>,
+    side_pending: Vec<(usize, Batch)>,
 }
 
 /// Processing time: the wall clock, or a test clock moved only by TestStream events.
@@ -79,8 +80,9 @@ struct Executor<'a> {
     clock: Clock,
     /// Step index producing each PCollection.
     producer: HashMap<PCollectionId, usize>,
-    /// Consuming step indexes of each PCollection (once per input slot).
-    consumers: HashMap<PCollectionId, Vec<usize>>,
+    /// Consumers of each PCollection (once per input slot): step index and side-input index
+    /// (`None` for a main input).
+    consumers: HashMap<PCollectionId, Vec<(usize, Option<usize>)>>,
     steps: Vec<Runtime>,
 }
 
@@ -110,14 +112,17 @@ impl<'a> Executor<'a> {
         job: &'a Job,
     ) -> Result<Self> {
         let mut producer = HashMap::new();
-        let mut consumers: HashMap<PCollectionId, Vec<usize>> = HashMap::new();
+        let mut consumers: HashMap<PCollectionId, Vec<(usize, Option<usize>)>> = HashMap::new();
         let mut steps = Vec::with_capacity(plan.steps.len());
         for (i, step) in plan.steps.iter().enumerate() {
             for &o in &step.outputs {
                 producer.insert(o, i);
             }
             for &input in &step.inputs {
-                consumers.entry(input).or_default().push(i);
+                consumers.entry(input).or_default().push((i, None));
+            }
+            for (k, &side) in step.side_inputs.iter().enumerate() {
+                consumers.entry(side).or_default().push((i, Some(k)));
             }
             let node = graph.node(step.node);
             let (op, root): (Option<Box<dyn Operator>>, Option<Root>) = match &step.kind {
@@ -137,7 +142,7 @@ impl<'a> Executor<'a> {
                 StepKind::Flatten => (Some(Box::new(FlattenOperator)), None),
                 StepKind::WindowInto(k) => (Some(Box::new(AssignOperator::new(node, k.clone()))), None),
             };
-            steps.push(Runtime { op, root, wm: Watermarks::new(), pending: Vec::new() });
+            steps.push(Runtime { op, root, wm: Watermarks::new(), pending: Vec::new(), side_pending: Vec::new() });
         }
         let clock = if plan.has_test_stream() { Clock::Test(0) } else { Clock::Wall };
         Ok(Executor {
@@ -167,7 +172,7 @@ impl<'a> Executor<'a> {
             for i in 0..self.plan.steps.len() {
                 progressed |= self.run_step(i)?;
             }
-            if self.steps.iter().all(|s| s.wm.is_done() && s.pending.is_empty()) {
+            if self.steps.iter().all(|s| s.wm.is_done() && s.pending.is_empty() && s.side_pending.is_empty()) {
                 return Ok(());
             }
             if !progressed {
@@ -202,6 +207,19 @@ impl<'a> Executor<'a> {
             self.emit(i, 0, bundles)?;
             self.steps[i].wm.advance(watermark, None, None);
             return Ok(progressed);
+        }
+        // Side inputs first (data, then watermarks), so main input sees everything ready.
+        for (k, b) in std::mem::take(&mut self.steps[i].side_pending) {
+            progressed = true;
+            if let Some(op) = self.steps[i].op.as_mut() {
+                op.process_side(k, b)?;
+            }
+        }
+        for (k, pc) in step.side_inputs.iter().enumerate() {
+            let wm = self.steps[self.producer[pc]].wm.output();
+            if let Some(op) = self.steps[i].op.as_mut() {
+                op.advance_side(k, wm);
+            }
         }
         // Process pending bundles at the current input watermark, then move the watermark.
         let mut pending = std::mem::take(&mut self.steps[i].pending);
@@ -270,13 +288,16 @@ impl<'a> Executor<'a> {
         }
         let consumers = self.consumers.get(&pc).cloned().unwrap_or_default();
         let mut bundles = Some(bundles);
-        for (n, c) in consumers.iter().enumerate() {
+        for (n, (c, side)) in consumers.iter().enumerate() {
             let copy = if n + 1 == consumers.len() {
                 bundles.take().unwrap_or_default()
             } else {
                 bundles.as_ref().map(|bs| bs.iter().map(|b| ops.clone_batch(b)).collect()).unwrap_or_default()
             };
-            self.steps[*c].pending.extend(copy);
+            match side {
+                None => self.steps[*c].pending.extend(copy),
+                Some(k) => self.steps[*c].side_pending.extend(copy.into_iter().map(|b| (*k, b))),
+            }
         }
         Ok(())
     }

@@ -2,9 +2,10 @@
 
 use crate::coders::Element;
 use crate::error::{UserError, UserResult};
-use crate::kernel::{Batch, ErasedDoFn};
+use crate::kernel::{Batch, ErasedDoFn, SideInputReader};
 use crate::pane::PaneInfo;
 use crate::time::Timestamp;
+use crate::view::{PCollectionView, ViewValue};
 use crate::window::Window;
 use crate::windowed_value::WindowedValue;
 use std::marker::PhantomData;
@@ -104,6 +105,7 @@ impl<O> Outputs<'_, O> {
 /// What `DoFn::process` sees besides the element: its timestamp, window and pane, and the
 /// outputs.
 pub struct ProcessContext<'a, O> {
+    pub(crate) sides: &'a dyn SideInputReader,
     pub(crate) timestamp: Timestamp,
     pub(crate) window: Window,
     pub(crate) pane: PaneInfo,
@@ -123,6 +125,14 @@ impl<O: Element> ProcessContext<'_, O> {
     /// The pane that produced the element.
     pub fn pane(&self) -> &PaneInfo {
         &self.pane
+    }
+
+    /// The value of a side input declared with [`crate::ParDo::with_side_inputs`], for this
+    /// element's window. Fails as Beam does for an empty or multi-valued singleton without a
+    /// default, or duplicate keys of a map view.
+    pub fn side_input<V: ViewValue>(&self, view: &PCollectionView<V>) -> Result<V::Output, UserError> {
+        let any = self.sides.get(view.id(), &self.window)?;
+        V::from_any(any)
     }
     /// Outputs `value` with the input's timestamp, window and pane.
     #[inline]
@@ -220,11 +230,12 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
     fn start_bundle(&mut self) -> UserResult {
         self.fn_.start_bundle()
     }
-    fn process_batch(&mut self, input: Batch, outputs: &mut [Batch]) -> UserResult {
+    fn process_batch(&mut self, input: Batch, outputs: &mut [Batch], sides: &dyn SideInputReader) -> UserResult {
         let input = crate::kernel::downcast_batch::<F::In>(input)?;
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;
         let skew = self.fn_.allowed_timestamp_skew_millis();
         let mut ctx = ProcessContext {
+            sides,
             timestamp: 0,
             window: Window::Global,
             pane: PaneInfo::NO_FIRING,

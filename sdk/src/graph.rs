@@ -35,6 +35,8 @@ pub struct ParDoPayload {
     pub fn_name: &'static str,
     /// Output tag ids, main output first, in the order of the node's outputs.
     pub output_tags: Vec<String>,
+    /// Side inputs, in the order of the node's `side_inputs`.
+    pub side_inputs: Vec<crate::kernel::SideInputSpec>,
 }
 
 /// What a Read carries.
@@ -103,6 +105,8 @@ pub struct TransformNode {
     pub payload: Payload,
     /// Main inputs.
     pub inputs: Vec<PCollectionId>,
+    /// Side inputs (read whole per window, not element by element).
+    pub side_inputs: Vec<PCollectionId>,
     /// Outputs.
     pub outputs: Vec<PCollectionId>,
     /// Whether this is a composite (it has parts) rather than a primitive.
@@ -158,6 +162,7 @@ impl PipelineGraph {
             urn: crate::urns::COMPOSITE,
             payload: Payload::None,
             inputs: vec![],
+            side_inputs: vec![],
             outputs: vec![],
             is_composite: true,
         };
@@ -189,6 +194,7 @@ impl PipelineGraph {
             urn: crate::urns::COMPOSITE,
             payload: Payload::None,
             inputs,
+            side_inputs: vec![],
             outputs: vec![],
             is_composite: true,
         });
@@ -211,7 +217,9 @@ impl PipelineGraph {
         node.is_composite = false;
         let idx = self.dag.add_node(id);
         self.dag_index[id] = Some(idx);
-        for &input in &self.nodes[id].inputs.clone() {
+        let node = &self.nodes[id];
+        let all: Vec<PCollectionId> = node.inputs.iter().chain(&node.side_inputs).copied().collect();
+        for &input in &all {
             let producer = self.pcollections[input].producer;
             if let Some(pidx) = self.dag_index[producer] {
                 self.dag.add_edge(pidx, idx, input);
@@ -228,9 +236,13 @@ impl PipelineGraph {
         }
     }
 
-    /// The primitive transforms that consume `pc` as a main input.
+    /// The primitive transforms that consume `pc` as a main or side input.
     pub fn consumers(&self, pc: PCollectionId) -> Vec<NodeId> {
-        self.nodes.iter().filter(|n| !n.is_composite && n.inputs.contains(&pc)).map(|n| n.id).collect()
+        self.nodes
+            .iter()
+            .filter(|n| !n.is_composite && (n.inputs.contains(&pc) || n.side_inputs.contains(&pc)))
+            .map(|n| n.id)
+            .collect()
     }
 
     /// Nodes of the subtree under `id` (inclusive), in application order.

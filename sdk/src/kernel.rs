@@ -48,6 +48,13 @@ pub trait CollectionOps: Send + Sync {
     fn check_encodable(&self, b: &Batch) -> Result<(), CoderError>;
     /// Renders up to `limit` elements for messages.
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String>;
+    /// The earliest element timestamp of a batch.
+    fn min_timestamp(&self, b: &Batch) -> Option<Timestamp>;
+    /// Splits a batch by window: each window with its elements and the highest pane index among
+    /// them.
+    fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)>;
+    /// Splits a batch into the elements whose window `keep` accepts and the others.
+    fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch);
 }
 
 /// [`CollectionOps`] for elements of type `T` with a given coder.
@@ -115,6 +122,63 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String> {
         as_vec::<T>(b).iter().take(limit).map(|wv| format!("{:?}", wv.value)).collect()
     }
+    fn min_timestamp(&self, b: &Batch) -> Option<Timestamp> {
+        as_vec::<T>(b).iter().map(|wv| wv.timestamp).min()
+    }
+    fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
+        let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
+        let mut groups: Vec<(Window, i64, Vec<WindowedValue<T>>)> = Vec::new();
+        for wv in v {
+            match groups.iter_mut().find(|g| g.0 == wv.window) {
+                Some(g) => {
+                    g.1 = g.1.max(wv.pane.index);
+                    g.2.push(wv);
+                }
+                None => groups.push((wv.window, wv.pane.index, vec![wv])),
+            }
+        }
+        groups.into_iter().map(|(w, p, v)| (w, p, Box::new(v) as Batch)).collect()
+    }
+    fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch) {
+        let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
+        let (yes, no): (Vec<_>, Vec<_>) = v.into_iter().partition(|wv| keep(&wv.window));
+        (Box::new(yes), Box::new(no))
+    }
+}
+
+/// Reads materialized side inputs for a DoFn (implemented by runner-core).
+pub trait SideInputReader {
+    /// The value of view `view_id` for a main-input element in `main_window`: the view built
+    /// from the side input's elements in the mapped side window.
+    fn get(&self, view_id: &str, main_window: &Window) -> Result<Arc<dyn Any + Send + Sync>, UserError>;
+}
+
+/// A [`SideInputReader`] for DoFns without side inputs.
+pub struct NoSideInputs;
+
+impl SideInputReader for NoSideInputs {
+    fn get(&self, view_id: &str, _: &Window) -> Result<Arc<dyn Any + Send + Sync>, UserError> {
+        Err(format!("side input '{view_id}' was not declared with ParDo::with_side_inputs").into())
+    }
+}
+
+/// Builds a view's value from the elements of one side window (typed by the SDK).
+pub trait ViewKernel: Send + Sync {
+    /// The view of `elements` (all the side input's elements in one window; possibly none).
+    fn build(&self, elements: Vec<Batch>) -> Result<Arc<dyn Any + Send + Sync>, UserError>;
+}
+
+/// A side input of a ParDo.
+#[derive(Clone)]
+pub struct SideInputSpec {
+    /// The view's id.
+    pub view_id: String,
+    /// The side input PCollection.
+    pub pcollection: usize,
+    /// Builds the view value.
+    pub kernel: Arc<dyn ViewKernel>,
+    /// Maps main-input windows to side-input windows.
+    pub window_fn: Arc<dyn crate::window_fn::WindowFn>,
 }
 
 /// A DoFn instance as a runner drives it. Built by [`crate::transforms::par_do`] for a typed
@@ -124,8 +188,14 @@ pub trait ErasedDoFn: Send {
     fn setup(&mut self) -> Result<(), UserError>;
     /// `DoFn::start_bundle`.
     fn start_bundle(&mut self) -> Result<(), UserError>;
-    /// Processes every element of `input`, appending to `outputs`.
-    fn process_batch(&mut self, input: Batch, outputs: &mut [Batch]) -> Result<(), UserError>;
+    /// Processes every element of `input`, appending to `outputs`; side inputs are read through
+    /// `sides`.
+    fn process_batch(
+        &mut self,
+        input: Batch,
+        outputs: &mut [Batch],
+        sides: &dyn SideInputReader,
+    ) -> Result<(), UserError>;
     /// `DoFn::finish_bundle`, appending to `outputs`.
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> Result<(), UserError>;
     /// `DoFn::teardown`.

@@ -44,6 +44,7 @@ pub mod time;
 pub mod transforms;
 pub mod trigger;
 pub mod urns;
+pub mod view;
 pub mod visitor;
 pub mod window;
 pub mod window_fn;
@@ -72,6 +73,7 @@ pub use transforms::partition::Partition;
 pub use transforms::reshuffle::Reshuffle;
 pub use transforms::to_string::ToString;
 pub use transforms::window_into::Window;
+pub use view::{PCollectionView, View};
 pub use windowed_value::{TimestampedValue, WindowedValue};
 
 /// Everything a pipeline author usually needs.

@@ -168,6 +168,14 @@ impl Pipeline {
         inner.graph.nodes[id].payload = Payload::Composite(payload);
     }
 
+    /// Declares side inputs of the transform being expanded (before `make_primitive`).
+    pub(crate) fn add_side_inputs(&self, ids: &[PCollectionId]) {
+        let mut inner = self.lock();
+        let id = *inner.scope.last().unwrap_or(&0);
+        inner.consumed.extend(ids.iter().copied());
+        inner.graph.nodes[id].side_inputs.extend_from_slice(ids);
+    }
+
     /// Turns the transform being expanded into a primitive with `urn` and `payload`.
     pub(crate) fn make_primitive(&self, urn: &'static str, payload: Payload) -> NodeId {
         let mut inner = self.lock();

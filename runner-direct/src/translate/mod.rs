@@ -37,6 +37,7 @@ pub(crate) struct Step {
     pub name: String,
     pub kind: StepKind,
     pub inputs: Vec<PCollectionId>,
+    pub side_inputs: Vec<PCollectionId>,
     pub outputs: Vec<PCollectionId>,
 }
 
@@ -53,6 +54,7 @@ impl Plan {
             name: node.full_name.clone(),
             kind,
             inputs: node.inputs.clone(),
+            side_inputs: node.side_inputs.clone(),
             outputs: node.outputs.clone(),
         });
     }

@@ -196,6 +196,18 @@ impl<F: CombineFn> CombineGlobally<F> {
     pub fn without_defaults(self) -> Self {
         CombineGlobally { with_defaults: false, ..self }
     }
+
+    /// Combines `input` and returns the result as a singleton side input whose empty windows
+    /// read as the combine's default (`extract_output(create_accumulator())`), in any windowing.
+    pub fn as_singleton_view(
+        self,
+        name: &str,
+        input: &PCollection<F::In>,
+    ) -> crate::view::PCollectionView<crate::view::Singleton<F::Out>> {
+        let default = self.fn_.extract_output(self.fn_.create_accumulator());
+        let combined = input.apply(name, self.without_defaults());
+        crate::view::View::as_singleton_with_default(&combined, default)
+    }
 }
 
 #[derive(Clone)]

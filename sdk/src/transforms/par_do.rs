@@ -3,7 +3,7 @@
 use crate::coders::Element;
 use crate::do_fn::{DoFn, DoFnKernel, TupleTag};
 use crate::graph::{Boundedness, NodeId, ParDoPayload, Payload};
-use crate::kernel::ErasedDoFn;
+use crate::kernel::{ErasedDoFn, SideInputSpec};
 use crate::pipeline::{output_boundedness, PCollection, PCollectionTuple, PTransform, Pipeline};
 use crate::window_fn::WindowingStrategy;
 use std::sync::{Arc, Mutex};
@@ -31,24 +31,33 @@ impl<T: Element> From<&TupleTag<T>> for ErasedTupleTag {
 /// Applies a [`DoFn`] to every element: `pc.apply("Parse", ParDo::of(ParseFn))`.
 pub struct ParDo<F> {
     fn_: F,
+    side_inputs: Vec<SideInputSpec>,
 }
 
 impl<F: DoFn> ParDo<F> {
     /// A ParDo running `fn_`.
     pub fn of(fn_: F) -> Self {
-        ParDo { fn_ }
+        ParDo { fn_, side_inputs: Vec::new() }
+    }
+
+    /// Declares side inputs the DoFn reads with `ProcessContext::side_input`. An element waits
+    /// until the side inputs' windows it maps to are ready.
+    pub fn with_side_inputs(mut self, views: Vec<SideInputSpec>) -> Self {
+        self.side_inputs.extend(views);
+        self
     }
 
     /// Declares additional outputs; the result is a [`PCollectionTuple`] holding the main output
     /// under `main` and each additional output under its tag.
     pub fn with_outputs(self, main: &TupleTag<F::Out>, additional: Vec<ErasedTupleTag>) -> ParDoMulti<F> {
-        ParDoMulti { fn_: self.fn_, main: main.id().to_string(), additional }
+        ParDoMulti { fn_: self.fn_, side_inputs: self.side_inputs, main: main.id().to_string(), additional }
     }
 }
 
 /// A ParDo with several outputs (built by [`ParDo::with_outputs`]).
 pub struct ParDoMulti<F> {
     fn_: F,
+    side_inputs: Vec<SideInputSpec>,
     main: String,
     additional: Vec<ErasedTupleTag>,
 }
@@ -65,10 +74,23 @@ fn factory<F: DoFn>(fn_: F, tag_ids: Vec<String>) -> crate::kernel::DoFnFactory 
 fn expand_par_do<F: DoFn>(
     fn_: F,
     input: &PCollection<F::In>,
+    side_inputs: Vec<SideInputSpec>,
     main: String,
     additional: Vec<ErasedTupleTag>,
 ) -> (PCollection<F::Out>, PCollectionTuple) {
     let p = input.pipeline().clone();
+    for s in &side_inputs {
+        if s.window_fn.is_merging() {
+            p.record_error(
+                &p.current_step(),
+                format!(
+                    "side input '{}' is windowed by merging windows ({:?}), which cannot map to side input windows",
+                    s.view_id, s.window_fn
+                ),
+            );
+        }
+    }
+    p.add_side_inputs(&side_inputs.iter().map(|s| s.pcollection).collect::<Vec<_>>());
     let additional_ids: Vec<String> = additional.iter().map(|t| t.id.clone()).collect();
     let mut seen = std::collections::HashSet::new();
     for id in std::iter::once(&main).chain(&additional_ids) {
@@ -82,6 +104,7 @@ fn expand_par_do<F: DoFn>(
             factory: factory(fn_, additional_ids.clone()),
             fn_name: std::any::type_name::<F>(),
             output_tags: std::iter::once(main.clone()).chain(additional_ids.iter().cloned()).collect(),
+            side_inputs,
         }),
     );
     let b = output_boundedness(&p, &[input.id()]);
@@ -99,13 +122,13 @@ fn expand_par_do<F: DoFn>(
 impl<F: DoFn> PTransform<PCollection<F::In>> for ParDo<F> {
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<F::In>) -> Self::Output {
-        expand_par_do(self.fn_, &input, MAIN_TAG.to_string(), vec![]).0
+        expand_par_do(self.fn_, &input, self.side_inputs, MAIN_TAG.to_string(), vec![]).0
     }
 }
 
 impl<F: DoFn> PTransform<PCollection<F::In>> for ParDoMulti<F> {
     type Output = PCollectionTuple;
     fn expand(self, input: PCollection<F::In>) -> Self::Output {
-        expand_par_do(self.fn_, &input, self.main, self.additional).1
+        expand_par_do(self.fn_, &input, self.side_inputs, self.main, self.additional).1
     }
 }

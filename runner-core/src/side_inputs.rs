@@ -1,0 +1,94 @@
+//! Side inputs: materialized per window, mapped from main-input windows, and ready when data
+//! for the side window arrived or the side watermark passed it (spec §6.2, §6.3).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use weir_sdk::graph::PipelineGraph;
+use weir_sdk::kernel::{Batch, CollectionOps, SideInputReader, SideInputSpec};
+use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::window::Window;
+use weir_sdk::UserError;
+
+type Built = Arc<dyn Any + Send + Sync>;
+
+/// The side inputs of one ParDo.
+pub struct SideInputs {
+    specs: Vec<SideInputSpec>,
+    ops: Vec<Arc<dyn CollectionOps>>,
+    /// Per side input: per side window, the latest pane index seen and that pane's elements.
+    data: Vec<HashMap<Window, (i64, Vec<Batch>)>>,
+    watermarks: Vec<Timestamp>,
+    cache: Mutex<HashMap<(usize, Window), Built>>,
+}
+
+impl SideInputs {
+    /// Side inputs described by `specs`.
+    pub fn new(specs: &[SideInputSpec], graph: &PipelineGraph) -> Self {
+        SideInputs {
+            ops: specs.iter().map(|s| graph.pcollection(s.pcollection).ops.clone()).collect(),
+            data: specs.iter().map(|_| HashMap::new()).collect(),
+            watermarks: vec![MIN_TIMESTAMP; specs.len()],
+            specs: specs.to_vec(),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.specs.is_empty()
+    }
+
+    /// Adds side-input data. A window shows its latest pane: elements of a later pane replace
+    /// the earlier pane's (triggered side inputs), elements of the same pane accumulate.
+    pub fn add(&mut self, index: usize, batch: Batch) {
+        let cache = self.cache.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (window, pane, b) in self.ops[index].group_by_window(batch) {
+            cache.remove(&(index, window));
+            let entry = self.data[index].entry(window).or_insert((pane, Vec::new()));
+            if pane > entry.0 {
+                *entry = (pane, vec![b]);
+            } else if pane == entry.0 {
+                entry.1.push(b);
+            }
+        }
+    }
+
+    /// Moves a side input's watermark.
+    pub fn set_watermark(&mut self, index: usize, watermark: Timestamp) {
+        self.watermarks[index] = self.watermarks[index].max(watermark);
+    }
+
+    /// Whether every side window that `main` maps to is ready.
+    pub fn is_ready(&self, main: &Window) -> Result<bool, UserError> {
+        for (i, spec) in self.specs.iter().enumerate() {
+            let side = spec.window_fn.side_input_window(main)?;
+            if !self.data[i].contains_key(&side) && self.watermarks[i] <= side.max_timestamp() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl SideInputReader for SideInputs {
+    fn get(&self, view_id: &str, main: &Window) -> Result<Built, UserError> {
+        let i = self
+            .specs
+            .iter()
+            .position(|s| s.view_id == view_id)
+            .ok_or_else(|| format!("side input '{view_id}' was not declared with ParDo::with_side_inputs"))?;
+        let side = self.specs[i].window_fn.side_input_window(main)?;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = cache.get(&(i, side)) {
+            return Ok(v.clone());
+        }
+        let batches = self.data[i]
+            .get(&side)
+            .map(|(_, bs)| bs.iter().map(|b| self.ops[i].clone_batch(b)).collect())
+            .unwrap_or_default();
+        let built = self.specs[i].kernel.build(batches)?;
+        cache.insert((i, side), built.clone());
+        Ok(built)
+    }
+}
