@@ -77,15 +77,34 @@ impl DoFnRunner {
         sides: &dyn SideInputReader,
         metrics: &Arc<MetricsContainerImpl>,
     ) -> Result<Vec<Batch>> {
+        self.bundle(metrics, |step, instance, outputs| {
+            for input in inputs {
+                guarded(step, "process", || instance.process_batch(input, outputs, sides))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Runs `body` between `start_bundle` and `finish_bundle` of this instance (setting it up
+    /// first if needed). `body` gets the step name, the instance and the output buffers, and
+    /// calls user code through [`guarded`].
+    pub fn bundle(
+        &mut self,
+        metrics: &Arc<MetricsContainerImpl>,
+        body: impl FnOnce(&str, &mut dyn ErasedDoFn, &mut [Batch]) -> Result<()>,
+    ) -> Result<Vec<Batch>> {
         let _scope = scoped_container(metrics.clone());
-        let result = self.try_bundle(inputs, sides);
+        let result = self.try_bundle(body);
         if result.is_err() {
             self.teardown();
         }
         result
     }
 
-    fn try_bundle(&mut self, inputs: Vec<Batch>, sides: &dyn SideInputReader) -> Result<Vec<Batch>> {
+    fn try_bundle(
+        &mut self,
+        body: impl FnOnce(&str, &mut dyn ErasedDoFn, &mut [Batch]) -> Result<()>,
+    ) -> Result<Vec<Batch>> {
         if self.state == Lifecycle::TornDown {
             return Err(Error::Internal {
                 component: "DoFnRunner".into(),
@@ -100,9 +119,7 @@ impl DoFnRunner {
         }
         let mut outputs: Vec<Batch> = self.outputs.iter().map(|o| o.empty()).collect();
         guarded(&step, "start_bundle", || self.instance.start_bundle())?;
-        for input in inputs {
-            guarded(&step, "process", || self.instance.process_batch(input, &mut outputs, sides))?;
-        }
+        body(&step, self.instance.as_mut(), &mut outputs)?;
         guarded(&step, "finish_bundle", || self.instance.finish_bundle(&mut outputs))?;
         Ok(outputs)
     }

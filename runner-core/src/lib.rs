@@ -16,6 +16,7 @@ pub mod job;
 pub mod metrics;
 pub mod operator;
 pub mod side_inputs;
+pub mod stateful;
 pub mod translate;
 pub mod trigger;
 pub mod watermark;

@@ -9,7 +9,7 @@
 use crate::do_fn_runner::DoFnRunner;
 use crate::group_also_by_window::{DropCounts, GroupAlsoByWindow, Values};
 use crate::metrics::MetricsContainerImpl;
-use crate::side_inputs::SideInputs;
+use crate::side_inputs::{Pushback, SideInputs};
 use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
 use weir_sdk::kernel::{AssignKernel, Batch, CollectionOps, NoSideInputs};
@@ -60,43 +60,32 @@ pub trait Operator: Send {
 pub struct ParDoOperator {
     runner: DoFnRunner,
     sides: SideInputs,
+    pushback: Pushback,
     input_ops: Arc<dyn CollectionOps>,
-    pushed_back: Vec<Batch>,
 }
 
 impl ParDoOperator {
     /// The ParDo `node`.
     pub fn new(node: &TransformNode, payload: &ParDoPayload, graph: &PipelineGraph) -> Self {
+        let ops = graph.pcollection(node.inputs[0]).ops.clone();
         ParDoOperator {
             runner: DoFnRunner::new(node, payload, graph),
             sides: SideInputs::new(&payload.side_inputs, graph),
-            input_ops: graph.pcollection(node.inputs[0]).ops.clone(),
-            pushed_back: Vec::new(),
+            pushback: Pushback::new(ops.clone()),
+            input_ops: ops,
         }
     }
 
-    /// Runs the ready part of `input` and keeps the rest.
-    fn run_ready(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        if self.sides.is_empty() {
-            return self.runner.process_bundle(vec![input], &NoSideInputs, ctx.metrics);
-        }
-        let mut failure = None;
-        let sides = &self.sides;
-        let (ready, waiting) = self.input_ops.partition_by_window(input, &mut |w| match sides.is_ready(w) {
-            Ok(r) => r,
-            Err(e) => {
-                failure.get_or_insert(e.to_string());
-                true
-            }
-        });
-        if let Some(message) = failure {
-            return Err(weir_sdk::Error::execution(self.runner.step(), message));
-        }
-        if self.input_ops.len(&waiting) > 0 {
-            self.pushed_back.push(waiting);
-        }
+    fn run(&mut self, input: Option<Batch>, retry: bool, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        let ready = self
+            .pushback
+            .ready(&self.sides, input, retry)
+            .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
         if self.input_ops.len(&ready) == 0 {
             return Ok(self.runner.empty_outputs());
+        }
+        if self.sides.is_empty() {
+            return self.runner.process_bundle(vec![ready], &NoSideInputs, ctx.metrics);
         }
         self.runner.process_bundle(vec![ready], &self.sides, ctx.metrics)
     }
@@ -104,7 +93,7 @@ impl ParDoOperator {
 
 impl Operator for ParDoOperator {
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        self.run_ready(input, ctx)
+        self.run(Some(input), false, ctx)
     }
     fn process_side(&mut self, index: usize, input: Batch) -> Result<()> {
         self.sides.add(index, input);
@@ -114,14 +103,13 @@ impl Operator for ParDoOperator {
         self.sides.set_watermark(index, watermark);
     }
     fn advance(&mut self, _input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        if self.pushed_back.is_empty() {
+        if self.pushback.is_empty() {
             return Ok(Vec::new());
         }
-        let waiting = self.input_ops.concat(std::mem::take(&mut self.pushed_back));
-        self.run_ready(waiting, ctx)
+        self.run(None, true, ctx)
     }
     fn hold(&self) -> Option<Timestamp> {
-        self.pushed_back.iter().filter_map(|b| self.input_ops.min_timestamp(b)).min()
+        self.pushback.hold()
     }
     fn finish(&mut self) {
         self.runner.teardown();
@@ -149,19 +137,18 @@ impl GroupOperator {
 /// Namespace of the metrics Weir reports about pipelines (beyond user metrics).
 pub const SYSTEM_NAMESPACE: &str = "weir";
 
-impl GroupOperator {
-    /// Counts what the engine dropped during a call in the step's metrics.
-    fn count_drops(&self, before: DropCounts, ctx: &OpContext<'_>) {
-        use weir_sdk::metrics::{MetricName, MetricsContainer};
-        let after = self.engine.dropped();
-        if after.late > before.late {
-            if let Ok(n) = MetricName::new(SYSTEM_NAMESPACE, "droppedDueToLateness") {
-                ctx.metrics.inc_counter(&n, (after.late - before.late) as i64);
-            }
-        }
-        if after.closed > before.closed {
-            if let Ok(n) = MetricName::new(SYSTEM_NAMESPACE, "droppedDueToClosedWindow") {
-                ctx.metrics.inc_counter(&n, (after.closed - before.closed) as i64);
+/// Counts, in the step's metrics, what an operator dropped during one call (`before` is
+/// [`Operator::dropped`] before the call).
+pub fn count_drops(op: &dyn Operator, before: DropCounts, metrics: &MetricsContainerImpl) {
+    use weir_sdk::metrics::{MetricName, MetricsContainer};
+    let after = op.dropped();
+    for (name, delta) in [
+        ("droppedDueToLateness", after.late.saturating_sub(before.late)),
+        ("droppedDueToClosedWindow", after.closed.saturating_sub(before.closed)),
+    ] {
+        if delta > 0 {
+            if let Ok(n) = MetricName::new(SYSTEM_NAMESPACE, name) {
+                metrics.inc_counter(&n, delta as i64);
             }
         }
     }
@@ -170,10 +157,7 @@ impl GroupOperator {
 impl Operator for GroupOperator {
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(ctx.metrics.clone());
-        let before = self.engine.dropped();
-        let out = self.engine.process(input, ctx.processing_time);
-        self.count_drops(before, ctx);
-        Ok(vec![out?])
+        Ok(vec![self.engine.process(input, ctx.processing_time)?])
     }
     fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(ctx.metrics.clone());

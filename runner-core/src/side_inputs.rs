@@ -92,3 +92,55 @@ impl SideInputReader for SideInputs {
         Ok(built)
     }
 }
+
+/// Main-input elements waiting for their side inputs to become ready (Beam's
+/// `PushbackSideInputDoFnRunner`). Waiting elements hold the ParDo's output watermark.
+pub struct Pushback {
+    ops: Arc<dyn CollectionOps>,
+    waiting: Vec<Batch>,
+}
+
+impl Pushback {
+    /// An empty pushback buffer for elements with `ops`.
+    pub fn new(ops: Arc<dyn CollectionOps>) -> Self {
+        Pushback { ops, waiting: Vec::new() }
+    }
+
+    /// The part of `input` (plus earlier waiting elements when `retry`) whose side windows are
+    /// ready; the rest waits.
+    pub fn ready(&mut self, sides: &SideInputs, input: Option<Batch>, retry: bool) -> Result<Batch, UserError> {
+        let mut parts: Vec<Batch> = input.into_iter().collect();
+        if retry {
+            parts.append(&mut self.waiting);
+        }
+        let all = self.ops.concat(parts);
+        if sides.is_empty() {
+            return Ok(all);
+        }
+        let mut failure: Option<UserError> = None;
+        let (ready, waiting) = self.ops.partition_by_window(all, &mut |w| match sides.is_ready(w) {
+            Ok(r) => r,
+            Err(e) => {
+                failure.get_or_insert(e);
+                true
+            }
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if self.ops.len(&waiting) > 0 {
+            self.waiting.push(waiting);
+        }
+        Ok(ready)
+    }
+
+    /// Whether elements are waiting.
+    pub fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+
+    /// The earliest timestamp waiting.
+    pub fn hold(&self) -> Option<Timestamp> {
+        self.waiting.iter().filter_map(|b| self.ops.min_timestamp(b)).min()
+    }
+}

@@ -16,7 +16,10 @@ use weir_runner_core::do_fn_runner::guarded;
 use weir_runner_core::group_also_by_window::Values;
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
-use weir_runner_core::operator::{AssignOperator, FlattenOperator, GroupOperator, OpContext, Operator, ParDoOperator};
+use weir_runner_core::operator::{
+    count_drops, AssignOperator, FlattenOperator, GroupOperator, OpContext, Operator, ParDoOperator,
+};
+use weir_runner_core::stateful::StatefulParDoOperator;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{Batch, CollectionOps, ErasedBoundedReader, ErasedUnboundedReader, TestStreamEvent};
@@ -132,6 +135,7 @@ impl<'a> Executor<'a> {
                 StepKind::TestStream(e) => {
                     (None, Some(Root::TestStream { events: e.clone(), next: 0, watermark: MIN_TIMESTAMP }))
                 }
+                StepKind::ParDo(p) if p.stateful => (Some(Box::new(StatefulParDoOperator::new(node, p, graph))), None),
                 StepKind::ParDo(p) => (Some(Box::new(ParDoOperator::new(node, p, graph))), None),
                 StepKind::GroupByKey(k) => {
                     (Some(Box::new(GroupOperator::new(node, graph, Values::Buffer(k.clone())))), None)
@@ -266,7 +270,9 @@ impl<'a> Executor<'a> {
             component: "direct runner".into(),
             message: format!("step {name} has no operator"),
         })?;
+        let before = op.dropped();
         let result = f(op.as_mut(), &ctx);
+        count_drops(op.as_ref(), before, &container);
         self.metrics.record(Some(name), &container, result.is_ok());
         result
     }

@@ -2,9 +2,11 @@
 
 use crate::coders::Element;
 use crate::error::{UserError, UserResult};
-use crate::kernel::{Batch, ErasedDoFn, SideInputReader};
+use crate::kernel::{Batch, ErasedDoFn, KeyedStateEnv, SideInputReader};
 use crate::pane::PaneInfo;
+use crate::state::{KeyedState, StateAccess, StateScope, StateTime, TimeDomain};
 use crate::time::Timestamp;
+use crate::time::MIN_TIMESTAMP;
 use crate::view::{PCollectionView, ViewValue};
 use crate::window::Window;
 use crate::windowed_value::WindowedValue;
@@ -48,6 +50,95 @@ pub trait DoFn: Clone + Send + 'static {
     /// (Beam's `getAllowedTimestampSkew`; default 0, `i64::MAX` for unlimited).
     fn allowed_timestamp_skew_millis(&self) -> i64 {
         0
+    }
+    /// Called when a timer set through the context fires (stateful ParDos only), with the state
+    /// of the timer's key and window. Outputs carry the timer's output timestamp.
+    fn on_timer(&mut self, timer: &TimerFiring, _ctx: &mut OnTimerContext<'_, Self::Out>) -> UserResult {
+        Err(format!("timer '{}' fired but the DoFn does not implement on_timer", timer.id).into())
+    }
+    /// Called once per key and window that holds state when the window expires (end of window
+    /// plus allowed lateness), before the state is cleared (stateful ParDos only).
+    fn on_window_expiration(&mut self, _ctx: &mut OnTimerContext<'_, Self::Out>) -> UserResult {
+        Ok(())
+    }
+}
+
+/// A timer that fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerFiring {
+    /// Timer family ("" for plain timers).
+    pub family: String,
+    /// Timer id.
+    pub id: String,
+    /// Clock.
+    pub domain: TimeDomain,
+    /// When it was set to fire.
+    pub fire_timestamp: Timestamp,
+    /// Its output timestamp, `None` if set without one.
+    pub output_timestamp: Option<Timestamp>,
+}
+
+/// What `on_timer` and `on_window_expiration` see: the key, window and state, and the outputs.
+pub struct OnTimerContext<'a, O> {
+    pub(crate) out: Outputs<'a, O>,
+    pub(crate) state: StateScope<'a>,
+    pub(crate) key: &'a [u8],
+    pub(crate) window: Window,
+    pub(crate) timestamp: Option<Timestamp>,
+    pub(crate) skew: i64,
+}
+
+impl<O: Element> OnTimerContext<'_, O> {
+    /// The window the timer was set in.
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+    /// The output timestamp (`None` for a timer without one).
+    pub fn timestamp(&self) -> Option<Timestamp> {
+        self.timestamp
+    }
+    /// The key, decoded.
+    pub fn key<K: Element>(&self) -> Result<K, UserError> {
+        use crate::coders::Coder;
+        Ok(crate::coders::ElementCoder::<K>::new().decode_outer(self.key)?)
+    }
+    fn stamp(&self) -> Result<Timestamp, UserError> {
+        self.timestamp.ok_or_else(|| "Cannot output with timestamp: the timer was set with no output timestamp".into())
+    }
+    /// Outputs `value` at the output timestamp, in the timer's window.
+    pub fn output(&mut self, value: O) -> UserResult {
+        let timestamp = self.stamp()?;
+        self.out.main.push(WindowedValue { value, timestamp, window: self.window, pane: PaneInfo::NO_FIRING });
+        Ok(())
+    }
+    /// Outputs `value` at `timestamp` (no earlier than the output timestamp minus the skew).
+    pub fn output_with_timestamp(&mut self, value: O, timestamp: Timestamp) -> UserResult {
+        let base = self.stamp()?;
+        if timestamp < base.saturating_sub(self.skew) {
+            return Err(format!(
+                "Cannot output with timestamp {timestamp}: earlier than the timer's output timestamp {base}"
+            )
+            .into());
+        }
+        self.out.main.push(WindowedValue { value, timestamp, window: self.window, pane: PaneInfo::NO_FIRING });
+        Ok(())
+    }
+    /// Outputs `value` to the additional output `tag` at the output timestamp.
+    pub fn output_tagged<T: Element>(&mut self, tag: &TupleTag<T>, value: T) -> UserResult {
+        let timestamp = self.stamp()?;
+        self.out.tagged(tag, WindowedValue { value, timestamp, window: self.window, pane: PaneInfo::NO_FIRING })
+    }
+}
+
+impl<'a, O> StateAccess<'a> for OnTimerContext<'a, O> {
+    fn scope(&mut self) -> &mut StateScope<'a> {
+        &mut self.state
+    }
+}
+
+impl<'a, O> StateAccess<'a> for ProcessContext<'a, O> {
+    fn scope(&mut self) -> &mut StateScope<'a> {
+        &mut self.state
     }
 }
 
@@ -106,6 +197,7 @@ impl<O> Outputs<'_, O> {
 /// outputs.
 pub struct ProcessContext<'a, O> {
     pub(crate) sides: &'a dyn SideInputReader,
+    pub(crate) state: StateScope<'a>,
     pub(crate) timestamp: Timestamp,
     pub(crate) window: Window,
     pub(crate) pane: PaneInfo,
@@ -208,10 +300,14 @@ impl<O: Element> FinishBundleContext<'_, O> {
     }
 }
 
+/// Encodes the key of a keyed element (stateful ParDos).
+pub(crate) type KeyOf<I> = fn(&I, &mut Vec<u8>) -> Result<(), crate::coders::CoderError>;
+
 /// Drives a typed DoFn over erased batches.
 pub(crate) struct DoFnKernel<F: DoFn> {
     pub(crate) fn_: F,
     pub(crate) tag_ids: std::sync::Arc<[String]>,
+    pub(crate) key_of: Option<KeyOf<F::In>>,
 }
 
 type SplitOutputs<'a, O> = (&'a mut Vec<WindowedValue<O>>, &'a mut [Batch]);
@@ -234,8 +330,19 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         let input = crate::kernel::downcast_batch::<F::In>(input)?;
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;
         let skew = self.fn_.allowed_timestamp_skew_millis();
+        if let Some(key_of) = self.key_of {
+            // A stateful ParDo run without state: the runner did not translate it as stateful.
+            let _ = key_of;
+            return Err("internal error: a stateful DoFn must be run with its keyed state".into());
+        }
         let mut ctx = ProcessContext {
             sides,
+            state: StateScope::none(StateTime {
+                input_watermark: MIN_TIMESTAMP,
+                processing_time: 0,
+                element_timestamp: 0,
+                gc_time: MIN_TIMESTAMP,
+            }),
             timestamp: 0,
             window: Window::Global,
             pane: PaneInfo::NO_FIRING,
@@ -249,6 +356,64 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
             self.fn_.process(wv.value, &mut ctx)?;
         }
         Ok(())
+    }
+    fn process_keyed(
+        &mut self,
+        input: Batch,
+        outputs: &mut [Batch],
+        sides: &dyn SideInputReader,
+        env: &mut dyn KeyedStateEnv,
+    ) -> UserResult {
+        let key_of = self.key_of.ok_or("internal error: keyed processing of a DoFn that is not stateful")?;
+        let input = crate::kernel::downcast_batch::<F::In>(input)?;
+        let (main, tagged) = split_outputs::<F::Out>(outputs)?;
+        let skew = self.fn_.allowed_timestamp_skew_millis();
+        let mut key = Vec::new();
+        for wv in input {
+            key.clear();
+            key_of(&wv.value, &mut key)?;
+            let (state, mut time) = env.state(&key, &wv.window);
+            time.element_timestamp = wv.timestamp;
+            let mut ctx = ProcessContext {
+                sides,
+                state: StateScope { state: Some(state), time },
+                timestamp: wv.timestamp,
+                window: wv.window,
+                pane: wv.pane,
+                skew,
+                out: Outputs { main: &mut *main, tagged: &mut *tagged, tag_ids: &self.tag_ids },
+            };
+            self.fn_.process(wv.value, &mut ctx)?;
+        }
+        Ok(())
+    }
+    fn on_timer(
+        &mut self,
+        key: &[u8],
+        window: Window,
+        firing: Option<&TimerFiring>,
+        outputs: &mut [Batch],
+        state: &mut KeyedState,
+        mut time: StateTime,
+    ) -> UserResult {
+        let (main, tagged) = split_outputs::<F::Out>(outputs)?;
+        let timestamp = match firing {
+            Some(f) => f.output_timestamp,
+            None => Some(window.max_timestamp()),
+        };
+        time.element_timestamp = timestamp.unwrap_or(time.input_watermark);
+        let mut ctx = OnTimerContext {
+            out: Outputs { main, tagged, tag_ids: &self.tag_ids },
+            state: StateScope { state: Some(state), time },
+            key,
+            window,
+            timestamp,
+            skew: self.fn_.allowed_timestamp_skew_millis(),
+        };
+        match firing {
+            Some(f) => self.fn_.on_timer(f, &mut ctx),
+            None => self.fn_.on_window_expiration(&mut ctx),
+        }
     }
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;

@@ -37,6 +37,8 @@ pub struct ParDoPayload {
     pub output_tags: Vec<String>,
     /// Side inputs, in the order of the node's `side_inputs`.
     pub side_inputs: Vec<crate::kernel::SideInputSpec>,
+    /// Whether the DoFn uses state and timers (its input is keyed; runners partition by key).
+    pub stateful: bool,
 }
 
 /// What a Read carries.

@@ -146,6 +146,13 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     }
 }
 
+/// Gives a stateful DoFn the state of each element's key and window (implemented by
+/// runner-core).
+pub trait KeyedStateEnv {
+    /// The state of `key` in `window` (created empty if absent) and the time context.
+    fn state(&mut self, key: &[u8], window: &Window) -> (&mut crate::state::KeyedState, crate::state::StateTime);
+}
+
 /// Reads materialized side inputs for a DoFn (implemented by runner-core).
 pub trait SideInputReader {
     /// The value of view `view_id` for a main-input element in `main_window`: the view built
@@ -195,6 +202,26 @@ pub trait ErasedDoFn: Send {
         input: Batch,
         outputs: &mut [Batch],
         sides: &dyn SideInputReader,
+    ) -> Result<(), UserError>;
+    /// Processes every element of a keyed `input` with the state of its key and window from
+    /// `env` (stateful ParDos).
+    fn process_keyed(
+        &mut self,
+        input: Batch,
+        outputs: &mut [Batch],
+        sides: &dyn SideInputReader,
+        env: &mut dyn KeyedStateEnv,
+    ) -> Result<(), UserError>;
+    /// Calls `DoFn::on_timer` (`firing` given) or `DoFn::on_window_expiration` (`None`) for the
+    /// key and window with their state.
+    fn on_timer(
+        &mut self,
+        key: &[u8],
+        window: Window,
+        firing: Option<&crate::do_fn::TimerFiring>,
+        outputs: &mut [Batch],
+        state: &mut crate::state::KeyedState,
+        time: crate::state::StateTime,
     ) -> Result<(), UserError>;
     /// `DoFn::finish_bundle`, appending to `outputs`.
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> Result<(), UserError>;

@@ -39,6 +39,7 @@ pub mod options;
 pub mod pane;
 pub mod pipeline;
 pub mod runner;
+pub mod state;
 pub mod testing;
 pub mod time;
 pub mod transforms;
@@ -58,6 +59,7 @@ pub use metrics::{Counter, Distribution, Gauge, MetricResults, Metrics, MetricsF
 pub use options::PipelineOptions;
 pub use pipeline::{PBegin, PCollection, PCollectionList, PCollectionTuple, PDone, PTransform, Pipeline};
 pub use runner::{PipelineResult, PipelineState, Runner};
+pub use state::{StateAccess, TimeDomain};
 pub use transforms::co_group_by_key::{CoGbkResult, CoGroupByKey, KeyedPCollectionTuple};
 pub use transforms::combine::{Combine, CombineFn};
 pub use transforms::combiners::{Count, Latest, Max, Mean, Min, Sample, Sum, Top};

@@ -1,9 +1,11 @@
 //! ParDo: the element-wise primitive.
 
 use crate::coders::Element;
-use crate::do_fn::{DoFn, DoFnKernel, TupleTag};
+use crate::coders::{Coder, ElementCoder};
+use crate::do_fn::{DoFn, DoFnKernel, KeyOf, TupleTag};
 use crate::graph::{Boundedness, NodeId, ParDoPayload, Payload};
 use crate::kernel::{ErasedDoFn, SideInputSpec};
+use crate::kv::KV;
 use crate::pipeline::{output_boundedness, PCollection, PCollectionTuple, PTransform, Pipeline};
 use crate::window_fn::WindowingStrategy;
 use std::sync::{Arc, Mutex};
@@ -29,15 +31,36 @@ impl<T: Element> From<&TupleTag<T>> for ErasedTupleTag {
 }
 
 /// Applies a [`DoFn`] to every element: `pc.apply("Parse", ParDo::of(ParseFn))`.
-pub struct ParDo<F> {
+pub struct ParDo<F: DoFn> {
     fn_: F,
     side_inputs: Vec<SideInputSpec>,
+    key_of: Option<KeyFns<F::In>>,
+}
+
+/// How a stateful ParDo encodes its keys, and the check that the encoding is deterministic.
+type KeyFns<I> = (KeyOf<I>, fn() -> Result<(), String>);
+
+fn key_determinism<K: Element>() -> Result<(), String> {
+    ElementCoder::<K>::new().verify_deterministic()
+}
+
+fn encode_key<K: Element, V>(kv: &KV<K, V>, out: &mut Vec<u8>) -> Result<(), crate::coders::CoderError> {
+    ElementCoder::<K>::new().encode(&kv.key, out)
 }
 
 impl<F: DoFn> ParDo<F> {
     /// A ParDo running `fn_`.
     pub fn of(fn_: F) -> Self {
-        ParDo { fn_, side_inputs: Vec::new() }
+        ParDo { fn_, side_inputs: Vec::new(), key_of: None }
+    }
+
+    /// A stateful ParDo: `fn_` gets state and timers scoped to each element's key and window
+    /// (its input must be `KV` with a deterministically encoded key).
+    pub fn stateful<K: Element, V: Element>(fn_: F) -> Self
+    where
+        F: DoFn<In = KV<K, V>>,
+    {
+        ParDo { fn_, side_inputs: Vec::new(), key_of: Some((encode_key::<K, V>, key_determinism::<K>)) }
     }
 
     /// Declares side inputs the DoFn reads with `ProcessContext::side_input`. An element waits
@@ -50,24 +73,31 @@ impl<F: DoFn> ParDo<F> {
     /// Declares additional outputs; the result is a [`PCollectionTuple`] holding the main output
     /// under `main` and each additional output under its tag.
     pub fn with_outputs(self, main: &TupleTag<F::Out>, additional: Vec<ErasedTupleTag>) -> ParDoMulti<F> {
-        ParDoMulti { fn_: self.fn_, side_inputs: self.side_inputs, main: main.id().to_string(), additional }
+        ParDoMulti {
+            fn_: self.fn_,
+            side_inputs: self.side_inputs,
+            key_of: self.key_of,
+            main: main.id().to_string(),
+            additional,
+        }
     }
 }
 
 /// A ParDo with several outputs (built by [`ParDo::with_outputs`]).
-pub struct ParDoMulti<F> {
+pub struct ParDoMulti<F: DoFn> {
     fn_: F,
     side_inputs: Vec<SideInputSpec>,
+    key_of: Option<KeyFns<F::In>>,
     main: String,
     additional: Vec<ErasedTupleTag>,
 }
 
-fn factory<F: DoFn>(fn_: F, tag_ids: Vec<String>) -> crate::kernel::DoFnFactory {
+fn factory<F: DoFn>(fn_: F, tag_ids: Vec<String>, key_of: Option<KeyOf<F::In>>) -> crate::kernel::DoFnFactory {
     let proto = Mutex::new(fn_);
     let tag_ids: Arc<[String]> = tag_ids.into();
     Arc::new(move || {
         let fn_ = proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        Box::new(DoFnKernel { fn_, tag_ids: tag_ids.clone() }) as Box<dyn ErasedDoFn>
+        Box::new(DoFnKernel { fn_, tag_ids: tag_ids.clone(), key_of }) as Box<dyn ErasedDoFn>
     })
 }
 
@@ -75,10 +105,20 @@ fn expand_par_do<F: DoFn>(
     fn_: F,
     input: &PCollection<F::In>,
     side_inputs: Vec<SideInputSpec>,
+    key_of: Option<KeyFns<F::In>>,
     main: String,
     additional: Vec<ErasedTupleTag>,
 ) -> (PCollection<F::Out>, PCollectionTuple) {
     let p = input.pipeline().clone();
+    if let Some((_, check)) = key_of {
+        if let Err(why) = check() {
+            p.record_error(
+                &p.current_step(),
+                format!("the key of a stateful ParDo's KV input must be deterministically encoded (state and timers are keyed by it): {why}"),
+            );
+        }
+    }
+    let key_of = key_of.map(|(encode, _)| encode);
     for s in &side_inputs {
         if s.window_fn.is_merging() {
             p.record_error(
@@ -101,10 +141,11 @@ fn expand_par_do<F: DoFn>(
     let node = p.make_primitive(
         crate::urns::PAR_DO,
         Payload::ParDo(ParDoPayload {
-            factory: factory(fn_, additional_ids.clone()),
+            factory: factory(fn_, additional_ids.clone(), key_of),
             fn_name: std::any::type_name::<F>(),
             output_tags: std::iter::once(main.clone()).chain(additional_ids.iter().cloned()).collect(),
             side_inputs,
+            stateful: key_of.is_some(),
         }),
     );
     let b = output_boundedness(&p, &[input.id()]);
@@ -122,13 +163,13 @@ fn expand_par_do<F: DoFn>(
 impl<F: DoFn> PTransform<PCollection<F::In>> for ParDo<F> {
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<F::In>) -> Self::Output {
-        expand_par_do(self.fn_, &input, self.side_inputs, MAIN_TAG.to_string(), vec![]).0
+        expand_par_do(self.fn_, &input, self.side_inputs, self.key_of, MAIN_TAG.to_string(), vec![]).0
     }
 }
 
 impl<F: DoFn> PTransform<PCollection<F::In>> for ParDoMulti<F> {
     type Output = PCollectionTuple;
     fn expand(self, input: PCollection<F::In>) -> Self::Output {
-        expand_par_do(self.fn_, &input, self.side_inputs, self.main, self.additional).1
+        expand_par_do(self.fn_, &input, self.side_inputs, self.key_of, self.main, self.additional).1
     }
 }

@@ -1,0 +1,313 @@
+//! Stateful ParDo: per key and window state, event- and processing-time timers with output
+//! timestamps that hold the watermark, and garbage collection at window expiry (spec §5).
+
+use crate::do_fn_runner::{guarded, DoFnRunner};
+use crate::group_also_by_window::DropCounts;
+use crate::metrics::MetricsContainerImpl;
+use crate::operator::{OpContext, Operator};
+use crate::side_inputs::{Pushback, SideInputs};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use weir_sdk::do_fn::TimerFiring;
+use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
+use weir_sdk::kernel::{Batch, CollectionOps, KeyedStateEnv};
+use weir_sdk::state::{KeyedState, StateTime, TimeDomain};
+use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::window::Window;
+use weir_sdk::window_fn::WindowingStrategy;
+use weir_sdk::Result;
+
+type Kw = (Vec<u8>, Window);
+type TimerKey = (Timestamp, Vec<u8>, Window, String, String);
+
+/// The state of every key and window, with timer, hold and expiry indexes.
+#[derive(Default)]
+struct Store {
+    states: HashMap<Kw, KeyedState>,
+    /// Per domain: (fire time, key, window, family, id).
+    event: BTreeSet<TimerKey>,
+    processing: BTreeSet<TimerKey>,
+    /// (output timestamp, key, window, family, id) of timers that hold the watermark.
+    holds: BTreeSet<TimerKey>,
+    /// (expiry, key, window) of every key and window with state.
+    expiry: BTreeSet<(Timestamp, Vec<u8>, Window)>,
+}
+
+impl Store {
+    fn unindex(&mut self, kw: &Kw, gc: Timestamp) {
+        if let Some(state) = self.states.get(kw) {
+            for ((family, id), t) in &state.timers {
+                let k = (t.fire, kw.0.clone(), kw.1, family.clone(), id.clone());
+                match t.domain {
+                    TimeDomain::EventTime => self.event.remove(&k),
+                    TimeDomain::ProcessingTime => self.processing.remove(&k),
+                };
+                if let Some(o) = t.output {
+                    self.holds.remove(&(o, kw.0.clone(), kw.1, family.clone(), id.clone()));
+                }
+            }
+        }
+        self.expiry.remove(&(gc, kw.0.clone(), kw.1));
+    }
+
+    fn index(&mut self, kw: &Kw, gc: Timestamp) {
+        let Some(state) = self.states.get(kw) else { return };
+        if state.is_empty() {
+            self.states.remove(kw);
+            return;
+        }
+        for ((family, id), t) in &state.timers {
+            let k = (t.fire, kw.0.clone(), kw.1, family.clone(), id.clone());
+            match t.domain {
+                TimeDomain::EventTime => self.event.insert(k),
+                TimeDomain::ProcessingTime => self.processing.insert(k),
+            };
+            if let Some(o) = t.output {
+                self.holds.insert((o, kw.0.clone(), kw.1, family.clone(), id.clone()));
+            }
+        }
+        self.expiry.insert((gc, kw.0.clone(), kw.1));
+    }
+
+    fn remove(&mut self, kw: &Kw, gc: Timestamp) {
+        self.unindex(kw, gc);
+        self.states.remove(kw);
+    }
+}
+
+/// Hands out state to user code; a key and window's index entries are removed when it is first
+/// touched and rebuilt afterwards ([`StatefulParDoOperator::process`]).
+struct Env<'a> {
+    store: &'a mut Store,
+    touched: &'a mut HashSet<Kw>,
+    strategy: &'a WindowingStrategy,
+    input_watermark: Timestamp,
+    processing_time: Timestamp,
+}
+
+impl KeyedStateEnv for Env<'_> {
+    fn state(&mut self, key: &[u8], window: &Window) -> (&mut KeyedState, StateTime) {
+        let gc = self.strategy.gc_time(window);
+        let kw = (key.to_vec(), *window);
+        if self.touched.insert(kw.clone()) {
+            self.store.unindex(&kw, gc);
+        }
+        let time = StateTime {
+            input_watermark: self.input_watermark,
+            processing_time: self.processing_time,
+            element_timestamp: MIN_TIMESTAMP,
+            gc_time: gc,
+        };
+        (self.store.states.entry(kw).or_default(), time)
+    }
+}
+
+/// A stateful ParDo.
+pub struct StatefulParDoOperator {
+    runner: DoFnRunner,
+    strategy: WindowingStrategy,
+    input_ops: Arc<dyn CollectionOps>,
+    output_ops: Vec<Arc<dyn CollectionOps>>,
+    sides: SideInputs,
+    pushback: Pushback,
+    store: Store,
+    input_watermark: Timestamp,
+    processing_time: Timestamp,
+    dropped: DropCounts,
+}
+
+impl StatefulParDoOperator {
+    /// The stateful ParDo `node`.
+    pub fn new(node: &TransformNode, payload: &ParDoPayload, graph: &PipelineGraph) -> Self {
+        let input = graph.pcollection(node.inputs[0]);
+        StatefulParDoOperator {
+            runner: DoFnRunner::new(node, payload, graph),
+            strategy: input.windowing.clone(),
+            input_ops: input.ops.clone(),
+            output_ops: node.outputs.iter().map(|&o| graph.pcollection(o).ops.clone()).collect(),
+            sides: SideInputs::new(&payload.side_inputs, graph),
+            pushback: Pushback::new(input.ops.clone()),
+            store: Store::default(),
+            input_watermark: MIN_TIMESTAMP,
+            processing_time: MIN_TIMESTAMP,
+            dropped: DropCounts::default(),
+        }
+    }
+
+    /// Number of keys and windows holding state.
+    pub fn state_size(&self) -> usize {
+        self.store.states.len()
+    }
+
+    /// Approximate bytes of state held.
+    pub fn state_bytes(&self) -> usize {
+        self.store.states.iter().map(|(k, s)| k.0.len() + s.size_bytes()).sum()
+    }
+
+    /// Fires due timers and expires windows, inside one bundle.
+    fn fire_due(&mut self, metrics: &Arc<MetricsContainerImpl>) -> Result<Vec<Batch>> {
+        let has_work = self.store.processing.first().is_some_and(|t| t.0 < self.processing_time)
+            || self.store.event.first().is_some_and(|t| t.0 < self.input_watermark)
+            || self.store.expiry.first().is_some_and(|t| t.0 < self.input_watermark);
+        if !has_work {
+            return Ok(Vec::new());
+        }
+        let StatefulParDoOperator { runner, store, strategy, input_watermark, processing_time, .. } = self;
+        let (wm, pt) = (*input_watermark, *processing_time);
+        runner.bundle(metrics, |step, instance, outputs| {
+            loop {
+                // The earliest due timer: processing time first, then event time, each in order.
+                let next = match store.processing.first() {
+                    Some(t) if t.0 < pt => Some((TimeDomain::ProcessingTime, t.clone())),
+                    _ => match store.event.first() {
+                        Some(t) if t.0 < wm => Some((TimeDomain::EventTime, t.clone())),
+                        _ => None,
+                    },
+                };
+                let Some((domain, (fire, key, window, family, id))) = next else { break };
+                let kw = (key.clone(), window);
+                let gc = strategy.gc_time(&window);
+                store.unindex(&kw, gc);
+                let Some(mut state) = store.states.remove(&kw) else { continue };
+                let Some(data) = state.timers.remove(&(family.clone(), id.clone())) else {
+                    store.states.insert(kw.clone(), state);
+                    store.index(&kw, gc);
+                    continue;
+                };
+                let firing = TimerFiring { family, id, domain, fire_timestamp: fire, output_timestamp: data.output };
+                let time = StateTime {
+                    input_watermark: wm,
+                    processing_time: pt,
+                    element_timestamp: MIN_TIMESTAMP,
+                    gc_time: gc,
+                };
+                let r = guarded(step, "on_timer", || {
+                    instance.on_timer(&key, window, Some(&firing), outputs, &mut state, time)
+                });
+                store.states.insert(kw.clone(), state);
+                store.index(&kw, gc);
+                r?;
+            }
+            // Windows past their expiry: on_window_expiration, then all their state goes.
+            while let Some((gc, key, window)) = store.expiry.first().cloned() {
+                if gc >= wm {
+                    break;
+                }
+                let kw = (key.clone(), window);
+                let mut state = store.states.get(&kw).cloned().unwrap_or_default();
+                let time = StateTime {
+                    input_watermark: wm,
+                    processing_time: pt,
+                    element_timestamp: MIN_TIMESTAMP,
+                    gc_time: gc,
+                };
+                let r = guarded(step, "on_window_expiration", || {
+                    instance.on_timer(&key, window, None, outputs, &mut state, time)
+                });
+                store.remove(&kw, gc);
+                r?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Operator for StatefulParDoOperator {
+    fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        self.processing_time = self.processing_time.max(ctx.processing_time);
+        // Elements of expired windows never reach user code.
+        let (wm, strategy) = (self.input_watermark, &self.strategy);
+        let (live, expired) = self.input_ops.partition_by_window(input, &mut |w| strategy.gc_time(w) >= wm);
+        self.dropped.late += self.input_ops.len(&expired) as u64;
+        if self.input_ops.len(&live) == 0 {
+            return Ok(self.runner.empty_outputs());
+        }
+        let live = self
+            .pushback
+            .ready(&self.sides, Some(live), false)
+            .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
+        self.run_keyed(live, ctx)
+    }
+
+    fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        self.input_watermark = self.input_watermark.max(input_watermark);
+        self.processing_time = self.processing_time.max(ctx.processing_time);
+        let mut outputs = Vec::new();
+        if !self.pushback.is_empty() {
+            let ready = self
+                .pushback
+                .ready(&self.sides, None, true)
+                .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
+            outputs = self.run_keyed(ready, ctx)?;
+        }
+        let fired = self.fire_due(ctx.metrics)?;
+        Ok(concat_outputs(&self.output_ops, outputs, fired))
+    }
+
+    fn hold(&self) -> Option<Timestamp> {
+        let holds = self.store.holds.first().map(|h| h.0);
+        match (holds, self.pushback.hold()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn next_processing_timer(&self) -> Option<Timestamp> {
+        self.store.processing.first().map(|t| t.0)
+    }
+
+    fn dropped(&self) -> DropCounts {
+        self.dropped
+    }
+
+    fn process_side(&mut self, index: usize, input: Batch) -> Result<()> {
+        self.sides.add(index, input);
+        Ok(())
+    }
+
+    fn advance_side(&mut self, index: usize, watermark: Timestamp) {
+        self.sides.set_watermark(index, watermark);
+    }
+
+    fn finish(&mut self) {
+        self.runner.teardown();
+    }
+}
+
+/// Joins two lists of per-output batches (either may be empty).
+fn concat_outputs(ops: &[Arc<dyn CollectionOps>], a: Vec<Batch>, b: Vec<Batch>) -> Vec<Batch> {
+    if a.is_empty() {
+        return b;
+    }
+    if b.is_empty() {
+        return a;
+    }
+    a.into_iter().zip(b).zip(ops).map(|((x, y), o)| o.concat(vec![x, y])).collect()
+}
+
+impl StatefulParDoOperator {
+    fn run_keyed(&mut self, live: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        if self.input_ops.len(&live) == 0 {
+            return Ok(self.runner.empty_outputs());
+        }
+        let mut touched = HashSet::new();
+        let result = {
+            let StatefulParDoOperator { runner, store, strategy, sides, input_watermark, processing_time, .. } = self;
+            let mut env = Env {
+                store,
+                touched: &mut touched,
+                strategy,
+                input_watermark: *input_watermark,
+                processing_time: *processing_time,
+            };
+            runner.bundle(ctx.metrics, |step, instance, outputs| {
+                guarded(step, "process", || instance.process_keyed(live, outputs, sides, &mut env))
+            })
+        };
+        for kw in touched {
+            let gc = self.strategy.gc_time(&kw.1);
+            self.store.index(&kw, gc);
+        }
+        result
+    }
+}

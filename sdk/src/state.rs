@@ -1,0 +1,601 @@
+//! State and timers of stateful DoFns (spec §5), scoped per key and window.
+//!
+//! A stateful ParDo (`ParDo::stateful`) gives each `process` and `on_timer` call the
+//! [`KeyedState`] of the element's key and window: named cells read and written through typed
+//! handles (`ctx.value_state::<T>("id")` and friends) and named timers. Cells hold encoded values,
+//! so state can be merged, measured and persisted by runners without knowing its types. Reading
+//! returns owned snapshots: later writes never change a value already read.
+
+use crate::coders::{Coder, Element, ElementCoder};
+use crate::error::{UserError, UserResult};
+use crate::time::{duration_millis, Timestamp};
+use crate::transforms::combine::CombineFn;
+use crate::windowed_value::TimestampedValue;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// Which clock a timer follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TimeDomain {
+    /// The input watermark.
+    EventTime,
+    /// Processing time.
+    ProcessingTime,
+}
+
+/// One state cell, encoded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StateCell {
+    /// `ValueState`.
+    Value(Vec<u8>),
+    /// `BagState`.
+    Bag(Vec<Vec<u8>>),
+    /// `CombiningState`: the accumulator.
+    Combining(Vec<u8>),
+    /// `MapState`: encoded key to encoded value.
+    Map(BTreeMap<Vec<u8>, Vec<u8>>),
+    /// `SetState`.
+    Set(BTreeSet<Vec<u8>>),
+    /// `OrderedListState`: (timestamp, arrival sequence) to value.
+    OrderedList(BTreeMap<(Timestamp, u64), Vec<u8>>),
+}
+
+impl StateCell {
+    fn kind(&self) -> &'static str {
+        match self {
+            StateCell::Value(_) => "ValueState",
+            StateCell::Bag(_) => "BagState",
+            StateCell::Combining(_) => "CombiningState",
+            StateCell::Map(_) => "MapState",
+            StateCell::Set(_) => "SetState",
+            StateCell::OrderedList(_) => "OrderedListState",
+        }
+    }
+
+    /// Approximate bytes held.
+    pub fn size_bytes(&self) -> usize {
+        match self {
+            StateCell::Value(v) | StateCell::Combining(v) => v.len(),
+            StateCell::Bag(v) => v.iter().map(Vec::len).sum(),
+            StateCell::Map(m) => m.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            StateCell::Set(s) => s.iter().map(Vec::len).sum(),
+            StateCell::OrderedList(m) => m.values().map(|v| v.len() + 16).sum(),
+        }
+    }
+}
+
+/// A timer as set by user code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimerData {
+    /// Clock.
+    pub domain: TimeDomain,
+    /// When it fires (it fires once the clock is past this).
+    pub fire: Timestamp,
+    /// The timestamp of what its callback outputs; holds the output watermark. `None` for
+    /// timers set without an output timestamp.
+    pub output: Option<Timestamp>,
+}
+
+/// The state and timers of one key and window.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyedState {
+    /// Cells by state id.
+    pub cells: BTreeMap<String, StateCell>,
+    /// Timers by (family, id); plain timers have family "".
+    pub timers: BTreeMap<(String, String), TimerData>,
+    next_seq: u64,
+}
+
+impl KeyedState {
+    /// Whether nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty() && self.timers.is_empty()
+    }
+    /// Approximate bytes held.
+    pub fn size_bytes(&self) -> usize {
+        self.cells.iter().map(|(k, c)| k.len() + c.size_bytes()).sum::<usize>() + self.timers.len() * 48
+    }
+}
+
+/// The time context of a stateful call, for timer validation and relative timers.
+#[derive(Clone, Copy, Debug)]
+pub struct StateTime {
+    /// The stateful ParDo's input watermark.
+    pub input_watermark: Timestamp,
+    /// Current processing time.
+    pub processing_time: Timestamp,
+    /// The element's (or firing timer's output) timestamp.
+    pub element_timestamp: Timestamp,
+    /// End of the window plus allowed lateness: timers may not fire after it.
+    pub gc_time: Timestamp,
+}
+
+/// Access to the state of the current key and window (borrowed from a context).
+pub struct StateScope<'a> {
+    pub(crate) state: Option<&'a mut KeyedState>,
+    pub(crate) time: StateTime,
+}
+
+impl<'a> StateScope<'a> {
+    /// No state: the DoFn is not in a stateful ParDo.
+    pub(crate) fn none(time: StateTime) -> Self {
+        StateScope { state: None, time }
+    }
+
+    fn state(&mut self) -> Result<&mut KeyedState, UserError> {
+        self.state.as_deref_mut().ok_or_else(|| -> UserError {
+            "state and timers are only available in a stateful ParDo: apply the DoFn with ParDo::stateful(..) on a \
+             keyed (KV) input"
+                .into()
+        })
+    }
+
+    fn cell<'s>(&'s mut self, id: &str, make: fn() -> StateCell) -> Result<&'s mut StateCell, UserError> {
+        let state = self.state()?;
+        let cell = state.cells.entry(id.to_string()).or_insert_with(make);
+        let expected = make();
+        if std::mem::discriminant(cell) != std::mem::discriminant(&expected) {
+            return Err(format!("state '{id}' is a {}, not a {}", cell.kind(), expected.kind()).into());
+        }
+        Ok(cell)
+    }
+
+    fn existing(&mut self, id: &str) -> Result<Option<&StateCell>, UserError> {
+        Ok(self.state()?.cells.get(id))
+    }
+
+    fn remove(&mut self, id: &str) -> UserResult {
+        self.state()?.cells.remove(id);
+        Ok(())
+    }
+}
+
+fn enc<T: Element>(v: &T) -> Result<Vec<u8>, UserError> {
+    let mut b = Vec::new();
+    ElementCoder::<T>::new().encode(v, &mut b)?;
+    Ok(b)
+}
+
+fn dec<T: Element>(b: &[u8]) -> Result<T, UserError> {
+    Ok(ElementCoder::<T>::new().decode_outer(b)?)
+}
+
+/// Handle on a `ValueState<T>`.
+pub struct ValueState<'s, 'a, T> {
+    pub(crate) scope: &'s mut StateScope<'a>,
+    pub(crate) id: String,
+    pub(crate) _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> ValueState<'_, '_, T> {
+    /// The value, `None` if unset.
+    pub fn read(&mut self) -> Result<Option<T>, UserError> {
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::Value(b)) => Ok(Some(dec(b)?)),
+            Some(other) => Err(format!("state '{}' is a {}, not a ValueState", self.id, other.kind()).into()),
+            None => Ok(None),
+        }
+    }
+    /// Sets the value.
+    pub fn write(&mut self, v: &T) -> UserResult {
+        let b = enc(v)?;
+        *self.scope.cell(&self.id, || StateCell::Value(Vec::new()))? = StateCell::Value(b);
+        Ok(())
+    }
+    /// Clears the value.
+    pub fn clear(&mut self) -> UserResult {
+        self.scope.remove(&self.id)
+    }
+}
+
+/// Handle on a `BagState<T>`.
+pub struct BagState<'s, 'a, T> {
+    pub(crate) scope: &'s mut StateScope<'a>,
+    pub(crate) id: String,
+    pub(crate) _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> BagState<'_, '_, T> {
+    /// Adds a value.
+    pub fn add(&mut self, v: &T) -> UserResult {
+        let b = enc(v)?;
+        if let StateCell::Bag(items) = self.scope.cell(&self.id, || StateCell::Bag(Vec::new()))? {
+            items.push(b);
+        }
+        Ok(())
+    }
+    /// A snapshot of the values.
+    pub fn read(&mut self) -> Result<Vec<T>, UserError> {
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::Bag(items)) => items.iter().map(|b| dec(b)).collect(),
+            Some(other) => Err(format!("state '{}' is a {}, not a BagState", self.id, other.kind()).into()),
+            None => Ok(Vec::new()),
+        }
+    }
+    /// Whether the bag is empty.
+    pub fn is_empty(&mut self) -> Result<bool, UserError> {
+        Ok(self.read()?.is_empty())
+    }
+    /// Clears the bag.
+    pub fn clear(&mut self) -> UserResult {
+        self.scope.remove(&self.id)
+    }
+}
+
+/// Handle on a `CombiningState` of a [`CombineFn`].
+pub struct CombiningState<'s, 'a, F> {
+    pub(crate) scope: &'s mut StateScope<'a>,
+    pub(crate) id: String,
+    pub(crate) fn_: F,
+}
+
+impl<F: CombineFn> CombiningState<'_, '_, F> {
+    /// The accumulator (a new one if unset).
+    pub fn get_accum(&mut self) -> Result<F::Accum, UserError> {
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::Combining(b)) => dec(b),
+            Some(other) => Err(format!("state '{}' is a {}, not a CombiningState", self.id, other.kind()).into()),
+            None => Ok(self.fn_.create_accumulator()),
+        }
+    }
+    fn put(&mut self, acc: &F::Accum) -> UserResult {
+        let b = enc(acc)?;
+        *self.scope.cell(&self.id, || StateCell::Combining(Vec::new()))? = StateCell::Combining(b);
+        Ok(())
+    }
+    /// Adds an input.
+    pub fn add(&mut self, v: F::In) -> UserResult {
+        let mut acc = self.get_accum()?;
+        self.fn_.add_input(&mut acc, v);
+        self.put(&acc)
+    }
+    /// Merges an accumulator in.
+    pub fn add_accum(&mut self, other: F::Accum) -> UserResult {
+        let acc = self.get_accum()?;
+        let merged = self.fn_.merge_accumulators(vec![acc, other]);
+        self.put(&merged)
+    }
+    /// The combined output.
+    pub fn read(&mut self) -> Result<F::Out, UserError> {
+        let acc = self.get_accum()?;
+        Ok(self.fn_.extract_output(acc))
+    }
+    /// Clears the accumulator.
+    pub fn clear(&mut self) -> UserResult {
+        self.scope.remove(&self.id)
+    }
+}
+
+/// Handle on a `MapState<K, V>` (keys compared by encoded bytes).
+pub struct MapState<'s, 'a, K, V> {
+    pub(crate) scope: &'s mut StateScope<'a>,
+    pub(crate) id: String,
+    pub(crate) _t: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K: Element, V: Element> MapState<'_, '_, K, V> {
+    fn map(&mut self) -> Result<&mut BTreeMap<Vec<u8>, Vec<u8>>, UserError> {
+        match self.scope.cell(&self.id, || StateCell::Map(BTreeMap::new()))? {
+            StateCell::Map(m) => Ok(m),
+            _ => Err("internal error: map cell".into()),
+        }
+    }
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: &K, value: &V) -> UserResult {
+        let (k, v) = (enc(key)?, enc(value)?);
+        self.map()?.insert(k, v);
+        Ok(())
+    }
+    /// The value of `key`.
+    pub fn get(&mut self, key: &K) -> Result<Option<V>, UserError> {
+        let k = enc(key)?;
+        self.map()?.get(&k).map(|b| dec(b)).transpose()
+    }
+    /// Sets `key` to `value` unless present; returns the previous value.
+    pub fn put_if_absent(&mut self, key: &K, value: &V) -> Result<Option<V>, UserError> {
+        let prev = self.get(key)?;
+        if prev.is_none() {
+            self.put(key, value)?;
+        }
+        Ok(prev)
+    }
+    /// Removes `key`.
+    pub fn remove(&mut self, key: &K) -> UserResult {
+        let k = enc(key)?;
+        self.map()?.remove(&k);
+        Ok(())
+    }
+    /// A snapshot of the entries, ordered by encoded key.
+    pub fn entries(&mut self) -> Result<Vec<(K, V)>, UserError> {
+        self.map()?.iter().map(|(k, v)| Ok((dec(k)?, dec(v)?))).collect()
+    }
+    /// A snapshot of the keys.
+    pub fn keys(&mut self) -> Result<Vec<K>, UserError> {
+        self.map()?.keys().map(|k| dec(k)).collect()
+    }
+    /// A snapshot of the values.
+    pub fn values(&mut self) -> Result<Vec<V>, UserError> {
+        self.map()?.values().map(|v| dec(v)).collect()
+    }
+    /// Whether the map is empty.
+    pub fn is_empty(&mut self) -> Result<bool, UserError> {
+        Ok(self.map()?.is_empty())
+    }
+    /// Clears the map.
+    pub fn clear(&mut self) -> UserResult {
+        self.scope.remove(&self.id)
+    }
+}
+
+/// Handle on a `SetState<T>` (elements compared by encoded bytes).
+pub struct SetState<'s, 'a, T> {
+    pub(crate) scope: &'s mut StateScope<'a>,
+    pub(crate) id: String,
+    pub(crate) _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> SetState<'_, '_, T> {
+    fn set(&mut self) -> Result<&mut BTreeSet<Vec<u8>>, UserError> {
+        match self.scope.cell(&self.id, || StateCell::Set(BTreeSet::new()))? {
+            StateCell::Set(s) => Ok(s),
+            _ => Err("internal error: set cell".into()),
+        }
+    }
+    /// Adds `v`.
+    pub fn add(&mut self, v: &T) -> UserResult {
+        let b = enc(v)?;
+        self.set()?.insert(b);
+        Ok(())
+    }
+    /// Adds `v` unless present; returns whether it was added.
+    pub fn add_if_absent(&mut self, v: &T) -> Result<bool, UserError> {
+        let b = enc(v)?;
+        Ok(self.set()?.insert(b))
+    }
+    /// Whether `v` is present.
+    pub fn contains(&mut self, v: &T) -> Result<bool, UserError> {
+        let b = enc(v)?;
+        Ok(self.set()?.contains(&b))
+    }
+    /// Removes `v`.
+    pub fn remove(&mut self, v: &T) -> UserResult {
+        let b = enc(v)?;
+        self.set()?.remove(&b);
+        Ok(())
+    }
+    /// A snapshot of the elements.
+    pub fn read(&mut self) -> Result<Vec<T>, UserError> {
+        self.set()?.iter().map(|b| dec(b)).collect()
+    }
+    /// Whether the set is empty.
+    pub fn is_empty(&mut self) -> Result<bool, UserError> {
+        Ok(self.set()?.is_empty())
+    }
+    /// Clears the set.
+    pub fn clear(&mut self) -> UserResult {
+        self.scope.remove(&self.id)
+    }
+}
+
+/// Handle on an `OrderedListState<T>`: values sorted by timestamp.
+pub struct OrderedListState<'s, 'a, T> {
+    pub(crate) scope: &'s mut StateScope<'a>,
+    pub(crate) id: String,
+    pub(crate) _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> OrderedListState<'_, '_, T> {
+    /// Adds a value at its timestamp.
+    pub fn add(&mut self, v: &TimestampedValue<T>) -> UserResult {
+        let b = enc(&v.value)?;
+        let state = self.scope.state()?;
+        let seq = state.next_seq;
+        state.next_seq += 1;
+        if let StateCell::OrderedList(m) = self.scope.cell(&self.id, || StateCell::OrderedList(BTreeMap::new()))? {
+            m.insert((v.timestamp, seq), b);
+        }
+        Ok(())
+    }
+    /// The values with timestamps in `[from, to)`, in timestamp order.
+    pub fn read_range(&mut self, from: Timestamp, to: Timestamp) -> Result<Vec<TimestampedValue<T>>, UserError> {
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::OrderedList(m)) => {
+                m.range((from, 0)..(to, 0)).map(|((ts, _), b)| Ok(TimestampedValue::new(dec(b)?, *ts))).collect()
+            }
+            Some(other) => Err(format!("state '{}' is a {}, not an OrderedListState", self.id, other.kind()).into()),
+            None => Ok(Vec::new()),
+        }
+    }
+    /// Every value, in timestamp order.
+    pub fn read(&mut self) -> Result<Vec<TimestampedValue<T>>, UserError> {
+        self.read_range(Timestamp::MIN, Timestamp::MAX)
+    }
+    /// Removes the values with timestamps in `[from, to)`.
+    pub fn clear_range(&mut self, from: Timestamp, to: Timestamp) -> UserResult {
+        if let StateCell::OrderedList(m) = self.scope.cell(&self.id, || StateCell::OrderedList(BTreeMap::new()))? {
+            let keys: Vec<(Timestamp, u64)> = m.range((from, 0)..(to, 0)).map(|(k, _)| *k).collect();
+            for k in keys {
+                m.remove(&k);
+            }
+        }
+        Ok(())
+    }
+    /// Clears the list.
+    pub fn clear(&mut self) -> UserResult {
+        self.scope.remove(&self.id)
+    }
+}
+
+/// Handle on a timer (Beam's `Timer`): `ctx.timer("id", TimeDomain::EventTime).set(ts)`.
+pub struct Timer<'s, 'a> {
+    pub(crate) scope: &'s mut StateScope<'a>,
+    pub(crate) family: String,
+    pub(crate) id: String,
+    pub(crate) domain: TimeDomain,
+    pub(crate) offset: i64,
+    pub(crate) period: i64,
+    pub(crate) output: Option<Option<Timestamp>>,
+}
+
+impl Timer<'_, '_> {
+    /// Adds `d` to the relative target.
+    pub fn offset(mut self, d: Duration) -> Self {
+        self.offset = duration_millis(d);
+        self
+    }
+    /// Rounds the relative target up to a multiple of `period`.
+    pub fn align(mut self, period: Duration) -> Self {
+        self.period = duration_millis(period);
+        self
+    }
+    /// Sets the timestamp of what the callback outputs (and the watermark hold).
+    pub fn with_output_timestamp(mut self, ts: Timestamp) -> Self {
+        self.output = Some(Some(ts));
+        self
+    }
+    /// Sets no output timestamp: no watermark hold, and the callback cannot output.
+    pub fn with_no_output_timestamp(mut self) -> Self {
+        self.output = Some(None);
+        self
+    }
+
+    /// Sets an event-time timer to fire at `target` (absolute; processing-time timers must use
+    /// [`Timer::set_relative`]).
+    pub fn set(self, target: Timestamp) -> UserResult {
+        if self.domain == TimeDomain::ProcessingTime {
+            return Err(format!(
+                "Can't set an absolute processing-time timer '{}'; use offset(..).set_relative()",
+                self.id
+            )
+            .into());
+        }
+        if target > self.scope.time.gc_time {
+            return Err(format!(
+                "Attempted to set event time timer '{}' for {target} but that is after the expiration of window \
+                 (end of window plus allowed lateness is {})",
+                self.id, self.scope.time.gc_time
+            )
+            .into());
+        }
+        self.store(target)
+    }
+
+    /// Sets the timer relative to now (input watermark or processing time) plus the offset,
+    /// aligned to the period (Java's truncating `%`, as Beam's).
+    pub fn set_relative(self) -> UserResult {
+        let now = match self.domain {
+            TimeDomain::EventTime => self.scope.time.input_watermark,
+            TimeDomain::ProcessingTime => self.scope.time.processing_time,
+        };
+        let mut target = if self.period == 0 {
+            now.saturating_add(self.offset)
+        } else {
+            let r = now.saturating_add(self.offset) % self.period;
+            if r == 0 {
+                now
+            } else {
+                now + self.period - r
+            }
+        };
+        if self.domain == TimeDomain::EventTime {
+            target = target.min(self.scope.time.gc_time);
+        }
+        self.store(target)
+    }
+
+    fn store(self, target: Timestamp) -> UserResult {
+        let time = self.scope.time;
+        let output = match self.output {
+            None => Some(match self.domain {
+                TimeDomain::EventTime => target,
+                TimeDomain::ProcessingTime => time.element_timestamp,
+            }),
+            Some(o) => o,
+        };
+        if let Some(o) = output {
+            if o < time.element_timestamp {
+                return Err(format!(
+                    "Cannot set timer '{}' with output timestamp {o} before the element timestamp {}",
+                    self.id, time.element_timestamp
+                )
+                .into());
+            }
+            let limit = if self.domain == TimeDomain::EventTime { target } else { time.gc_time };
+            if o > limit {
+                return Err(format!(
+                    "Cannot set timer '{}' with output timestamp {o} after {} ({})",
+                    self.id,
+                    if self.domain == TimeDomain::EventTime { "its firing time" } else { "the window's expiration" },
+                    limit
+                )
+                .into());
+            }
+        }
+        let domain = self.domain;
+        self.scope.state()?.timers.insert((self.family, self.id), TimerData { domain, fire: target, output });
+        Ok(())
+    }
+
+    /// Deletes the timer.
+    pub fn clear(self) -> UserResult {
+        self.scope.state()?.timers.remove(&(self.family, self.id));
+        Ok(())
+    }
+}
+
+/// The state handles, shared by the process and timer contexts.
+pub trait StateAccess<'a> {
+    /// The state scope of the current key and window.
+    fn scope(&mut self) -> &mut StateScope<'a>;
+
+    /// A `ValueState<T>` named `id`.
+    fn value_state<T: Element>(&mut self, id: &str) -> ValueState<'_, 'a, T> {
+        ValueState { scope: self.scope(), id: id.to_string(), _t: PhantomData }
+    }
+    /// A `BagState<T>` named `id`.
+    fn bag_state<T: Element>(&mut self, id: &str) -> BagState<'_, 'a, T> {
+        BagState { scope: self.scope(), id: id.to_string(), _t: PhantomData }
+    }
+    /// A `CombiningState` of `fn_` named `id`.
+    fn combining_state<F: CombineFn>(&mut self, id: &str, fn_: F) -> CombiningState<'_, 'a, F> {
+        CombiningState { scope: self.scope(), id: id.to_string(), fn_ }
+    }
+    /// A `MapState<K, V>` named `id`.
+    fn map_state<K: Element, V: Element>(&mut self, id: &str) -> MapState<'_, 'a, K, V> {
+        MapState { scope: self.scope(), id: id.to_string(), _t: PhantomData }
+    }
+    /// A `SetState<T>` named `id`.
+    fn set_state<T: Element>(&mut self, id: &str) -> SetState<'_, 'a, T> {
+        SetState { scope: self.scope(), id: id.to_string(), _t: PhantomData }
+    }
+    /// An `OrderedListState<T>` named `id`.
+    fn ordered_list_state<T: Element>(&mut self, id: &str) -> OrderedListState<'_, 'a, T> {
+        OrderedListState { scope: self.scope(), id: id.to_string(), _t: PhantomData }
+    }
+    /// The timer `id` in `domain`.
+    fn timer(&mut self, id: &str, domain: TimeDomain) -> Timer<'_, 'a> {
+        Timer {
+            scope: self.scope(),
+            family: String::new(),
+            id: id.to_string(),
+            domain,
+            offset: 0,
+            period: 0,
+            output: None,
+        }
+    }
+    /// The timer `id` of the timer family `family` in `domain` (Beam's `TimerMap`).
+    fn timer_in_family(&mut self, family: &str, id: &str, domain: TimeDomain) -> Timer<'_, 'a> {
+        Timer {
+            scope: self.scope(),
+            family: family.to_string(),
+            id: id.to_string(),
+            domain,
+            offset: 0,
+            period: 0,
+            output: None,
+        }
+    }
+}
