@@ -361,3 +361,44 @@ fn stateful_keys_must_be_deterministic() {
     let err = p.validate().unwrap_err().to_string();
     assert!(err.contains("'Stateful'") && err.contains("deterministically encoded"), "{err}");
 }
+
+/// Sets a flush timer per element and clears it when the value is negative.
+#[derive(Clone)]
+struct Cancelable;
+
+impl DoFn for Cancelable {
+    type In = KV<String, i64>;
+    type Out = i64;
+    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        if e.value < 0 {
+            return ctx.timer("flush", TimeDomain::EventTime).clear();
+        }
+        ctx.value_state::<i64>("v").write(&e.value)?;
+        let end = ctx.window().max_timestamp();
+        ctx.timer("flush", TimeDomain::EventTime).set(end)
+    }
+    fn on_timer(
+        &mut self,
+        _: &weir_sdk::do_fn::TimerFiring,
+        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, i64>,
+    ) -> UserResult {
+        let v = ctx.value_state::<i64>("v").read()?.unwrap_or(0);
+        ctx.output(v)
+    }
+}
+
+mod clearing {
+    use super::*;
+
+    conformance! {
+        fn cleared_timers_do_not_fire(p) {
+            let stream = TestStream::create()
+                .add_elements(vec![tkv("a", 5, 1), tkv("b", 6, 1)])
+                .add_elements(vec![tkv("a", -1, 2)])
+                .advance_watermark_to_infinity();
+            let out = p.apply("Stream", stream).apply("Window", Window::into(FixedWindows::of(ms(10)))).apply("Cancel", ParDo::stateful(Cancelable));
+            assert_that(&out).contains_in_any_order(vec![6]);
+            p.run();
+        }
+    }
+}

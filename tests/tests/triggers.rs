@@ -306,3 +306,46 @@ fn streaming_mode_is_detected() {
     p.apply("Stream", TestStream::<i64>::create()).apply("Double", Map::new(|x: i64| x * 2));
     assert!(p.graph().is_streaming());
 }
+
+mod behaviors {
+    use super::*;
+
+    conformance! {
+        fn on_time_behavior_fire_if_non_empty_suppresses_empty_on_time_panes(p) {
+            let stream = TestStream::create()
+                .add_elements(vec![tv(1, 1), tv(2, 2)])
+                .advance_watermark_to_infinity();
+            let sums = p
+                .apply("Stream", stream)
+                .apply(
+                    "Window",
+                    Window::configure()
+                        .triggering(Repeatedly::forever(AfterPane::element_count_at_least(2)))
+                        .discarding_fired_panes()
+                        .with_on_time_behavior(OnTimeBehavior::FireIfNonEmpty),
+                )
+                .apply("Sum", Sum::per_key());
+            // Without the empty on-time pane, the only pane is the early one.
+            assert_that(&panes(&sums)).contains_in_any_order(s(&["3 EARLY 0 -1 true false"]));
+            p.run();
+        }
+
+        fn closing_behavior_fire_always_emits_an_empty_final_pane(p) {
+            let stream = TestStream::create()
+                .add_elements(vec![tv(1, 1)])
+                .advance_watermark_to(10)
+                .advance_watermark_to_infinity();
+            let sums = p
+                .apply("Stream", stream)
+                .apply(
+                    "Window",
+                    Window::into(FixedWindows::of(ms(10)))
+                        .with_allowed_lateness(ms(5))
+                        .with_closing_behavior(ClosingBehavior::FireAlways),
+                )
+                .apply("Sum", Sum::per_key());
+            assert_that(&panes(&sums)).contains_in_any_order(s(&["1 ON_TIME 0 0 true false", "0 LATE 1 1 false true"]));
+            p.run();
+        }
+    }
+}
