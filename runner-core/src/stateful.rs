@@ -175,12 +175,7 @@ impl StatefulParDoOperator {
                     continue;
                 };
                 let firing = TimerFiring { family, id, domain, fire_timestamp: fire, output_timestamp: data.output };
-                let time = StateTime {
-                    input_watermark: wm,
-                    processing_time: pt,
-                    element_timestamp: MIN_TIMESTAMP,
-                    gc_time: gc,
-                };
+                let time = StateTime::at(wm, pt, gc);
                 let r = guarded(step, "on_timer", || {
                     instance.on_timer(&key, window, Some(&firing), outputs, &mut state, time)
                 });
@@ -195,12 +190,7 @@ impl StatefulParDoOperator {
                 }
                 let kw = (key.clone(), window);
                 let mut state = store.states.get(&kw).cloned().unwrap_or_default();
-                let time = StateTime {
-                    input_watermark: wm,
-                    processing_time: pt,
-                    element_timestamp: MIN_TIMESTAMP,
-                    gc_time: gc,
-                };
+                let time = StateTime::at(wm, pt, gc);
                 let r = guarded(step, "on_window_expiration", || {
                     instance.on_timer(&key, window, None, outputs, &mut state, time)
                 });

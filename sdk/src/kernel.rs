@@ -257,6 +257,36 @@ pub struct EncodedKvBatch {
 }
 
 impl EncodedKvBatch {
+    /// Encodes a batch of `KV<K, V>` (keys with `key`, values with `value`) and appends it.
+    pub fn append<K, V>(
+        &mut self,
+        input: Batch,
+        key: &impl crate::coders::Coder<K>,
+        value: &impl crate::coders::Coder<V>,
+    ) -> Result<(), CoderError>
+    where
+        K: 'static,
+        V: 'static,
+    {
+        let input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
+        self.rows.reserve(input.len());
+        for wv in input {
+            let k0 = self.data.len();
+            key.encode(&wv.value.key, &mut self.data)?;
+            let k1 = self.data.len();
+            value.encode(&wv.value.value, &mut self.data)?;
+            let v1 = self.data.len();
+            self.rows.push(EncodedRow {
+                key: (k0, k1),
+                value: (k1, v1),
+                timestamp: wv.timestamp,
+                window: wv.window,
+                pane: wv.pane,
+            });
+        }
+        Ok(())
+    }
+
     /// The encoded key of row `i`.
     pub fn key(&self, i: usize) -> &[u8] {
         let (a, b) = self.rows[i].key;

@@ -112,6 +112,13 @@ pub struct StateTime {
     pub gc_time: Timestamp,
 }
 
+impl StateTime {
+    /// The time context of a timer callback or expiry: no element, so no element timestamp.
+    pub fn at(input_watermark: Timestamp, processing_time: Timestamp, gc_time: Timestamp) -> Self {
+        StateTime { input_watermark, processing_time, element_timestamp: crate::time::MIN_TIMESTAMP, gc_time }
+    }
+}
+
 /// Access to the state of the current key and window (borrowed from a context).
 pub struct StateScope<'a> {
     pub(crate) state: Option<&'a mut KeyedState>,

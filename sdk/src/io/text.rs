@@ -1,6 +1,5 @@
 //! TextIO: line-oriented text files, read in splits and written as shards.
 
-use crate::coders::Element;
 use crate::do_fn::{DoFn, ProcessContext};
 use crate::error::{UserError, UserResult};
 use crate::io::source::{BoundedReader, BoundedSource, Read};
@@ -312,44 +311,11 @@ impl PTransform<PCollection<String>> for TextWrite {
                 "WriteShards",
                 ParDo::of(WriteShardFn { prefix: self.prefix.clone(), suffix: self.suffix.clone(), n }),
             )
-            .apply("CollectNames", Combine::globally(CollectFn::<String>::default()))
+            .apply("CollectNames", Combine::globally(crate::transforms::combiners::ToListFn::<String>::default()))
             .apply("Finalize", ParDo::of(FinalizeFn { prefix: self.prefix, suffix: self.suffix, n }))
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::WRITE_FILES)
-    }
-}
-
-/// Collects all inputs into one list.
-pub struct CollectFn<T>(std::marker::PhantomData<fn(T)>);
-
-impl<T> Default for CollectFn<T> {
-    fn default() -> Self {
-        CollectFn(std::marker::PhantomData)
-    }
-}
-
-impl<T> Clone for CollectFn<T> {
-    fn clone(&self) -> Self {
-        Self::default()
-    }
-}
-
-impl<T: Element> crate::transforms::combine::CombineFn for CollectFn<T> {
-    type In = T;
-    type Accum = Vec<T>;
-    type Out = Vec<T>;
-    fn create_accumulator(&self) -> Vec<T> {
-        Vec::new()
-    }
-    fn add_input(&self, acc: &mut Vec<T>, v: T) {
-        acc.push(v);
-    }
-    fn merge_accumulators(&self, accs: Vec<Vec<T>>) -> Vec<T> {
-        accs.into_iter().flatten().collect()
-    }
-    fn extract_output(&self, acc: Vec<T>) -> Vec<T> {
-        acc
     }
 }
 

@@ -4,9 +4,7 @@ use crate::coders::{Coder, CoderError, Element, ElementCoder};
 use crate::do_fn::{DoFn, ProcessContext};
 use crate::error::UserError;
 use crate::error::UserResult;
-use crate::kernel::{
-    downcast_batch, Batch, CombineKernel, CombinePerKeyPayload, EncodedGroup, EncodedKvBatch, EncodedRow,
-};
+use crate::kernel::{Batch, CombineKernel, CombinePerKeyPayload, EncodedGroup, EncodedKvBatch};
 use crate::kv::KV;
 use crate::pipeline::{PCollection, PCollectionList, PTransform};
 use crate::transforms::flatten::Flatten;
@@ -113,23 +111,7 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
 
 impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
     fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
-        let input = downcast_batch::<KV<K, F::In>>(input)?;
-        out.rows.reserve(input.len());
-        for wv in input {
-            let k0 = out.data.len();
-            self.key.encode(&wv.value.key, &mut out.data)?;
-            let k1 = out.data.len();
-            self.input.encode(&wv.value.value, &mut out.data)?;
-            let v1 = out.data.len();
-            out.rows.push(EncodedRow {
-                key: (k0, k1),
-                value: (k1, v1),
-                timestamp: wv.timestamp,
-                window: wv.window,
-                pane: wv.pane,
-            });
-        }
-        Ok(())
+        out.append::<K, F::In>(input, &self.key, &self.input)
     }
 
     fn add_inputs(&self, acc: Option<&[u8]>, inputs: &mut dyn Iterator<Item = &[u8]>) -> Result<Vec<u8>, UserError> {

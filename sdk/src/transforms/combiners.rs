@@ -432,6 +432,39 @@ impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for LatestPerKey<
     }
 }
 
+/// Collects every input into one list (Beam's `ToList`).
+pub struct ToListFn<T>(PhantomData<fn(T)>);
+
+impl<T> Default for ToListFn<T> {
+    fn default() -> Self {
+        ToListFn(PhantomData)
+    }
+}
+
+impl<T> Clone for ToListFn<T> {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl<T: Element> CombineFn for ToListFn<T> {
+    type In = T;
+    type Accum = Vec<T>;
+    type Out = Vec<T>;
+    fn create_accumulator(&self) -> Vec<T> {
+        Vec::new()
+    }
+    fn add_input(&self, acc: &mut Vec<T>, v: T) {
+        acc.push(v);
+    }
+    fn merge_accumulators(&self, accs: Vec<Vec<T>>) -> Vec<T> {
+        accs.into_iter().flatten().collect()
+    }
+    fn extract_output(&self, acc: Vec<T>) -> Vec<T> {
+        acc
+    }
+}
+
 /// Keeps any `n` inputs.
 pub struct SampleAnyFn<T> {
     n: usize,

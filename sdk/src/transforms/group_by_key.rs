@@ -2,7 +2,7 @@
 
 use crate::coders::{Coder, CoderError, Element, ElementCoder};
 use crate::graph::{Boundedness, Payload};
-use crate::kernel::{downcast_batch, Batch, EncodedGroup, EncodedKvBatch, EncodedRow, GroupKernel};
+use crate::kernel::{Batch, EncodedGroup, EncodedKvBatch, GroupKernel};
 use crate::kv::KV;
 use crate::pipeline::{output_boundedness, PCollection, PTransform};
 use crate::trigger::Trigger;
@@ -57,23 +57,7 @@ impl<K: Element, V: Element> GroupKernelImpl<K, V> {
 
 impl<K: Element, V: Element> GroupKernel for GroupKernelImpl<K, V> {
     fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
-        let input = downcast_batch::<KV<K, V>>(input)?;
-        out.rows.reserve(input.len());
-        for wv in input {
-            let k0 = out.data.len();
-            self.key.encode(&wv.value.key, &mut out.data)?;
-            let k1 = out.data.len();
-            self.value.encode(&wv.value.value, &mut out.data)?;
-            let v1 = out.data.len();
-            out.rows.push(EncodedRow {
-                key: (k0, k1),
-                value: (k1, v1),
-                timestamp: wv.timestamp,
-                window: wv.window,
-                pane: wv.pane,
-            });
-        }
-        Ok(())
+        out.append::<K, V>(input, &self.key, &self.value)
     }
 
     fn decode_groups(&self, groups: Vec<EncodedGroup>) -> Result<Batch, CoderError> {
