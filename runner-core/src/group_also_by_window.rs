@@ -123,6 +123,11 @@ impl GroupAlsoByWindow {
         self.keys.values().map(BTreeMap::len).sum()
     }
 
+    /// Approximate bytes of state held (keys, buffered values or accumulators).
+    pub fn state_bytes(&self) -> usize {
+        self.keys.iter().map(|(k, ws)| ws.values().map(|w| k.len() + w.values.len() + 96).sum::<usize>()).sum()
+    }
+
     /// Whether no state is held.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()

@@ -53,6 +53,14 @@ pub trait Operator: Send {
     fn advance_side(&mut self, _index: usize, _watermark: Timestamp) {}
     /// Releases resources (DoFn teardown).
     fn finish(&mut self) {}
+    /// Number of state entries held (keys and windows), for progress reports.
+    fn state_rows(&self) -> usize {
+        0
+    }
+    /// Approximate bytes of state held.
+    fn state_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// A stateless ParDo. With side inputs, elements whose side windows are not ready yet are
@@ -171,6 +179,12 @@ impl Operator for GroupOperator {
     }
     fn dropped(&self) -> DropCounts {
         self.engine.dropped()
+    }
+    fn state_rows(&self) -> usize {
+        self.engine.state_size()
+    }
+    fn state_bytes(&self) -> usize {
+        self.engine.state_bytes()
     }
 }
 

@@ -262,6 +262,14 @@ impl Operator for StatefulParDoOperator {
     fn finish(&mut self) {
         self.runner.teardown();
     }
+
+    fn state_rows(&self) -> usize {
+        self.state_size()
+    }
+
+    fn state_bytes(&self) -> usize {
+        StatefulParDoOperator::state_bytes(self)
+    }
 }
 
 /// Joins two lists of per-output batches (either may be empty).

@@ -39,6 +39,8 @@ pub struct ParDoPayload {
     pub side_inputs: Vec<crate::kernel::SideInputSpec>,
     /// Whether the DoFn uses state and timers (its input is keyed; runners partition by key).
     pub stateful: bool,
+    /// For stateful ParDos: splits the keyed input by key.
+    pub key_partitioner: Option<Arc<dyn crate::kernel::KeyPartitioner>>,
 }
 
 /// What a Read carries.
@@ -61,8 +63,8 @@ pub enum Payload {
     Read(ReadPayload),
     /// ParDo.
     ParDo(ParDoPayload),
-    /// GroupByKey.
-    GroupByKey(Arc<dyn GroupKernel>),
+    /// GroupByKey: the grouping kernel and the key partitioner of its input.
+    GroupByKey(Arc<dyn GroupKernel>, Arc<dyn crate::kernel::KeyPartitioner>),
     /// Flatten.
     Flatten,
     /// WindowInto.
@@ -80,7 +82,7 @@ impl std::fmt::Debug for Payload {
             Payload::Impulse => "Impulse",
             Payload::Read(_) => "Read",
             Payload::ParDo(p) => return write!(f, "ParDo({})", p.fn_name),
-            Payload::GroupByKey(_) => "GroupByKey",
+            Payload::GroupByKey(..) => "GroupByKey",
             Payload::Flatten => "Flatten",
             Payload::WindowInto(_) => "WindowInto",
             Payload::TestStream(_) => "TestStream",

@@ -50,6 +50,8 @@ pub trait CollectionOps: Send + Sync {
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String>;
     /// The earliest element timestamp of a batch.
     fn min_timestamp(&self, b: &Batch) -> Option<Timestamp>;
+    /// Minimum, maximum and sum of the element timestamps, and their count.
+    fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize);
     /// Splits a batch by window: each window with its elements and the highest pane index among
     /// them.
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)>;
@@ -124,6 +126,12 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     }
     fn min_timestamp(&self, b: &Batch) -> Option<Timestamp> {
         as_vec::<T>(b).iter().map(|wv| wv.timestamp).min()
+    }
+    fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize) {
+        let v = as_vec::<T>(b);
+        v.iter().fold((Timestamp::MAX, Timestamp::MIN, 0i128, 0usize), |(lo, hi, sum, n), wv| {
+            (lo.min(wv.timestamp), hi.max(wv.timestamp), sum + i128::from(wv.timestamp), n + 1)
+        })
     }
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
         let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
@@ -316,6 +324,49 @@ pub struct EncodedGroup {
     pub pane: PaneInfo,
 }
 
+/// Splits keyed batches by key into partitions (the exchange before a keyed operator). The
+/// partition of a key depends only on its encoded bytes, so it is stable across runs.
+pub trait KeyPartitioner: Send + Sync {
+    /// Splits `input` into `n` batches by the hash of each element's encoded key.
+    fn partition(&self, input: Batch, n: usize) -> Result<Vec<Batch>, CoderError>;
+}
+
+/// The partition of an encoded key among `n`: FNV-1a, stable across processes and versions.
+pub fn partition_of(key: &[u8], n: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % n.max(1) as u64) as usize
+}
+
+/// [`KeyPartitioner`] for `KV<K, V>` batches.
+pub struct KvPartitioner<K, V>(std::marker::PhantomData<fn() -> (K, V)>);
+
+impl<K, V> Default for KvPartitioner<K, V> {
+    fn default() -> Self {
+        KvPartitioner(std::marker::PhantomData)
+    }
+}
+
+impl<K: Element, V: Element> KeyPartitioner for KvPartitioner<K, V> {
+    fn partition(&self, input: Batch, n: usize) -> Result<Vec<Batch>, CoderError> {
+        use crate::coders::Coder;
+        let input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
+        let n = n.max(1);
+        let mut parts: Vec<Vec<WindowedValue<crate::kv::KV<K, V>>>> = (0..n).map(|_| Vec::new()).collect();
+        let coder = crate::coders::ElementCoder::<K>::new();
+        let mut key = Vec::new();
+        for wv in input {
+            key.clear();
+            coder.encode(&wv.value.key, &mut key)?;
+            parts[partition_of(&key, n)].push(wv);
+        }
+        Ok(parts.into_iter().map(|p| Box::new(p) as Batch).collect())
+    }
+}
+
 /// The typed edges of a GroupByKey: encode `KV<K, V>` batches into key and value bytes, and build
 /// `KV<K, Vec<V>>` batches from finished groups. Grouping itself is runner-core's.
 pub trait GroupKernel: Send + Sync {
@@ -367,6 +418,8 @@ pub trait CombineKernel: Send + Sync {
 pub struct CombinePerKeyPayload {
     /// The combining kernel.
     pub kernel: Arc<dyn CombineKernel>,
+    /// Splits the keyed input by key.
+    pub partitioner: Arc<dyn KeyPartitioner>,
 }
 
 /// Reads one split of an unbounded source. Built for a typed [`crate::io::UnboundedSource`].

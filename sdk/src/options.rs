@@ -27,6 +27,62 @@ impl Default for DirectOptions {
     }
 }
 
+/// When the micro-batch engine starts a batch (Spark's triggers).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StreamingTrigger {
+    /// Batches of everything available now, until all of it is processed, then stop.
+    #[default]
+    AvailableNow,
+    /// One batch of what is available now, then stop.
+    Once,
+    /// A batch every `--trigger-interval-ms` (at once if the previous one overran), until the
+    /// sources are exhausted or the query is stopped.
+    ProcessingTime,
+}
+
+/// Options of the micro-batch runner.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct MicroBatchOptions {
+    /// Partitions per stage (0: the number of cores).
+    #[arg(long = "parallelism", default_value_t = 0)]
+    pub parallelism: usize,
+    /// Most records read from each source split in one batch.
+    #[arg(long = "max-batch-size", default_value_t = 100_000)]
+    pub max_batch_size: usize,
+    /// When batches run.
+    #[arg(long = "trigger", value_enum, default_value_t = StreamingTrigger::AvailableNow)]
+    pub trigger: StreamingTrigger,
+    /// Interval of the processing-time trigger, ms.
+    #[arg(long = "trigger-interval-ms", default_value_t = 0)]
+    pub trigger_interval_ms: u64,
+    /// Print the physical plan when the pipeline starts.
+    #[arg(long = "explain", default_value_t = false)]
+    pub explain: bool,
+}
+
+impl Default for MicroBatchOptions {
+    fn default() -> Self {
+        MicroBatchOptions {
+            parallelism: 0,
+            max_batch_size: 100_000,
+            trigger: StreamingTrigger::AvailableNow,
+            trigger_interval_ms: 0,
+            explain: false,
+        }
+    }
+}
+
+impl MicroBatchOptions {
+    /// The number of partitions: `parallelism`, or the number of cores when 0.
+    pub fn partitions(&self) -> usize {
+        if self.parallelism > 0 {
+            self.parallelism
+        } else {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        }
+    }
+}
+
 /// Every option of a pipeline, grouped by area.
 #[derive(Parser, Clone, Debug, PartialEq, Eq)]
 #[command(name = "weir", no_binary_name = true, disable_help_subcommand = true)]
@@ -40,11 +96,19 @@ pub struct PipelineOptions {
     /// Direct runner options.
     #[command(flatten)]
     pub direct: DirectOptions,
+    /// Micro-batch runner options.
+    #[command(flatten)]
+    pub microbatch: MicroBatchOptions,
 }
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { runner: "direct".into(), job_name: "weir-job".into(), direct: DirectOptions::default() }
+        PipelineOptions {
+            runner: "direct".into(),
+            job_name: "weir-job".into(),
+            direct: DirectOptions::default(),
+            microbatch: MicroBatchOptions::default(),
+        }
     }
 }
 

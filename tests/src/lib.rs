@@ -12,12 +12,15 @@ use weir_sdk::testing::TestPipeline;
 use weir_sdk::PipelineOptions;
 
 /// Every runner configuration the suite runs on.
-pub const CONFIGURATIONS: &[&str] = &["direct", "direct_unshuffled"];
+pub const CONFIGURATIONS: &[&str] = &["direct", "direct_unshuffled", "microbatch_p1", "microbatch_p4_small_batches"];
 
 /// Registers every runner with the SDK's registry (once per process).
 pub fn register_runners() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(weir_runner_direct::register);
+    ONCE.call_once(|| {
+        weir_runner_direct::register();
+        weir_runner_microbatch::register();
+    });
 }
 
 /// The options of a configuration.
@@ -33,6 +36,15 @@ pub fn configuration(name: &str) -> PipelineOptions {
         "direct_unshuffled" => {
             o.runner = "direct".into();
             o.direct.shuffle = false;
+        }
+        "microbatch_p1" => {
+            o.runner = "microbatch".into();
+            o.microbatch.parallelism = 1;
+        }
+        "microbatch_p4_small_batches" => {
+            o.runner = "microbatch".into();
+            o.microbatch.parallelism = 4;
+            o.microbatch.max_batch_size = 3;
         }
         other => panic!("unknown conformance configuration '{other}'; known: {CONFIGURATIONS:?}"),
     }
@@ -62,6 +74,14 @@ macro_rules! conformance {
             #[test]
             fn direct_unshuffled() {
                 body(&$crate::pipeline("direct_unshuffled"))
+            }
+            #[test]
+            fn microbatch_p1() {
+                body(&$crate::pipeline("microbatch_p1"))
+            }
+            #[test]
+            fn microbatch_p4_small_batches() {
+                body(&$crate::pipeline("microbatch_p4_small_batches"))
             }
         }
     )*};

@@ -10,7 +10,7 @@ pub(crate) struct GroupByKeyTranslator;
 impl Translator<Plan> for GroupByKeyTranslator {
     fn translate(&self, node: &TransformNode, _: &PipelineGraph, plan: &mut Plan) -> Result<()> {
         match &node.payload {
-            Payload::GroupByKey(k) => {
+            Payload::GroupByKey(k, _) => {
                 plan.push(node, StepKind::GroupByKey(k.clone()));
                 Ok(())
             }

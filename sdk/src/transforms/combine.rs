@@ -156,6 +156,7 @@ impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, F::In>>> for Combine
     fn expand(self, input: PCollection<KV<K, F::In>>) -> Self::Output {
         input.pipeline().set_composite_payload(std::sync::Arc::new(CombinePerKeyPayload {
             kernel: std::sync::Arc::new(CombineKernelImpl::<K, F>::new(self.fn_.clone())),
+            partitioner: std::sync::Arc::new(crate::kernel::KvPartitioner::<K, F::In>::default()),
         }));
         input
             .apply("GroupByKey", GroupByKey::create())

@@ -106,8 +106,13 @@ impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for GroupByKey<K,
                 ),
             );
         }
-        let node =
-            p.make_primitive(crate::urns::GROUP_BY_KEY, Payload::GroupByKey(Arc::new(GroupKernelImpl::<K, V>::new())));
+        let node = p.make_primitive(
+            crate::urns::GROUP_BY_KEY,
+            Payload::GroupByKey(
+                Arc::new(GroupKernelImpl::<K, V>::new()),
+                Arc::new(crate::kernel::KvPartitioner::<K, V>::default()),
+            ),
+        );
         let mut out_windowing = windowing;
         out_windowing.already_merged = out_windowing.window_fn.is_merging();
         out_windowing.trigger = out_windowing.trigger.continuation();

@@ -37,8 +37,13 @@ pub struct ParDo<F: DoFn> {
     key_of: Option<KeyFns<F::In>>,
 }
 
-/// How a stateful ParDo encodes its keys, and the check that the encoding is deterministic.
-type KeyFns<I> = (KeyOf<I>, fn() -> Result<(), String>);
+/// How a stateful ParDo encodes its keys, the check that the encoding is deterministic, and
+/// its key partitioner.
+type KeyFns<I> = (KeyOf<I>, fn() -> Result<(), String>, fn() -> Arc<dyn crate::kernel::KeyPartitioner>);
+
+fn kv_partitioner<K: Element, V: Element>() -> Arc<dyn crate::kernel::KeyPartitioner> {
+    Arc::new(crate::kernel::KvPartitioner::<K, V>::default())
+}
 
 fn key_determinism<K: Element>() -> Result<(), String> {
     ElementCoder::<K>::new().verify_deterministic()
@@ -60,7 +65,11 @@ impl<F: DoFn> ParDo<F> {
     where
         F: DoFn<In = KV<K, V>>,
     {
-        ParDo { fn_, side_inputs: Vec::new(), key_of: Some((encode_key::<K, V>, key_determinism::<K>)) }
+        ParDo {
+            fn_,
+            side_inputs: Vec::new(),
+            key_of: Some((encode_key::<K, V>, key_determinism::<K>, kv_partitioner::<K, V>)),
+        }
     }
 
     /// Declares side inputs the DoFn reads with `ProcessContext::side_input`. An element waits
@@ -110,7 +119,8 @@ fn expand_par_do<F: DoFn>(
     additional: Vec<ErasedTupleTag>,
 ) -> (PCollection<F::Out>, PCollectionTuple) {
     let p = input.pipeline().clone();
-    if let Some((_, check)) = key_of {
+    let key_partitioner = key_of.map(|(_, _, make)| make());
+    if let Some((_, check, _)) = key_of {
         if let Err(why) = check() {
             p.record_error(
                 &p.current_step(),
@@ -118,7 +128,7 @@ fn expand_par_do<F: DoFn>(
             );
         }
     }
-    let key_of = key_of.map(|(encode, _)| encode);
+    let key_of = key_of.map(|(encode, _, _)| encode);
     for s in &side_inputs {
         if s.window_fn.is_merging() {
             p.record_error(
@@ -146,6 +156,7 @@ fn expand_par_do<F: DoFn>(
             output_tags: std::iter::once(main.clone()).chain(additional_ids.iter().cloned()).collect(),
             side_inputs,
             stateful: key_of.is_some(),
+            key_partitioner,
         }),
     );
     let b = output_boundedness(&p, &[input.id()]);

@@ -1,0 +1,727 @@
+//! The driver loop (DESIGN D6) and the `StreamingQuery` handle.
+//!
+//! One batch, [`Engine::run_batch`]: read a bounded slice of every source (latestOffset and
+//! getBatch), run every node in topological order (addBatch) — side inputs first, then pending
+//! bundles, then the node's watermark advance with the timers it releases, all partitions of a
+//! node in parallel — then commit the batch's metrics and publish its progress. The trigger
+//! decides the rhythm in [`run`].
+
+use crate::plan::{OpSpec, Plan};
+use crate::progress::{
+    DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
+};
+use crate::source::{Clock, SourceState};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use weir_runner_core::job::Job;
+use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
+use weir_runner_core::operator::{count_drops, OpContext, Operator};
+use weir_runner_core::watermark::Watermarks;
+use weir_sdk::graph::{PCollectionId, PipelineGraph};
+use weir_sdk::kernel::Batch;
+use weir_sdk::metrics::MetricResults;
+use weir_sdk::options::StreamingTrigger;
+use weir_sdk::runner::{PipelineResult, PipelineState};
+use weir_sdk::time::{iso8601, Timestamp, MAX_TIMESTAMP};
+use weir_sdk::{Error, PipelineOptions, Result};
+
+type Listener = Box<dyn Fn(&StreamingQueryProgress) + Send + Sync>;
+
+/// State shared between the engine thread and the query handle.
+struct Shared {
+    recent: Mutex<VecDeque<StreamingQueryProgress>>,
+    listeners: Mutex<Vec<Listener>>,
+    /// Incremented whenever a trigger found no new data; with `changed`, for
+    /// `process_all_available`.
+    idle: Mutex<u64>,
+    changed: Condvar,
+    active: std::sync::atomic::AtomicBool,
+}
+
+const RECENT: usize = 100;
+
+/// A running micro-batch query (Spark's `StreamingQuery`): progress, status, stop and wait.
+pub struct StreamingQuery {
+    result: Box<dyn PipelineResult>,
+    shared: Arc<Shared>,
+}
+
+/// What the query is doing (Spark's `StreamingQueryStatus`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryStatus {
+    /// A readable description.
+    pub message: String,
+    /// Whether the last trigger found new data.
+    pub is_data_available: bool,
+    /// Whether a batch is running.
+    pub is_trigger_active: bool,
+}
+
+impl StreamingQuery {
+    pub(crate) fn start(graph: Arc<PipelineGraph>, plan: Plan, options: PipelineOptions) -> Result<Self> {
+        let shared = Arc::new(Shared {
+            recent: Mutex::new(VecDeque::new()),
+            listeners: Mutex::new(Vec::new()),
+            idle: Mutex::new(0),
+            changed: Condvar::new(),
+            active: std::sync::atomic::AtomicBool::new(false),
+        });
+        let metrics = JobMetrics::with_committed();
+        let (m, s) = (metrics.clone(), shared.clone());
+        let result = Job::spawn("weir-microbatch", metrics, move |job| {
+            let mut engine = Engine::new(graph, plan, options, m, s.clone())?;
+            let r = run(&mut engine, &job);
+            engine.finish();
+            // Wake anyone waiting in process_all_available.
+            *s.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            s.changed.notify_all();
+            r
+        })?;
+        Ok(StreamingQuery { result, shared })
+    }
+
+    /// The progress of the most recent batch.
+    pub fn last_progress(&self) -> Option<StreamingQueryProgress> {
+        self.shared.recent.lock().unwrap_or_else(|e| e.into_inner()).back().cloned()
+    }
+
+    /// The progress of the most recent batches (up to 100), oldest first.
+    pub fn recent_progress(&self) -> Vec<StreamingQueryProgress> {
+        self.shared.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    /// Calls `listener` with the progress of every batch from now on.
+    pub fn add_listener(&self, listener: impl Fn(&StreamingQueryProgress) + Send + Sync + 'static) {
+        self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(listener));
+    }
+
+    /// What the query is doing.
+    pub fn status(&self) -> QueryStatus {
+        let active = self.shared.active.load(std::sync::atomic::Ordering::SeqCst);
+        let state = self.result.state();
+        let message = match state {
+            PipelineState::Running if active => "Processing new data",
+            PipelineState::Running => "Waiting for next trigger",
+            _ => "Stopped",
+        };
+        let is_data_available = self.last_progress().is_some_and(|p| p.num_input_rows > 0);
+        QueryStatus { message: message.to_string(), is_data_available, is_trigger_active: active }
+    }
+
+    /// Stops the query after the current batch.
+    pub fn stop(&self) -> Result<PipelineState> {
+        self.result.cancel()
+    }
+
+    /// Waits until the query ends (or `timeout` passes).
+    pub fn await_termination(&self, timeout: Option<Duration>) -> Result<PipelineState> {
+        self.result.wait_until_finish(timeout)
+    }
+
+    /// Blocks until every batch of data available so far has been processed: a trigger found no
+    /// new data, or the query ended.
+    pub fn process_all_available(&self) -> Result<()> {
+        let mut idle = self.shared.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let start = *idle;
+        while *idle == start && !self.result.state().is_terminal() {
+            idle =
+                self.shared.changed.wait_timeout(idle, Duration::from_millis(50)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        Ok(())
+    }
+}
+
+impl PipelineResult for StreamingQuery {
+    fn state(&self) -> PipelineState {
+        self.result.state()
+    }
+    fn wait_until_finish(&self, timeout: Option<Duration>) -> Result<PipelineState> {
+        self.result.wait_until_finish(timeout)
+    }
+    fn cancel(&self) -> Result<PipelineState> {
+        self.result.cancel()
+    }
+    fn metrics(&self) -> MetricResults {
+        self.result.metrics()
+    }
+}
+
+/// Drives batches by the trigger until the query ends.
+fn run(engine: &mut Engine, job: &Job) -> Result<()> {
+    let trigger = engine.options.microbatch.trigger;
+    let interval = Duration::from_millis(engine.options.microbatch.trigger_interval_ms);
+    loop {
+        if job.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let start = Instant::now();
+        let max = if trigger == StreamingTrigger::Once {
+            usize::MAX
+        } else {
+            engine.options.microbatch.max_batch_size.max(1)
+        };
+        let ran = engine.run_batch(max, job)?;
+        if trigger == StreamingTrigger::Once || engine.is_finished() {
+            return Ok(());
+        }
+        if !ran {
+            *engine.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            engine.shared.changed.notify_all();
+            std::thread::sleep(Duration::from_millis(engine.idle_wait_ms()));
+        } else if trigger == StreamingTrigger::ProcessingTime {
+            // A batch that overran its interval is followed at once.
+            if let Some(rest) = interval.checked_sub(start.elapsed()) {
+                std::thread::sleep(rest);
+            }
+        }
+    }
+}
+
+struct NodeRt {
+    source: Option<SourceState>,
+    ops: Vec<Box<dyn Operator>>,
+    wm: Watermarks,
+    /// Pending main-input bundles per partition.
+    pending: Vec<Vec<Batch>>,
+    /// Pending side-input bundles (broadcast to every partition).
+    side_pending: Vec<(usize, Batch)>,
+}
+
+/// What one node's batch did, for the progress report.
+#[derive(Default)]
+struct NodeStats {
+    update_ms: u64,
+    removal_ms: u64,
+    input_rows: u64,
+    dropped: u64,
+}
+
+pub(crate) struct Engine {
+    graph: Arc<PipelineGraph>,
+    plan: Plan,
+    options: PipelineOptions,
+    partitions: usize,
+    nodes: Vec<NodeRt>,
+    producer: HashMap<PCollectionId, usize>,
+    consumers: HashMap<PCollectionId, Vec<(usize, Option<usize>)>>,
+    clock: Clock,
+    batch_id: u64,
+    metrics: Arc<JobMetrics>,
+    shared: Arc<Shared>,
+    id: String,
+    run_id: String,
+    last_trigger: Option<Instant>,
+}
+
+fn random_id() -> String {
+    let a: u128 = rand::random();
+    let h = format!("{a:032x}");
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+impl Engine {
+    fn new(
+        graph: Arc<PipelineGraph>,
+        plan: Plan,
+        options: PipelineOptions,
+        metrics: Arc<JobMetrics>,
+        shared: Arc<Shared>,
+    ) -> Result<Self> {
+        let partitions = plan.partitions.max(1);
+        let mut producer = HashMap::new();
+        let mut consumers: HashMap<PCollectionId, Vec<(usize, Option<usize>)>> = HashMap::new();
+        let mut nodes = Vec::with_capacity(plan.nodes.len());
+        let mut test_clock = false;
+        for (i, spec) in plan.nodes.iter().enumerate() {
+            for &o in &spec.outputs {
+                producer.insert(o, i);
+            }
+            for &input in &spec.inputs {
+                consumers.entry(input).or_default().push((i, None));
+            }
+            for (k, &side) in spec.side_inputs.iter().enumerate() {
+                consumers.entry(side).or_default().push((i, Some(k)));
+            }
+            let out_ops = spec.outputs.first().map(|&o| graph.pcollection(o).ops.clone());
+            let source = match (&spec.op, out_ops) {
+                (OpSpec::Impulse, Some(ops)) => Some(SourceState::impulse(&spec.name, ops)),
+                (OpSpec::Read(s), Some(ops)) => Some(SourceState::bounded(&spec.name, s.clone(), ops)),
+                (OpSpec::ReadUnbounded(s), Some(ops)) => Some(SourceState::unbounded(&spec.name, s.clone(), ops)),
+                (OpSpec::TestStream(e), Some(ops)) => {
+                    test_clock = true;
+                    Some(SourceState::test_stream(&spec.name, e.clone(), ops))
+                }
+                _ => None,
+            };
+            let ops = if source.is_some() {
+                Vec::new()
+            } else {
+                (0..partitions).filter_map(|_| spec.instantiate(&graph)).collect()
+            };
+            nodes.push(NodeRt {
+                source,
+                ops,
+                wm: Watermarks::new(),
+                pending: (0..partitions).map(|_| Vec::new()).collect(),
+                side_pending: Vec::new(),
+            });
+        }
+        Ok(Engine {
+            graph,
+            plan,
+            options,
+            partitions,
+            nodes,
+            producer,
+            consumers,
+            clock: if test_clock { Clock::Test(0) } else { Clock::Wall },
+            batch_id: 0,
+            metrics,
+            shared,
+            id: random_id(),
+            run_id: random_id(),
+            last_trigger: None,
+        })
+    }
+
+    fn finish(&mut self) {
+        for n in &mut self.nodes {
+            for op in &mut n.ops {
+                op.finish();
+            }
+        }
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.nodes.iter().all(|n| n.wm.is_done() && n.pending.iter().all(Vec::is_empty) && n.side_pending.is_empty())
+    }
+
+    fn idle_wait_ms(&self) -> u64 {
+        let now = self.clock.now();
+        let next = self.nodes.iter().flat_map(|n| n.ops.iter().filter_map(|o| o.next_processing_timer())).min();
+        next.map(|t| (t - now + 1).clamp(1, 20) as u64).unwrap_or(10)
+    }
+
+    fn processing_timer_due(&self) -> bool {
+        let now = self.clock.now();
+        self.nodes.iter().any(|n| n.ops.iter().any(|o| o.next_processing_timer().is_some_and(|t| t < now)))
+    }
+
+    /// Runs one batch. Returns `false` when there was nothing to do (no new data, no watermark
+    /// move, no timer due): the batch is skipped and takes no batch id.
+    pub(crate) fn run_batch(&mut self, max: usize, job: &Job) -> Result<bool> {
+        let trigger_start = Instant::now();
+        let started_at = self.clock.now();
+        let wall_start = Clock::Wall.now();
+        let since_last = self.last_trigger.map(|t| t.elapsed().as_secs_f64());
+        // latestOffset + getBatch: read the batch's slice of every source.
+        let mut moved = false;
+        let mut sources = Vec::new();
+        let mut input_rows = 0u64;
+        let mut ts_stats: (Timestamp, Timestamp, i128, usize) = (Timestamp::MAX, Timestamp::MIN, 0, 0);
+        for i in 0..self.nodes.len() {
+            let Some(src) = self.nodes[i].source.as_mut() else { continue };
+            // User code in sources runs with the step's metrics container bound.
+            let container = MetricsContainerImpl::new();
+            let sb = {
+                let _scope = weir_sdk::metrics::scoped_container(container.clone());
+                src.next(self.partitions, max, &mut self.clock)
+            };
+            self.metrics.record(Some(&self.plan.nodes[i].name), &container, sb.is_ok());
+            let sb = sb?;
+            moved |= sb.moved;
+            input_rows += sb.rows as u64;
+            if let Some(&pc) = self.plan.nodes[i].outputs.first() {
+                let ops = self.graph.pcollection(pc).ops.clone();
+                for b in sb.bundles.iter().flatten() {
+                    let (lo, hi, sum, n) = ops.timestamp_stats(b);
+                    ts_stats = (ts_stats.0.min(lo), ts_stats.1.max(hi), ts_stats.2 + sum, ts_stats.3 + n);
+                }
+            }
+            sources.push((i, sb.rows, sb.start_offset.clone(), sb.end_offset.clone()));
+            self.nodes[i].wm.advance(sb.watermark, None, None);
+            self.route(i, 0, sb.bundles)?;
+        }
+        let read_ms = trigger_start.elapsed().as_millis() as u64;
+        if !moved && !self.processing_timer_due() {
+            return Ok(false);
+        }
+        self.last_trigger = Some(trigger_start);
+        self.shared.active.store(true, std::sync::atomic::Ordering::SeqCst);
+        // addBatch: every node in topological order.
+        let add_start = Instant::now();
+        let mut stats: Vec<NodeStats> = (0..self.nodes.len()).map(|_| NodeStats::default()).collect();
+        let mut containers: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
+        let rows_before: Vec<u64> =
+            self.nodes.iter().map(|n| n.ops.iter().map(|o| o.state_rows() as u64).sum()).collect();
+        let mut sink_rows = 0i64;
+        let result = (|| -> Result<()> {
+            for (i, node_stats) in stats.iter_mut().enumerate() {
+                if self.nodes[i].source.is_some() {
+                    continue;
+                }
+                if job.is_cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                let out_rows = self.run_node(i, node_stats, &mut containers)?;
+                if self.plan.nodes[i].outputs.iter().all(|o| !self.consumers.contains_key(o)) {
+                    sink_rows += out_rows as i64;
+                }
+            }
+            Ok(())
+        })();
+        // Metrics of the batch: attempted always, committed only if the batch committed.
+        for (step, c) in &containers {
+            self.metrics.record(Some(step), c, result.is_ok());
+        }
+        self.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
+        result?;
+        let add_ms = add_start.elapsed().as_millis() as u64;
+        let progress = self.progress(ProgressInput {
+            started_at: wall_start,
+            since_last,
+            input_rows,
+            ts_stats,
+            sources,
+            stats,
+            rows_before,
+            sink_rows,
+            read_ms,
+            add_ms,
+            total_ms: trigger_start.elapsed().as_millis() as u64,
+            event_clock: started_at,
+        });
+        {
+            let mut recent = self.shared.recent.lock().unwrap_or_else(|e| e.into_inner());
+            recent.push_back(progress.clone());
+            while recent.len() > RECENT {
+                recent.pop_front();
+            }
+        }
+        for l in self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            l(&progress);
+        }
+        tracing::debug!(progress = %progress.json(), "batch committed");
+        self.batch_id += 1;
+        Ok(true)
+    }
+
+    /// Routes output bundles (one list per partition) of node `i`'s output `port` to its
+    /// consumers: through an exchange for keyed consumers, partition to partition otherwise,
+    /// broadcast for side inputs.
+    fn route(&mut self, i: usize, port: usize, per_partition: Vec<Vec<Batch>>) -> Result<()> {
+        let Some(&pc) = self.plan.nodes[i].outputs.get(port) else { return Ok(()) };
+        let ops = self.graph.pcollection(pc).ops.clone();
+        let consumers = self.consumers.get(&pc).cloned().unwrap_or_default();
+        if consumers.is_empty() {
+            return Ok(());
+        }
+        let per_partition: Vec<Vec<Batch>> =
+            per_partition.into_iter().map(|bs| bs.into_iter().filter(|b| ops.len(b) > 0).collect()).collect();
+        let last = consumers.len() - 1;
+        let mut owned = Some(per_partition);
+        for (n, (c, side)) in consumers.into_iter().enumerate() {
+            let data = if n == last {
+                owned.take().unwrap_or_default()
+            } else {
+                owned
+                    .as_ref()
+                    .map(|pp| pp.iter().map(|bs| bs.iter().map(|b| ops.clone_batch(b)).collect()).collect())
+                    .unwrap_or_default()
+            };
+            match side {
+                Some(k) => {
+                    for b in data.into_iter().flatten() {
+                        self.nodes[c].side_pending.push((k, b));
+                    }
+                }
+                None => match self.plan.nodes[c].partitioner.clone() {
+                    Some(partitioner) => {
+                        let name = self.plan.nodes[c].name.clone();
+                        for b in data.into_iter().flatten() {
+                            let pieces = partitioner
+                                .partition(b, self.partitions)
+                                .map_err(|source| Error::Coder { step: name.clone(), source })?;
+                            for (q, piece) in pieces.into_iter().enumerate() {
+                                if ops.len(&piece) > 0 {
+                                    self.nodes[c].pending[q].push(piece);
+                                }
+                            }
+                        }
+                    }
+                    None => {
+                        for (p, bs) in data.into_iter().enumerate() {
+                            self.nodes[c].pending[p % self.partitions].extend(bs);
+                        }
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs node `i` for this batch on every partition in parallel. Returns the rows it output.
+    fn run_node(
+        &mut self,
+        i: usize,
+        stats: &mut NodeStats,
+        containers: &mut Vec<(String, Arc<MetricsContainerImpl>)>,
+    ) -> Result<usize> {
+        let spec = &self.plan.nodes[i];
+        let name = spec.name.clone();
+        let upstream =
+            spec.inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).min().unwrap_or(MAX_TIMESTAMP);
+        let side_wms: Vec<Timestamp> =
+            spec.side_inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).collect();
+        let in_ops = spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone());
+        let side_ops: Vec<_> = spec.side_inputs.iter().map(|&pc| self.graph.pcollection(pc).ops.clone()).collect();
+        let n_outputs = spec.outputs.len();
+        let now = self.clock.now();
+        let node = &mut self.nodes[i];
+        let side_pending = std::mem::take(&mut node.side_pending);
+        let pending = std::mem::replace(&mut node.pending, (0..self.partitions).map(|_| Vec::new()).collect());
+        stats.input_rows = match &in_ops {
+            Some(ops) => pending.iter().flatten().map(|b| ops.len(b) as u64).sum(),
+            None => 0,
+        };
+        // Side-input data goes to every partition.
+        let n_parts = node.ops.len();
+        let mut sides_per_partition: Vec<Vec<(usize, Batch)>> = (0..n_parts).map(|_| Vec::new()).collect();
+        for (k, b) in side_pending {
+            let mut copies: Vec<Batch> = (1..n_parts).map(|_| side_ops[k].clone_batch(&b)).collect();
+            copies.push(b);
+            for (p, c) in copies.into_iter().enumerate() {
+                sides_per_partition[p].push((k, c));
+            }
+        }
+        let tasks: Vec<PartitionTask<'_>> = node
+            .ops
+            .iter_mut()
+            .zip(pending)
+            .zip(sides_per_partition)
+            .map(|((op, bundles), sides)| PartitionTask { op: op.as_mut(), bundles, sides, side_wms: &side_wms })
+            .collect();
+        let results = run_partitions(tasks, |t| t.run(upstream, now, n_outputs));
+        let mut outputs: Vec<Vec<Vec<Batch>>> = (0..n_outputs).map(|_| Vec::new()).collect();
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok(done) => {
+                    stats.update_ms += done.update_ms;
+                    stats.removal_ms += done.removal_ms;
+                    stats.dropped += done.dropped;
+                    containers.push((name.clone(), done.metrics));
+                    for (port, bs) in done.outputs.into_iter().enumerate() {
+                        outputs[port].push(bs);
+                    }
+                }
+                Err((e, metrics)) => {
+                    containers.push((name.clone(), metrics));
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        let hold = self.nodes[i].ops.iter().filter_map(|o| o.hold()).min();
+        self.nodes[i].wm.advance(upstream, None, hold);
+        let mut out_rows = 0;
+        for (port, per_partition) in outputs.into_iter().enumerate() {
+            if let Some(&pc) = self.plan.nodes[i].outputs.get(port) {
+                let ops = self.graph.pcollection(pc).ops.clone();
+                out_rows += per_partition.iter().flatten().map(|b| ops.len(b)).sum::<usize>();
+            }
+            self.route(i, port, per_partition)?;
+        }
+        Ok(out_rows)
+    }
+
+    fn progress(&self, p: ProgressInput) -> StreamingQueryProgress {
+        let secs = (p.total_ms as f64 / 1000.0).max(1e-3);
+        let since = p.since_last.unwrap_or(secs).max(1e-3);
+        let (lo, hi, sum, n) = p.ts_stats;
+        let event_time = EventTimeStats {
+            min: (n > 0).then(|| iso8601(lo)),
+            max: (n > 0).then(|| iso8601(hi)),
+            avg: (n > 0).then(|| iso8601((sum / n as i128) as i64)),
+            watermark: iso8601(self.query_watermark().min(MAX_TIMESTAMP)),
+        };
+        let mut state_operators = Vec::new();
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            let stateful = matches!(&spec.op, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_))
+                || matches!(&spec.op, OpSpec::ParDo(d) if d.stateful);
+            if !stateful {
+                continue;
+            }
+            let ops = &self.nodes[i].ops;
+            let total: u64 = ops.iter().map(|o| o.state_rows() as u64).sum();
+            let st = &p.stats[i];
+            state_operators.push(StateOperatorProgress {
+                operator_name: spec.name.clone(),
+                num_rows_total: total,
+                num_rows_updated: st.input_rows,
+                num_rows_removed: p.rows_before[i].saturating_sub(total),
+                num_rows_dropped_by_watermark: st.dropped,
+                all_updates_time_ms: st.update_ms,
+                all_removals_time_ms: st.removal_ms,
+                commit_time_ms: 0,
+                memory_used_bytes: ops.iter().map(|o| o.state_bytes() as u64).sum(),
+                num_state_store_instances: ops.len() as u64,
+                custom_metrics: BTreeMap::new(),
+            });
+        }
+        let sources = p
+            .sources
+            .into_iter()
+            .map(|(i, rows, start, end)| SourceProgress {
+                description: self.plan.nodes[i].name.clone(),
+                start_offset: start,
+                end_offset: end,
+                num_input_rows: rows as u64,
+                input_rows_per_second: rows as f64 / since,
+                processed_rows_per_second: rows as f64 / secs,
+            })
+            .collect();
+        let leaves: Vec<String> = self
+            .plan
+            .nodes
+            .iter()
+            .filter(|n| !n.outputs.is_empty() && n.outputs.iter().all(|o| !self.consumers.contains_key(o)))
+            .map(|n| n.name.clone())
+            .collect();
+        let watermarks =
+            self.plan.nodes.iter().zip(&self.nodes).map(|(s, n)| (s.name.clone(), iso8601(n.wm.output()))).collect();
+        let _ = p.event_clock;
+        StreamingQueryProgress {
+            id: self.id.clone(),
+            run_id: self.run_id.clone(),
+            name: self.options.job_name.clone(),
+            timestamp: iso8601(p.started_at),
+            batch_id: self.batch_id,
+            batch_duration: p.total_ms,
+            num_input_rows: p.input_rows,
+            input_rows_per_second: p.input_rows as f64 / since,
+            processed_rows_per_second: p.input_rows as f64 / secs,
+            duration_ms: DurationMs {
+                latest_offset: p.read_ms,
+                wal_commit: 0,
+                get_batch: 0,
+                query_planning: 0,
+                add_batch: p.add_ms,
+                commit_offsets: 0,
+                trigger_execution: p.total_ms,
+            },
+            event_time,
+            state_operators,
+            sources,
+            sink: SinkProgress { description: leaves.join(", "), num_output_rows: p.sink_rows },
+            watermarks,
+        }
+    }
+
+    /// The query's watermark: the minimum output watermark of its leaf nodes.
+    fn query_watermark(&self) -> Timestamp {
+        self.plan
+            .nodes
+            .iter()
+            .zip(&self.nodes)
+            .filter(|(s, _)| s.outputs.iter().all(|o| !self.consumers.contains_key(o)))
+            .map(|(_, n)| n.wm.output())
+            .min()
+            .unwrap_or(MAX_TIMESTAMP)
+    }
+}
+
+struct ProgressInput {
+    started_at: Timestamp,
+    since_last: Option<f64>,
+    input_rows: u64,
+    ts_stats: (Timestamp, Timestamp, i128, usize),
+    sources: Vec<(usize, usize, serde_json::Value, serde_json::Value)>,
+    stats: Vec<NodeStats>,
+    rows_before: Vec<u64>,
+    sink_rows: i64,
+    read_ms: u64,
+    add_ms: u64,
+    total_ms: u64,
+    event_clock: Timestamp,
+}
+
+/// One partition's work in a node's batch.
+struct PartitionTask<'a> {
+    op: &'a mut dyn Operator,
+    bundles: Vec<Batch>,
+    sides: Vec<(usize, Batch)>,
+    side_wms: &'a [Timestamp],
+}
+
+struct PartitionDone {
+    outputs: Vec<Vec<Batch>>,
+    metrics: Arc<MetricsContainerImpl>,
+    update_ms: u64,
+    removal_ms: u64,
+    dropped: u64,
+}
+
+impl PartitionTask<'_> {
+    fn run(
+        self,
+        upstream: Timestamp,
+        now: Timestamp,
+        n_outputs: usize,
+    ) -> std::result::Result<PartitionDone, (Error, Arc<MetricsContainerImpl>)> {
+        let metrics = MetricsContainerImpl::new();
+        let ctx = OpContext { processing_time: now, metrics: &metrics };
+        let op = self.op;
+        let before = op.dropped();
+        let mut outputs: Vec<Vec<Batch>> = (0..n_outputs).map(|_| Vec::new()).collect();
+        let work = || -> Result<(u64, u64)> {
+            for (k, b) in self.sides {
+                op.process_side(k, b)?;
+            }
+            for (k, wm) in self.side_wms.iter().enumerate() {
+                op.advance_side(k, *wm);
+            }
+            let t = Instant::now();
+            for b in self.bundles {
+                for (port, out) in op.process(b, &ctx)?.into_iter().enumerate() {
+                    outputs[port].push(out);
+                }
+            }
+            let update_ms = t.elapsed().as_millis() as u64;
+            let t = Instant::now();
+            for (port, out) in op.advance(upstream, &ctx)?.into_iter().enumerate() {
+                outputs[port].push(out);
+            }
+            Ok((update_ms, t.elapsed().as_millis() as u64))
+        };
+        let result = work();
+        count_drops(op, before, &metrics);
+        let dropped = (op.dropped().late + op.dropped().closed).saturating_sub(before.late + before.closed);
+        match result {
+            Ok((update_ms, removal_ms)) => Ok(PartitionDone { outputs, metrics, update_ms, removal_ms, dropped }),
+            Err(e) => Err((e, metrics)),
+        }
+    }
+}
+
+/// Runs the tasks of a node's partitions, in parallel when there are several.
+fn run_partitions<T: Send, R: Send>(tasks: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    if tasks.len() <= 1 {
+        return tasks.into_iter().map(&f).collect();
+    }
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = tasks.into_iter().map(|t| s.spawn(move || f(t))).collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => r,
+                // Operators catch user panics; a panic here is a bug in the engine itself.
+                Err(p) => std::panic::resume_unwind(p),
+            })
+            .collect()
+    })
+}

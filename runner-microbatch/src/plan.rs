@@ -1,0 +1,110 @@
+//! The physical plan: one node per primitive (or natively translated composite), in
+//! topological order, each run as `partitions` parallel instances; an exchange (hash
+//! partitioning by encoded key) precedes every keyed node.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use weir_runner_core::group_also_by_window::Values;
+use weir_runner_core::operator::{AssignOperator, FlattenOperator, GroupOperator, Operator, ParDoOperator};
+use weir_runner_core::stateful::StatefulParDoOperator;
+use weir_sdk::graph::{NodeId, PCollectionId, ParDoPayload, PipelineGraph};
+use weir_sdk::kernel::{
+    AssignKernel, CombineKernel, ErasedBoundedSource, ErasedUnboundedSource, GroupKernel, KeyPartitioner,
+    TestStreamEvent,
+};
+
+/// What a node does.
+pub(crate) enum OpSpec {
+    Impulse,
+    Read(Arc<dyn ErasedBoundedSource>),
+    ReadUnbounded(Arc<dyn ErasedUnboundedSource>),
+    TestStream(Arc<Vec<TestStreamEvent>>),
+    ParDo(ParDoPayload),
+    GroupByKey(Arc<dyn GroupKernel>),
+    CombinePerKey(Arc<dyn CombineKernel>),
+    Flatten,
+    WindowInto(Arc<dyn AssignKernel>),
+}
+
+/// One node of the plan.
+pub(crate) struct NodeSpec {
+    pub node: NodeId,
+    pub name: String,
+    pub op: OpSpec,
+    pub inputs: Vec<PCollectionId>,
+    pub side_inputs: Vec<PCollectionId>,
+    pub outputs: Vec<PCollectionId>,
+    /// The exchange before this node, for keyed nodes.
+    pub partitioner: Option<Arc<dyn KeyPartitioner>>,
+    /// The composite this node translates natively, if any.
+    pub native: Option<String>,
+}
+
+impl NodeSpec {
+    /// A fresh operator instance for one partition.
+    pub(crate) fn instantiate(&self, graph: &PipelineGraph) -> Option<Box<dyn Operator>> {
+        let node = graph.node(self.node);
+        Some(match &self.op {
+            OpSpec::ParDo(p) if p.stateful => Box::new(StatefulParDoOperator::new(node, p, graph)),
+            OpSpec::ParDo(p) => Box::new(ParDoOperator::new(node, p, graph)),
+            OpSpec::GroupByKey(k) => Box::new(GroupOperator::new(node, graph, Values::Buffer(k.clone()))),
+            OpSpec::CombinePerKey(k) => Box::new(GroupOperator::new(node, graph, Values::Combine(k.clone()))),
+            OpSpec::Flatten => Box::new(FlattenOperator),
+            OpSpec::WindowInto(k) => Box::new(AssignOperator::new(node, k.clone())),
+            _ => return None,
+        })
+    }
+
+    fn describe(&self) -> String {
+        let kind = match &self.op {
+            OpSpec::Impulse => "Impulse".to_string(),
+            OpSpec::Read(_) => "Scan[bounded]".to_string(),
+            OpSpec::ReadUnbounded(_) => "Scan[unbounded]".to_string(),
+            OpSpec::TestStream(_) => "Scan[TestStream]".to_string(),
+            OpSpec::ParDo(p) if p.stateful => format!("StatefulParDo[{}]", short(p.fn_name)),
+            OpSpec::ParDo(p) => format!("ParDo[{}]", short(p.fn_name)),
+            OpSpec::GroupByKey(_) => "GroupAlsoByWindow[buffering]".to_string(),
+            OpSpec::CombinePerKey(_) => "GroupAlsoByWindow[combining]".to_string(),
+            OpSpec::Flatten => "Union".to_string(),
+            OpSpec::WindowInto(_) => "AssignWindows".to_string(),
+        };
+        let native = self.native.as_ref().map(|u| format!(" (native {u})")).unwrap_or_default();
+        format!("{kind} '{}'{native}", self.name)
+    }
+}
+
+fn short(type_name: &str) -> &str {
+    let base = type_name.split('<').next().unwrap_or(type_name);
+    base.rsplit("::").next().unwrap_or(base)
+}
+
+/// The physical plan.
+pub(crate) struct Plan {
+    pub nodes: Vec<NodeSpec>,
+    pub partitions: usize,
+}
+
+impl Plan {
+    /// The plan as text: stages separated by exchanges, stateful operators marked.
+    pub(crate) fn explain(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "== Physical plan: {} nodes, {} partitions ==", self.nodes.len(), self.partitions);
+        let mut stage = 0;
+        for n in &self.nodes {
+            if n.partitioner.is_some() {
+                stage += 1;
+                let _ = writeln!(out, "  Exchange hashpartitioning(encoded key, {})", self.partitions);
+            }
+            let stateful = matches!(&n.op, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_))
+                || matches!(&n.op, OpSpec::ParDo(p) if p.stateful);
+            let marker = if stateful { " [stateful]" } else { "" };
+            let sides = if n.side_inputs.is_empty() {
+                String::new()
+            } else {
+                format!(" [{} side inputs, broadcast]", n.side_inputs.len())
+            };
+            let _ = writeln!(out, "Stage {stage}: {}{marker}{sides}", n.describe());
+        }
+        out
+    }
+}

@@ -1,0 +1,207 @@
+//! Sources as the engine reads them: a bounded slice per batch, with offsets for the progress
+//! report and a watermark.
+
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use weir_runner_core::do_fn_runner::guarded;
+use weir_sdk::kernel::{
+    Batch, CollectionOps, ErasedBoundedReader, ErasedBoundedSource, ErasedUnboundedReader, ErasedUnboundedSource,
+    TestStreamEvent,
+};
+use weir_sdk::pane::PaneInfo;
+use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
+use weir_sdk::window::Window;
+use weir_sdk::{Result, WindowedValue};
+
+/// Processing time: the wall clock, or a test clock moved only by TestStream events.
+pub(crate) enum Clock {
+    Wall,
+    Test(Timestamp),
+}
+
+impl Clock {
+    pub(crate) fn now(&self) -> Timestamp {
+        match self {
+            Clock::Wall => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+            Clock::Test(t) => *t,
+        }
+    }
+}
+
+struct BoundedSplit {
+    source: Arc<dyn ErasedBoundedSource>,
+    reader: Option<Box<dyn ErasedBoundedReader>>,
+    read: u64,
+    done: bool,
+}
+
+enum Kind {
+    Impulse { done: bool },
+    Bounded { source: Arc<dyn ErasedBoundedSource>, splits: Option<Vec<BoundedSplit>> },
+    Unbounded { source: Arc<dyn ErasedUnboundedSource>, readers: Option<Vec<Box<dyn ErasedUnboundedReader>>> },
+    TestStream { events: Arc<Vec<TestStreamEvent>>, next: usize, watermark: Timestamp },
+}
+
+/// What one batch read from a source.
+pub(crate) struct SourceBatch {
+    /// Bundles per partition.
+    pub bundles: Vec<Vec<Batch>>,
+    pub rows: usize,
+    pub watermark: Timestamp,
+    pub start_offset: Value,
+    pub end_offset: Value,
+    /// Whether the source did anything (data, a watermark move, a clock move).
+    pub moved: bool,
+}
+
+/// A source node's state across batches.
+pub(crate) struct SourceState {
+    name: String,
+    kind: Kind,
+    ops: Arc<dyn CollectionOps>,
+    watermark: Timestamp,
+}
+
+impl SourceState {
+    pub(crate) fn impulse(name: &str, ops: Arc<dyn CollectionOps>) -> Self {
+        Self::new(name, Kind::Impulse { done: false }, ops)
+    }
+    pub(crate) fn bounded(name: &str, source: Arc<dyn ErasedBoundedSource>, ops: Arc<dyn CollectionOps>) -> Self {
+        Self::new(name, Kind::Bounded { source, splits: None }, ops)
+    }
+    pub(crate) fn unbounded(name: &str, source: Arc<dyn ErasedUnboundedSource>, ops: Arc<dyn CollectionOps>) -> Self {
+        Self::new(name, Kind::Unbounded { source, readers: None }, ops)
+    }
+    pub(crate) fn test_stream(name: &str, events: Arc<Vec<TestStreamEvent>>, ops: Arc<dyn CollectionOps>) -> Self {
+        Self::new(name, Kind::TestStream { events, next: 0, watermark: MIN_TIMESTAMP }, ops)
+    }
+    fn new(name: &str, kind: Kind, ops: Arc<dyn CollectionOps>) -> Self {
+        SourceState { name: name.to_string(), kind, ops, watermark: MIN_TIMESTAMP }
+    }
+
+    fn offsets(&self) -> Value {
+        match &self.kind {
+            Kind::Impulse { done } => json!({ "emitted": done }),
+            Kind::Bounded { splits, .. } => match splits {
+                None => json!({ "splits": [] }),
+                Some(s) => {
+                    json!({ "splits": s.iter().map(|s| json!({"read": s.read, "done": s.done})).collect::<Vec<_>>() })
+                }
+            },
+            Kind::Unbounded { readers, .. } => match readers {
+                None => json!({ "readers": [] }),
+                Some(rs) => json!({
+                    "readers": rs.iter().map(|r| r.checkpoint().map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<String>()).unwrap_or_default()).collect::<Vec<_>>()
+                }),
+            },
+            Kind::TestStream { next, .. } => json!({ "event": next }),
+        }
+    }
+
+    /// Reads the next slice: at most `max` records per split, spread over `partitions`.
+    pub(crate) fn next(&mut self, partitions: usize, max: usize, clock: &mut Clock) -> Result<SourceBatch> {
+        let start_offset = self.offsets();
+        let name = self.name.clone();
+        let mut bundles: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
+        let mut moved = false;
+        let watermark = match &mut self.kind {
+            Kind::Impulse { done } => {
+                if !*done {
+                    *done = true;
+                    moved = true;
+                    let v = vec![WindowedValue {
+                        value: Vec::<u8>::new(),
+                        timestamp: MIN_TIMESTAMP,
+                        window: Window::Global,
+                        pane: PaneInfo::NO_FIRING,
+                    }];
+                    bundles[0].push(Box::new(v));
+                }
+                MAX_TIMESTAMP
+            }
+            Kind::Bounded { source, splits } => {
+                if splits.is_none() {
+                    let size = guarded(&name, "estimate source size", || source.estimated_size_bytes())?;
+                    let parts =
+                        guarded(&name, "split source", || source.split((size / (4 * partitions as u64)).max(1)))?;
+                    *splits = Some(
+                        parts
+                            .into_iter()
+                            .map(|source| BoundedSplit { source, reader: None, read: 0, done: false })
+                            .collect(),
+                    );
+                }
+                let splits = splits.as_mut().expect("set above");
+                for (i, s) in splits.iter_mut().enumerate() {
+                    if s.done {
+                        continue;
+                    }
+                    if s.reader.is_none() {
+                        s.reader = Some(guarded(&name, "open reader", || s.source.reader())?);
+                    }
+                    let reader = s.reader.as_mut().expect("set above");
+                    match guarded(&name, "read", || reader.read_batch(max))? {
+                        Some(b) => {
+                            s.read += self.ops.len(&b) as u64;
+                            bundles[i % partitions].push(b);
+                        }
+                        None => {
+                            s.done = true;
+                            s.reader = None;
+                        }
+                    }
+                    moved = true;
+                }
+                // The watermark stays at the beginning of time until every split is exhausted.
+                if splits.iter().all(|s| s.done) {
+                    MAX_TIMESTAMP
+                } else {
+                    MIN_TIMESTAMP
+                }
+            }
+            Kind::Unbounded { source, readers } => {
+                if readers.is_none() {
+                    let splits = guarded(&name, "split source", || source.split(partitions))?;
+                    let mut rs = Vec::with_capacity(splits.len());
+                    for s in splits {
+                        rs.push(guarded(&name, "open reader", || s.reader(None))?);
+                    }
+                    *readers = Some(rs);
+                }
+                let rs = readers.as_mut().expect("set above");
+                for (i, r) in rs.iter_mut().enumerate() {
+                    let b = guarded(&name, "read", || r.read_batch(max))?;
+                    if r.batch_len(&b) > 0 {
+                        moved = true;
+                        bundles[i % partitions].push(b);
+                    }
+                }
+                rs.iter().map(|r| r.watermark()).min().unwrap_or(MAX_TIMESTAMP)
+            }
+            Kind::TestStream { events, next, watermark } => {
+                match events.get(*next) {
+                    None => *watermark = MAX_TIMESTAMP,
+                    Some(event) => {
+                        *next += 1;
+                        match event {
+                            TestStreamEvent::Elements(make) => bundles[0].push(make()),
+                            TestStreamEvent::Watermark(t) => *watermark = (*watermark).max(*t),
+                            TestStreamEvent::ProcessingTime(d) => {
+                                if let Clock::Test(now) = clock {
+                                    *now += d;
+                                }
+                            }
+                        }
+                    }
+                }
+                *watermark
+            }
+        };
+        moved |= watermark != self.watermark;
+        self.watermark = self.watermark.max(watermark);
+        let rows: usize = bundles.iter().flatten().map(|b| self.ops.len(b)).sum();
+        moved |= rows > 0;
+        Ok(SourceBatch { bundles, rows, watermark: self.watermark, start_offset, end_offset: self.offsets(), moved })
+    }
+}

@@ -1,0 +1,30 @@
+//! Combine.perKey, translated natively: an exchange by key, then the combining
+//! GroupAlsoByWindow engine, which keeps one accumulator per key and window.
+
+use super::Builder;
+use crate::plan::OpSpec;
+use weir_runner_core::translate::Translator;
+use weir_sdk::graph::{Payload, PipelineGraph, TransformNode};
+use weir_sdk::kernel::CombinePerKeyPayload;
+use weir_sdk::Result;
+
+pub(crate) struct CombinePerKeyTranslator;
+
+fn payload(node: &TransformNode) -> Option<&CombinePerKeyPayload> {
+    match &node.payload {
+        Payload::Composite(p) => p.downcast_ref::<CombinePerKeyPayload>(),
+        _ => None,
+    }
+}
+
+impl Translator<Builder> for CombinePerKeyTranslator {
+    fn can_translate(&self, node: &TransformNode, _: &PipelineGraph) -> bool {
+        payload(node).is_some()
+    }
+    fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut Builder) -> Result<()> {
+        if let Some(p) = payload(node) {
+            b.push(node, OpSpec::CombinePerKey(p.kernel.clone()), Some(p.partitioner.clone()));
+        }
+        Ok(())
+    }
+}
