@@ -53,6 +53,14 @@ pub trait Operator: Send {
     fn advance_side(&mut self, _index: usize, _watermark: Timestamp) {}
     /// Releases resources (DoFn teardown).
     fn finish(&mut self) {}
+    /// The operator's state, encoded, for a checkpoint (empty for stateless operators).
+    fn snapshot(&self) -> Result<Vec<u8>> {
+        Ok(Vec::new())
+    }
+    /// Restores state written by [`Operator::snapshot`].
+    fn restore(&mut self, _bytes: &[u8]) -> Result<()> {
+        Ok(())
+    }
     /// Number of state entries held (keys and windows), for progress reports.
     fn state_rows(&self) -> usize {
         0
@@ -122,6 +130,21 @@ impl Operator for ParDoOperator {
     fn finish(&mut self) {
         self.runner.teardown();
     }
+    fn snapshot(&self) -> Result<Vec<u8>> {
+        if self.pushback.is_empty() && self.sides.is_empty() {
+            return Ok(Vec::new());
+        }
+        crate::checkpoint::encode(self.runner.step(), &(self.pushback.snapshot()?, self.sides.snapshot()?))
+    }
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let (pushback, sides): (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot) =
+            crate::checkpoint::decode(self.runner.step(), bytes)?;
+        self.pushback.restore(pushback)?;
+        self.sides.restore(sides)
+    }
 }
 
 /// GroupByKey or Combine.perKey over runner-core's GroupAlsoByWindow engine.
@@ -179,6 +202,12 @@ impl Operator for GroupOperator {
     }
     fn dropped(&self) -> DropCounts {
         self.engine.dropped()
+    }
+    fn snapshot(&self) -> Result<Vec<u8>> {
+        self.engine.snapshot()
+    }
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        self.engine.restore(bytes)
     }
     fn state_rows(&self) -> usize {
         self.engine.state_size()

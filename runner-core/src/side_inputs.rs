@@ -71,6 +71,44 @@ impl SideInputs {
     }
 }
 
+/// Encoded side-input data: per side input, per window, the pane index and encoded batches.
+pub type SidesSnapshot = Vec<Vec<(Window, i64, Vec<Vec<u8>>)>>;
+
+impl SideInputs {
+    /// The materialized side inputs, encoded.
+    pub fn snapshot(&self) -> Result<SidesSnapshot, weir_sdk::Error> {
+        let mut out = Vec::new();
+        for (i, data) in self.data.iter().enumerate() {
+            let mut windows = Vec::new();
+            for (w, (pane, batches)) in data {
+                let enc = batches.iter().map(|b| self.ops[i].encode_batch(b)).collect::<Result<Vec<_>, _>>().map_err(
+                    |source| weir_sdk::Error::Coder { step: format!("side input {}", self.specs[i].view_id), source },
+                )?;
+                windows.push((*w, *pane, enc));
+            }
+            out.push(windows);
+        }
+        Ok(out)
+    }
+
+    /// Restores side-input data written by [`SideInputs::snapshot`].
+    pub fn restore(&mut self, snapshot: SidesSnapshot) -> Result<(), weir_sdk::Error> {
+        for (i, windows) in snapshot.into_iter().enumerate().take(self.data.len()) {
+            for (w, pane, batches) in windows {
+                let decoded =
+                    batches.iter().map(|b| self.ops[i].decode_batch(b)).collect::<Result<Vec<_>, _>>().map_err(
+                        |source| weir_sdk::Error::Coder {
+                            step: format!("side input {}", self.specs[i].view_id),
+                            source,
+                        },
+                    )?;
+                self.data[i].insert(w, (pane, decoded));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl SideInputReader for SideInputs {
     fn get(&self, view_id: &str, main: &Window) -> Result<Built, UserError> {
         let i = self
@@ -132,6 +170,27 @@ impl Pushback {
             self.waiting.push(waiting);
         }
         Ok(ready)
+    }
+
+    /// The waiting elements, encoded.
+    pub fn snapshot(&self) -> Result<Vec<Vec<u8>>, weir_sdk::Error> {
+        self.waiting
+            .iter()
+            .map(|b| self.ops.encode_batch(b))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })
+    }
+
+    /// Restores waiting elements written by [`Pushback::snapshot`].
+    pub fn restore(&mut self, batches: Vec<Vec<u8>>) -> Result<(), weir_sdk::Error> {
+        for b in batches {
+            let decoded = self
+                .ops
+                .decode_batch(&b)
+                .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })?;
+            self.waiting.push(decoded);
+        }
+        Ok(())
     }
 
     /// Whether elements are waiting.

@@ -263,6 +263,38 @@ impl Operator for StatefulParDoOperator {
         self.runner.teardown();
     }
 
+    fn snapshot(&self) -> Result<Vec<u8>> {
+        let states: Vec<(&Kw, &KeyedState)> = self.store.states.iter().collect();
+        let snap = (
+            states,
+            self.input_watermark,
+            self.processing_time,
+            self.dropped.late,
+            self.pushback.snapshot()?,
+            self.sides.snapshot()?,
+        );
+        crate::checkpoint::encode(self.runner.step(), &snap)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        type Snap = (Vec<(Kw, KeyedState)>, Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
+        let (states, wm, pt, late, pushback, sides): Snap = crate::checkpoint::decode(self.runner.step(), bytes)?;
+        self.store = Store::default();
+        for (kw, state) in states {
+            let gc = self.strategy.gc_time(&kw.1);
+            self.store.states.insert(kw.clone(), state);
+            self.store.index(&kw, gc);
+        }
+        self.input_watermark = wm;
+        self.processing_time = pt;
+        self.dropped.late = late;
+        self.pushback.restore(pushback)?;
+        self.sides.restore(sides)
+    }
+
     fn state_rows(&self) -> usize {
         self.state_size()
     }

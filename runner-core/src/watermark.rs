@@ -25,6 +25,11 @@ impl Watermarks {
         Watermarks { input: MIN_TIMESTAMP, output: MIN_TIMESTAMP }
     }
 
+    /// Watermarks restored from a checkpoint.
+    pub fn restored(input: Timestamp, output: Timestamp) -> Self {
+        Watermarks { input, output: output.min(input) }
+    }
+
     /// The input watermark: no more input (that is not late) before it.
     pub fn input(&self) -> Timestamp {
         self.input

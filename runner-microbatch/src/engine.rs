@@ -6,6 +6,7 @@
 //! node in parallel — then commit the batch's metrics and publish its progress. The trigger
 //! decides the rhythm in [`run`].
 
+use crate::checkpoint::{Checkpoint, CommitEntry, OffsetEntry, SourceOffsets};
 use crate::plan::{OpSpec, Plan};
 use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
@@ -186,6 +187,8 @@ struct NodeRt {
     pending: Vec<Vec<Batch>>,
     /// Pending side-input bundles (broadcast to every partition).
     side_pending: Vec<(usize, Batch)>,
+    /// For sinks: per partition, the batch's rendered output, written at commit.
+    sink_buffers: Vec<Vec<u8>>,
 }
 
 /// What one node's batch did, for the progress report.
@@ -212,6 +215,9 @@ pub(crate) struct Engine {
     id: String,
     run_id: String,
     last_trigger: Option<Instant>,
+    checkpoint: Option<Checkpoint>,
+    /// A logged but uncommitted batch to re-run with exactly its offsets.
+    replay: Option<OffsetEntry>,
 }
 
 fn random_id() -> String {
@@ -265,9 +271,10 @@ impl Engine {
                 wm: Watermarks::new(),
                 pending: (0..partitions).map(|_| Vec::new()).collect(),
                 side_pending: Vec::new(),
+                sink_buffers: (0..partitions).map(|_| Vec::new()).collect(),
             });
         }
-        Ok(Engine {
+        let mut engine = Engine {
             graph,
             plan,
             options,
@@ -282,7 +289,126 @@ impl Engine {
             id: random_id(),
             run_id: random_id(),
             last_trigger: None,
-        })
+            checkpoint: None,
+            replay: None,
+        };
+        if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
+            engine.recover(&dir)?;
+        }
+        Ok(engine)
+    }
+
+    /// The stateful shape of the plan: a checkpoint only fits a plan with the same.
+    fn fingerprint(&self) -> Vec<String> {
+        self.plan
+            .nodes
+            .iter()
+            .filter(|n| {
+                !matches!(n.op, OpSpec::ParDo(ref d) if !d.stateful)
+                    && !matches!(n.op, OpSpec::Flatten | OpSpec::WindowInto(_))
+            })
+            .map(|n| format!("{}:{}:{}", n.name, n.kind_name(), self.partitions))
+            .collect()
+    }
+
+    /// Opens the checkpoint directory and restores the last committed batch: source positions,
+    /// watermarks and operator state; a logged but uncommitted batch is re-run with its offsets.
+    fn recover(&mut self, dir: &str) -> Result<()> {
+        let (cp, rec) =
+            Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.options.microbatch.min_batches_to_retain)?;
+        self.id = rec.id;
+        if let Some((offsets, commit)) = &rec.committed {
+            let manifest = cp.read_manifest(commit.batch_id)?;
+            for (i, spec) in self.plan.nodes.iter().enumerate() {
+                for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
+                    if manifest.iter().any(|(n, q)| *n == spec.name && *q == p) {
+                        let bytes = cp.read_state(commit.batch_id, &spec.name, p)?;
+                        op.restore(&bytes)?;
+                    }
+                }
+                if let Some((_, input, output)) = commit.watermarks.iter().find(|(n, _, _)| *n == spec.name) {
+                    self.nodes[i].wm = Watermarks::restored(*input, *output);
+                }
+            }
+            self.batch_id = commit.batch_id + 1;
+            if rec.uncommitted.is_none() {
+                self.restore_sources(&offsets.sources, |s| &s.end)?;
+                if let (Clock::Test(t), Some(c)) = (&mut self.clock, offsets.clock) {
+                    *t = c;
+                }
+            }
+        }
+        if let Some(entry) = rec.uncommitted {
+            self.restore_sources(&entry.sources, |s| &s.start)?;
+            if let (Clock::Test(t), Some(c)) = (&mut self.clock, entry.start_clock) {
+                *t = c;
+            }
+            self.batch_id = entry.batch_id;
+            self.replay = Some(entry);
+        }
+        self.checkpoint = Some(cp);
+        Ok(())
+    }
+
+    fn restore_sources(
+        &mut self,
+        logged: &[SourceOffsets],
+        pos: impl Fn(&SourceOffsets) -> &serde_json::Value,
+    ) -> Result<()> {
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            if let Some(src) = self.nodes[i].source.as_mut() {
+                match logged.iter().find(|s| s.name == spec.name) {
+                    Some(s) => src.restore(pos(s), self.partitions)?,
+                    None => {
+                        return Err(Error::Construction {
+                            step: spec.name.clone(),
+                            message: "the checkpoint's offset log has no entry for this source".into(),
+                        })
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits a processed batch: state, then sinks, then the commit log.
+    fn commit(&mut self) -> Result<u64> {
+        let t = Instant::now();
+        if self.checkpoint.is_none() {
+            self.commit_sinks()?;
+            return Ok(t.elapsed().as_millis() as u64);
+        }
+        self.write_state()?;
+        crate::fault::point("state-commit");
+        self.commit_sinks()?;
+        crate::fault::point("sink-commit");
+        let Some(cp) = &self.checkpoint else { return Ok(0) };
+        let watermarks = self
+            .plan
+            .nodes
+            .iter()
+            .zip(&self.nodes)
+            .map(|(s, n)| (s.name.clone(), n.wm.input(), n.wm.output()))
+            .collect();
+        cp.write_commit(&CommitEntry { batch_id: self.batch_id, watermarks })?;
+        crate::fault::point("commit-log");
+        Ok(t.elapsed().as_millis() as u64)
+    }
+
+    /// Writes every operator partition's state after this batch, with a manifest.
+    fn write_state(&self) -> Result<()> {
+        let Some(cp) = &self.checkpoint else { return Ok(()) };
+        let mut files = Vec::new();
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            for (p, op) in self.nodes[i].ops.iter().enumerate() {
+                let bytes = op.snapshot()?;
+                if !bytes.is_empty() {
+                    cp.write_state(self.batch_id, &spec.name, p, &bytes)?;
+                    files.push((spec.name.clone(), p));
+                }
+            }
+        }
+        cp.write_manifest(self.batch_id, &files)
     }
 
     fn finish(&mut self) {
@@ -312,6 +438,13 @@ impl Engine {
     /// move, no timer due): the batch is skipped and takes no batch id.
     pub(crate) fn run_batch(&mut self, max: usize, job: &Job) -> Result<bool> {
         let trigger_start = Instant::now();
+        crate::fault::set_batch(self.batch_id);
+        let replay = self.replay.take();
+        let start_clock = match self.clock {
+            Clock::Test(t) => Some(t),
+            Clock::Wall => None,
+        };
+        let mut logged_sources = Vec::new();
         let started_at = self.clock.now();
         let wall_start = Clock::Wall.now();
         let since_last = self.last_trigger.map(|t| t.elapsed().as_secs_f64());
@@ -324,9 +457,13 @@ impl Engine {
             let Some(src) = self.nodes[i].source.as_mut() else { continue };
             // User code in sources runs with the step's metrics container bound.
             let container = MetricsContainerImpl::new();
+            let name = self.plan.nodes[i].name.clone();
+            let counts = replay
+                .as_ref()
+                .map(|r| r.sources.iter().find(|s| s.name == name).map(|s| s.counts.clone()).unwrap_or_default());
             let sb = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(self.partitions, max, &mut self.clock)
+                src.next(self.partitions, max, counts.as_deref(), &mut self.clock)
             };
             self.metrics.record(Some(&self.plan.nodes[i].name), &container, sb.is_ok());
             let sb = sb?;
@@ -340,13 +477,30 @@ impl Engine {
                 }
             }
             sources.push((i, sb.rows, sb.start_offset.clone(), sb.end_offset.clone()));
+            logged_sources.push(SourceOffsets {
+                name: self.plan.nodes[i].name.clone(),
+                start: sb.start_offset.clone(),
+                end: sb.end_offset.clone(),
+                counts: sb.counts.clone(),
+            });
             self.nodes[i].wm.advance(sb.watermark, None, None);
             self.route(i, 0, sb.bundles)?;
         }
         let read_ms = trigger_start.elapsed().as_millis() as u64;
-        if !moved && !self.processing_timer_due() {
+        if replay.is_none() && !moved && !self.processing_timer_due() {
             return Ok(false);
         }
+        // walCommit: the batch's offsets are logged before any of its data is processed.
+        let wal_start = Instant::now();
+        if let (Some(cp), None) = (&self.checkpoint, &replay) {
+            let clock = match self.clock {
+                Clock::Test(t) => Some(t),
+                Clock::Wall => None,
+            };
+            cp.write_offsets(&OffsetEntry { batch_id: self.batch_id, sources: logged_sources, start_clock, clock })?;
+            crate::fault::point("wal-commit");
+        }
+        let wal_ms = wal_start.elapsed().as_millis() as u64;
         self.last_trigger = Some(trigger_start);
         self.shared.active.store(true, std::sync::atomic::Ordering::SeqCst);
         // addBatch: every node in topological order.
@@ -371,13 +525,15 @@ impl Engine {
             }
             Ok(())
         })();
-        // Metrics of the batch: attempted always, committed only if the batch committed.
+        let add_ms = add_start.elapsed().as_millis() as u64;
+        crate::fault::point("add-batch");
+        // commit: state, sinks, commit log; then the batch's metrics count as committed.
+        let commit_result = result.and_then(|_| self.commit());
         for (step, c) in &containers {
-            self.metrics.record(Some(step), c, result.is_ok());
+            self.metrics.record(Some(step), c, commit_result.is_ok());
         }
         self.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
-        result?;
-        let add_ms = add_start.elapsed().as_millis() as u64;
+        let commit_ms = commit_result?;
         let progress = self.progress(ProgressInput {
             started_at: wall_start,
             since_last,
@@ -388,7 +544,9 @@ impl Engine {
             rows_before,
             sink_rows,
             read_ms,
+            wal_ms,
             add_ms,
+            commit_ms,
             total_ms: trigger_start.elapsed().as_millis() as u64,
             event_clock: started_at,
         });
@@ -461,6 +619,56 @@ impl Engine {
         Ok(())
     }
 
+    /// Renders a sink node's pending input into its per-partition buffers (written at commit).
+    fn run_sink(&mut self, i: usize) -> Result<usize> {
+        let OpSpec::JsonLinesSink(payload) = &self.plan.nodes[i].op else { return Ok(0) };
+        let name = self.plan.nodes[i].name.clone();
+        let upstream = self.plan.nodes[i]
+            .inputs
+            .iter()
+            .map(|pc| self.nodes[self.producer[pc]].wm.output())
+            .min()
+            .unwrap_or(MAX_TIMESTAMP);
+        let node = &mut self.nodes[i];
+        let pending = std::mem::replace(&mut node.pending, (0..self.partitions).map(|_| Vec::new()).collect());
+        let mut rows = 0;
+        for (p, bundles) in pending.into_iter().enumerate() {
+            for b in bundles {
+                rows += payload
+                    .kernel
+                    .append(b, &mut node.sink_buffers[p])
+                    .map_err(|e| Error::execution(&name, e.to_string()))?;
+            }
+        }
+        node.wm.advance(upstream, None, None);
+        Ok(rows)
+    }
+
+    /// Writes the sinks' output of this batch: one file per partition named by the batch id, so
+    /// a replayed batch overwrites rather than duplicates.
+    fn commit_sinks(&mut self) -> Result<()> {
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            let OpSpec::JsonLinesSink(payload) = &spec.op else { continue };
+            for (p, buf) in self.nodes[i].sink_buffers.iter_mut().enumerate() {
+                if buf.is_empty() {
+                    continue;
+                }
+                let io = |path: &std::path::Path, e: std::io::Error| Error::Io {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                };
+                let dir = std::path::Path::new(&payload.dir);
+                std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+                let path = dir.join(format!("batch-{:010}-part-{p:05}.jsonl", self.batch_id));
+                let tmp = dir.join(format!(".batch-{:010}-part-{p:05}.jsonl.tmp", self.batch_id));
+                std::fs::write(&tmp, &buf).map_err(|e| io(&tmp, e))?;
+                std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+                buf.clear();
+            }
+        }
+        Ok(())
+    }
+
     /// Runs node `i` for this batch on every partition in parallel. Returns the rows it output.
     fn run_node(
         &mut self,
@@ -468,6 +676,9 @@ impl Engine {
         stats: &mut NodeStats,
         containers: &mut Vec<(String, Arc<MetricsContainerImpl>)>,
     ) -> Result<usize> {
+        if matches!(self.plan.nodes[i].op, OpSpec::JsonLinesSink(_)) {
+            return self.run_sink(i);
+        }
         let spec = &self.plan.nodes[i];
         let name = spec.name.clone();
         let upstream =
@@ -606,11 +817,11 @@ impl Engine {
             processed_rows_per_second: p.input_rows as f64 / secs,
             duration_ms: DurationMs {
                 latest_offset: p.read_ms,
-                wal_commit: 0,
+                wal_commit: p.wal_ms,
                 get_batch: 0,
                 query_planning: 0,
                 add_batch: p.add_ms,
-                commit_offsets: 0,
+                commit_offsets: p.commit_ms,
                 trigger_execution: p.total_ms,
             },
             event_time,
@@ -644,7 +855,9 @@ struct ProgressInput {
     rows_before: Vec<u64>,
     sink_rows: i64,
     read_ms: u64,
+    wal_ms: u64,
     add_ms: u64,
+    commit_ms: u64,
     total_ms: u64,
     event_clock: Timestamp,
 }

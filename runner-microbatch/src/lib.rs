@@ -19,7 +19,9 @@
 
 #![deny(missing_docs)]
 
+mod checkpoint;
 mod engine;
+mod fault;
 mod plan;
 mod progress;
 mod source;

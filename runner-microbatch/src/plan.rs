@@ -24,6 +24,8 @@ pub(crate) enum OpSpec {
     CombinePerKey(Arc<dyn CombineKernel>),
     Flatten,
     WindowInto(Arc<dyn AssignKernel>),
+    /// An exactly-once JSON-lines file sink.
+    JsonLinesSink(weir_sdk::io::json_lines::JsonLinesPayload),
 }
 
 /// One node of the plan.
@@ -55,6 +57,23 @@ impl NodeSpec {
         })
     }
 
+    /// A short name of the node's kind, for checkpoint fingerprints.
+    pub(crate) fn kind_name(&self) -> &'static str {
+        match &self.op {
+            OpSpec::Impulse => "impulse",
+            OpSpec::Read(_) => "read",
+            OpSpec::ReadUnbounded(_) => "read-unbounded",
+            OpSpec::TestStream(_) => "test-stream",
+            OpSpec::ParDo(p) if p.stateful => "stateful-pardo",
+            OpSpec::ParDo(_) => "pardo",
+            OpSpec::GroupByKey(_) => "group-by-key",
+            OpSpec::CombinePerKey(_) => "combine-per-key",
+            OpSpec::Flatten => "flatten",
+            OpSpec::WindowInto(_) => "window-into",
+            OpSpec::JsonLinesSink(_) => "json-lines-sink",
+        }
+    }
+
     fn describe(&self) -> String {
         let kind = match &self.op {
             OpSpec::Impulse => "Impulse".to_string(),
@@ -67,6 +86,7 @@ impl NodeSpec {
             OpSpec::CombinePerKey(_) => "GroupAlsoByWindow[combining]".to_string(),
             OpSpec::Flatten => "Union".to_string(),
             OpSpec::WindowInto(_) => "AssignWindows".to_string(),
+            OpSpec::JsonLinesSink(p) => format!("FileSink[json lines -> {}]", p.dir),
         };
         let native = self.native.as_ref().map(|u| format!(" (native {u})")).unwrap_or_default();
         format!("{kind} '{}'{native}", self.name)

@@ -53,6 +53,8 @@ pub(crate) struct SourceBatch {
     pub end_offset: Value,
     /// Whether the source did anything (data, a watermark move, a clock move).
     pub moved: bool,
+    /// Records read per split or reader, logged so that a replay reads exactly the same.
+    pub counts: Vec<usize>,
 }
 
 /// A source node's state across batches.
@@ -80,6 +82,68 @@ impl SourceState {
         SourceState { name: name.to_string(), kind, ops, watermark: MIN_TIMESTAMP }
     }
 
+    /// Moves a fresh source to a logged position (restart from a checkpoint).
+    pub(crate) fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
+        let name = self.name.clone();
+        let bad = |what: &str| weir_sdk::Error::Execution {
+            step: name.clone(),
+            message: format!("offset log entry does not match the source: {what} in {pos}"),
+        };
+        match &mut self.kind {
+            Kind::Impulse { done } => *done = pos["emitted"].as_bool().ok_or_else(|| bad("no 'emitted'"))?,
+            Kind::Bounded { source, splits } => {
+                let logged = pos["splits"].as_array().ok_or_else(|| bad("no 'splits'"))?;
+                if logged.is_empty() {
+                    return Ok(());
+                }
+                let size = guarded(&name, "estimate source size", || source.estimated_size_bytes())?;
+                let parts = guarded(&name, "split source", || source.split((size / (4 * partitions as u64)).max(1)))?;
+                if parts.len() != logged.len() {
+                    return Err(bad(&format!("{} splits now, {} logged", parts.len(), logged.len())));
+                }
+                let mut restored = Vec::new();
+                for (source, l) in parts.into_iter().zip(logged) {
+                    let read = l["read"].as_u64().ok_or_else(|| bad("no 'read'"))?;
+                    let done = l["done"].as_bool().ok_or_else(|| bad("no 'done'"))?;
+                    let mut split = BoundedSplit { source, reader: None, read, done };
+                    if !done && read > 0 {
+                        let mut reader = guarded(&name, "open reader", || split.source.reader())?;
+                        // Skip what earlier batches read.
+                        let _ = guarded(&name, "read", || reader.read_batch(read as usize))?;
+                        split.reader = Some(reader);
+                    }
+                    restored.push(split);
+                }
+                *splits = Some(restored);
+            }
+            Kind::Unbounded { source, readers } => {
+                let logged = pos["readers"].as_array().ok_or_else(|| bad("no 'readers'"))?;
+                if logged.is_empty() {
+                    return Ok(());
+                }
+                let parts = guarded(&name, "split source", || source.split(partitions))?;
+                if parts.len() != logged.len() {
+                    return Err(bad(&format!("{} readers now, {} logged", parts.len(), logged.len())));
+                }
+                let mut rs = Vec::new();
+                for (s, l) in parts.into_iter().zip(logged) {
+                    let hex = l.as_str().ok_or_else(|| bad("reader checkpoint is not a string"))?;
+                    let bytes = (0..hex.len() / 2)
+                        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16))
+                        .collect::<std::result::Result<Vec<u8>, _>>()
+                        .map_err(|_| bad("reader checkpoint is not hex"))?;
+                    rs.push(guarded(&name, "open reader", || s.reader(Some(&bytes)))?);
+                }
+                *readers = Some(rs);
+            }
+            Kind::TestStream { next, watermark, .. } => {
+                *next = pos["event"].as_u64().ok_or_else(|| bad("no 'event'"))? as usize;
+                *watermark = pos["watermark"].as_i64().unwrap_or(MIN_TIMESTAMP);
+            }
+        }
+        Ok(())
+    }
+
     fn offsets(&self) -> Value {
         match &self.kind {
             Kind::Impulse { done } => json!({ "emitted": done }),
@@ -95,12 +159,21 @@ impl SourceState {
                     "readers": rs.iter().map(|r| r.checkpoint().map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<String>()).unwrap_or_default()).collect::<Vec<_>>()
                 }),
             },
-            Kind::TestStream { next, .. } => json!({ "event": next }),
+            Kind::TestStream { next, watermark, .. } => json!({ "event": next, "watermark": watermark }),
         }
     }
 
-    /// Reads the next slice: at most `max` records per split, spread over `partitions`.
-    pub(crate) fn next(&mut self, partitions: usize, max: usize, clock: &mut Clock) -> Result<SourceBatch> {
+    /// Reads the next slice: at most `max` records per split, spread over `partitions`; when
+    /// replaying a logged batch, exactly the logged count of each split.
+    pub(crate) fn next(
+        &mut self,
+        partitions: usize,
+        max: usize,
+        replay: Option<&[usize]>,
+        clock: &mut Clock,
+    ) -> Result<SourceBatch> {
+        let limit = |i: usize| replay.map(|r| r.get(i).copied().unwrap_or(0)).unwrap_or(max);
+        let mut counts = Vec::new();
         let start_offset = self.offsets();
         let name = self.name.clone();
         let mut bundles: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
@@ -134,6 +207,7 @@ impl SourceState {
                 }
                 let splits = splits.as_mut().expect("set above");
                 for (i, s) in splits.iter_mut().enumerate() {
+                    counts.push(0);
                     if s.done {
                         continue;
                     }
@@ -141,9 +215,12 @@ impl SourceState {
                         s.reader = Some(guarded(&name, "open reader", || s.source.reader())?);
                     }
                     let reader = s.reader.as_mut().expect("set above");
-                    match guarded(&name, "read", || reader.read_batch(max))? {
+                    let n = limit(i);
+                    match guarded(&name, "read", || reader.read_batch(n.max(1)))? {
                         Some(b) => {
-                            s.read += self.ops.len(&b) as u64;
+                            let len = self.ops.len(&b);
+                            s.read += len as u64;
+                            counts[i] = len;
                             bundles[i % partitions].push(b);
                         }
                         None => {
@@ -171,10 +248,25 @@ impl SourceState {
                 }
                 let rs = readers.as_mut().expect("set above");
                 for (i, r) in rs.iter_mut().enumerate() {
-                    let b = guarded(&name, "read", || r.read_batch(max))?;
-                    if r.batch_len(&b) > 0 {
+                    let want = limit(i);
+                    let mut got = 0;
+                    let mut parts = Vec::new();
+                    // A replay reads exactly the logged count (the source re-delivers it).
+                    loop {
+                        let b = guarded(&name, "read", || r.read_batch(want - got))?;
+                        let n = r.batch_len(&b);
+                        got += n;
+                        if n > 0 {
+                            parts.push(b);
+                        }
+                        if replay.is_none() || got >= want || n == 0 {
+                            break;
+                        }
+                    }
+                    counts.push(got);
+                    if got > 0 {
                         moved = true;
-                        bundles[i % partitions].push(b);
+                        bundles[i % partitions].extend(parts);
                     }
                 }
                 rs.iter().map(|r| r.watermark()).min().unwrap_or(MAX_TIMESTAMP)
@@ -202,6 +294,14 @@ impl SourceState {
         self.watermark = self.watermark.max(watermark);
         let rows: usize = bundles.iter().flatten().map(|b| self.ops.len(b)).sum();
         moved |= rows > 0;
-        Ok(SourceBatch { bundles, rows, watermark: self.watermark, start_offset, end_offset: self.offsets(), moved })
+        Ok(SourceBatch {
+            bundles,
+            rows,
+            watermark: self.watermark,
+            start_offset,
+            end_offset: self.offsets(),
+            moved,
+            counts,
+        })
     }
 }

@@ -57,6 +57,10 @@ pub trait CollectionOps: Send + Sync {
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)>;
     /// Splits a batch into the elements whose window `keep` accepts and the others.
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch);
+    /// Encodes a whole batch (values with timestamps, windows and panes), for checkpoints.
+    fn encode_batch(&self, b: &Batch) -> Result<Vec<u8>, CoderError>;
+    /// Decodes a batch written by `encode_batch`.
+    fn decode_batch(&self, bytes: &[u8]) -> Result<Batch, CoderError>;
 }
 
 /// [`CollectionOps`] for elements of type `T` with a given coder.
@@ -146,6 +150,32 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
             }
         }
         groups.into_iter().map(|(w, p, v)| (w, p, Box::new(v) as Batch)).collect()
+    }
+    fn encode_batch(&self, b: &Batch) -> Result<Vec<u8>, CoderError> {
+        let v = as_vec::<T>(b);
+        let mut out = Vec::new();
+        crate::coders::write_varint(v.len() as u64, &mut out);
+        for wv in v {
+            self.coder.encode(&wv.value, &mut out)?;
+            let meta = postcard::to_stdvec(&(wv.timestamp, wv.window, wv.pane))
+                .map_err(|e| CoderError::new(format!("cannot encode element metadata: {e}")))?;
+            out.extend_from_slice(&meta);
+        }
+        Ok(out)
+    }
+    fn decode_batch(&self, bytes: &[u8]) -> Result<Batch, CoderError> {
+        let mut rest = bytes;
+        let n = crate::coders::read_varint(&mut rest)? as usize;
+        let mut out: Vec<WindowedValue<T>> = Vec::with_capacity(n.min(rest.len()));
+        for _ in 0..n {
+            let value = self.coder.decode(&mut rest)?;
+            let ((timestamp, window, pane), r): ((Timestamp, Window, PaneInfo), &[u8]) =
+                postcard::take_from_bytes(rest)
+                    .map_err(|e| CoderError::new(format!("cannot decode element metadata: {e}")))?;
+            rest = r;
+            out.push(WindowedValue { value, timestamp, window, pane });
+        }
+        Ok(Box::new(out))
     }
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch) {
         let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");

@@ -58,6 +58,13 @@ pub struct MicroBatchOptions {
     /// Print the physical plan when the pipeline starts.
     #[arg(long = "explain", default_value_t = false)]
     pub explain: bool,
+    /// Directory for the offset log, commit log and state stores; a query restarted with the
+    /// same directory resumes exactly once where it stopped.
+    #[arg(long = "checkpoint-dir")]
+    pub checkpoint_dir: Option<String>,
+    /// Committed batches whose state is kept in the checkpoint directory.
+    #[arg(long = "min-batches-to-retain", default_value_t = 3)]
+    pub min_batches_to_retain: u64,
 }
 
 impl Default for MicroBatchOptions {
@@ -68,6 +75,8 @@ impl Default for MicroBatchOptions {
             trigger: StreamingTrigger::AvailableNow,
             trigger_interval_ms: 0,
             explain: false,
+            checkpoint_dir: None,
+            min_batches_to_retain: 3,
         }
     }
 }

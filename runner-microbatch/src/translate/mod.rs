@@ -9,6 +9,7 @@ mod par_do;
 mod read;
 mod test_stream;
 mod window_into;
+mod write_json_lines;
 
 use crate::plan::{NodeSpec, OpSpec, Plan};
 use std::sync::Arc;
@@ -54,7 +55,8 @@ fn registry() -> TranslatorRegistry<Builder> {
         .register(urns::GROUP_BY_KEY, group_by_key::GroupByKeyTranslator)
         .register(urns::COMBINE_PER_KEY, combine_per_key::CombinePerKeyTranslator)
         .register(urns::FLATTEN, flatten::FlattenTranslator)
-        .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator);
+        .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
+        .register(urns::WRITE_JSON_LINES, write_json_lines::WriteJsonLinesTranslator);
     r
 }
 
