@@ -97,7 +97,7 @@ impl MicroBatchOptions {
 #[command(name = "weir", no_binary_name = true, disable_help_subcommand = true)]
 pub struct PipelineOptions {
     /// The runner that executes the pipeline.
-    #[arg(long, default_value = "direct")]
+    #[arg(long, default_value = "microbatch")]
     pub runner: String,
     /// A name for the job, used in logs and metrics.
     #[arg(long = "job-name", default_value = "weir-job")]
@@ -113,7 +113,7 @@ pub struct PipelineOptions {
 impl Default for PipelineOptions {
     fn default() -> Self {
         PipelineOptions {
-            runner: "direct".into(),
+            runner: "microbatch".into(),
             job_name: "weir-job".into(),
             direct: DirectOptions::default(),
             microbatch: MicroBatchOptions::default(),

@@ -1,0 +1,127 @@
+//! Micro-batch engine specifics: progress reports, the query handle, explain, triggers.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use weir_runner_microbatch::{MicroBatchRunner, StreamingQueryProgress};
+use weir_sdk::prelude::*;
+
+fn options(extra: &[&str]) -> PipelineOptions {
+    let mut args = vec!["--runner", "microbatch", "--parallelism", "2"];
+    args.extend_from_slice(extra);
+    PipelineOptions::from_args(args).unwrap()
+}
+
+fn windowed_counts(p: &Pipeline) {
+    p.apply("Create", Create::timestamped((0..100i64).map(|i| TimestampedValue::new(i, i * 10))))
+        .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
+        .apply("Key", Map::new(|i: i64| KV::new(i % 5, i)))
+        .apply("Count", Count::per_key())
+        .apply("Format", Map::new(|kv: KV<i64, i64>| format!("{}:{}", kv.key, kv.value)));
+}
+
+#[test]
+fn progress_reports_every_batch_with_sparks_fields() {
+    weir_tests::register_runners();
+    let p = Pipeline::new(options(&["--max-batch-size", "5"]));
+    windowed_counts(&p);
+    let seen = Arc::new(Mutex::new(Vec::<StreamingQueryProgress>::new()));
+    let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    let s = seen.clone();
+    query.add_listener(move |pr| s.lock().unwrap().push(pr.clone()));
+    assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
+    let recent = query.recent_progress();
+    assert!(recent.len() >= 3, "at most 5 rows per split and batch: {} batches", recent.len());
+    assert_eq!(recent.iter().map(|p| p.num_input_rows).sum::<u64>(), 100);
+    for (i, pr) in recent.iter().enumerate() {
+        assert_eq!(pr.batch_id, i as u64);
+        assert_eq!(pr.id, recent[0].id);
+    }
+    let last = query.last_progress().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&last.json()).unwrap();
+    for field in [
+        "id",
+        "runId",
+        "name",
+        "timestamp",
+        "batchId",
+        "batchDuration",
+        "numInputRows",
+        "inputRowsPerSecond",
+        "processedRowsPerSecond",
+        "durationMs",
+        "eventTime",
+        "stateOperators",
+        "sources",
+        "sink",
+        "watermarks",
+    ] {
+        assert!(json.get(field).is_some(), "missing {field} in {json}");
+    }
+    for field in
+        ["latestOffset", "walCommit", "getBatch", "queryPlanning", "addBatch", "commitOffsets", "triggerExecution"]
+    {
+        assert!(json["durationMs"].get(field).is_some(), "missing durationMs.{field}");
+    }
+    let op = &json["stateOperators"][0];
+    for field in [
+        "operatorName",
+        "numRowsTotal",
+        "numRowsUpdated",
+        "numRowsRemoved",
+        "numRowsDroppedByWatermark",
+        "allUpdatesTimeMs",
+        "allRemovalsTimeMs",
+        "commitTimeMs",
+        "memoryUsedBytes",
+        "numStateStoreInstances",
+        "customMetrics",
+    ] {
+        assert!(op.get(field).is_some(), "missing stateOperators[].{field}");
+    }
+    assert_eq!(op["operatorName"], "Count");
+    assert_eq!(op["numStateStoreInstances"], 2);
+    // All windows fired by the end: state drained, watermark at the end of time.
+    assert_eq!(op["numRowsTotal"], 0);
+    assert_eq!(last.event_time.watermark, weir_sdk::time::iso8601(MAX_TIMESTAMP));
+    assert_eq!(seen.lock().unwrap().len(), recent.len());
+    // State grows while windows are open, before the watermark jumps at the end.
+    assert!(recent.iter().any(|p| p.state_operators[0].num_rows_total > 0));
+    assert_eq!(query.status().message, "Stopped");
+}
+
+#[test]
+fn explain_shows_stages_exchanges_and_native_composites() {
+    weir_tests::register_runners();
+    let p = Pipeline::new(options(&[]));
+    windowed_counts(&p);
+    let plan = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
+    assert!(plan.contains("Exchange hashpartitioning(encoded key, 2)"), "{plan}");
+    assert!(
+        plan.contains("GroupAlsoByWindow[combining] 'Count' (native beam:transform:combine_per_key:v1) [stateful]"),
+        "{plan}"
+    );
+    assert!(plan.contains("Stage 0: Scan[bounded] 'Create/Read'"), "{plan}");
+    assert!(plan.contains("Stage 1:"), "{plan}");
+}
+
+#[test]
+fn processing_time_trigger_and_stop() {
+    weir_tests::register_runners();
+    let p = Pipeline::new(options(&["--trigger", "processing-time", "--trigger-interval-ms", "5"]));
+    p.apply(
+        "Stream",
+        TestStream::<i64>::create().add_elements(vec![TimestampedValue::new(1, 1)]).advance_watermark_to(5),
+    )
+    .apply("Double", Map::new(|x: i64| x * 2));
+    let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    query.process_all_available().unwrap();
+    assert!(query.await_termination(Some(Duration::from_secs(5))).unwrap().is_terminal());
+    // The events ran out: the watermark went to the end and the query finished by itself.
+    assert!(query.recent_progress().len() >= 2);
+}
+
+#[test]
+fn unknown_trigger_is_an_error() {
+    let e = PipelineOptions::from_args(["--trigger", "sometimes"]).unwrap_err().to_string();
+    assert!(e.contains("sometimes"), "{e}");
+}
