@@ -64,6 +64,7 @@ pub use transforms::co_group_by_key::{CoGbkResult, CoGroupByKey, KeyedPCollectio
 pub use transforms::combine::{Combine, CombineFn};
 pub use transforms::combiners::{Count, Latest, Max, Mean, Min, Sample, Sum, Top};
 pub use transforms::create::Create;
+pub use transforms::deduplicate::Deduplicate;
 pub use transforms::distinct::Distinct;
 pub use transforms::flatten::Flatten;
 pub use transforms::group_by_key::GroupByKey;

@@ -545,6 +545,13 @@ impl Timer<'_, '_> {
         Ok(())
     }
 
+    /// Sets an event-time timer at `target`, clamped to the window's expiry instead of failing
+    /// when beyond it (for timers whose purpose is cleanup).
+    pub fn set_relative_to(self, target: Timestamp) -> UserResult {
+        let gc = self.scope.time.gc_time;
+        self.set(target.min(gc))
+    }
+
     /// Deletes the timer.
     pub fn clear(self) -> UserResult {
         self.scope.state()?.timers.remove(&(self.family, self.id));

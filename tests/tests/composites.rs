@@ -148,3 +148,38 @@ conformance! {
         assert!(err.contains("[0..10)") && err.contains("missing: [2]") && err.contains("unexpected: [1]"), "{err}");
     }
 }
+
+mod deduplicate {
+    use super::*;
+
+    conformance! {
+        fn deduplicate_values_and_keys(p) {
+            let input = p.apply("Create", Create::of(s(&["a", "b", "a", "c", "b", "a"])));
+            assert_that(&input.apply("Dedup", Deduplicate::values())).contains_in_any_order(s(&["a", "b", "c"]));
+            let keyed = p.apply("Keyed", Create::timestamped(vec![
+                TimestampedValue::new(KV::new("k".to_string(), 1), 10),
+                TimestampedValue::new(KV::new("j".to_string(), 2), 10),
+            ]));
+            let first = keyed.apply("DedupKeys", Deduplicate::keyed_values());
+            assert_that(&first).contains_in_any_order(vec![KV::new("k".to_string(), 1), KV::new("j".to_string(), 2)]);
+            p.run();
+        }
+
+        fn deduplicate_forgets_after_the_duration(p) {
+            // "x" at 0 and again at 50 (within 100 ms): one. Again at 500, after the watermark
+            // passed 0 + 100: remembered no longer, so emitted again.
+            let stream = TestStream::create()
+                .add_elements(vec![TimestampedValue::new("x".to_string(), 0)])
+                .add_elements(vec![TimestampedValue::new("x".to_string(), 50)])
+                .advance_watermark_to(300)
+                .add_elements(vec![TimestampedValue::new("x".to_string(), 500)])
+                .advance_watermark_to_infinity();
+            let out = p
+                .apply("Stream", stream)
+                .apply("Global", Window::configure().triggering(Repeatedly::forever(AfterPane::element_count_at_least(1))).discarding_fired_panes())
+                .apply("Dedup", Deduplicate::values().with_duration(std::time::Duration::from_millis(100)));
+            assert_that(&out).contains_in_any_order(s(&["x", "x"]));
+            p.run();
+        }
+    }
+}

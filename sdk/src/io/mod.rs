@@ -1,9 +1,11 @@
 //! Sources and the built-in IOs.
 
+pub mod generate_sequence;
 pub mod json_lines;
 pub mod source;
 pub mod text;
 
+pub use generate_sequence::GenerateSequence;
 pub use json_lines::WriteJsonLines;
 pub use source::{BoundedReader, BoundedSource, Read, ReadUnbounded, UnboundedReader, UnboundedSource};
 pub use text::TextIO;

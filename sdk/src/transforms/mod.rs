@@ -4,6 +4,7 @@ pub mod co_group_by_key;
 pub mod combine;
 pub mod combiners;
 pub mod create;
+pub mod deduplicate;
 pub mod distinct;
 pub mod flatten;
 pub mod group_by_key;
