@@ -12,7 +12,7 @@
 use crate::trigger::{TriggerContext, TriggerMachine, TriggerState};
 use crate::watermark::Watermarks;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use weir_sdk::kernel::{Batch, CombineKernel, EncodedGroup, EncodedKvBatch, GroupKernel};
 use weir_sdk::pane::{PaneInfo, Timing};
@@ -69,7 +69,7 @@ pub struct GroupAlsoByWindow {
     strategy: WindowingStrategy,
     machine: TriggerMachine,
     values: Values,
-    keys: HashMap<Vec<u8>, BTreeMap<Window, WindowState>>,
+    keys: hashbrown::HashMap<Vec<u8>, BTreeMap<Window, WindowState>>,
     event_timers: BTreeSet<TimerKey>,
     processing_timers: BTreeSet<TimerKey>,
     holds: BTreeSet<TimerKey>,
@@ -87,7 +87,7 @@ impl GroupAlsoByWindow {
             machine: TriggerMachine::new(&strategy.trigger),
             strategy,
             values,
-            keys: HashMap::new(),
+            keys: hashbrown::HashMap::new(),
             event_timers: BTreeSet::new(),
             processing_timers: BTreeSet::new(),
             holds: BTreeSet::new(),
@@ -218,13 +218,16 @@ impl GroupAlsoByWindow {
 
     fn process_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
         // Rows of one key and window are added together, in arrival order, so a combining
-        // GroupByKey decodes and encodes its accumulator once per batch, not per element.
+        // GroupByKey decodes and encodes its accumulator once per batch, not per element. Rows
+        // are bucketed by group with a counting sort: no allocation per group.
+        let n = batch.rows.len();
         let mut order: Vec<(&[u8], Window)> = Vec::new();
-        let mut rows: HashMap<(&[u8], Window), Vec<usize>> = HashMap::new();
+        let mut ids: hashbrown::HashMap<(&[u8], Window), u32> = hashbrown::HashMap::with_capacity(n.min(1 << 16));
+        let mut group_of: Vec<u32> = Vec::with_capacity(n);
+        let mut kept: Vec<u32> = Vec::with_capacity(n);
         let merging = self.strategy.needs_merge();
-        for i in 0..batch.rows.len() {
-            let row = &batch.rows[i];
-            let mut window = row.window;
+        for i in 0..n {
+            let mut window = batch.rows[i].window;
             let key = batch.key(i);
             if merging {
                 window = self.merge_new_window(key, window)?;
@@ -233,15 +236,28 @@ impl GroupAlsoByWindow {
                 self.dropped.late += 1;
                 continue;
             }
-            rows.entry((key, window))
-                .or_insert_with(|| {
-                    order.push((key, window));
-                    Vec::new()
-                })
-                .push(i);
+            let id = *ids.entry((key, window)).or_insert_with(|| {
+                order.push((key, window));
+                (order.len() - 1) as u32
+            });
+            group_of.push(id);
+            kept.push(i as u32);
         }
-        for (key, window) in order {
-            let idx = &rows[&(key, window)];
+        let mut starts = vec![0usize; order.len() + 1];
+        for &g in &group_of {
+            starts[g as usize + 1] += 1;
+        }
+        for g in 0..order.len() {
+            starts[g + 1] += starts[g];
+        }
+        let mut fill = starts.clone();
+        let mut sorted = vec![0usize; kept.len()];
+        for (&g, &i) in group_of.iter().zip(&kept) {
+            sorted[fill[g as usize]] = i as usize;
+            fill[g as usize] += 1;
+        }
+        for (g, (key, window)) in order.into_iter().enumerate() {
+            let idx = &sorted[starts[g]..starts[g + 1]];
             self.add_rows(key, window, batch, idx)?;
             self.maybe_fire(key, window, out)?;
         }
@@ -250,10 +266,10 @@ impl GroupAlsoByWindow {
 
     /// Creates the state of a new window with its timers.
     fn ensure_window(&mut self, key: &[u8], window: Window) {
-        let windows = self.keys.entry(key.to_vec()).or_default();
-        if windows.contains_key(&window) {
+        if self.keys.get(key).is_some_and(|w| w.contains_key(&window)) {
             return;
         }
+        let windows = self.keys.entry(key.to_vec()).or_default();
         let mut ws = WindowState { non_speculative_index: -1, ..Default::default() };
         ws.trigger = self.machine.new_state();
         windows.insert(window, ws);

@@ -14,6 +14,9 @@ use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 use weir_sdk::window::Window;
 use weir_sdk::{Result, WindowedValue};
 
+/// The largest bundle a source hands to the plan.
+const BUNDLE: usize = 65_536;
+
 /// Processing time: the wall clock, or a test clock moved only by TestStream events.
 pub(crate) enum Clock {
     Wall,
@@ -215,17 +218,26 @@ impl SourceState {
                         s.reader = Some(guarded(&name, "open reader", || s.source.reader())?);
                     }
                     let reader = s.reader.as_mut().expect("set above");
-                    let n = limit(i);
-                    match guarded(&name, "read", || reader.read_batch(n.max(1)))? {
-                        Some(b) => {
-                            let len = self.ops.len(&b);
-                            s.read += len as u64;
-                            counts[i] = len;
-                            bundles[i % partitions].push(b);
-                        }
-                        None => {
-                            s.done = true;
-                            s.reader = None;
+                    let n = limit(i).max(1);
+                    // Bundles of at most BUNDLE elements keep allocations cache- and
+                    // allocator-friendly however large the batch is.
+                    while counts[i] < n {
+                        let want = (n - counts[i]).min(BUNDLE);
+                        match guarded(&name, "read", || reader.read_batch(want))? {
+                            Some(b) => {
+                                let len = self.ops.len(&b);
+                                s.read += len as u64;
+                                counts[i] += len;
+                                bundles[i % partitions].push(b);
+                                if len < want {
+                                    break;
+                                }
+                            }
+                            None => {
+                                s.done = true;
+                                s.reader = None;
+                                break;
+                            }
                         }
                     }
                     moved = true;

@@ -330,11 +330,11 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         let input = crate::kernel::downcast_batch::<F::In>(input)?;
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;
         let skew = self.fn_.allowed_timestamp_skew_millis();
-        if let Some(key_of) = self.key_of {
+        if self.key_of.is_some() {
             // A stateful ParDo run without state: the runner did not translate it as stateful.
-            let _ = key_of;
             return Err("internal error: a stateful DoFn must be run with its keyed state".into());
         }
+        main.reserve(input.len());
         let mut ctx = ProcessContext {
             sides,
             state: StateScope::none(StateTime {
