@@ -10,6 +10,14 @@ use weir_sdk::graph::{PipelineGraph, TransformNode};
 use weir_sdk::visitor::{CompositeBehavior, PipelineVisitor};
 use weir_sdk::{Error, Result};
 
+/// The runner-visible payload of a composite, if it is a `T` (e.g. Combine.perKey's kernel).
+pub fn composite_payload<T: 'static>(node: &TransformNode) -> Option<&T> {
+    match &node.payload {
+        weir_sdk::graph::Payload::Composite(p) => p.downcast_ref::<T>(),
+        _ => None,
+    }
+}
+
 /// Translates one kind of transform into a runner's plan, held in the context `C`.
 pub trait Translator<C>: Send + Sync {
     /// Whether this translator handles this particular node (e.g. a native Combine only for

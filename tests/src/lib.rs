@@ -101,3 +101,77 @@ mod tests {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// Sources shared by the tests.
+pub mod sources {
+    use weir_sdk::io::{UnboundedReader, UnboundedSource};
+    use weir_sdk::time::{Timestamp, MAX_TIMESTAMP};
+    use weir_sdk::UserResult;
+
+    /// A replayable unbounded source of numbers: element `i` at timestamp `i * 10`, split into
+    /// parts by residue, resumable from a checkpoint (the next number), with a watermark just
+    /// behind what it has read.
+    #[derive(Clone, Debug)]
+    pub struct Numbers {
+        /// How many numbers; `None` for an endless source.
+        pub count: Option<i64>,
+        /// Whether every fourth poll finds nothing (data arriving in spurts).
+        pub gaps: bool,
+        parts: i64,
+        part: i64,
+    }
+
+    impl Numbers {
+        /// The numbers `0..count` (endless when `None`).
+        pub fn new(count: Option<i64>, gaps: bool) -> Self {
+            Numbers { count, gaps, parts: 1, part: 0 }
+        }
+        fn exhausted(&self, next: i64) -> bool {
+            self.count.is_some_and(|c| next >= c)
+        }
+    }
+
+    /// Reads [`Numbers`].
+    pub struct NumbersReader {
+        source: Numbers,
+        next: i64,
+        polls: u64,
+    }
+
+    impl UnboundedSource for Numbers {
+        type Output = i64;
+        type Checkpoint = i64;
+        type Reader = NumbersReader;
+        fn split(&self, desired: usize) -> UserResult<Vec<Self>> {
+            let parts = desired.clamp(1, 4) as i64;
+            Ok((0..parts).map(|part| Numbers { parts, part, ..self.clone() }).collect())
+        }
+        fn create_reader(&self, checkpoint: Option<i64>) -> UserResult<NumbersReader> {
+            Ok(NumbersReader { source: self.clone(), next: checkpoint.unwrap_or(self.part), polls: 0 })
+        }
+    }
+
+    impl UnboundedReader for NumbersReader {
+        type Output = i64;
+        type Checkpoint = i64;
+        fn advance(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
+            self.polls += 1;
+            if (self.source.gaps && self.polls % 4 == 0) || self.source.exhausted(self.next) {
+                return Ok(None);
+            }
+            let v = self.next;
+            self.next += self.source.parts;
+            Ok(Some((v, v * 10)))
+        }
+        fn watermark(&self) -> Timestamp {
+            if self.source.exhausted(self.next) {
+                MAX_TIMESTAMP
+            } else {
+                self.next * 10 - 1
+            }
+        }
+        fn checkpoint(&self) -> i64 {
+            self.next
+        }
+    }
+}

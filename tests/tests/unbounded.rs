@@ -4,72 +4,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use weir_sdk::io::{ReadUnbounded, UnboundedReader, UnboundedSource};
+use weir_sdk::io::ReadUnbounded;
 use weir_sdk::prelude::*;
 use weir_sdk::window::Window as W;
 use weir_tests::conformance;
-
-/// Emits `count` numbers, element `i` at timestamp `i * 10`, a few per poll; the watermark
-/// trails the last emitted timestamp; split into `parts` by residue.
-#[derive(Clone)]
-struct Numbers {
-    count: i64,
-    parts: i64,
-    part: i64,
-    forever: Option<Arc<AtomicBool>>,
-}
-
-struct NumbersReader {
-    source: Numbers,
-    next: i64,
-    polls: u64,
-}
-
-impl UnboundedSource for Numbers {
-    type Output = i64;
-    type Checkpoint = i64;
-    type Reader = NumbersReader;
-    fn split(&self, desired: usize) -> UserResult<Vec<Self>> {
-        let parts = desired.clamp(1, 3) as i64;
-        Ok((0..parts).map(|part| Numbers { parts, part, ..self.clone() }).collect())
-    }
-    fn create_reader(&self, checkpoint: Option<i64>) -> UserResult<NumbersReader> {
-        Ok(NumbersReader { source: self.clone(), next: checkpoint.unwrap_or(self.part), polls: 0 })
-    }
-}
-
-impl UnboundedReader for NumbersReader {
-    type Output = i64;
-    type Checkpoint = i64;
-    fn advance(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
-        self.polls += 1;
-        // Data arrives in spurts: every fourth poll finds nothing.
-        if self.polls % 4 == 0 {
-            return Ok(None);
-        }
-        if self.source.forever.is_none() && self.next >= self.source.count {
-            return Ok(None);
-        }
-        let v = self.next;
-        self.next += self.source.parts;
-        Ok(Some((v, v * 10)))
-    }
-    fn watermark(&self) -> Timestamp {
-        if self.source.forever.is_none() && self.next >= self.source.count {
-            MAX_TIMESTAMP
-        } else {
-            self.next * 10 - 1
-        }
-    }
-    fn checkpoint(&self) -> i64 {
-        self.next
-    }
-}
+use weir_tests::sources::Numbers;
 
 conformance! {
     fn windowed_counts_over_an_unbounded_source(p) {
         let counts = p
-            .apply("Read", ReadUnbounded::from(Numbers { count: 100, parts: 1, part: 0, forever: None }))
+            .apply("Read", ReadUnbounded::from(Numbers::new(Some(100), true)))
             .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
             .apply("Count", Count::globally().without_defaults());
         assert_that(&counts).contains_in_any_order(vec![10; 10]);
@@ -96,9 +40,7 @@ impl DoFn for Flag {
 fn an_endless_source_runs_until_cancelled() {
     let p = weir_tests::pipeline("direct");
     let started = Arc::new(AtomicBool::new(false));
-    let forever = Arc::new(AtomicBool::new(true));
-    p.apply("Read", ReadUnbounded::from(Numbers { count: 0, parts: 1, part: 0, forever: Some(forever) }))
-        .apply("Flag", ParDo::of(Flag(started.clone())));
+    p.apply("Read", ReadUnbounded::from(Numbers::new(None, true))).apply("Flag", ParDo::of(Flag(started.clone())));
     let result = Pipeline::run(&p).unwrap();
     for _ in 0..500 {
         if started.load(Ordering::SeqCst) {

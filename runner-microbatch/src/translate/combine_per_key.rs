@@ -4,17 +4,14 @@
 use super::Builder;
 use crate::plan::OpSpec;
 use weir_runner_core::translate::Translator;
-use weir_sdk::graph::{Payload, PipelineGraph, TransformNode};
+use weir_sdk::graph::{PipelineGraph, TransformNode};
 use weir_sdk::kernel::CombinePerKeyPayload;
 use weir_sdk::Result;
 
 pub(crate) struct CombinePerKeyTranslator;
 
 fn payload(node: &TransformNode) -> Option<&CombinePerKeyPayload> {
-    match &node.payload {
-        Payload::Composite(p) => p.downcast_ref::<CombinePerKeyPayload>(),
-        _ => None,
-    }
+    weir_runner_core::translate::composite_payload::<CombinePerKeyPayload>(node)
 }
 
 impl Translator<Builder> for CombinePerKeyTranslator {

@@ -4,17 +4,14 @@
 use super::Builder;
 use crate::plan::OpSpec;
 use weir_runner_core::translate::Translator;
-use weir_sdk::graph::{Payload, PipelineGraph, TransformNode};
+use weir_sdk::graph::{PipelineGraph, TransformNode};
 use weir_sdk::io::json_lines::JsonLinesPayload;
 use weir_sdk::Result;
 
 pub(crate) struct WriteJsonLinesTranslator;
 
 fn payload(node: &TransformNode) -> Option<&JsonLinesPayload> {
-    match &node.payload {
-        Payload::Composite(p) => p.downcast_ref::<JsonLinesPayload>(),
-        _ => None,
-    }
+    weir_runner_core::translate::composite_payload::<JsonLinesPayload>(node)
 }
 
 impl Translator<Builder> for WriteJsonLinesTranslator {

@@ -7,56 +7,9 @@
 //! different stateful shape, which a checkpoint of the normal one must refuse.
 
 use std::time::Duration;
-use weir_sdk::io::{ReadUnbounded, UnboundedReader, UnboundedSource, WriteJsonLines};
+use weir_sdk::io::{ReadUnbounded, WriteJsonLines};
 use weir_sdk::prelude::*;
-
-#[derive(Clone)]
-struct Numbers {
-    count: i64,
-    parts: i64,
-    part: i64,
-}
-
-struct Reader {
-    src: Numbers,
-    next: i64,
-}
-
-impl UnboundedSource for Numbers {
-    type Output = i64;
-    type Checkpoint = i64;
-    type Reader = Reader;
-    fn split(&self, desired: usize) -> UserResult<Vec<Self>> {
-        let parts = desired.max(1) as i64;
-        Ok((0..parts).map(|part| Numbers { parts, part, ..self.clone() }).collect())
-    }
-    fn create_reader(&self, checkpoint: Option<i64>) -> UserResult<Reader> {
-        Ok(Reader { src: self.clone(), next: checkpoint.unwrap_or(self.part) })
-    }
-}
-
-impl UnboundedReader for Reader {
-    type Output = i64;
-    type Checkpoint = i64;
-    fn advance(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
-        if self.next >= self.src.count {
-            return Ok(None);
-        }
-        let v = self.next;
-        self.next += self.src.parts;
-        Ok(Some((v, v * 10)))
-    }
-    fn watermark(&self) -> Timestamp {
-        if self.next >= self.src.count {
-            MAX_TIMESTAMP
-        } else {
-            self.next * 10 - 1
-        }
-    }
-    fn checkpoint(&self) -> i64 {
-        self.next
-    }
-}
+use weir_tests::sources::Numbers;
 
 #[derive(Clone)]
 struct Render;
@@ -97,7 +50,7 @@ fn main() {
     };
     let p = Pipeline::new(options);
     let windowed = p
-        .apply("Read", ReadUnbounded::from(Numbers { count: events, parts: 1, part: 0 }))
+        .apply("Read", ReadUnbounded::from(Numbers::new(Some(events), false)))
         .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
         .apply("Key", Map::new(|i: i64| KV::new(i % 3, i)));
     let summed = if args.get(4).map(String::as_str) == Some("variant") {
