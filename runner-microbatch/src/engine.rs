@@ -187,8 +187,10 @@ struct NodeRt {
     pending: Vec<Vec<Batch>>,
     /// Pending side-input bundles (broadcast to every partition).
     side_pending: Vec<(usize, Batch)>,
-    /// For sinks: per partition, the batch's rendered output, written at commit.
+    /// For file sinks: per partition, the batch's rendered output, written at commit.
     sink_buffers: Vec<Vec<u8>>,
+    /// For batch sinks: the batch's output, delivered at commit.
+    sink_batches: Vec<Batch>,
 }
 
 /// What one node's batch did, for the progress report.
@@ -272,6 +274,7 @@ impl Engine {
                 pending: (0..partitions).map(|_| Vec::new()).collect(),
                 side_pending: Vec::new(),
                 sink_buffers: (0..partitions).map(|_| Vec::new()).collect(),
+                sink_batches: Vec::new(),
             });
         }
         let mut engine = Engine {
@@ -621,7 +624,6 @@ impl Engine {
 
     /// Renders a sink node's pending input into its per-partition buffers (written at commit).
     fn run_sink(&mut self, i: usize) -> Result<usize> {
-        let OpSpec::JsonLinesSink(payload) = &self.plan.nodes[i].op else { return Ok(0) };
         let name = self.plan.nodes[i].name.clone();
         let upstream = self.plan.nodes[i]
             .inputs
@@ -634,10 +636,20 @@ impl Engine {
         let mut rows = 0;
         for (p, bundles) in pending.into_iter().enumerate() {
             for b in bundles {
-                rows += payload
-                    .kernel
-                    .append(b, &mut node.sink_buffers[p])
-                    .map_err(|e| Error::execution(&name, e.to_string()))?;
+                match &self.plan.nodes[i].op {
+                    OpSpec::JsonLinesSink(payload) => {
+                        rows += payload
+                            .kernel
+                            .append(b, &mut node.sink_buffers[p])
+                            .map_err(|e| Error::execution(&name, e.to_string()))?;
+                    }
+                    _ => {
+                        if let Some(&pc) = self.plan.nodes[i].inputs.first() {
+                            rows += self.graph.pcollection(pc).ops.len(&b);
+                        }
+                        node.sink_batches.push(b);
+                    }
+                }
             }
         }
         node.wm.advance(upstream, None, None);
@@ -648,6 +660,20 @@ impl Engine {
     /// a replayed batch overwrites rather than duplicates.
     fn commit_sinks(&mut self) -> Result<()> {
         for (i, spec) in self.plan.nodes.iter().enumerate() {
+            if let OpSpec::BatchSink(payload) = &spec.op {
+                let batches = std::mem::take(&mut self.nodes[i].sink_batches);
+                if batches.is_empty() {
+                    continue;
+                }
+                let container = MetricsContainerImpl::new();
+                let result = {
+                    let _scope = weir_sdk::metrics::scoped_container(container.clone());
+                    weir_runner_core::do_fn_runner::guarded(&spec.name, "sink", || payload.kernel.write(self.batch_id, batches))
+                };
+                self.metrics.record(Some(&spec.name), &container, result.is_ok());
+                result?;
+                continue;
+            }
             let OpSpec::JsonLinesSink(payload) = &spec.op else { continue };
             for (p, buf) in self.nodes[i].sink_buffers.iter_mut().enumerate() {
                 if buf.is_empty() {
@@ -676,7 +702,7 @@ impl Engine {
         stats: &mut NodeStats,
         containers: &mut Vec<(String, Arc<MetricsContainerImpl>)>,
     ) -> Result<usize> {
-        if matches!(self.plan.nodes[i].op, OpSpec::JsonLinesSink(_)) {
+        if self.plan.nodes[i].op.is_sink() {
             return self.run_sink(i);
         }
         let spec = &self.plan.nodes[i];

@@ -26,6 +26,15 @@ pub(crate) enum OpSpec {
     WindowInto(Arc<dyn AssignKernel>),
     /// An exactly-once JSON-lines file sink.
     JsonLinesSink(weir_sdk::io::json_lines::JsonLinesPayload),
+    /// A callback per batch.
+    BatchSink(weir_sdk::io::for_each_batch::ForEachBatchPayload),
+}
+
+impl OpSpec {
+    /// Whether the node is a batch-aware sink, written when its batch commits.
+    pub(crate) fn is_sink(&self) -> bool {
+        matches!(self, OpSpec::JsonLinesSink(_) | OpSpec::BatchSink(_))
+    }
 }
 
 /// One node of the plan.
@@ -71,6 +80,7 @@ impl NodeSpec {
             OpSpec::Flatten => "flatten",
             OpSpec::WindowInto(_) => "window-into",
             OpSpec::JsonLinesSink(_) => "json-lines-sink",
+            OpSpec::BatchSink(_) => "batch-sink",
         }
     }
 
@@ -87,6 +97,7 @@ impl NodeSpec {
             OpSpec::Flatten => "Union".to_string(),
             OpSpec::WindowInto(_) => "AssignWindows".to_string(),
             OpSpec::JsonLinesSink(p) => format!("FileSink[json lines -> {}]", p.dir),
+            OpSpec::BatchSink(p) => format!("BatchSink[{}]", p.description),
         };
         let native = self.native.as_ref().map(|u| format!(" (native {u})")).unwrap_or_default();
         format!("{kind} '{}'{native}", self.name)

@@ -30,6 +30,8 @@ pub const WRITE_FILES: &str = "beam:transform:write_files:v1";
 pub const CO_GROUP_BY_KEY: &str = "weir:transform:co_group_by_key:v1";
 /// Writing JSON lines files (composite; exactly-once on the micro-batch runner).
 pub const WRITE_JSON_LINES: &str = "weir:transform:write_json_lines:v1";
+/// A callback per batch of output (composite; per batch on the micro-batch runner).
+pub const FOR_EACH_BATCH: &str = "weir:transform:for_each_batch:v1";
 /// Any other composite: runners expand it.
 pub const COMPOSITE: &str = "weir:transform:composite:v1";
 

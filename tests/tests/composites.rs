@@ -183,3 +183,39 @@ mod deduplicate {
         }
     }
 }
+
+mod sinks {
+    use super::*;
+    use weir_sdk::io::{Collect, CollectHandle, Console, ForEachBatch};
+
+    conformance! {
+        fn collect_and_for_each_batch(p) {
+            let handle = CollectHandle::new();
+            let batches = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(u64, usize)>::new()));
+            let input = p.apply("Create", Create::of(0..20i64));
+            input.apply("Collect", Collect::into(&handle));
+            let b = batches.clone();
+            input.apply("Each", ForEachBatch::new(move |id, rows: Vec<i64>| {
+                b.lock().unwrap().push((id, rows.len()));
+                Ok(())
+            }));
+            input.apply("Console", Console::sink());
+            p.run();
+            let mut items = handle.items();
+            items.sort();
+            assert_eq!(items, (0..20).collect::<Vec<_>>());
+            let seen = batches.lock().unwrap().clone();
+            assert_eq!(seen.iter().map(|(_, n)| n).sum::<usize>(), 20);
+            let mut ids: Vec<u64> = seen.iter().map(|(id, _)| *id).collect();
+            let n = ids.len();
+            ids.dedup();
+            assert_eq!(ids.len(), n, "batch ids are distinct: {seen:?}");
+        }
+
+        fn a_failing_sink_fails_the_pipeline(p) {
+            p.apply("Create", Create::of(vec![1i64])).apply("Each", ForEachBatch::new(|_, _: Vec<i64>| Err("sink down".into())));
+            let err = p.try_run().unwrap_err().to_string();
+            assert!(err.contains("Each") && err.contains("sink down"), "{err}");
+        }
+    }
+}

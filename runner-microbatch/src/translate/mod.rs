@@ -3,6 +3,7 @@
 
 mod combine_per_key;
 mod flatten;
+mod for_each_batch;
 mod group_by_key;
 mod impulse;
 mod par_do;
@@ -56,7 +57,8 @@ fn registry() -> TranslatorRegistry<Builder> {
         .register(urns::COMBINE_PER_KEY, combine_per_key::CombinePerKeyTranslator)
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
-        .register(urns::WRITE_JSON_LINES, write_json_lines::WriteJsonLinesTranslator);
+        .register(urns::WRITE_JSON_LINES, write_json_lines::WriteJsonLinesTranslator)
+        .register(urns::FOR_EACH_BATCH, for_each_batch::ForEachBatchTranslator);
     r
 }
 
