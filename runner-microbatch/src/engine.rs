@@ -668,7 +668,9 @@ impl Engine {
                 let container = MetricsContainerImpl::new();
                 let result = {
                     let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                    weir_runner_core::do_fn_runner::guarded(&spec.name, "sink", || payload.kernel.write(self.batch_id, batches))
+                    weir_runner_core::do_fn_runner::guarded(&spec.name, "sink", || {
+                        payload.kernel.write(self.batch_id, batches)
+                    })
                 };
                 self.metrics.record(Some(&spec.name), &container, result.is_ok());
                 result?;

@@ -53,3 +53,45 @@ fn an_endless_source_runs_until_cancelled() {
     result.cancel().unwrap();
     assert_eq!(result.wait_until_finish(Some(Duration::from_secs(10))).unwrap(), PipelineState::Cancelled);
 }
+
+mod streams {
+    use super::*;
+    use weir_sdk::io::{MemoryStream, RateSource};
+
+    conformance! {
+        fn rate_source_emits_rows_on_time(p) {
+            let counts = p
+                .apply("Rate", ReadUnbounded::from(RateSource::new(2000).with_limit(60)))
+                .apply("Values", Map::new(|r: weir_sdk::io::RateRow| r.value))
+                .apply("Window", Window::into(GlobalWindows).triggering(Never::ever()).discarding_fired_panes())
+                .apply("Count", Count::globally());
+            assert_that(&counts).contains_in_any_order(vec![60]);
+            p.run();
+        }
+    }
+
+    #[test]
+    fn memory_stream_fed_while_running() {
+        let p = weir_tests::pipeline("microbatch_p1");
+        let stream = MemoryStream::<i64>::new();
+        let handle = weir_sdk::io::CollectHandle::new();
+        p.apply("Read", ReadUnbounded::from(stream.clone()))
+            .apply("Double", Map::new(|x: i64| x * 2))
+            .apply("Collect", weir_sdk::io::Collect::into(&handle));
+        let result = Pipeline::run(&p).unwrap();
+        stream.add(vec![TimestampedValue::new(1, 1), TimestampedValue::new(2, 2)]);
+        for _ in 0..1000 {
+            if handle.items().len() == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(result.state(), PipelineState::Running);
+        stream.add(vec![TimestampedValue::new(3, 3)]);
+        stream.finish();
+        assert_eq!(result.wait_until_finish(Some(Duration::from_secs(10))).unwrap(), PipelineState::Done);
+        let mut items = handle.items();
+        items.sort();
+        assert_eq!(items, vec![2, 4, 6]);
+    }
+}

@@ -161,7 +161,10 @@ impl Console {
         ForEachBatch::new(|id, rows: Vec<T>| {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
-            writeln!(out, "-------------------------------------------\nBatch: {id}\n-------------------------------------------")?;
+            writeln!(
+                out,
+                "-------------------------------------------\nBatch: {id}\n-------------------------------------------"
+            )?;
             for r in rows {
                 writeln!(out, "{r:?}")?;
             }

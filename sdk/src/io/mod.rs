@@ -4,10 +4,12 @@ pub mod for_each_batch;
 pub mod generate_sequence;
 pub mod json_lines;
 pub mod source;
+pub mod streams;
 pub mod text;
 
 pub use for_each_batch::{Collect, CollectHandle, Console, ForEachBatch};
 pub use generate_sequence::GenerateSequence;
 pub use json_lines::WriteJsonLines;
 pub use source::{BoundedReader, BoundedSource, Read, ReadUnbounded, UnboundedReader, UnboundedSource};
+pub use streams::{MemoryStream, RateRow, RateSource};
 pub use text::TextIO;
