@@ -94,6 +94,7 @@ impl NodeSpec {
             OpSpec::ParDo(p) => format!("ParDo[{}]", short(p.fn_name)),
             OpSpec::GroupByKey(_) => "GroupAlsoByWindow[buffering]".to_string(),
             OpSpec::CombinePerKey(_) => "GroupAlsoByWindow[combining]".to_string(),
+            OpSpec::Flatten if self.native.is_some() => "Redistribute".to_string(),
             OpSpec::Flatten => "Union".to_string(),
             OpSpec::WindowInto(_) => "AssignWindows".to_string(),
             OpSpec::JsonLinesSink(p) => format!("FileSink[json lines -> {}]", p.dir),
@@ -124,7 +125,16 @@ impl Plan {
         for n in &self.nodes {
             if n.partitioner.is_some() {
                 stage += 1;
-                let _ = writeln!(out, "  Exchange hashpartitioning(encoded key, {})", self.partitions);
+                let how = if matches!(n.op, OpSpec::Flatten) {
+                    "roundrobinpartitioning"
+                } else {
+                    "hashpartitioning(encoded key"
+                };
+                if how.starts_with("round") {
+                    let _ = writeln!(out, "  Exchange {how}({})", self.partitions);
+                } else {
+                    let _ = writeln!(out, "  Exchange {how}, {})", self.partitions);
+                }
             }
             let stateful = matches!(&n.op, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_))
                 || matches!(&n.op, OpSpec::ParDo(p) if p.stateful);

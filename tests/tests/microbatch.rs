@@ -191,3 +191,16 @@ fn chained_stateful_aggregations_in_streaming_drop_nothing() {
         result.metrics().query_metrics(&weir_sdk::metrics::MetricsFilter::all().named("weir", "droppedDueToLateness"));
     assert!(dropped.counters.iter().all(|c| c.attempted == 0), "{dropped:?}");
 }
+
+#[test]
+fn reshuffle_is_a_native_exchange_without_grouping() {
+    weir_tests::register_runners();
+    let p = Pipeline::new(options(&[]));
+    let out = p.apply("Create", Create::of(0..10i64)).apply("Reshuffle", Reshuffle::via_random_key());
+    let plan = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
+    assert!(plan.contains("Exchange roundrobinpartitioning(2)"), "{plan}");
+    assert!(plan.contains("Redistribute 'Reshuffle' (native beam:transform:reshuffle:v1)"), "{plan}");
+    assert!(!plan.contains("GroupAlsoByWindow"), "{plan}");
+    assert_that(&out).contains_in_any_order((0..10).collect());
+    assert_eq!(Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap(), PipelineState::Done);
+}

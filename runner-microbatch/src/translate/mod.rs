@@ -8,6 +8,7 @@ mod group_by_key;
 mod impulse;
 mod par_do;
 mod read;
+mod reshuffle;
 mod test_stream;
 mod window_into;
 mod write_json_lines;
@@ -58,7 +59,8 @@ fn registry() -> TranslatorRegistry<Builder> {
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
         .register(urns::WRITE_JSON_LINES, write_json_lines::WriteJsonLinesTranslator)
-        .register(urns::FOR_EACH_BATCH, for_each_batch::ForEachBatchTranslator);
+        .register(urns::FOR_EACH_BATCH, for_each_batch::ForEachBatchTranslator)
+        .register(urns::RESHUFFLE, reshuffle::ReshuffleTranslator);
     r
 }
 
