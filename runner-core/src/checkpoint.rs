@@ -17,3 +17,24 @@ pub fn decode<T: DeserializeOwned>(step: &str, bytes: &[u8]) -> Result<T> {
         message: format!("corrupt state snapshot ({} bytes): {e}", bytes.len()),
     })
 }
+
+/// The entry key of a key and window: the key's length, the key, then the window.
+pub fn entry_key(step: &str, key: &[u8], window: &weir_sdk::window::Window) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(key.len() + 24);
+    weir_sdk::coders::write_varint(key.len() as u64, &mut out);
+    out.extend_from_slice(key);
+    out.extend_from_slice(&encode(step, window)?);
+    Ok(out)
+}
+
+/// Splits an entry key written by [`entry_key`].
+pub fn split_entry_key(step: &str, entry: &[u8]) -> Result<(Vec<u8>, weir_sdk::window::Window)> {
+    let mut rest = entry;
+    let n = weir_sdk::coders::read_varint(&mut rest)
+        .map_err(|e| Error::execution(step, format!("corrupt state entry key: {e}")))? as usize;
+    if rest.len() < n {
+        return Err(Error::execution(step, "corrupt state entry key: truncated"));
+    }
+    let (key, window) = rest.split_at(n);
+    Ok((key.to_vec(), decode(step, window)?))
+}

@@ -128,53 +128,59 @@ impl GroupAlsoByWindow {
         self.keys.iter().map(|(k, ws)| ws.values().map(|w| k.len() + w.values.len() + 96).sum::<usize>()).sum()
     }
 
-    /// The engine's state, encoded: every key and window with its buffer or accumulator,
-    /// trigger, pane and hold state, plus the watermarks. Timers and holds are derived from it.
-    pub fn snapshot(&self) -> Result<Vec<u8>> {
-        type KeyStates<'a> = Vec<(&'a Vec<u8>, Vec<(&'a Window, &'a WindowState)>)>;
-        let keys: KeyStates<'_> = self.keys.iter().map(|(k, ws)| (k, ws.iter().collect())).collect();
-        let snap = (
-            keys,
+    /// The engine's state as entries: one per key and window (its buffer or accumulator,
+    /// trigger, pane and hold state), plus the watermarks under the empty key. Timers and holds
+    /// are derived from the entries on restore.
+    pub fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(self.state_size() + 1);
+        let meta = (
             self.watermarks.input(),
             self.watermarks.output(),
             self.processing_time,
             self.dropped.late,
             self.dropped.closed,
         );
-        crate::checkpoint::encode(&self.step, &snap)
+        out.push((Vec::new(), crate::checkpoint::encode(&self.step, &meta)?));
+        for (key, windows) in &self.keys {
+            for (window, state) in windows {
+                out.push((
+                    crate::checkpoint::entry_key(&self.step, key, window)?,
+                    crate::checkpoint::encode(&self.step, state)?,
+                ));
+            }
+        }
+        Ok(out)
     }
 
-    /// Restores state written by [`GroupAlsoByWindow::snapshot`], rebuilding timers and holds.
-    pub fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        type Snap = (Vec<(Vec<u8>, Vec<(Window, WindowState)>)>, Timestamp, Timestamp, Timestamp, u64, u64);
-        let (keys, input, output, pt, late, closed): Snap = crate::checkpoint::decode(&self.step, bytes)?;
+    /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
+    pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
         self.event_timers.clear();
         self.processing_timers.clear();
         self.holds.clear();
-        self.watermarks = Watermarks::restored(input, output);
-        self.processing_time = pt;
-        self.dropped = DropCounts { late, closed };
-        for (key, windows) in keys {
-            for (window, state) in windows {
-                let closed = state.closed;
-                let pt_timer = state.pt_timer;
-                let hold = state.hold;
-                self.keys.entry(key.clone()).or_default().insert(window, state);
-                self.event_timers.insert((window.max_timestamp(), key.clone(), window));
-                let gc = self.strategy.gc_time(&window);
-                if gc != window.max_timestamp() {
-                    self.event_timers.insert((gc, key.clone(), window));
-                }
-                if let (Some(t), false) = (pt_timer, closed) {
-                    self.processing_timers.insert((t, key.clone(), window));
-                }
-                if let Some(h) = hold {
-                    self.holds.insert((h, key.clone(), window));
-                }
+        for (entry, value) in entries {
+            if entry.is_empty() {
+                let (input, output, pt, late, closed): (Timestamp, Timestamp, Timestamp, u64, u64) =
+                    crate::checkpoint::decode(&self.step, &value)?;
+                self.watermarks = Watermarks::restored(input, output);
+                self.processing_time = pt;
+                self.dropped = DropCounts { late, closed };
+                continue;
+            }
+            let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
+            let state: WindowState = crate::checkpoint::decode(&self.step, &value)?;
+            let (closed, pt_timer, hold) = (state.closed, state.pt_timer, state.hold);
+            self.keys.entry(key.clone()).or_default().insert(window, state);
+            self.event_timers.insert((window.max_timestamp(), key.clone(), window));
+            let gc = self.strategy.gc_time(&window);
+            if gc != window.max_timestamp() {
+                self.event_timers.insert((gc, key.clone(), window));
+            }
+            if let (Some(t), false) = (pt_timer, closed) {
+                self.processing_timers.insert((t, key.clone(), window));
+            }
+            if let Some(h) = hold {
+                self.holds.insert((h, key.clone(), window));
             }
         }
         Ok(())

@@ -53,12 +53,14 @@ pub trait Operator: Send {
     fn advance_side(&mut self, _index: usize, _watermark: Timestamp) {}
     /// Releases resources (DoFn teardown).
     fn finish(&mut self) {}
-    /// The operator's state, encoded, for a checkpoint (empty for stateless operators).
-    fn snapshot(&self) -> Result<Vec<u8>> {
+    /// The operator's state as encoded entries (entry key, value), for checkpoints: one per key
+    /// and window, plus an entry with the empty key for operator-wide data. Empty for stateless
+    /// operators. State stores diff entries between batches to write deltas.
+    fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         Ok(Vec::new())
     }
-    /// Restores state written by [`Operator::snapshot`].
-    fn restore(&mut self, _bytes: &[u8]) -> Result<()> {
+    /// Restores state from entries written by [`Operator::state_entries`].
+    fn restore_entries(&mut self, _entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         Ok(())
     }
     /// Number of state entries held (keys and windows), for progress reports.
@@ -130,20 +132,23 @@ impl Operator for ParDoOperator {
     fn finish(&mut self) {
         self.runner.teardown();
     }
-    fn snapshot(&self) -> Result<Vec<u8>> {
+    fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         if self.pushback.is_empty() && self.sides.is_empty() {
             return Ok(Vec::new());
         }
-        crate::checkpoint::encode(self.runner.step(), &(self.pushback.snapshot()?, self.sides.snapshot()?))
+        let meta = crate::checkpoint::encode(self.runner.step(), &(self.pushback.snapshot()?, self.sides.snapshot()?))?;
+        Ok(vec![(Vec::new(), meta)])
     }
-    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
+    fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        for (k, v) in entries {
+            if k.is_empty() {
+                let (pushback, sides): (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot) =
+                    crate::checkpoint::decode(self.runner.step(), &v)?;
+                self.pushback.restore(pushback)?;
+                self.sides.restore(sides)?;
+            }
         }
-        let (pushback, sides): (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot) =
-            crate::checkpoint::decode(self.runner.step(), bytes)?;
-        self.pushback.restore(pushback)?;
-        self.sides.restore(sides)
+        Ok(())
     }
 }
 
@@ -203,11 +208,11 @@ impl Operator for GroupOperator {
     fn dropped(&self) -> DropCounts {
         self.engine.dropped()
     }
-    fn snapshot(&self) -> Result<Vec<u8>> {
-        self.engine.snapshot()
+    fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.engine.state_entries()
     }
-    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        self.engine.restore(bytes)
+    fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        self.engine.restore_entries(entries)
     }
     fn state_rows(&self) -> usize {
         self.engine.state_size()

@@ -263,36 +263,43 @@ impl Operator for StatefulParDoOperator {
         self.runner.teardown();
     }
 
-    fn snapshot(&self) -> Result<Vec<u8>> {
-        let states: Vec<(&Kw, &KeyedState)> = self.store.states.iter().collect();
-        let snap = (
-            states,
+    fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let step = self.runner.step();
+        let meta = (
             self.input_watermark,
             self.processing_time,
             self.dropped.late,
             self.pushback.snapshot()?,
             self.sides.snapshot()?,
         );
-        crate::checkpoint::encode(self.runner.step(), &snap)
+        let mut out = vec![(Vec::new(), crate::checkpoint::encode(step, &meta)?)];
+        for ((key, window), state) in &self.store.states {
+            out.push((crate::checkpoint::entry_key(step, key, window)?, crate::checkpoint::encode(step, state)?));
+        }
+        Ok(out)
     }
 
-    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        if bytes.is_empty() {
-            return Ok(());
-        }
-        type Snap = (Vec<(Kw, KeyedState)>, Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
-        let (states, wm, pt, late, pushback, sides): Snap = crate::checkpoint::decode(self.runner.step(), bytes)?;
+    fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let step = self.runner.step().to_string();
         self.store = Store::default();
-        for (kw, state) in states {
+        for (entry, value) in entries {
+            if entry.is_empty() {
+                type Meta = (Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
+                let (wm, pt, late, pushback, sides): Meta = crate::checkpoint::decode(&step, &value)?;
+                self.input_watermark = wm;
+                self.processing_time = pt;
+                self.dropped.late = late;
+                self.pushback.restore(pushback)?;
+                self.sides.restore(sides)?;
+                continue;
+            }
+            let kw = crate::checkpoint::split_entry_key(&step, &entry)?;
+            let state: KeyedState = crate::checkpoint::decode(&step, &value)?;
             let gc = self.strategy.gc_time(&kw.1);
             self.store.states.insert(kw.clone(), state);
             self.store.index(&kw, gc);
         }
-        self.input_watermark = wm;
-        self.processing_time = pt;
-        self.dropped.late = late;
-        self.pushback.restore(pushback)?;
-        self.sides.restore(sides)
+        Ok(())
     }
 
     fn state_rows(&self) -> usize {

@@ -4,8 +4,8 @@
 //! <dir>/metadata.json           query id and the plan's fingerprint
 //! <dir>/offsets/<batch>         written before a batch is processed: source positions before and
 //!                               after it, and how many records it read from each split
-//! <dir>/state/<batch>/<node>-<partition>.bin
-//!                               operator state after the batch
+//! <dir>/state/<batch>/*.arrow  operator state after the batch: Arrow IPC snapshots or deltas,
+//!                               with a manifest recording each file's CRC-32
 //! <dir>/commits/<batch>         written last: the batch is done, with every node's watermarks
 //! ```
 //! Log entries are JSON envelopes with a format version and a CRC-32 of their body; state files
@@ -20,7 +20,6 @@ use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result};
 
 const VERSION: u32 = 1;
-const STATE_MAGIC: &[u8; 8] = b"WEIRSTAT";
 
 /// One source's entry in the offset log.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -85,7 +84,7 @@ fn corrupt(path: &Path, why: impl std::fmt::Display) -> Error {
 }
 
 /// Writes `bytes` to `path` atomically (temporary file, then rename).
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     }
@@ -184,13 +183,9 @@ impl Checkpoint {
     fn commit_path(&self, batch: u64) -> PathBuf {
         self.root.join("commits").join(batch.to_string())
     }
-    fn state_path(&self, batch: u64, node: &str, partition: usize) -> PathBuf {
-        let safe: String =
-            node.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' }).collect();
-        self.root
-            .join("state")
-            .join(batch.to_string())
-            .join(format!("{safe}-{:08x}-{partition}.bin", crc32fast::hash(node.as_bytes())))
+    /// The folder of a batch's state files.
+    pub(crate) fn state_dir(&self, batch: u64) -> PathBuf {
+        self.root.join("state").join(batch.to_string())
     }
 
     /// walCommit: logs the batch's offsets before it is processed.
@@ -198,64 +193,36 @@ impl Checkpoint {
         write_entry(&self.offset_path(entry.batch_id), entry)
     }
 
-    /// Writes one operator partition's state after `batch`.
-    pub(crate) fn write_state(&self, batch: u64, node: &str, partition: usize, bytes: &[u8]) -> Result<usize> {
-        let mut out = Vec::with_capacity(bytes.len() + 16);
-        out.extend_from_slice(STATE_MAGIC);
-        out.extend_from_slice(&VERSION.to_be_bytes());
-        out.extend_from_slice(&crc32fast::hash(bytes).to_be_bytes());
-        out.extend_from_slice(bytes);
-        write_atomic(&self.state_path(batch, node, partition), &out)?;
-        Ok(out.len())
-    }
-
-    /// Reads one operator partition's state after `batch` (empty if it had none).
-    pub(crate) fn read_state(&self, batch: u64, node: &str, partition: usize) -> Result<Vec<u8>> {
-        let path = self.state_path(batch, node, partition);
-        if !path.exists() {
-            return Err(corrupt(&path, "state file is missing"));
-        }
-        let data = std::fs::read(&path).map_err(|e| io(&path, e))?;
-        if data.len() < 16 || &data[..8] != STATE_MAGIC {
-            return Err(corrupt(&path, "not a state file (bad header or truncated)"));
-        }
-        let version = u32::from_be_bytes(data[8..12].try_into().expect("4 bytes"));
-        if version != VERSION {
-            return Err(corrupt(&path, format!("format version {version}")));
-        }
-        let crc = u32::from_be_bytes(data[12..16].try_into().expect("4 bytes"));
-        if crc32fast::hash(&data[16..]) != crc {
-            return Err(corrupt(&path, "checksum mismatch"));
-        }
-        Ok(data[16..].to_vec())
-    }
-
-    /// The list of state files written for `batch` (node, partition).
-    pub(crate) fn state_manifest_path(&self, batch: u64) -> PathBuf {
-        self.root.join("state").join(batch.to_string()).join("manifest.json")
-    }
-
     /// Records which state files a batch wrote, so a missing one is detected.
-    pub(crate) fn write_manifest(&self, batch: u64, files: &[(String, usize)]) -> Result<()> {
-        write_entry(&self.state_manifest_path(batch), &files.to_vec())
+    pub(crate) fn write_manifest(&self, batch: u64, files: &[crate::state_store::StateFile]) -> Result<()> {
+        write_entry(&self.state_dir(batch).join("manifest.json"), &files.to_vec())
     }
 
     /// The state files of `batch`.
-    pub(crate) fn read_manifest(&self, batch: u64) -> Result<Vec<(String, usize)>> {
-        let p = self.state_manifest_path(batch);
+    pub(crate) fn read_manifest(&self, batch: u64) -> Result<Vec<crate::state_store::StateFile>> {
+        let p = self.state_dir(batch).join("manifest.json");
         if !p.exists() {
             return Err(corrupt(&p, "state manifest is missing"));
         }
         read_entry(&p)
     }
 
-    /// Marks the batch done, then drops state older than the retention.
-    pub(crate) fn write_commit(&self, entry: &CommitEntry) -> Result<()> {
+    /// Marks the batch done, then drops state and log entries no restart can need: everything
+    /// before both the latest snapshot batch and the retained batches.
+    pub(crate) fn write_commit(&self, entry: &CommitEntry, latest_snapshot: u64) -> Result<()> {
         write_entry(&self.commit_path(entry.batch_id), entry)?;
-        if entry.batch_id >= self.retain {
-            let old = self.root.join("state").join((entry.batch_id - self.retain).to_string());
-            if old.exists() {
-                std::fs::remove_dir_all(&old).map_err(|e| io(&old, e))?;
+        let keep_from = latest_snapshot.min((entry.batch_id + 1).saturating_sub(self.retain));
+        for sub in ["state", "offsets", "commits"] {
+            for id in batch_ids(&self.root.join(sub))? {
+                if id >= keep_from {
+                    break;
+                }
+                let p = self.root.join(sub).join(id.to_string());
+                if p.is_dir() {
+                    std::fs::remove_dir_all(&p).map_err(|e| io(&p, e))?;
+                } else {
+                    std::fs::remove_file(&p).map_err(|e| io(&p, e))?;
+                }
             }
         }
         Ok(())

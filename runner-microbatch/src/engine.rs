@@ -12,6 +12,7 @@ use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
 };
 use crate::source::{Clock, SourceState};
+use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -220,6 +221,10 @@ pub(crate) struct Engine {
     checkpoint: Option<Checkpoint>,
     /// A logged but uncommitted batch to re-run with exactly its offsets.
     replay: Option<OffsetEntry>,
+    /// Per operator partition, what its state store committed last.
+    stores: HashMap<(usize, usize), StoreVersion>,
+    /// Per node, bytes of snapshot and delta files written by the last commit.
+    state_bytes: HashMap<usize, (u64, u64)>,
 }
 
 fn random_id() -> String {
@@ -294,6 +299,8 @@ impl Engine {
             last_trigger: None,
             checkpoint: None,
             replay: None,
+            stores: HashMap::new(),
+            state_bytes: HashMap::new(),
         };
         if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
             engine.recover(&dir)?;
@@ -321,14 +328,8 @@ impl Engine {
             Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.options.microbatch.min_batches_to_retain)?;
         self.id = rec.id;
         if let Some((offsets, commit)) = &rec.committed {
-            let manifest = cp.read_manifest(commit.batch_id)?;
+            self.restore_state(&cp, commit.batch_id)?;
             for (i, spec) in self.plan.nodes.iter().enumerate() {
-                for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
-                    if manifest.iter().any(|(n, q)| *n == spec.name && *q == p) {
-                        let bytes = cp.read_state(commit.batch_id, &spec.name, p)?;
-                        op.restore(&bytes)?;
-                    }
-                }
                 if let Some((_, input, output)) = commit.watermarks.iter().find(|(n, _, _)| *n == spec.name) {
                     self.nodes[i].wm = Watermarks::restored(*input, *output);
                 }
@@ -393,25 +394,61 @@ impl Engine {
             .zip(&self.nodes)
             .map(|(s, n)| (s.name.clone(), n.wm.input(), n.wm.output()))
             .collect();
-        cp.write_commit(&CommitEntry { batch_id: self.batch_id, watermarks })?;
+        let latest_snapshot = self.batch_id - self.batch_id % self.snapshot_interval();
+        cp.write_commit(&CommitEntry { batch_id: self.batch_id, watermarks }, latest_snapshot)?;
         crate::fault::point("commit-log");
         Ok(t.elapsed().as_millis() as u64)
     }
 
     /// Writes every operator partition's state after this batch, with a manifest.
-    fn write_state(&self) -> Result<()> {
+    fn write_state(&mut self) -> Result<()> {
         let Some(cp) = &self.checkpoint else { return Ok(()) };
+        let dir = cp.state_dir(self.batch_id);
+        let snapshot = self.batch_id % self.snapshot_interval() == 0;
         let mut files = Vec::new();
+        self.state_bytes.clear();
         for (i, spec) in self.plan.nodes.iter().enumerate() {
             for (p, op) in self.nodes[i].ops.iter().enumerate() {
-                let bytes = op.snapshot()?;
-                if !bytes.is_empty() {
-                    cp.write_state(self.batch_id, &spec.name, p, &bytes)?;
-                    files.push((spec.name.clone(), p));
+                let entries = op.state_entries()?;
+                let store = self.stores.entry((i, p)).or_default();
+                if let Some(f) = store.commit(&dir, &spec.name, p, entries, snapshot)? {
+                    let e = self.state_bytes.entry(i).or_insert((0, 0));
+                    match f.kind {
+                        FileKind::Snapshot => e.0 += f.bytes,
+                        FileKind::Delta => e.1 += f.bytes,
+                    }
+                    files.push(f);
                 }
             }
         }
         cp.write_manifest(self.batch_id, &files)
+    }
+
+    fn snapshot_interval(&self) -> u64 {
+        self.options.microbatch.state_snapshot_interval.max(1)
+    }
+
+    /// Loads every operator partition's state as of committed batch `c`: the latest snapshot
+    /// batch at or before it, then the deltas after it.
+    fn restore_state(&mut self, cp: &Checkpoint, c: u64) -> Result<()> {
+        let start = c - c % self.snapshot_interval();
+        let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
+        for b in start..=c {
+            for f in cp.read_manifest(b)? {
+                let rows = read_file(&cp.state_dir(b), &f)?;
+                apply(maps.entry((f.node.clone(), f.partition)).or_default(), f.kind, rows);
+            }
+        }
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
+                if let Some(map) = maps.remove(&(spec.name.clone(), p)) {
+                    let entries: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
+                    self.stores.insert((i, p), StoreVersion::from_entries(&entries));
+                    op.restore_entries(entries)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn finish(&mut self) {
@@ -808,7 +845,10 @@ impl Engine {
                 commit_time_ms: 0,
                 memory_used_bytes: ops.iter().map(|o| o.state_bytes() as u64).sum(),
                 num_state_store_instances: ops.len() as u64,
-                custom_metrics: BTreeMap::new(),
+                custom_metrics: {
+                    let (snap, delta) = self.state_bytes.get(&i).copied().unwrap_or((0, 0));
+                    BTreeMap::from([("snapshotBytes".to_string(), snap), ("deltaBytes".to_string(), delta)])
+                },
             });
         }
         let sources = p

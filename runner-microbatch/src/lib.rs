@@ -25,6 +25,7 @@ mod fault;
 mod plan;
 mod progress;
 mod source;
+mod state_store;
 mod translate;
 
 pub use engine::StreamingQuery;

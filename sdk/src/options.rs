@@ -65,6 +65,9 @@ pub struct MicroBatchOptions {
     /// Committed batches whose state is kept in the checkpoint directory.
     #[arg(long = "min-batches-to-retain", default_value_t = 3)]
     pub min_batches_to_retain: u64,
+    /// Every this many batches state stores write a full snapshot; deltas in between.
+    #[arg(long = "state-snapshot-interval", default_value_t = 10)]
+    pub state_snapshot_interval: u64,
 }
 
 impl Default for MicroBatchOptions {
@@ -77,6 +80,7 @@ impl Default for MicroBatchOptions {
             explain: false,
             checkpoint_dir: None,
             min_batches_to_retain: 3,
+            state_snapshot_interval: 10,
         }
     }
 }

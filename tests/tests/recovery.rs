@@ -13,7 +13,12 @@ use std::process::{Command, Output};
 const EVENTS: i64 = 300;
 
 fn child(checkpoint: &Path, out: &Path, crash: Option<&str>, variant: bool) -> Output {
+    child_with(checkpoint, out, crash, variant, "--state-snapshot-interval 4")
+}
+
+fn child_with(checkpoint: &Path, out: &Path, crash: Option<&str>, variant: bool, options: &str) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_recovery_child"));
+    cmd.env("WEIR_CHILD_OPTIONS", options);
     cmd.arg(checkpoint).arg(out).arg(EVENTS.to_string());
     if variant {
         cmd.arg("variant");
@@ -93,7 +98,7 @@ fn corrupt_or_missing_checkpoint_files_are_reported() {
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "bin"))
+        .find(|p| p.extension().is_some_and(|x| x == "arrow"))
         .unwrap();
     let mut bytes = std::fs::read(&state).unwrap();
     let last = bytes.len() - 1;
@@ -101,12 +106,40 @@ fn corrupt_or_missing_checkpoint_files_are_reported() {
     std::fs::write(&state, &bytes).unwrap();
     let o = child(&cp, &out, None, false);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("checksum mismatch") && err.contains(".bin"), "{err}");
+    assert!(!o.status.success() && err.contains("checksum mismatch") && err.contains(".arrow"), "{err}");
     // A missing state file:
     std::fs::remove_file(&state).unwrap();
     let o = child(&cp, &out, None, false);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("state file is missing"), "{err}");
+}
+
+#[test]
+fn snapshots_deltas_and_retention() {
+    for interval in ["1", "3", "10"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+        let opts = format!("--state-snapshot-interval {interval} --min-batches-to-retain 2");
+        assert!(!child_with(&cp, &out, Some("add-batch:17"), false, &opts).status.success());
+        let files: Vec<String> = std::fs::read_dir(cp.join("state"))
+            .unwrap()
+            .flatten()
+            .flat_map(|d| {
+                std::fs::read_dir(d.path()).unwrap().flatten().map(|f| f.file_name().to_string_lossy().into_owned())
+            })
+            .collect();
+        assert!(files.iter().any(|f| f.ends_with(".snapshot.arrow")), "{interval}: {files:?}");
+        if interval != "1" {
+            assert!(files.iter().any(|f| f.ends_with(".delta.arrow")), "{interval}: {files:?}");
+        }
+        // Only what a restart can need is kept: from the latest snapshot batch (or the retained
+        // batches, if later) on.
+        let kept = std::fs::read_dir(cp.join("state")).unwrap().count();
+        let interval_n: usize = interval.parse().unwrap();
+        assert!(kept <= interval_n.max(2) + 1, "{interval}: {kept} state folders kept");
+        ok(&child_with(&cp, &out, None, false, &opts));
+        assert_eq!(output(&out), expected(), "interval {interval}");
+    }
 }
 
 #[test]

@@ -32,16 +32,16 @@ fn main() {
     }
     let events: i64 = args[3].parse().unwrap_or(300);
     weir_runner_microbatch::register();
-    let options = match PipelineOptions::from_args([
-        "--runner",
-        "microbatch",
-        "--checkpoint-dir",
-        &args[1],
-        "--max-batch-size",
-        "7",
-        "--parallelism",
-        "2",
-    ]) {
+    let mut flags: Vec<String> =
+        ["--runner", "microbatch", "--checkpoint-dir", &args[1], "--max-batch-size", "7", "--parallelism", "2"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    // Extra options for a test, e.g. "--state-snapshot-interval 3".
+    if let Ok(extra) = std::env::var("WEIR_CHILD_OPTIONS") {
+        flags.extend(extra.split_whitespace().map(String::from));
+    }
+    let options = match PipelineOptions::from_args(flags) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
