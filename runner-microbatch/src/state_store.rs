@@ -18,6 +18,9 @@ use std::path::Path;
 use std::sync::Arc;
 use weir_sdk::{Error, Result};
 
+/// Rows of a state file: entry key and value (`None` for a removed entry).
+pub(crate) type Rows = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
 /// Whether a state file holds everything or the changes since the previous batch.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub(crate) enum FileKind {
@@ -76,7 +79,7 @@ fn to_arrow(path: &Path, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
 }
 
 /// Reads the rows of a state file, checking it against its manifest entry.
-pub(crate) fn read_file(dir: &Path, f: &StateFile) -> Result<Vec<(Vec<u8>, Option<Vec<u8>>)>> {
+pub(crate) fn read_file(dir: &Path, f: &StateFile) -> Result<Rows> {
     let path = dir.join(&f.file);
     if !path.exists() {
         return Err(corrupt(&path, "state file is missing"));
@@ -171,7 +174,7 @@ impl StoreVersion {
 }
 
 /// Applies a file's rows to an entry map (a snapshot replaces it, a delta updates it).
-pub(crate) fn apply(map: &mut HashMap<Vec<u8>, Vec<u8>>, kind: FileKind, rows: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
+pub(crate) fn apply(map: &mut HashMap<Vec<u8>, Vec<u8>>, kind: FileKind, rows: Rows) {
     if kind == FileKind::Snapshot {
         map.clear();
     }
