@@ -77,6 +77,33 @@ pub fn merge_overlapping_interval_windows(windows: &[Window]) -> Vec<(Vec<Window
     out
 }
 
+/// Keeps every element in the window it already has and never merges (Beam's
+/// `IdentityWindowFn`): used where grouping must not change windows (Reshuffle, assertions).
+#[derive(Debug)]
+pub struct IdentityWindowFn(Arc<dyn WindowFn>);
+
+impl IdentityWindowFn {
+    /// Keeps the windows that `original` assigned.
+    pub fn new(original: Arc<dyn WindowFn>) -> Self {
+        IdentityWindowFn(original)
+    }
+}
+
+impl WindowFn for IdentityWindowFn {
+    fn assign_windows(&self, _: Timestamp, window: &Window, out: &mut Vec<Window>) {
+        out.push(*window);
+    }
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool {
+        match other.as_any().downcast_ref::<IdentityWindowFn>() {
+            Some(o) => self.0.is_compatible(&*o.0),
+            None => self.0.is_compatible(other),
+        }
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 /// Every element in the single global window.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GlobalWindows;

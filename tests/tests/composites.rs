@@ -219,3 +219,23 @@ mod sinks {
         }
     }
 }
+
+mod reshuffle_windows {
+    use super::*;
+
+    conformance! {
+        fn reshuffle_keeps_session_windows_unmerged_and_works_in_streaming(p) {
+            let stream = TestStream::create()
+                .add_elements(vec![TimestampedValue::new(1i64, 1), TimestampedValue::new(2, 5)])
+                .advance_watermark_to_infinity();
+            let out = p
+                .apply("Stream", stream)
+                .apply("Sessions", Window::into(Sessions::with_gap_duration(Duration::from_millis(10))))
+                .apply("Reshuffle", Reshuffle::via_random_key());
+            // Each element keeps its own unmerged session window.
+            assert_that(&out).in_window(W::Interval(IntervalWindow::new(1, 11))).contains_in_any_order(vec![1]);
+            assert_that(&out).in_window(W::Interval(IntervalWindow::new(5, 15))).contains_in_any_order(vec![2]);
+            p.run();
+        }
+    }
+}

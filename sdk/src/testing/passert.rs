@@ -14,7 +14,7 @@ use crate::transforms::par_do::ParDo;
 use crate::transforms::window_into::Window as WindowInto;
 use crate::trigger::Never;
 use crate::window::Window;
-use crate::window_fn::GlobalWindows;
+use crate::window_fn::{GlobalWindows, IdentityWindowFn};
 use crate::windowed_value::WindowedValue;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -304,17 +304,22 @@ impl<T: Element> PTransform<PCollection<T>> for AssertTransform<T> {
                 Window::Global,
                 PaneFilter::All,
             ),
-            Scope::Window(w, panes) => (
-                input.apply(
+            Scope::Window(w, panes) => {
+                let retriggered = input.apply(
                     "Retrigger",
                     WindowInto::configure()
                         .triggering(Never::ever())
                         .discarding_fired_panes()
                         .with_allowed_lateness(lateness),
-                ),
-                w,
-                panes,
-            ),
+                );
+                // Windows are checked as they are: the assertion's grouping must not merge them
+                // (or the asserted window could vanish and the check never run).
+                let mut strategy = retriggered.windowing_strategy();
+                strategy.window_fn = std::sync::Arc::new(IdentityWindowFn::new(strategy.window_fn.clone()));
+                strategy.already_merged = false;
+                retriggered.set_windowing(strategy);
+                (retriggered, w, panes)
+            }
         };
         let actual = windowed.apply("Wrap", ParDo::of(WrapFn::<T>(PhantomData)));
         let marker =

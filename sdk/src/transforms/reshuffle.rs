@@ -9,7 +9,9 @@ use crate::pipeline::{PCollection, PTransform};
 use crate::time::Timestamp;
 use crate::transforms::group_by_key::GroupByKey;
 use crate::transforms::par_do::ParDo;
+use crate::trigger::{AccumulationMode, TimestampCombiner, Trigger};
 use crate::window::Window;
+use crate::window_fn::{IdentityWindowFn, WindowingStrategy};
 use crate::windowed_value::WindowedValue;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -76,10 +78,18 @@ impl<T: Element> PTransform<PCollection<T>> for Reshuffle<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
         let windowing = input.windowing_strategy();
-        let out = input
-            .apply("AssignKey", ParDo::of(AssignRandomKeyFn { rng: None, _t: PhantomData }))
-            .apply("GroupByKey", GroupByKey::create())
-            .apply("Restore", ParDo::of(RestoreFn(PhantomData)));
+        let keyed = input.apply("AssignKey", ParDo::of(AssignRandomKeyFn { rng: None, _t: PhantomData }));
+        // Beam's reshuffle strategy: windows kept as they are (sessions are not merged), a pane
+        // per arrival, and no data ever late, so the shuffle changes nothing but placement, in
+        // batch and in streaming.
+        let mut strategy =
+            WindowingStrategy::of(std::sync::Arc::new(IdentityWindowFn::new(windowing.window_fn.clone())));
+        strategy.trigger = Trigger::Repeatedly(Box::new(Trigger::AfterCount(1)));
+        strategy.accumulation_mode = AccumulationMode::Discarding;
+        strategy.timestamp_combiner = TimestampCombiner::Earliest;
+        strategy.allowed_lateness_ms = crate::time::GLOBAL_WINDOW_MAX_TIMESTAMP;
+        keyed.set_windowing(strategy);
+        let out = keyed.apply("GroupByKey", GroupByKey::create()).apply("Restore", ParDo::of(RestoreFn(PhantomData)));
         out.set_windowing(windowing);
         out
     }
