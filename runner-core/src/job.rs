@@ -1,6 +1,7 @@
 //! The job handle behind every runner's `PipelineResult`: state, failure, cancellation, waiting.
 
 use crate::metrics::JobMetrics;
+use crate::pusher::MetricsPusher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -37,6 +38,17 @@ impl Job {
         self.cancel.load(Ordering::SeqCst)
     }
 
+    /// Waits up to `timeout` for a terminal state; returns whether the job has ended.
+    pub fn wait_for_terminal(&self, timeout: Duration) -> bool {
+        let s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        if s.state.is_terminal() {
+            return true;
+        }
+        let (s, _) =
+            self.changed.wait_timeout_while(s, timeout, |s| !s.state.is_terminal()).unwrap_or_else(|e| e.into_inner());
+        s.state.is_terminal()
+    }
+
     /// Records the job's outcome. The first terminal state wins.
     pub fn finish(&self, outcome: Result<()>) {
         let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
@@ -60,9 +72,17 @@ impl Job {
     pub fn spawn(
         name: &str,
         metrics: Arc<JobMetrics>,
+        options: &weir_sdk::PipelineOptions,
         work: impl FnOnce(Arc<Job>) -> Result<()> + Send + 'static,
     ) -> Result<Box<dyn PipelineResult>> {
+        let sinks = weir_sdk::metrics::configured_sinks(options)?;
         let job = Job::new();
+        let pusher = MetricsPusher::start(
+            sinks,
+            Duration::from_secs(options.metrics.push_period_secs),
+            metrics.clone(),
+            job.clone(),
+        );
         let j = job.clone();
         let thread = std::thread::Builder::new()
             .name(name.to_string())
@@ -77,7 +97,7 @@ impl Job {
                 });
             })
             .map_err(|e| Error::Internal { component: "job".into(), message: format!("cannot start thread: {e}") })?;
-        Ok(Box::new(JobResult { job, metrics, thread: Mutex::new(Some(thread)) }))
+        Ok(Box::new(JobResult { job, metrics, thread: Mutex::new(Some(thread)), pusher: Mutex::new(pusher) }))
     }
 }
 
@@ -85,6 +105,7 @@ impl Job {
 pub struct JobResult {
     job: Arc<Job>,
     metrics: Arc<JobMetrics>,
+    pusher: Mutex<Option<MetricsPusher>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -113,6 +134,10 @@ impl PipelineResult for JobResult {
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // The thread has recorded a terminal state and is about to exit.
             let _ = t.join();
+        }
+        if let Some(p) = self.pusher.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            // The final push happens before waiting returns.
+            p.join();
         }
         match error {
             Some(e) => Err(e),

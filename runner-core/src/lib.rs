@@ -16,6 +16,7 @@ pub mod group_also_by_window;
 pub mod job;
 pub mod metrics;
 pub mod operator;
+pub mod pusher;
 pub mod side_inputs;
 pub mod stateful;
 pub mod translate;

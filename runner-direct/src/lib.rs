@@ -36,10 +36,10 @@ impl Runner for DirectRunner {
 
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
         let plan = translate::translate(&graph)?;
-        let options = options.direct.clone();
+        let direct = options.direct.clone();
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
-        Job::spawn("weir-direct", metrics, move |job| executor::execute(&graph, &plan, &options, &job, &m))
+        Job::spawn("weir-direct", metrics, options, move |job| executor::execute(&graph, &plan, &direct, &job, &m))
     }
 }
 

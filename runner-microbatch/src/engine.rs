@@ -71,7 +71,8 @@ impl StreamingQuery {
         });
         let metrics = JobMetrics::with_committed();
         let (m, s) = (metrics.clone(), shared.clone());
-        let result = Job::spawn("weir-microbatch", metrics, move |job| {
+        let opts = options.clone();
+        let result = Job::spawn("weir-microbatch", metrics, &opts, move |job| {
             let mut engine = Engine::new(graph, plan, options, m, s.clone())?;
             let r = run(&mut engine, &job);
             engine.finish();

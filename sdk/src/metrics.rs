@@ -394,6 +394,59 @@ impl MetricResults {
     }
 }
 
+/// Where a metrics pusher sends metrics (Beam's `MetricsSink`). Implement it to add a backend;
+/// register a factory with [`register_metrics_sink`] to make it selectable by `--metrics-sink`.
+pub trait MetricsSink: Send {
+    /// The sink's name, for logs.
+    fn name(&self) -> &str;
+    /// Writes the current cumulative values of every metric.
+    fn write(&mut self, results: &MetricQueryResults) -> std::result::Result<(), crate::error::UserError>;
+}
+
+impl<S: MetricsSink + ?Sized> MetricsSink for Box<S> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn write(&mut self, results: &MetricQueryResults) -> std::result::Result<(), crate::error::UserError> {
+        (**self).write(results)
+    }
+}
+
+/// Builds a sink from the pipeline's options (e.g. its URL or file).
+pub type MetricsSinkFactory = fn(&crate::options::PipelineOptions) -> Result<Box<dyn MetricsSink>>;
+
+fn sinks() -> &'static std::sync::RwLock<std::collections::BTreeMap<String, MetricsSinkFactory>> {
+    static SINKS: std::sync::OnceLock<std::sync::RwLock<std::collections::BTreeMap<String, MetricsSinkFactory>>> =
+        std::sync::OnceLock::new();
+    SINKS.get_or_init(Default::default)
+}
+
+/// Makes a sink selectable as `--metrics-sink NAME`.
+pub fn register_metrics_sink(name: &str, factory: MetricsSinkFactory) {
+    sinks().write().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), factory);
+}
+
+/// Builds the sinks named by `--metrics-sink`; an unknown name is an error listing the valid ones.
+pub fn configured_sinks(options: &crate::options::PipelineOptions) -> Result<Vec<Box<dyn MetricsSink>>> {
+    let reg = sinks().read().unwrap_or_else(|e| e.into_inner());
+    options
+        .metrics
+        .sinks
+        .iter()
+        .map(|name| match reg.get(name) {
+            Some(f) => f(options),
+            None => Err(Error::Options(format!(
+                "unknown metrics sink '{name}'; valid sinks: {}",
+                if reg.is_empty() {
+                    "(none registered)".to_string()
+                } else {
+                    reg.keys().cloned().collect::<Vec<_>>().join(", ")
+                }
+            ))),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

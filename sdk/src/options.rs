@@ -96,6 +96,46 @@ impl MicroBatchOptions {
     }
 }
 
+/// Options of metrics export.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct MetricsOptions {
+    /// A sink to push metrics to (repeatable): e.g. `jsonl`, `console`, `graphite`.
+    #[arg(long = "metrics-sink")]
+    pub sinks: Vec<String>,
+    /// Seconds between pushes (the first is at once, a final one when the pipeline ends).
+    #[arg(long = "metrics-push-period", default_value_t = 5)]
+    pub push_period_secs: u64,
+    /// URL of the HTTP sink.
+    #[arg(long = "metrics-http-url")]
+    pub http_url: Option<String>,
+    /// Host of the Graphite sink.
+    #[arg(long = "metrics-graphite-host")]
+    pub graphite_host: Option<String>,
+    /// Port of the Graphite sink.
+    #[arg(long = "metrics-graphite-port", default_value_t = 2003)]
+    pub graphite_port: u16,
+    /// URL of the Prometheus sink.
+    #[arg(long = "metrics-prometheus-url")]
+    pub prometheus_url: Option<String>,
+    /// File of the JSON-lines sink.
+    #[arg(long = "metrics-file")]
+    pub file: Option<String>,
+}
+
+impl Default for MetricsOptions {
+    fn default() -> Self {
+        MetricsOptions {
+            sinks: Vec::new(),
+            push_period_secs: 5,
+            http_url: None,
+            graphite_host: None,
+            graphite_port: 2003,
+            prometheus_url: None,
+            file: None,
+        }
+    }
+}
+
 /// Every option of a pipeline, grouped by area.
 #[derive(Parser, Clone, Debug, PartialEq, Eq)]
 #[command(name = "weir", no_binary_name = true, disable_help_subcommand = true)]
@@ -112,6 +152,9 @@ pub struct PipelineOptions {
     /// Micro-batch runner options.
     #[command(flatten)]
     pub microbatch: MicroBatchOptions,
+    /// Metrics export options.
+    #[command(flatten)]
+    pub metrics: MetricsOptions,
 }
 
 impl Default for PipelineOptions {
@@ -121,6 +164,7 @@ impl Default for PipelineOptions {
             job_name: "weir-job".into(),
             direct: DirectOptions::default(),
             microbatch: MicroBatchOptions::default(),
+            metrics: MetricsOptions::default(),
         }
     }
 }

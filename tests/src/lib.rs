@@ -20,6 +20,7 @@ pub fn register_runners() {
     ONCE.call_once(|| {
         weir_runner_direct::register();
         weir_runner_microbatch::register();
+        weir_metrics_sinks::register();
     });
 }
 

@@ -1,0 +1,34 @@
+//! # weir-metrics-sinks: where pushed metrics go
+//!
+//! Each sink turns the cumulative `MetricQueryResults` a MetricsPusher hands it into one
+//! backend's wire format. The formats are pure functions, tested against the examples of Beam's
+//! own sinks (spec METRICS.md §6, §7), so that dashboards built for Beam read Weir unchanged;
+//! the transports around them are thin. [`register`] makes the sinks selectable with
+//! `--metrics-sink NAME`: `graphite`, `jsonl`, `console`.
+
+#![deny(missing_docs)]
+
+pub mod format;
+mod sinks;
+
+pub use sinks::{ConsoleSink, GraphiteSink, JsonLinesSink};
+use weir_sdk::metrics::{register_metrics_sink, MetricsSink};
+use weir_sdk::{Error, PipelineOptions};
+
+/// Registers every sink of this crate under its name.
+pub fn register() {
+    register_metrics_sink("graphite", |o: &PipelineOptions| {
+        let host = o
+            .metrics
+            .graphite_host
+            .clone()
+            .ok_or_else(|| Error::Options("--metrics-sink graphite needs --metrics-graphite-host".into()))?;
+        Ok(Box::new(GraphiteSink::new(host, o.metrics.graphite_port)) as Box<dyn MetricsSink>)
+    });
+    register_metrics_sink("jsonl", |o: &PipelineOptions| {
+        let file =
+            o.metrics.file.clone().ok_or_else(|| Error::Options("--metrics-sink jsonl needs --metrics-file".into()))?;
+        Ok(Box::new(JsonLinesSink::new(file)) as Box<dyn MetricsSink>)
+    });
+    register_metrics_sink("console", |_: &PipelineOptions| Ok(Box::new(ConsoleSink) as Box<dyn MetricsSink>));
+}

@@ -1,0 +1,124 @@
+//! The sinks: thin transports around the formats.
+
+use crate::format::{graphite_lines, http_json};
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use weir_sdk::metrics::{MetricQueryResults, MetricsSink};
+use weir_sdk::time::iso8601;
+use weir_sdk::UserError;
+
+fn now_millis() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Beam's MetricsGraphiteSink: the carbon plaintext protocol over one TCP connection per push,
+/// with connect and write timeouts (Beam has none).
+pub struct GraphiteSink {
+    host: String,
+    port: u16,
+    timeout: Duration,
+}
+
+impl GraphiteSink {
+    /// A sink writing to carbon at `host:port`.
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        GraphiteSink { host: host.into(), port, timeout: Duration::from_secs(5) }
+    }
+}
+
+impl MetricsSink for GraphiteSink {
+    fn name(&self) -> &str {
+        "graphite"
+    }
+    fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
+        use std::net::ToSocketAddrs;
+        let payload = graphite_lines(results, now_millis() / 1000);
+        let addr = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("graphite {}:{}: {e}", self.host, self.port))?
+            .next()
+            .ok_or_else(|| format!("graphite {}:{}: no address", self.host, self.port))?;
+        let mut s = std::net::TcpStream::connect_timeout(&addr, self.timeout)
+            .map_err(|e| format!("graphite {}:{}: {e}", self.host, self.port))?;
+        s.set_write_timeout(Some(self.timeout))?;
+        s.write_all(payload.as_bytes())?;
+        s.flush()?;
+        Ok(())
+    }
+}
+
+/// One JSON object per push, appended to a file: Beam's HTTP sink body plus a `timestamp`.
+pub struct JsonLinesSink {
+    path: String,
+}
+
+impl JsonLinesSink {
+    /// A sink appending to `path`.
+    pub fn new(path: impl Into<String>) -> Self {
+        JsonLinesSink { path: path.into() }
+    }
+}
+
+impl MetricsSink for JsonLinesSink {
+    fn name(&self) -> &str {
+        "jsonl"
+    }
+    fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
+        let body = http_json(results);
+        let line = format!("{{\"timestamp\":\"{}\",{}\n", iso8601(now_millis()), &body[1..]);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| format!("{}: {e}", self.path))?;
+        f.write_all(line.as_bytes()).map_err(|e| format!("{}: {e}", self.path))?;
+        Ok(())
+    }
+}
+
+/// A readable table on standard output, one per push.
+pub struct ConsoleSink;
+
+impl MetricsSink for ConsoleSink {
+    fn name(&self) -> &str {
+        "console"
+    }
+    fn write(&mut self, r: &MetricQueryResults) -> Result<(), UserError> {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "== metrics at {} ==", iso8601(now_millis()))?;
+        writeln!(out, "{:<40} {:<30} {:>15} {:>15}", "step", "metric", "attempted", "committed")?;
+        let c = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+        for m in &r.counters {
+            writeln!(
+                out,
+                "{:<40} {:<30} {:>15} {:>15}",
+                m.key.step.as_deref().unwrap_or(""),
+                m.key.name.to_string(),
+                m.attempted,
+                c(m.committed.map(|v| v.to_string()))
+            )?;
+        }
+        for m in &r.distributions {
+            let d = |v: &weir_sdk::metrics::DistributionResult| format!("n={} mean={:.3}", v.count, v.mean());
+            writeln!(
+                out,
+                "{:<40} {:<30} {:>15} {:>15}",
+                m.key.step.as_deref().unwrap_or(""),
+                m.key.name.to_string(),
+                d(&m.attempted),
+                c(m.committed.as_ref().map(d))
+            )?;
+        }
+        for m in &r.gauges {
+            writeln!(
+                out,
+                "{:<40} {:<30} {:>15} {:>15}",
+                m.key.step.as_deref().unwrap_or(""),
+                m.key.name.to_string(),
+                m.attempted.value,
+                c(m.committed.map(|v| v.value.to_string()))
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,115 @@
+//! The MetricsPusher on every runner: pushes to a JSON-lines file and to a Graphite receiver
+//! started by the test on 127.0.0.1; the final push happens before `wait_until_finish`
+//! returns; a sink that is down never fails the pipeline; an unknown sink is an error.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::time::Duration;
+use weir_sdk::prelude::*;
+
+#[derive(Clone)]
+struct Measured;
+
+impl DoFn for Measured {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        Metrics::counter("test", "elements")?.inc();
+        Metrics::distribution("test", "values")?.update(e);
+        Metrics::gauge("test", "last")?.set(7);
+        ctx.output(e);
+        Ok(())
+    }
+}
+
+fn pipeline(config: &str, flags: &[&str]) -> TestPipeline {
+    let mut options = weir_tests::configuration(config);
+    let parsed = PipelineOptions::from_args(flags.iter().copied()).unwrap();
+    options.metrics = parsed.metrics;
+    weir_tests::register_runners();
+    let p = TestPipeline::from_options(options);
+    p.apply("Create", Create::of(1..=4i64)).apply("Measured", ParDo::of(Measured));
+    p
+}
+
+weir_tests::conformance! {
+    fn pushes_to_a_json_lines_file(p) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("metrics.jsonl");
+        let q = pipeline(&config_of(p), &["--metrics-sink", "jsonl", "--metrics-file", file.to_str().unwrap(), "--metrics-push-period", "1"]);
+        assert_eq!(q.try_run().unwrap(), PipelineState::Done);
+        let text = std::fs::read_to_string(&file).unwrap();
+        let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        let counter = &last["counters"][0];
+        assert_eq!(counter["attempted"], 4);
+        assert_eq!(counter["committed"], 4);
+        assert_eq!(counter["name"]["namespace"], "test");
+        assert_eq!(counter["step"], "Measured");
+        let dist = &last["distributions"][0]["attempted"];
+        assert_eq!((dist["sum"].as_i64(), dist["count"].as_i64(), dist["min"].as_i64(), dist["max"].as_i64()), (Some(10), Some(4), Some(1), Some(4)));
+        assert_eq!(last["gauges"][0]["attempted"]["value"], 7);
+        assert!(last["timestamp"].as_str().unwrap().ends_with('Z'));
+    }
+
+    fn pushes_graphite_lines_over_tcp(p) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port().to_string();
+        let receiver = std::thread::spawn(move || {
+            listener.set_nonblocking(false).unwrap();
+            let mut all = String::new();
+            // The final push is the last connection; read until a push with the counter at 4.
+            for stream in listener.incoming().take(20) {
+                let mut s = stream.unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut text = String::new();
+                s.read_to_string(&mut text).unwrap();
+                all.push_str(&text);
+                if text.contains("beam.counter.test.elements.Measured.attempted.value 4 ") {
+                    break;
+                }
+            }
+            all
+        });
+        let q = pipeline(&config_of(p), &["--metrics-sink", "graphite", "--metrics-graphite-host", "127.0.0.1", "--metrics-graphite-port", &port]);
+        assert_eq!(q.try_run().unwrap(), PipelineState::Done);
+        let lines = receiver.join().unwrap();
+        for expected in [
+            "beam.counter.test.elements.Measured.committed.value 4 ",
+            "beam.distribution.test.values.Measured.attempted.sum 10 ",
+            "beam.distribution.test.values.Measured.attempted.mean 2.5 ",
+            "beam.gauge.test.last.Measured.attempted.value 7 ",
+        ] {
+            assert!(lines.contains(expected), "missing {expected:?} in\n{lines}");
+        }
+    }
+
+    fn a_sink_that_is_down_does_not_fail_the_pipeline(p) {
+        // Nothing listens on this port: every push fails and is logged.
+        let port = { let l = TcpListener::bind("127.0.0.1:0").unwrap(); l.local_addr().unwrap().port().to_string() };
+        let q = pipeline(&config_of(p), &["--metrics-sink", "graphite", "--metrics-graphite-host", "127.0.0.1", "--metrics-graphite-port", &port]);
+        assert_eq!(q.try_run().unwrap(), PipelineState::Done);
+    }
+}
+
+fn config_of(p: &TestPipeline) -> String {
+    let o = p.options();
+    match (o.runner.as_str(), o.direct.shuffle, o.microbatch.parallelism) {
+        ("direct", true, _) => "direct",
+        ("direct", false, _) => "direct_unshuffled",
+        (_, _, 1) => "microbatch_p1",
+        _ => "microbatch_p4_small_batches",
+    }
+    .to_string()
+}
+
+#[test]
+fn unknown_sinks_and_missing_settings_are_errors() {
+    let p = pipeline("direct", &["--metrics-sink", "statsd"]);
+    let err = p.try_run().unwrap_err().to_string();
+    assert!(
+        err.contains("unknown metrics sink 'statsd'") && err.contains("graphite") && err.contains("jsonl"),
+        "{err}"
+    );
+    let p = pipeline("microbatch_p1", &["--metrics-sink", "graphite"]);
+    assert!(p.try_run().unwrap_err().to_string().contains("--metrics-graphite-host"));
+}
