@@ -4,14 +4,14 @@
 //! backend's wire format. The formats are pure functions, tested against the examples of Beam's
 //! own sinks (spec METRICS.md §6, §7), so that dashboards built for Beam read Weir unchanged;
 //! the transports around them are thin. [`register`] makes the sinks selectable with
-//! `--metrics-sink NAME`: `graphite`, `jsonl`, `console`.
+//! `--metrics-sink NAME`: `http`, `graphite`, `jsonl`, `console`.
 
 #![deny(missing_docs)]
 
 pub mod format;
 mod sinks;
 
-pub use sinks::{ConsoleSink, GraphiteSink, JsonLinesSink};
+pub use sinks::{ConsoleSink, GraphiteSink, HttpSink, JsonLinesSink};
 use weir_sdk::metrics::{register_metrics_sink, MetricsSink};
 use weir_sdk::{Error, PipelineOptions};
 
@@ -29,6 +29,14 @@ pub fn register() {
         let file =
             o.metrics.file.clone().ok_or_else(|| Error::Options("--metrics-sink jsonl needs --metrics-file".into()))?;
         Ok(Box::new(JsonLinesSink::new(file)) as Box<dyn MetricsSink>)
+    });
+    register_metrics_sink("http", |o: &PipelineOptions| {
+        let url = o
+            .metrics
+            .http_url
+            .clone()
+            .ok_or_else(|| Error::Options("--metrics-sink http needs --metrics-http-url".into()))?;
+        Ok(Box::new(HttpSink::new(url, std::time::Duration::from_secs(10))) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("console", |_: &PipelineOptions| Ok(Box::new(ConsoleSink) as Box<dyn MetricsSink>));
 }

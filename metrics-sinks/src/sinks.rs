@@ -122,3 +122,48 @@ impl MetricsSink for ConsoleSink {
         Ok(())
     }
 }
+
+/// Beam's MetricsHttpSink: POSTs the JSON body to a URL; only `200` counts as success, redirects
+/// are not followed, and — unlike Beam — connecting and the whole request are bounded in time.
+pub struct HttpSink {
+    url: String,
+    agent: ureq::Agent,
+}
+
+impl HttpSink {
+    /// A sink posting to `url`, giving up on a request after `timeout`.
+    pub fn new(url: impl Into<String>, timeout: Duration) -> Self {
+        let config = ureq::Agent::config_builder()
+            .timeout_connect(Some(timeout))
+            .timeout_global(Some(timeout))
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .build();
+        HttpSink { url: url.into(), agent: config.into() }
+    }
+}
+
+impl MetricsSink for HttpSink {
+    fn name(&self) -> &str {
+        "http"
+    }
+    fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
+        let body = http_json(results);
+        let response = self
+            .agent
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("charset", "utf-8")
+            .send(body.as_bytes())
+            .map_err(|e| format!("POST {}: {e}", self.url))?;
+        let status = response.status().as_u16();
+        if status != 200 {
+            return Err(format!(
+                "Expected HTTP 200 OK response while writing metrics to MetricsHttpSink but received {status} from {}",
+                self.url
+            )
+            .into());
+        }
+        Ok(())
+    }
+}

@@ -113,3 +113,68 @@ fn unknown_sinks_and_missing_settings_are_errors() {
     let p = pipeline("microbatch_p1", &["--metrics-sink", "graphite"]);
     assert!(p.try_run().unwrap_err().to_string().contains("--metrics-graphite-host"));
 }
+
+#[derive(Clone)]
+struct Slow;
+
+impl DoFn for Slow {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        std::thread::sleep(Duration::from_millis(600));
+        ctx.output(e);
+        Ok(())
+    }
+}
+
+/// Receiver down when the pipeline starts, up later: the pipeline is unaffected, failed pushes
+/// are retried, and later pushes (at least the final one) arrive.
+fn outage_then_recovery(config: &str) {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let mut options = weir_tests::configuration(config);
+    options.metrics = PipelineOptions::from_args([
+        "--metrics-sink",
+        "http",
+        "--metrics-http-url",
+        &url,
+        "--metrics-push-period",
+        "1",
+    ])
+    .unwrap()
+    .metrics;
+    weir_tests::register_runners();
+    let p = TestPipeline::from_options(options);
+    p.apply("Create", Create::of(1..=4i64)).apply("Measured", ParDo::of(Measured)).apply("Slow", ParDo::of(Slow));
+    let result = Pipeline::run(&p).unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    let server = tiny_http::Server::http(format!("127.0.0.1:{port}")).unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut bodies = Vec::new();
+        while let Ok(Some(mut req)) = server.recv_timeout(Duration::from_secs(8)) {
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            let _ = req.respond(tiny_http::Response::from_string("ok"));
+            let done = body.contains(r#""attempted":4"#);
+            bodies.push(body);
+            if done {
+                break;
+            }
+        }
+        bodies
+    });
+    assert_eq!(result.wait_until_finish(None).unwrap(), PipelineState::Done);
+    let bodies = receiver.join().unwrap();
+    assert!(!bodies.is_empty(), "no push arrived after the receiver came up");
+    assert!(bodies.last().unwrap().contains(r#""attempted":4"#), "{bodies:?}");
+}
+
+#[test]
+fn http_outage_direct() {
+    outage_then_recovery("direct_unshuffled");
+}
+
+#[test]
+fn http_outage_microbatch() {
+    outage_then_recovery("microbatch_p1");
+}

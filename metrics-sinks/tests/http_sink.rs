@@ -1,0 +1,83 @@
+//! The HTTP sink against a real HTTP server on 127.0.0.1.
+
+use std::time::{Duration, Instant};
+use weir_metrics_sinks::format::http_json;
+use weir_metrics_sinks::HttpSink;
+use weir_sdk::metrics::{MetricKey, MetricName, MetricQueryResults, MetricResult, MetricsSink};
+
+fn results() -> MetricQueryResults {
+    MetricQueryResults {
+        counters: vec![MetricResult {
+            key: MetricKey { step: Some("s1".into()), name: MetricName::new("ns1", "n1").unwrap() },
+            attempted: 20,
+            committed: Some(10),
+        }],
+        ..Default::default()
+    }
+}
+
+/// Serves `responses` (status, delay) one request each, recording method, content type, body.
+fn server(responses: Vec<(u16, Duration)>) -> (String, std::thread::JoinHandle<Vec<(String, String, String)>>) {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", server.server_addr().to_ip().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for (status, delay) in responses {
+            let Ok(Some(mut req)) = server.recv_timeout(Duration::from_secs(10)) else { break };
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            let ct = req
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("Content-Type"))
+                .map(|h| h.value.to_string())
+                .unwrap_or_default();
+            seen.push((req.method().to_string(), ct, body));
+            std::thread::sleep(delay);
+            let mut resp = tiny_http::Response::from_string("").with_status_code(status);
+            if status == 302 {
+                resp = resp.with_header("Location: /elsewhere".parse::<tiny_http::Header>().unwrap());
+            }
+            let _ = req.respond(resp);
+        }
+        seen
+    });
+    (url, handle)
+}
+
+#[test]
+fn posts_beams_json_body_and_accepts_only_200() {
+    let (url, handle) =
+        server(vec![(200, Duration::ZERO), (204, Duration::ZERO), (302, Duration::ZERO), (500, Duration::ZERO)]);
+    let mut sink = HttpSink::new(&url, Duration::from_secs(5));
+    sink.write(&results()).unwrap();
+    for code in ["204", "302", "500"] {
+        let err = sink.write(&results()).unwrap_err().to_string();
+        assert!(err.contains("Expected HTTP 200") && err.contains(code), "{err}");
+    }
+    let seen = handle.join().unwrap();
+    assert_eq!(seen.len(), 4, "redirects are not followed");
+    assert_eq!(seen[0].0, "POST");
+    assert_eq!(seen[0].1, "application/json");
+    assert_eq!(seen[0].2, http_json(&results()));
+    let parsed: serde_json::Value = serde_json::from_str(&seen[0].2).unwrap();
+    assert_eq!(parsed["counters"][0]["committed"], 10);
+}
+
+#[test]
+fn a_slow_receiver_times_out() {
+    let (url, handle) = server(vec![(200, Duration::from_millis(1500))]);
+    let mut sink = HttpSink::new(&url, Duration::from_millis(300));
+    let start = Instant::now();
+    assert!(sink.write(&results()).is_err());
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    let _ = handle.join();
+}
+
+#[test]
+fn an_unreachable_receiver_is_an_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut sink = HttpSink::new(format!("http://127.0.0.1:{port}/m"), Duration::from_secs(1));
+    let err = sink.write(&results()).unwrap_err().to_string();
+    assert!(err.contains(&port.to_string()), "{err}");
+}
