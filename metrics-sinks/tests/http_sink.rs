@@ -16,8 +16,11 @@ fn results() -> MetricQueryResults {
     }
 }
 
-/// Serves `responses` (status, delay) one request each, recording method, content type, body.
-fn server(responses: Vec<(u16, Duration)>) -> (String, std::thread::JoinHandle<Vec<(String, String, String)>>) {
+/// What the test server saw of each request: method, content type, body.
+type Seen = Vec<(String, String, String)>;
+
+/// Serves `responses` (status, delay) one request each, recording what it saw.
+fn server(responses: Vec<(u16, Duration)>) -> (String, std::thread::JoinHandle<Seen>) {
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let url = format!("http://{}/metrics", server.server_addr().to_ip().unwrap());
     let handle = std::thread::spawn(move || {
