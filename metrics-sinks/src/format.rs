@@ -213,3 +213,220 @@ mod tests {
         assert_eq!(java_double(0.0001), "1.0E-4");
     }
 }
+
+fn prom_label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn prom_labels(key: &MetricKey, which: &str) -> String {
+    format!(
+        "namespace=\"{}\",name=\"{}\",step=\"{}\",value=\"{which}\"",
+        prom_label(&key.name.namespace),
+        prom_label(&key.name.name),
+        prom_label(key.step.as_deref().unwrap_or(""))
+    )
+}
+
+fn prom_float(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".into()
+    } else if x.is_infinite() {
+        if x > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The Prometheus text exposition format (for a Pushgateway): Beam counters and gauges as
+/// `gauge`s (Beam counters may go down), distributions as a summary without quantiles plus
+/// min/max gauges; Beam's namespace, name and step in labels, and `value` telling attempted
+/// from committed.
+pub fn prometheus_text(r: &MetricQueryResults) -> String {
+    let mut out = String::new();
+    let mut family = |name: &str, kind: &str, help: &str, samples: Vec<String>| {
+        if samples.is_empty() {
+            return;
+        }
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for s in samples {
+            out.push_str(&s);
+            out.push('\n');
+        }
+    };
+    let both = |committed: bool| if committed { vec!["attempted", "committed"] } else { vec!["attempted"] };
+    let mut counters = Vec::new();
+    for c in &r.counters {
+        for which in both(c.committed.is_some()) {
+            let v = if which == "committed" { c.committed.unwrap_or(0) } else { c.attempted };
+            counters.push(format!("beam_counter{{{}}} {v}", prom_labels(&c.key, which)));
+        }
+    }
+    family("beam_counter", "gauge", "Beam counters (may decrease).", counters);
+    let mut gauges = Vec::new();
+    for g in &r.gauges {
+        for which in both(g.committed.is_some()) {
+            let v = if which == "committed" { g.committed.unwrap_or(g.attempted) } else { g.attempted };
+            gauges.push(format!("beam_gauge{{{}}} {} {}", prom_labels(&g.key, which), v.value, v.timestamp));
+        }
+    }
+    family("beam_gauge", "gauge", "Beam gauges, stamped with their own time.", gauges);
+    let mut summary = Vec::new();
+    let mut mins = Vec::new();
+    let mut maxs = Vec::new();
+    for d in &r.distributions {
+        for which in both(d.committed.is_some()) {
+            let v = if which == "committed" { d.committed.unwrap_or(d.attempted) } else { d.attempted };
+            let l = prom_labels(&d.key, which);
+            summary.push(format!("beam_distribution_sum{{{l}}} {}", v.sum));
+            summary.push(format!("beam_distribution_count{{{l}}} {}", v.count));
+            if v.count > 0 {
+                mins.push(format!("beam_distribution_min{{{l}}} {}", prom_float(v.min as f64)));
+                maxs.push(format!("beam_distribution_max{{{l}}} {}", prom_float(v.max as f64)));
+            }
+        }
+    }
+    family("beam_distribution", "summary", "Beam distributions.", summary);
+    family("beam_distribution_min", "gauge", "Smallest value of Beam distributions.", mins);
+    family("beam_distribution_max", "gauge", "Largest value of Beam distributions.", maxs);
+    out
+}
+
+/// Prometheus remote-write v1 messages.
+pub mod remote_write {
+    /// `WriteRequest`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct WriteRequest {
+        /// Time series.
+        #[prost(message, repeated, tag = "1")]
+        pub timeseries: Vec<TimeSeries>,
+    }
+    /// `TimeSeries`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TimeSeries {
+        /// Labels, sorted by name, with `__name__`.
+        #[prost(message, repeated, tag = "1")]
+        pub labels: Vec<Label>,
+        /// Samples in time order.
+        #[prost(message, repeated, tag = "2")]
+        pub samples: Vec<Sample>,
+    }
+    /// `Label`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Label {
+        /// Name.
+        #[prost(string, tag = "1")]
+        pub name: String,
+        /// Value.
+        #[prost(string, tag = "2")]
+        pub value: String,
+    }
+    /// `Sample`.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Sample {
+        /// Value.
+        #[prost(double, tag = "1")]
+        pub value: f64,
+        /// Milliseconds since the epoch.
+        #[prost(int64, tag = "2")]
+        pub timestamp: i64,
+    }
+}
+
+/// A remote-write request for one push at `now_ms`, protobuf-encoded and snappy
+/// block-compressed, ready to POST.
+pub fn remote_write_body(r: &MetricQueryResults, now_ms: i64) -> Result<Vec<u8>, snap::Error> {
+    use remote_write::{Label, Sample, TimeSeries, WriteRequest};
+    let series = |name: &str, key: &MetricKey, which: &str, value: f64, ts: i64| {
+        let mut labels = vec![
+            Label { name: "__name__".into(), value: name.into() },
+            Label { name: "name".into(), value: key.name.name.clone() },
+            Label { name: "namespace".into(), value: key.name.namespace.clone() },
+            Label { name: "step".into(), value: key.step.clone().unwrap_or_default() },
+            Label { name: "value".into(), value: which.into() },
+        ];
+        labels.sort_by(|a, b| a.name.cmp(&b.name));
+        TimeSeries { labels, samples: vec![Sample { value, timestamp: ts }] }
+    };
+    let mut ts = Vec::new();
+    for c in &r.counters {
+        ts.push(series("beam_counter", &c.key, "attempted", c.attempted as f64, now_ms));
+        if let Some(v) = c.committed {
+            ts.push(series("beam_counter", &c.key, "committed", v as f64, now_ms));
+        }
+    }
+    for g in &r.gauges {
+        ts.push(series("beam_gauge", &g.key, "attempted", g.attempted.value as f64, g.attempted.timestamp));
+    }
+    for d in &r.distributions {
+        ts.push(series("beam_distribution_sum", &d.key, "attempted", d.attempted.sum as f64, now_ms));
+        ts.push(series("beam_distribution_count", &d.key, "attempted", d.attempted.count as f64, now_ms));
+    }
+    let bytes = prost::Message::encode_to_vec(&WriteRequest { timeseries: ts });
+    snap::raw::Encoder::new().compress_vec(&bytes)
+}
+
+#[cfg(test)]
+mod prometheus_tests {
+    use super::*;
+    use weir_sdk::metrics::{DistributionResult, GaugeResult, MetricName};
+
+    fn key() -> MetricKey {
+        MetricKey { step: Some("Outer/\"q\"".into()), name: MetricName::new("ns", "n").unwrap() }
+    }
+
+    #[test]
+    fn text_format() {
+        let r = MetricQueryResults {
+            counters: vec![MetricResult { key: key(), attempted: -3, committed: Some(2) }],
+            distributions: vec![MetricResult {
+                key: key(),
+                attempted: DistributionResult { sum: 10, count: 2, min: 4, max: 6 },
+                committed: None,
+            }],
+            gauges: vec![MetricResult {
+                key: key(),
+                attempted: GaugeResult { value: 9, timestamp: 1234 },
+                committed: None,
+            }],
+        };
+        let text = prometheus_text(&r);
+        assert!(text.contains("# TYPE beam_counter gauge\n"), "{text}");
+        assert!(
+            text.contains(r#"beam_counter{namespace="ns",name="n",step="Outer/\"q\"",value="attempted"} -3"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"beam_counter{namespace="ns",name="n",step="Outer/\"q\"",value="committed"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"beam_gauge{namespace="ns",name="n",step="Outer/\"q\"",value="attempted"} 9 1234"#),
+            "{text}"
+        );
+        assert!(text.contains("# TYPE beam_distribution summary\n"));
+        assert!(
+            text.contains(r#"beam_distribution_count{namespace="ns",name="n",step="Outer/\"q\"",value="attempted"} 2"#)
+        );
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn remote_write_round_trips() {
+        let r = MetricQueryResults {
+            counters: vec![MetricResult { key: key(), attempted: 5, committed: None }],
+            ..Default::default()
+        };
+        let body = remote_write_body(&r, 1000).unwrap();
+        let raw = snap::raw::Decoder::new().decompress_vec(&body).unwrap();
+        let req: remote_write::WriteRequest = prost::Message::decode(raw.as_slice()).unwrap();
+        assert_eq!(req.timeseries.len(), 1);
+        let names: Vec<&str> = req.timeseries[0].labels.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, vec!["__name__", "name", "namespace", "step", "value"]);
+        assert_eq!(req.timeseries[0].samples[0].value, 5.0);
+        assert_eq!(req.timeseries[0].samples[0].timestamp, 1000);
+    }
+}

@@ -4,14 +4,15 @@
 //! backend's wire format. The formats are pure functions, tested against the examples of Beam's
 //! own sinks (spec METRICS.md §6, §7), so that dashboards built for Beam read Weir unchanged;
 //! the transports around them are thin. [`register`] makes the sinks selectable with
-//! `--metrics-sink NAME`: `http`, `graphite`, `jsonl`, `console`.
+//! `--metrics-sink NAME`: `http`, `graphite`, `prometheus` (Pushgateway), `prometheus-remote-write`,
+//! `jsonl`, `console`.
 
 #![deny(missing_docs)]
 
 pub mod format;
 mod sinks;
 
-pub use sinks::{ConsoleSink, GraphiteSink, HttpSink, JsonLinesSink};
+pub use sinks::{ConsoleSink, GraphiteSink, HttpSink, JsonLinesSink, PushgatewaySink, RemoteWriteSink};
 use weir_sdk::metrics::{register_metrics_sink, MetricsSink};
 use weir_sdk::{Error, PipelineOptions};
 
@@ -37,6 +38,18 @@ pub fn register() {
             .clone()
             .ok_or_else(|| Error::Options("--metrics-sink http needs --metrics-http-url".into()))?;
         Ok(Box::new(HttpSink::new(url, std::time::Duration::from_secs(10))) as Box<dyn MetricsSink>)
+    });
+    register_metrics_sink("prometheus", |o: &PipelineOptions| {
+        let url = o.metrics.prometheus_url.clone().ok_or_else(|| {
+            Error::Options("--metrics-sink prometheus needs --metrics-prometheus-url (a Pushgateway group URL)".into())
+        })?;
+        Ok(Box::new(PushgatewaySink::new(url, std::time::Duration::from_secs(10))) as Box<dyn MetricsSink>)
+    });
+    register_metrics_sink("prometheus-remote-write", |o: &PipelineOptions| {
+        let url = o.metrics.prometheus_url.clone().ok_or_else(|| {
+            Error::Options("--metrics-sink prometheus-remote-write needs --metrics-prometheus-url".into())
+        })?;
+        Ok(Box::new(RemoteWriteSink::new(url, std::time::Duration::from_secs(10))) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("console", |_: &PipelineOptions| Ok(Box::new(ConsoleSink) as Box<dyn MetricsSink>));
 }

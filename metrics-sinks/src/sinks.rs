@@ -167,3 +167,84 @@ impl MetricsSink for HttpSink {
         Ok(())
     }
 }
+
+fn agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_connect(Some(timeout))
+        .timeout_global(Some(timeout))
+        .max_redirects(0)
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Pushes the Prometheus text format to a Pushgateway group URL
+/// (`http://host:9091/metrics/job/<job>`) with `PUT`, replacing the group each push.
+pub struct PushgatewaySink {
+    url: String,
+    agent: ureq::Agent,
+}
+
+impl PushgatewaySink {
+    /// A sink pushing to `url`.
+    pub fn new(url: impl Into<String>, timeout: Duration) -> Self {
+        PushgatewaySink { url: url.into(), agent: agent(timeout) }
+    }
+}
+
+impl MetricsSink for PushgatewaySink {
+    fn name(&self) -> &str {
+        "prometheus"
+    }
+    fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
+        let body = crate::format::prometheus_text(results);
+        let r = self
+            .agent
+            .put(&self.url)
+            .header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            .send(body.as_bytes())
+            .map_err(|e| format!("PUT {}: {e}", self.url))?;
+        let status = r.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(format!("Pushgateway {} answered {status}", self.url).into());
+        }
+        Ok(())
+    }
+}
+
+/// Prometheus remote write v1: protobuf, snappy block compression, to e.g.
+/// `http://host:9090/api/v1/write`.
+pub struct RemoteWriteSink {
+    url: String,
+    agent: ureq::Agent,
+}
+
+impl RemoteWriteSink {
+    /// A sink writing to `url`.
+    pub fn new(url: impl Into<String>, timeout: Duration) -> Self {
+        RemoteWriteSink { url: url.into(), agent: agent(timeout) }
+    }
+}
+
+impl MetricsSink for RemoteWriteSink {
+    fn name(&self) -> &str {
+        "prometheus-remote-write"
+    }
+    fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
+        let body = crate::format::remote_write_body(results, now_millis())?;
+        let r = self
+            .agent
+            .post(&self.url)
+            .header("Content-Encoding", "snappy")
+            .header("Content-Type", "application/x-protobuf")
+            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
+            .header("User-Agent", "weir-metrics-sinks")
+            .send(&body[..])
+            .map_err(|e| format!("POST {}: {e}", self.url))?;
+        let status = r.status().as_u16();
+        if !(200..300).contains(&status) {
+            return Err(format!("remote write to {} answered {status}", self.url).into());
+        }
+        Ok(())
+    }
+}

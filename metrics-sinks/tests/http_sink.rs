@@ -1,5 +1,6 @@
 //! The HTTP sink against a real HTTP server on 127.0.0.1.
 
+use std::io::Read;
 use std::time::{Duration, Instant};
 use weir_metrics_sinks::format::http_json;
 use weir_metrics_sinks::HttpSink;
@@ -83,4 +84,34 @@ fn an_unreachable_receiver_is_an_error() {
     let mut sink = HttpSink::new(format!("http://127.0.0.1:{port}/m"), Duration::from_secs(1));
     let err = sink.write(&results()).unwrap_err().to_string();
     assert!(err.contains(&port.to_string()), "{err}");
+}
+
+#[test]
+fn pushgateway_and_remote_write_requests() {
+    use weir_metrics_sinks::{PushgatewaySink, RemoteWriteSink};
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", server.server_addr().to_ip().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let Ok(Some(mut req)) = server.recv_timeout(Duration::from_secs(10)) else { break };
+            let mut body = Vec::new();
+            req.as_reader().read_to_end(&mut body).unwrap();
+            let headers: Vec<String> = req.headers().iter().map(|h| format!("{}: {}", h.field, h.value)).collect();
+            seen.push((req.method().to_string(), req.url().to_string(), headers, body));
+            let _ = req.respond(tiny_http::Response::from_string("").with_status_code(202));
+        }
+        seen
+    });
+    PushgatewaySink::new(format!("{base}/metrics/job/weir"), Duration::from_secs(5)).write(&results()).unwrap();
+    RemoteWriteSink::new(format!("{base}/api/v1/write"), Duration::from_secs(5)).write(&results()).unwrap();
+    let seen = handle.join().unwrap();
+    assert_eq!((seen[0].0.as_str(), seen[0].1.as_str()), ("PUT", "/metrics/job/weir"));
+    assert!(String::from_utf8_lossy(&seen[0].3)
+        .contains(r#"beam_counter{namespace="ns1",name="n1",step="s1",value="attempted"} 20"#));
+    assert_eq!((seen[1].0.as_str(), seen[1].1.as_str()), ("POST", "/api/v1/write"));
+    assert!(seen[1].2.iter().any(|h| h.eq_ignore_ascii_case("content-encoding: snappy")), "{:?}", seen[1].2);
+    let raw = snap::raw::Decoder::new().decompress_vec(&seen[1].3).unwrap();
+    let req: weir_metrics_sinks::format::remote_write::WriteRequest = prost::Message::decode(raw.as_slice()).unwrap();
+    assert_eq!(req.timeseries.len(), 2);
 }
