@@ -1,6 +1,5 @@
 //! The HTTP sink against a real HTTP server on 127.0.0.1.
 
-use std::io::Read;
 use std::time::{Duration, Instant};
 use weir_metrics_sinks::format::http_json;
 use weir_metrics_sinks::HttpSink;
