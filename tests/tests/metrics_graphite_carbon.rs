@@ -102,10 +102,10 @@ fn read_back(file: &Path, expected: f64) -> f64 {
             let text = String::from_utf8_lossy(&out.stdout);
             if let Some(v) = text
                 .lines()
+                .rev()
                 .filter_map(|l| l.split('\t').nth(1))
                 .filter(|v| *v != "None")
-                .filter_map(|v| v.parse().ok())
-                .last()
+                .find_map(|v| v.parse().ok())
             {
                 last = v;
                 if v == expected {
