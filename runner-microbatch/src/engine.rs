@@ -226,7 +226,12 @@ pub(crate) struct Engine {
     stores: HashMap<(usize, usize), StoreVersion>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
     state_bytes: HashMap<usize, (u64, u64)>,
+    /// With batch retries: the last committed state of every operator partition and every
+    /// node's watermarks.
+    retry_base: Option<RetryBase>,
 }
+
+type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
 
 fn random_id() -> String {
     let a: u128 = rand::random();
@@ -302,6 +307,7 @@ impl Engine {
             replay: None,
             stores: HashMap::new(),
             state_bytes: HashMap::new(),
+            retry_base: None,
         };
         if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
             engine.recover(&dir)?;
@@ -371,6 +377,83 @@ impl Engine {
                         })
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A copy of every node's pending input (the batch's data, before it is processed).
+    fn clone_pending(&self) -> Vec<(Vec<Vec<Batch>>, Vec<(usize, Batch)>)> {
+        self.nodes
+            .iter()
+            .zip(&self.plan.nodes)
+            .map(|(n, spec)| {
+                let main = spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone());
+                let pending = n
+                    .pending
+                    .iter()
+                    .map(|bs| bs.iter().filter_map(|b| main.as_ref().map(|o| o.clone_batch(b))).collect())
+                    .collect();
+                let sides = n
+                    .side_pending
+                    .iter()
+                    .map(|(k, b)| (*k, self.graph.pcollection(spec.side_inputs[*k]).ops.clone_batch(b)))
+                    .collect();
+                (pending, sides)
+            })
+            .collect()
+    }
+
+    /// Remembers the state just committed, for retrying the next batch.
+    fn save_retry_base(&mut self) -> Result<()> {
+        let mut entries = HashMap::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for (p, op) in n.ops.iter().enumerate() {
+                entries.insert((i, p), op.state_entries()?);
+            }
+        }
+        self.retry_base = Some((entries, self.nodes.iter().map(|n| n.wm).collect()));
+        Ok(())
+    }
+
+    /// Puts every operator back to the last committed state (fresh instances, restored state
+    /// and watermarks) and the batch's input back in place.
+    fn roll_back(&mut self, input: Option<&Vec<(Vec<Vec<Batch>>, Vec<(usize, Batch)>)>>) -> Result<()> {
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            if self.nodes[i].source.is_some() {
+                continue;
+            }
+            for op in &mut self.nodes[i].ops {
+                op.finish();
+            }
+            self.nodes[i].ops = (0..self.partitions).filter_map(|_| spec.instantiate(&self.graph)).collect();
+            for b in &mut self.nodes[i].sink_buffers {
+                b.clear();
+            }
+            self.nodes[i].sink_batches.clear();
+            if let Some((entries, wms)) = &self.retry_base {
+                for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
+                    if let Some(e) = entries.get(&(i, p)) {
+                        op.restore_entries(e.clone())?;
+                    }
+                }
+                self.nodes[i].wm = wms[i];
+            } else {
+                self.nodes[i].wm = Watermarks::new();
+            }
+        }
+        if let Some(input) = input {
+            for (i, (pending, sides)) in input.iter().enumerate() {
+                let spec = &self.plan.nodes[i];
+                let main = spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone());
+                self.nodes[i].pending = pending
+                    .iter()
+                    .map(|bs| bs.iter().filter_map(|b| main.as_ref().map(|o| o.clone_batch(b))).collect())
+                    .collect();
+                self.nodes[i].side_pending = sides
+                    .iter()
+                    .map(|(k, b)| (*k, self.graph.pcollection(spec.side_inputs[*k]).ops.clone_batch(b)))
+                    .collect();
             }
         }
         Ok(())
@@ -546,35 +629,56 @@ impl Engine {
         self.shared.active.store(true, std::sync::atomic::Ordering::SeqCst);
         // addBatch: every node in topological order.
         let add_start = Instant::now();
-        let mut stats: Vec<NodeStats> = (0..self.nodes.len()).map(|_| NodeStats::default()).collect();
-        let mut containers: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
-        let rows_before: Vec<u64> =
-            self.nodes.iter().map(|n| n.ops.iter().map(|o| o.state_rows() as u64).sum()).collect();
-        let mut sink_rows = 0i64;
-        let result = (|| -> Result<()> {
-            for (i, node_stats) in stats.iter_mut().enumerate() {
-                if self.nodes[i].source.is_some() {
-                    continue;
+        // A failed batch is retried (up to --max-batch-retries) from the last committed state
+        // with the same input: attempted metrics count every try, committed ones only the try
+        // that committed.
+        let saved_input = if self.options.microbatch.max_batch_retries > 0 { Some(self.clone_pending()) } else { None };
+        let mut attempt = 0;
+        let (stats, rows_before, sink_rows, add_ms, commit_ms) = loop {
+            let mut stats: Vec<NodeStats> = (0..self.nodes.len()).map(|_| NodeStats::default()).collect();
+            let mut containers: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
+            let rows_before: Vec<u64> =
+                self.nodes.iter().map(|n| n.ops.iter().map(|o| o.state_rows() as u64).sum()).collect();
+            let mut sink_rows = 0i64;
+            let result = (|| -> Result<()> {
+                for (i, node_stats) in stats.iter_mut().enumerate() {
+                    if self.nodes[i].source.is_some() {
+                        continue;
+                    }
+                    if job.is_cancelled() {
+                        return Err(Error::Cancelled);
+                    }
+                    let out_rows = self.run_node(i, node_stats, &mut containers)?;
+                    if self.plan.nodes[i].outputs.iter().all(|o| !self.consumers.contains_key(o)) {
+                        sink_rows += out_rows as i64;
+                    }
                 }
-                if job.is_cancelled() {
-                    return Err(Error::Cancelled);
+                Ok(())
+            })();
+            let add_ms = add_start.elapsed().as_millis() as u64;
+            crate::fault::point("add-batch");
+            // commit: state, sinks, commit log; then the batch's metrics count as committed.
+            let commit_result = result.and_then(|_| self.commit());
+            for (step, c) in &containers {
+                self.metrics.record(Some(step), c, commit_result.is_ok());
+            }
+            match commit_result {
+                Ok(commit_ms) => break (stats, rows_before, sink_rows, add_ms, commit_ms),
+                Err(e) if !matches!(e, Error::Cancelled) && attempt < self.options.microbatch.max_batch_retries => {
+                    attempt += 1;
+                    tracing::warn!(batch = self.batch_id, attempt, error = %e, "batch failed; retrying from the last commit");
+                    self.roll_back(saved_input.as_ref())?;
                 }
-                let out_rows = self.run_node(i, node_stats, &mut containers)?;
-                if self.plan.nodes[i].outputs.iter().all(|o| !self.consumers.contains_key(o)) {
-                    sink_rows += out_rows as i64;
+                Err(e) => {
+                    self.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
+                    return Err(e);
                 }
             }
-            Ok(())
-        })();
-        let add_ms = add_start.elapsed().as_millis() as u64;
-        crate::fault::point("add-batch");
-        // commit: state, sinks, commit log; then the batch's metrics count as committed.
-        let commit_result = result.and_then(|_| self.commit());
-        for (step, c) in &containers {
-            self.metrics.record(Some(step), c, commit_result.is_ok());
-        }
+        };
         self.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
-        let commit_ms = commit_result?;
+        if self.options.microbatch.max_batch_retries > 0 {
+            self.save_retry_base()?;
+        }
         let progress = self.progress(ProgressInput {
             started_at: wall_start,
             since_last,

@@ -68,6 +68,10 @@ pub struct MicroBatchOptions {
     /// Every this many batches state stores write a full snapshot; deltas in between.
     #[arg(long = "state-snapshot-interval", default_value_t = 10)]
     pub state_snapshot_interval: u64,
+    /// How often a failed batch is retried from the last committed state before the query
+    /// fails.
+    #[arg(long = "max-batch-retries", default_value_t = 0)]
+    pub max_batch_retries: u32,
 }
 
 impl Default for MicroBatchOptions {
@@ -81,6 +85,7 @@ impl Default for MicroBatchOptions {
             checkpoint_dir: None,
             min_batches_to_retain: 3,
             state_snapshot_interval: 10,
+            max_batch_retries: 0,
         }
     }
 }

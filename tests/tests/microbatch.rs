@@ -204,3 +204,44 @@ fn reshuffle_is_a_native_exchange_without_grouping() {
     assert_that(&out).contains_in_any_order((0..10).collect());
     assert_eq!(Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap(), PipelineState::Done);
 }
+
+#[derive(Clone)]
+struct FailOnce(Arc<std::sync::atomic::AtomicBool>);
+
+impl DoFn for FailOnce {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        Metrics::counter("test", "seen")?.inc();
+        if e == 3 && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err("transient failure".into());
+        }
+        ctx.output(e);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failed_batch_is_retried_and_counted_once_as_committed() {
+    weir_tests::register_runners();
+    let p = Pipeline::new(options(&["--max-batch-retries", "2"]));
+    let failed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let out = p
+        .apply("Create", Create::of(1..=5i64))
+        .apply("FailOnce", ParDo::of(FailOnce(failed.clone())))
+        .apply("Sum", Sum::globally());
+    assert_that(&out).contains_in_any_order(vec![15]);
+    let result = Pipeline::run(&p).unwrap();
+    assert_eq!(result.wait_until_finish(None).unwrap(), PipelineState::Done);
+    assert!(failed.load(std::sync::atomic::Ordering::SeqCst));
+    let seen = result.metrics().all_metrics().counter("FailOnce", "test", "seen").cloned().unwrap();
+    assert_eq!(seen.committed, Some(5), "{seen:?}");
+    assert!(seen.attempted > 5 && seen.attempted <= 10, "the failed try counts as attempted: {seen:?}");
+
+    // Without retries the same failure fails the query.
+    let p = Pipeline::new(options(&[]));
+    p.apply("Create", Create::of(1..=5i64))
+        .apply("FailOnce", ParDo::of(FailOnce(Arc::new(std::sync::atomic::AtomicBool::new(false)))));
+    let err = Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap_err().to_string();
+    assert!(err.contains("FailOnce") && err.contains("transient failure"), "{err}");
+}
