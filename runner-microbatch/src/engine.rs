@@ -233,6 +233,10 @@ pub(crate) struct Engine {
 
 type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
 
+/// A batch's input as it stood before processing: per node, main bundles per partition and
+/// side-input bundles.
+type BatchInput = Vec<(Vec<Vec<Batch>>, Vec<(usize, Batch)>)>;
+
 fn random_id() -> String {
     let a: u128 = rand::random();
     let h = format!("{a:032x}");
@@ -383,7 +387,7 @@ impl Engine {
     }
 
     /// A copy of every node's pending input (the batch's data, before it is processed).
-    fn clone_pending(&self) -> Vec<(Vec<Vec<Batch>>, Vec<(usize, Batch)>)> {
+    fn clone_pending(&self) -> BatchInput {
         self.nodes
             .iter()
             .zip(&self.plan.nodes)
@@ -418,7 +422,7 @@ impl Engine {
 
     /// Puts every operator back to the last committed state (fresh instances, restored state
     /// and watermarks) and the batch's input back in place.
-    fn roll_back(&mut self, input: Option<&Vec<(Vec<Vec<Batch>>, Vec<(usize, Batch)>)>>) -> Result<()> {
+    fn roll_back(&mut self, input: Option<&BatchInput>) -> Result<()> {
         for (i, spec) in self.plan.nodes.iter().enumerate() {
             if self.nodes[i].source.is_some() {
                 continue;
