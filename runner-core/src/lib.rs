@@ -19,6 +19,7 @@ pub mod operator;
 pub mod pusher;
 pub mod side_inputs;
 pub mod stateful;
+pub mod system_metrics;
 pub mod translate;
 pub mod trigger;
 pub mod watermark;

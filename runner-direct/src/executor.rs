@@ -20,6 +20,7 @@ use weir_runner_core::operator::{
     count_drops, AssignOperator, FlattenOperator, GroupOperator, OpContext, Operator, ParDoOperator,
 };
 use weir_runner_core::stateful::StatefulParDoOperator;
+use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{Batch, CollectionOps, ErasedBoundedReader, ErasedUnboundedReader, TestStreamEvent};
@@ -241,7 +242,11 @@ impl<'a> Executor<'a> {
             if self.job.is_cancelled() {
                 return Err(Error::Cancelled);
             }
-            let outputs = self.call(i, |op, ctx| op.process(bundle, ctx))?;
+            let in_ops = self.ops(step.inputs[0]);
+            let outputs = self.call(i, |op, ctx| {
+                system_metrics::count_batch(ctx.metrics, &*in_ops, &bundle, false);
+                op.process(bundle, ctx)
+            })?;
             for (port, out) in outputs.into_iter().enumerate() {
                 self.emit(i, port, vec![out])?;
             }
@@ -254,6 +259,15 @@ impl<'a> Executor<'a> {
         }
         let hold = self.steps[i].op.as_ref().and_then(|o| o.hold());
         progressed |= self.steps[i].wm.advance(upstream, None, hold);
+        let container = MetricsContainerImpl::new();
+        let wm = self.steps[i].wm;
+        system_metrics::watermarks(&container, wm.input(), wm.output(), self.clock.now());
+        if let Some(op) = self.steps[i].op.as_ref() {
+            if op.state_rows() > 0 || op.state_bytes() > 0 {
+                system_metrics::state(&container, op.state_rows(), op.state_bytes(), self.clock.now());
+            }
+        }
+        self.metrics.record(Some(&step.name), &container, true);
         Ok(progressed)
     }
 
@@ -287,6 +301,11 @@ impl<'a> Executor<'a> {
         if bundles.is_empty() {
             return Ok(());
         }
+        let container = MetricsContainerImpl::new();
+        for b in &bundles {
+            system_metrics::count_batch(&container, &*ops, b, true);
+        }
+        self.metrics.record(Some(&step.name), &container, true);
         if self.options.check_encodability {
             for b in &bundles {
                 ops.check_encodable(b).with_step(&step.name)?;

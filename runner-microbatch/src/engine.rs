@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
 use weir_runner_core::operator::{count_drops, OpContext, Operator};
+use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::Batch;
@@ -593,6 +594,12 @@ impl Engine {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
                 src.next(self.partitions, max, counts.as_deref(), &mut self.clock)
             };
+            if let (Ok(sb), Some(&pc)) = (&sb, self.plan.nodes[i].outputs.first()) {
+                let ops = self.graph.pcollection(pc).ops.clone();
+                for b in sb.bundles.iter().flatten() {
+                    system_metrics::count_batch(&container, &*ops, b, true);
+                }
+            }
             self.metrics.record(Some(&self.plan.nodes[i].name), &container, sb.is_ok());
             let sb = sb?;
             moved |= sb.moved;
@@ -885,7 +892,13 @@ impl Engine {
             .iter_mut()
             .zip(pending)
             .zip(sides_per_partition)
-            .map(|((op, bundles), sides)| PartitionTask { op: op.as_mut(), bundles, sides, side_wms: &side_wms })
+            .map(|((op, bundles), sides)| PartitionTask {
+                op: op.as_mut(),
+                in_ops: in_ops.as_ref(),
+                bundles,
+                sides,
+                side_wms: &side_wms,
+            })
             .collect();
         let results = run_partitions(tasks, |t| t.run(upstream, now, n_outputs));
         let mut outputs: Vec<Vec<Vec<Batch>>> = (0..n_outputs).map(|_| Vec::new()).collect();
@@ -912,14 +925,26 @@ impl Engine {
         }
         let hold = self.nodes[i].ops.iter().filter_map(|o| o.hold()).min();
         self.nodes[i].wm.advance(upstream, None, hold);
+        let system = MetricsContainerImpl::new();
+        let wm = self.nodes[i].wm;
+        system_metrics::watermarks(&system, wm.input(), wm.output(), now);
+        let (rows, bytes): (usize, usize) =
+            self.nodes[i].ops.iter().fold((0, 0), |(r, b), o| (r + o.state_rows(), b + o.state_bytes()));
+        if rows > 0 || bytes > 0 {
+            system_metrics::state(&system, rows, bytes, now);
+        }
         let mut out_rows = 0;
         for (port, per_partition) in outputs.into_iter().enumerate() {
             if let Some(&pc) = self.plan.nodes[i].outputs.get(port) {
                 let ops = self.graph.pcollection(pc).ops.clone();
-                out_rows += per_partition.iter().flatten().map(|b| ops.len(b)).sum::<usize>();
+                for b in per_partition.iter().flatten() {
+                    out_rows += ops.len(b);
+                    system_metrics::count_batch(&system, &*ops, b, true);
+                }
             }
             self.route(i, port, per_partition)?;
         }
+        containers.push((name, system));
         Ok(out_rows)
     }
 
@@ -1042,6 +1067,7 @@ struct ProgressInput {
 /// One partition's work in a node's batch.
 struct PartitionTask<'a> {
     op: &'a mut dyn Operator,
+    in_ops: Option<&'a Arc<dyn weir_sdk::kernel::CollectionOps>>,
     bundles: Vec<Batch>,
     sides: Vec<(usize, Batch)>,
     side_wms: &'a [Timestamp],
@@ -1076,6 +1102,9 @@ impl PartitionTask<'_> {
             }
             let t = Instant::now();
             for b in self.bundles {
+                if let Some(ops) = self.in_ops {
+                    system_metrics::count_batch(&metrics, &**ops, &b, false);
+                }
                 for (port, out) in op.process(b, &ctx)?.into_iter().enumerate() {
                     outputs[port].push(out);
                 }

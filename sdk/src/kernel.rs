@@ -57,6 +57,8 @@ pub trait CollectionOps: Send + Sync {
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)>;
     /// Splits a batch into the elements whose window `keep` accepts and the others.
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch);
+    /// The encoded size of a batch, estimated from a sample of up to 16 elements.
+    fn estimated_bytes(&self, b: &Batch) -> usize;
     /// Encodes a whole batch (values with timestamps, windows and panes), for checkpoints.
     fn encode_batch(&self, b: &Batch) -> Result<Vec<u8>, CoderError>;
     /// Decodes a batch written by `encode_batch`.
@@ -150,6 +152,19 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
             }
         }
         groups.into_iter().map(|(w, p, v)| (w, p, Box::new(v) as Batch)).collect()
+    }
+    fn estimated_bytes(&self, b: &Batch) -> usize {
+        let v = as_vec::<T>(b);
+        let sample = v.len().min(16);
+        if sample == 0 {
+            return 0;
+        }
+        let mut buf = Vec::new();
+        for wv in &v[..sample] {
+            // An unencodable element counts as nothing here; encodability is checked elsewhere.
+            let _ = self.coder.encode(&wv.value, &mut buf);
+        }
+        buf.len() * v.len() / sample
     }
     fn encode_batch(&self, b: &Batch) -> Result<Vec<u8>, CoderError> {
         let v = as_vec::<T>(b);

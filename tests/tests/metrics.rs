@@ -75,7 +75,7 @@ weir_tests::conformance! {
             assert!((1..=10).contains(&g.attempted.value) && g.attempted.timestamp > 0);
         }
         assert_eq!(all.counter("Source", "source", "read").unwrap().attempted, 4);
-        let only_first = result.metrics().query_metrics(&MetricsFilter::all().add_step("First"));
+        let only_first = result.metrics().query_metrics(&MetricsFilter::all().add_step("First").in_namespace("test"));
         assert_eq!(only_first.counters.len(), 2);
         let by_name = result.metrics().query_metrics(&MetricsFilter::all().named("test", "elements"));
         assert_eq!(by_name.counters.len(), 2);
@@ -90,5 +90,31 @@ weir_tests::conformance! {
         let c = result.metrics().all_metrics().counter("Fails", "test", "elements").cloned().unwrap();
         assert_eq!(c.attempted, 1);
         assert_eq!(c.committed, Some(0));
+    }
+}
+
+mod system {
+    use super::*;
+
+    weir_tests::conformance! {
+        fn elements_bytes_and_watermarks_per_step(p) {
+            p.apply("Create", Create::of(0..10i64))
+                .apply("Double", Map::new(|x: i64| x * 2))
+                .apply("Small", Filter::by(|x: &i64| *x < 10))
+                .apply("Window", Window::into(FixedWindows::of(std::time::Duration::from_millis(10))))
+                .apply("Count", Count::globally().without_defaults());
+            let result = Pipeline::run(p).unwrap();
+            assert_eq!(result.wait_until_finish(None).unwrap(), PipelineState::Done);
+            let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+            let counter = |step: &str, name: &str| m.counter(step, "weir", name).map(|c| c.attempted).unwrap_or(-1);
+            assert_eq!(counter("Double/ParDo", "elementsIn"), 10);
+            assert_eq!(counter("Double/ParDo", "elementsOut"), 10);
+            assert_eq!(counter("Small/ParDo", "elementsOut"), 5);
+            assert!(counter("Double/ParDo", "bytesIn") > 0);
+            assert_eq!(counter("Create/Read", "elementsOut"), 10);
+            let out_wm = m.gauge("Small/ParDo", "weir", "outputWatermark").unwrap().attempted.value;
+            assert_eq!(out_wm, MAX_TIMESTAMP);
+            assert!(m.gauge("Count/Combine.perKey", "weir", "inputWatermark").is_some(), "{m:?}");
+        }
     }
 }

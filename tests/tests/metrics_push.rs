@@ -40,14 +40,17 @@ weir_tests::conformance! {
         assert_eq!(q.try_run().unwrap(), PipelineState::Done);
         let text = std::fs::read_to_string(&file).unwrap();
         let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-        let counter = &last["counters"][0];
+        let find = |kind: &str| {
+            last[kind].as_array().unwrap().iter().find(|m| m["name"]["namespace"] == "test").cloned().unwrap()
+        };
+        let counter = &find("counters");
         assert_eq!(counter["attempted"], 4);
         assert_eq!(counter["committed"], 4);
         assert_eq!(counter["name"]["namespace"], "test");
         assert_eq!(counter["step"], "Measured");
-        let dist = &last["distributions"][0]["attempted"];
+        let dist = &find("distributions")["attempted"];
         assert_eq!((dist["sum"].as_i64(), dist["count"].as_i64(), dist["min"].as_i64(), dist["max"].as_i64()), (Some(10), Some(4), Some(1), Some(4)));
-        assert_eq!(last["gauges"][0]["attempted"]["value"], 7);
+        assert_eq!(find("gauges")["attempted"]["value"], 7);
         assert!(last["timestamp"].as_str().unwrap().ends_with('Z'));
     }
 

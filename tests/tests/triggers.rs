@@ -262,7 +262,7 @@ conformance! {
         });
         let result = Pipeline::run(p).unwrap();
         result.wait_until_finish(None).unwrap();
-        let dropped = result.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+        let dropped = result.metrics().query_metrics(&MetricsFilter::all().named("weir", "droppedDueToLateness"));
         assert!(dropped.counters.iter().all(|c| c.attempted == 0), "{dropped:?}");
     }
 }

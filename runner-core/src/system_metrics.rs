@@ -1,0 +1,52 @@
+//! Metrics Weir reports about every step, in the `weir` namespace (beyond Beam's user
+//! metrics): elements and estimated bytes in and out, dropped-late elements (see
+//! [`crate::operator::count_drops`]), input and output watermarks and the output watermark's lag
+//! behind processing time, and state size.
+
+use crate::metrics::MetricsContainerImpl;
+use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::metrics::{MetricName, MetricsContainer};
+use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
+
+fn name(n: &str) -> Option<MetricName> {
+    MetricName::new(crate::operator::SYSTEM_NAMESPACE, n).ok()
+}
+
+/// Adds a batch to the step's `elementsIn`/`bytesIn` (or `elementsOut`/`bytesOut`) counters.
+/// Bytes are estimated from the encoded size of a sample of the batch.
+pub fn count_batch(container: &MetricsContainerImpl, ops: &dyn CollectionOps, b: &Batch, output: bool) {
+    let n = ops.len(b);
+    if n == 0 {
+        return;
+    }
+    let (elements, bytes) = if output { ("elementsOut", "bytesOut") } else { ("elementsIn", "bytesIn") };
+    if let Some(m) = name(elements) {
+        container.inc_counter(&m, n as i64);
+    }
+    if let Some(m) = name(bytes) {
+        container.inc_counter(&m, ops.estimated_bytes(b) as i64);
+    }
+}
+
+/// Sets the step's `inputWatermark`, `outputWatermark` and `watermarkLagMs` gauges.
+pub fn watermarks(container: &MetricsContainerImpl, input: Timestamp, output: Timestamp, now: Timestamp) {
+    for (n, v) in [("inputWatermark", input), ("outputWatermark", output)] {
+        if let Some(m) = name(n) {
+            container.set_gauge_at(&m, v, now);
+        }
+    }
+    if output > MIN_TIMESTAMP && output < MAX_TIMESTAMP {
+        if let Some(m) = name("watermarkLagMs") {
+            container.set_gauge_at(&m, (now - output).max(0), now);
+        }
+    }
+}
+
+/// Sets the step's `stateRows` and `stateBytes` gauges.
+pub fn state(container: &MetricsContainerImpl, rows: usize, bytes: usize, now: Timestamp) {
+    for (n, v) in [("stateRows", rows), ("stateBytes", bytes)] {
+        if let Some(m) = name(n) {
+            container.set_gauge_at(&m, v as i64, now);
+        }
+    }
+}
