@@ -24,7 +24,10 @@ pub fn register() {
             .graphite_host
             .clone()
             .ok_or_else(|| Error::Options("--metrics-sink graphite needs --metrics-graphite-host".into()))?;
-        Ok(Box::new(GraphiteSink::new(host, o.metrics.graphite_port)) as Box<dyn MetricsSink>)
+        Ok(Box::new(
+            GraphiteSink::new(host, o.metrics.graphite_port)
+                .with_timeout(std::time::Duration::from_millis(o.metrics.push_timeout_ms)),
+        ) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("jsonl", |o: &PipelineOptions| {
         let file =
@@ -37,19 +40,22 @@ pub fn register() {
             .http_url
             .clone()
             .ok_or_else(|| Error::Options("--metrics-sink http needs --metrics-http-url".into()))?;
-        Ok(Box::new(HttpSink::new(url, std::time::Duration::from_secs(10))) as Box<dyn MetricsSink>)
+        Ok(Box::new(HttpSink::new(url, std::time::Duration::from_millis(o.metrics.push_timeout_ms)))
+            as Box<dyn MetricsSink>)
     });
     register_metrics_sink("prometheus", |o: &PipelineOptions| {
         let url = o.metrics.prometheus_url.clone().ok_or_else(|| {
             Error::Options("--metrics-sink prometheus needs --metrics-prometheus-url (a Pushgateway group URL)".into())
         })?;
-        Ok(Box::new(PushgatewaySink::new(url, std::time::Duration::from_secs(10))) as Box<dyn MetricsSink>)
+        Ok(Box::new(PushgatewaySink::new(url, std::time::Duration::from_millis(o.metrics.push_timeout_ms)))
+            as Box<dyn MetricsSink>)
     });
     register_metrics_sink("prometheus-remote-write", |o: &PipelineOptions| {
         let url = o.metrics.prometheus_url.clone().ok_or_else(|| {
             Error::Options("--metrics-sink prometheus-remote-write needs --metrics-prometheus-url".into())
         })?;
-        Ok(Box::new(RemoteWriteSink::new(url, std::time::Duration::from_secs(10))) as Box<dyn MetricsSink>)
+        Ok(Box::new(RemoteWriteSink::new(url, std::time::Duration::from_millis(o.metrics.push_timeout_ms)))
+            as Box<dyn MetricsSink>)
     });
     register_metrics_sink("console", |_: &PipelineOptions| Ok(Box::new(ConsoleSink) as Box<dyn MetricsSink>));
 }

@@ -24,6 +24,12 @@ impl GraphiteSink {
     pub fn new(host: impl Into<String>, port: u16) -> Self {
         GraphiteSink { host: host.into(), port, timeout: Duration::from_secs(5) }
     }
+
+    /// Bounds connecting and writing.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
 }
 
 impl MetricsSink for GraphiteSink {

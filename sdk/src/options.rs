@@ -125,6 +125,9 @@ pub struct MetricsOptions {
     /// File of the JSON-lines sink.
     #[arg(long = "metrics-file")]
     pub file: Option<String>,
+    /// Longest a network sink may take to connect and push, ms.
+    #[arg(long = "metrics-push-timeout-ms", default_value_t = 10_000)]
+    pub push_timeout_ms: u64,
 }
 
 impl Default for MetricsOptions {
@@ -137,6 +140,7 @@ impl Default for MetricsOptions {
             graphite_port: 2003,
             prometheus_url: None,
             file: None,
+            push_timeout_ms: 10_000,
         }
     }
 }

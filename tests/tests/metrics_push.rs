@@ -181,3 +181,86 @@ fn http_outage_direct() {
 fn http_outage_microbatch() {
     outage_then_recovery("microbatch_p1");
 }
+
+/// Serves every request after sleeping `delay`, answering `status`; collects bodies.
+fn receiver(delay: Duration, status: u16) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let port = server.server_addr().to_ip().unwrap().port();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        while let Ok(Some(mut req)) = server.recv_timeout(Duration::from_secs(20)) {
+            let mut body = String::new();
+            req.as_reader().read_to_string(&mut body).unwrap();
+            s.lock().unwrap().push((req.url().to_string(), body));
+            std::thread::sleep(delay);
+            let _ = req.respond(tiny_http::Response::from_string("").with_status_code(status));
+        }
+    });
+    (port, seen)
+}
+
+weir_tests::conformance! {
+    fn pushes_to_a_pushgateway(p) {
+        let (port, seen) = receiver(Duration::ZERO, 200);
+        let url = format!("http://127.0.0.1:{port}/metrics/job/weir");
+        let q = pipeline(&config_of(p), &["--metrics-sink", "prometheus", "--metrics-prometheus-url", &url]);
+        assert_eq!(q.try_run().unwrap(), PipelineState::Done);
+        let seen = seen.lock().unwrap().clone();
+        let (path, body) = seen.last().unwrap();
+        assert_eq!(path, "/metrics/job/weir");
+        assert!(body.contains(r#"beam_counter{namespace="test",name="elements",step="Measured",value="attempted"} 4"#), "{body}");
+        assert!(body.contains(r#"beam_distribution_sum{namespace="test",name="values",step="Measured",value="attempted"} 10"#), "{body}");
+    }
+
+    fn posts_beams_json_to_an_http_receiver(p) {
+        let (port, seen) = receiver(Duration::ZERO, 200);
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        let q = pipeline(&config_of(p), &["--metrics-sink", "http", "--metrics-http-url", &url, "--metrics-sink", "console"]);
+        assert_eq!(q.try_run().unwrap(), PipelineState::Done);
+        let seen = seen.lock().unwrap().clone();
+        let body: serde_json::Value = serde_json::from_str(&seen.last().unwrap().1).unwrap();
+        let counter = body["counters"].as_array().unwrap().iter().find(|c| c["name"]["name"] == "elements").unwrap();
+        assert_eq!((counter["attempted"].as_i64(), counter["committed"].as_i64()), (Some(4), Some(4)));
+    }
+}
+
+#[test]
+fn a_slow_receiver_does_not_slow_the_pipeline() {
+    for config in ["direct_unshuffled", "microbatch_p1"] {
+        let (port, _) = receiver(Duration::from_secs(5), 200);
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        let p = pipeline(
+            config,
+            &["--metrics-sink", "http", "--metrics-http-url", &url, "--metrics-push-timeout-ms", "300"],
+        );
+        let start = std::time::Instant::now();
+        assert_eq!(p.try_run().unwrap(), PipelineState::Done);
+        // Work plus at most one timed-out final push, not the receiver's 5 s.
+        assert!(start.elapsed() < Duration::from_secs(3), "{config}: {:?}", start.elapsed());
+    }
+}
+
+#[test]
+fn metrics_are_queryable_while_a_streaming_pipeline_runs() {
+    for config in ["direct_unshuffled", "microbatch_p1"] {
+        weir_tests::register_runners();
+        let p = TestPipeline::from_options(weir_tests::configuration(config));
+        let stream = weir_sdk::io::MemoryStream::<i64>::new();
+        p.apply("Read", weir_sdk::io::ReadUnbounded::from(stream.clone())).apply("Measured", ParDo::of(Measured));
+        let result = Pipeline::run(&p).unwrap();
+        stream.add(vec![TimestampedValue::new(1, 1), TimestampedValue::new(2, 2)]);
+        let mut live = 0;
+        for _ in 0..2000 {
+            live = result.metrics().all_metrics().counter("Measured", "test", "elements").map_or(0, |c| c.attempted);
+            if live == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(live, 2, "{config}");
+        assert_eq!(result.state(), PipelineState::Running);
+        stream.finish();
+        assert_eq!(result.wait_until_finish(Some(Duration::from_secs(10))).unwrap(), PipelineState::Done);
+    }
+}
