@@ -182,8 +182,11 @@ fn http_outage_microbatch() {
     outage_then_recovery("microbatch_p1");
 }
 
+/// Paths and bodies a test receiver got.
+type Received = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
 /// Serves every request after sleeping `delay`, answering `status`; collects bodies.
-fn receiver(delay: Duration, status: u16) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>) {
+fn receiver(delay: Duration, status: u16) -> (u16, Received) {
     let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
     let port = server.server_addr().to_ip().unwrap().port();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
