@@ -1,0 +1,485 @@
+//! Beam's Nexmark event generator, bit for bit: `GeneratorConfig` (timestamps, event numbers,
+//! ids, splitting) and `Generator.nextEvent` with `java.util.Random` seeded per event id.
+
+use crate::config::{NexmarkConfig, RateShape};
+use crate::java_random::JavaRandom;
+use crate::model::{Auction, Bid, Event, Person};
+
+/// Beam's fixed base time, 2015-07-15T00:00:00.000Z, in epoch milliseconds.
+pub const BASE_TIME: i64 = 1_436_918_400_000;
+
+/// Share of persons, auctions and bids in every 50 events.
+pub const PERSON_PROPORTION: i64 = 1;
+/// See [`PERSON_PROPORTION`].
+pub const AUCTION_PROPORTION: i64 = 3;
+/// See [`PERSON_PROPORTION`].
+pub const BID_PROPORTION: i64 = 46;
+/// `PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION`.
+pub const PROPORTION_DENOMINATOR: i64 = PERSON_PROPORTION + AUCTION_PROPORTION + BID_PROPORTION;
+
+const FIRST_PERSON_ID: i64 = 1000;
+const FIRST_AUCTION_ID: i64 = 1000;
+const FIRST_CATEGORY_ID: i64 = 10;
+const NUM_CATEGORIES: i32 = 5;
+const PERSON_ID_LEAD: i64 = 10;
+const AUCTION_ID_LEAD: i64 = 10;
+const HOT_SELLER_RATIO: i64 = 100;
+const HOT_AUCTION_RATIO: i64 = 100;
+const HOT_BIDDER_RATIO: i64 = 100;
+
+const US_STATES: [&str; 6] = ["AZ", "CA", "ID", "OR", "WA", "WY"];
+const US_CITIES: [&str; 10] =
+    ["Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland", "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"];
+const FIRST_NAMES: [&str; 11] =
+    ["Peter", "Paul", "Luke", "John", "Saul", "Vicky", "Kate", "Julie", "Sarah", "Deiter", "Walter"];
+const LAST_NAMES: [&str; 9] = ["Shultz", "Abrams", "Spencer", "White", "Bartels", "Walton", "Smith", "Jones", "Noris"];
+
+/// The part of the configuration the generator uses, with the derived rate schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorConfig {
+    /// The full Nexmark configuration.
+    pub config: NexmarkConfig,
+    /// Timestamp of event number 0.
+    pub base_time: i64,
+    /// Id of the first event of this generator.
+    pub first_event_id: i64,
+    /// Events this generator emits.
+    pub max_events: i64,
+    /// Event number of the first event (shared by the splits of one generator).
+    pub first_event_number: i64,
+    inter_event_delay_us: Vec<i64>,
+    step_length_sec: i64,
+    events_per_epoch: i64,
+    epoch_period_ms: i64,
+}
+
+impl GeneratorConfig {
+    /// `GeneratorConfig(configuration, baseTime, firstEventId, maxEventsOrZero, firstEventNumber)`.
+    pub fn new(
+        config: NexmarkConfig,
+        base_time: i64,
+        first_event_id: i64,
+        max_events_or_zero: i64,
+        first_event_number: i64,
+    ) -> Self {
+        let unit = config.rate_unit;
+        let generators = i64::from(config.num_event_generators);
+        let inter_event_delay_us: Vec<i64> = if config.first_event_rate == config.next_event_rate {
+            vec![unit.rate_to_period_us(config.first_event_rate) * generators]
+        } else {
+            match config.rate_shape {
+                RateShape::Square => vec![
+                    unit.rate_to_period_us(config.first_event_rate) * generators,
+                    unit.rate_to_period_us(config.next_event_rate) * generators,
+                ],
+                RateShape::Sine => {
+                    let mid = (config.first_event_rate + config.next_event_rate) as f64 / 2.0;
+                    let amp = (config.first_event_rate - config.next_event_rate) as f64 / 2.0;
+                    let n = RateShape::Sine.steps();
+                    (0..n)
+                        .map(|i| {
+                            let r = 2.0 * std::f64::consts::PI * i as f64 / n as f64;
+                            let rate = java_round(mid + amp * r.cos());
+                            unit.rate_to_period_us(rate) * generators
+                        })
+                        .collect()
+                }
+            }
+        };
+        let steps = config.rate_shape.steps();
+        let step_length_sec = (config.rate_period_sec + steps - 1) / steps;
+        let (mut events_per_epoch, mut epoch_period_ms) = (0, 0);
+        if inter_event_delay_us.len() > 1 {
+            for &d in &inter_event_delay_us {
+                let events_in_cycle = (step_length_sec * 1_000_000) / d;
+                events_per_epoch += events_in_cycle;
+                epoch_period_ms += (events_in_cycle * d) / 1000;
+            }
+        }
+        let max_events = if max_events_or_zero == 0 {
+            let largest = config.avg_person_byte_size.max(config.avg_auction_byte_size).max(config.avg_bid_byte_size);
+            i64::MAX / (PROPORTION_DENOMINATOR * i64::from(largest))
+        } else {
+            max_events_or_zero
+        };
+        Self {
+            config,
+            base_time,
+            first_event_id,
+            max_events,
+            first_event_number,
+            inter_event_delay_us,
+            step_length_sec,
+            events_per_epoch,
+            epoch_period_ms,
+        }
+    }
+
+    /// The configuration every Beam source starts from: base time (fixed, or now with
+    /// `useWallclockEventTime`), first id 0, `numEvents` events, first event number 0.
+    pub fn standard(config: &NexmarkConfig) -> Self {
+        let base_time = if config.use_wallclock_event_time { now_ms() } else { BASE_TIME };
+        Self::new(config.clone(), base_time, 0, config.num_events, 0)
+    }
+
+    /// `split(n)`: `n` generators over disjoint id ranges that share event numbers (and so
+    /// timestamps); the last takes the remainder.
+    pub fn split(&self, n: i64) -> Vec<GeneratorConfig> {
+        if n <= 1 {
+            return vec![self.clone()];
+        }
+        let mut sub_max_events = self.max_events / n;
+        let mut sub_first_event_id = self.first_event_id;
+        (0..n)
+            .map(|i| {
+                if i == n - 1 {
+                    sub_max_events = self.max_events - sub_max_events * (n - 1);
+                }
+                let sub = self.copy_with(sub_first_event_id, sub_max_events, self.first_event_number);
+                sub_first_event_id += sub_max_events;
+                sub
+            })
+            .collect()
+    }
+
+    fn copy_with(&self, first_event_id: i64, max_events: i64, first_event_number: i64) -> GeneratorConfig {
+        GeneratorConfig { first_event_id, max_events, first_event_number, ..self.clone() }
+    }
+
+    /// The generator's delay schedule, microseconds between events per step of the rate shape.
+    pub fn inter_event_delay_us(&self) -> &[i64] {
+        &self.inter_event_delay_us
+    }
+
+    /// Length of one step of the rate shape, in seconds.
+    pub fn step_length_sec(&self) -> i64 {
+        self.step_length_sec
+    }
+
+    /// `estimatedBytesForEvents(n)`: backlog estimate for `n` events.
+    pub fn estimated_bytes_for_events(&self, n: i64) -> i64 {
+        let c = &self.config;
+        let persons = n * PERSON_PROPORTION / PROPORTION_DENOMINATOR;
+        let auctions = n * AUCTION_PROPORTION / PROPORTION_DENOMINATOR;
+        let bids = n * BID_PROPORTION / PROPORTION_DENOMINATOR;
+        persons * i64::from(c.avg_person_byte_size)
+            + auctions * i64::from(c.avg_auction_byte_size)
+            + bids * i64::from(c.avg_bid_byte_size)
+    }
+
+    /// `timestampAndInterEventDelayUsForEvent(eventNumber)`: the event time of an event number
+    /// and the inter-event delay in force then.
+    pub fn timestamp_and_delay_for_event(&self, event_number: i64) -> (i64, i64) {
+        if let [d] = self.inter_event_delay_us[..] {
+            return (self.base_time + (event_number * d) / 1000, d);
+        }
+        let epoch = event_number / self.events_per_epoch;
+        let mut event_i = event_number % self.events_per_epoch;
+        let mut offset_in_epoch_ms = 0;
+        for &d in &self.inter_event_delay_us {
+            let events_in_cycle = (self.step_length_sec * 1_000_000) / d;
+            if event_i < events_in_cycle {
+                let t = self.base_time + epoch * self.epoch_period_ms + offset_in_epoch_ms + (event_i * d) / 1000;
+                return (t, d);
+            }
+            event_i -= events_in_cycle;
+            offset_in_epoch_ms += (events_in_cycle * d) / 1000;
+        }
+        unreachable!("event {event_number} beyond an epoch of {} events", self.events_per_epoch)
+    }
+
+    /// The event time of an event number.
+    pub fn timestamp_for_event(&self, event_number: i64) -> i64 {
+        self.timestamp_and_delay_for_event(event_number).0
+    }
+
+    /// `nextEventNumber(k)`.
+    pub fn next_event_number(&self, events_so_far: i64) -> i64 {
+        self.first_event_number + events_so_far
+    }
+
+    /// `nextAdjustedEventNumber(k)`: the event number after the out-of-order permutation.
+    pub fn next_adjusted_event_number(&self, events_so_far: i64) -> i64 {
+        let g = self.config.out_of_order_group_size;
+        let m = self.next_event_number(events_so_far);
+        (m / g) * g + (m * 953) % g
+    }
+
+    /// `nextEventNumberForWatermark(k)`.
+    pub fn next_event_number_for_watermark(&self, events_so_far: i64) -> i64 {
+        let g = self.config.out_of_order_group_size;
+        (self.next_event_number(events_so_far) / g) * g
+    }
+
+    /// `expectedAuctionDurationMs` of WinningBids' window function.
+    pub fn expected_auction_duration_ms(&self) -> i64 {
+        let d = self.inter_event_delay_us.iter().copied().max().unwrap_or(0);
+        ((d * PROPORTION_DENOMINATOR) / AUCTION_PROPORTION * i64::from(self.config.num_in_flight_auctions) + 999) / 1000
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Java's `Math.round(double)` for the finite values the generator rounds.
+fn java_round(x: f64) -> i64 {
+    (x + 0.5).floor() as i64
+}
+
+/// One generated event with its times (Beam's `NextEvent`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextEvent {
+    /// When a rate-limited source should emit it.
+    pub wallclock_timestamp: i64,
+    /// Its event time (the adjusted timestamp, also its `dateTime`).
+    pub event_timestamp: i64,
+    /// The event.
+    pub event: Event,
+    /// The source watermark after it.
+    pub watermark: i64,
+}
+
+/// Beam's `Generator`: emits the events of one [`GeneratorConfig`] in order.
+#[derive(Debug, Clone)]
+pub struct Generator {
+    config: GeneratorConfig,
+    events_so_far: i64,
+    wallclock_base_time: Option<i64>,
+}
+
+impl Generator {
+    /// A generator at the start of `config`.
+    pub fn new(config: GeneratorConfig) -> Self {
+        Self::resume(config, 0)
+    }
+
+    /// A generator that has already emitted `events_so_far` events (restart from an offset).
+    pub fn resume(config: GeneratorConfig, events_so_far: i64) -> Self {
+        Self { config, events_so_far, wallclock_base_time: None }
+    }
+
+    /// The generator's configuration.
+    pub fn config(&self) -> &GeneratorConfig {
+        &self.config
+    }
+
+    /// Events emitted so far (the source offset).
+    pub fn events_so_far(&self) -> i64 {
+        self.events_so_far
+    }
+
+    /// Whether another event remains.
+    pub fn has_next(&self) -> bool {
+        self.events_so_far < self.config.max_events
+    }
+
+    /// `nextEvent()`, or `None` when the generator is exhausted.
+    pub fn next_event(&mut self) -> Option<NextEvent> {
+        if !self.has_next() {
+            return None;
+        }
+        let wallclock_base = *self.wallclock_base_time.get_or_insert_with(now_ms);
+        let k = self.events_so_far;
+        let c = &self.config;
+        let event_timestamp = c.timestamp_for_event(c.next_event_number(k));
+        let adjusted_timestamp = c.timestamp_for_event(c.next_adjusted_event_number(k));
+        let watermark = c.timestamp_for_event(c.next_event_number_for_watermark(k));
+        let wallclock_timestamp = wallclock_base + (event_timestamp - c.base_time);
+        let event_id = c.first_event_id + c.next_adjusted_event_number(k);
+        let event = generate_event(c, k, event_id, adjusted_timestamp);
+        self.events_so_far += 1;
+        Some(NextEvent { wallclock_timestamp, event_timestamp: adjusted_timestamp, event, watermark })
+    }
+}
+
+impl Iterator for Generator {
+    type Item = NextEvent;
+
+    fn next(&mut self) -> Option<NextEvent> {
+        self.next_event()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = usize::try_from(self.config.max_events - self.events_so_far).unwrap_or(0);
+        (left, Some(left))
+    }
+}
+
+/// The single unsplit timeline Beam's models iterate (`NexmarkUtils.standardEventIterator`):
+/// event id `e` at event number `e`, stamped with the configuration's delay schedule.
+pub fn standard_events(config: &NexmarkConfig) -> impl Iterator<Item = Event> {
+    Generator::new(GeneratorConfig::standard(config)).map(|n| n.event)
+}
+
+/// The events Beam's pipelines see: `numEventGenerators` split timelines, concatenated in split
+/// order (a bounded source's full content).
+pub fn split_events(config: &NexmarkConfig) -> impl Iterator<Item = NextEvent> {
+    GeneratorConfig::standard(config).split(i64::from(config.num_event_generators)).into_iter().flat_map(Generator::new)
+}
+
+fn generate_event(c: &GeneratorConfig, events_so_far: i64, event_id: i64, timestamp: i64) -> Event {
+    let mut random = JavaRandom::new(event_id);
+    let rem = event_id % PROPORTION_DENOMINATOR;
+    if rem < PERSON_PROPORTION {
+        Event::Person(next_person(event_id, &mut random, timestamp, &c.config))
+    } else if rem < PERSON_PROPORTION + AUCTION_PROPORTION {
+        Event::Auction(next_auction(c, events_so_far, event_id, &mut random, timestamp))
+    } else {
+        Event::Bid(next_bid(event_id, &mut random, timestamp, &c.config))
+    }
+}
+
+fn last_base0_person_id(event_id: i64) -> i64 {
+    let epoch = event_id / PROPORTION_DENOMINATOR;
+    let mut offset = event_id % PROPORTION_DENOMINATOR;
+    if PERSON_PROPORTION <= offset {
+        offset = PERSON_PROPORTION - 1;
+    }
+    epoch * PERSON_PROPORTION + offset
+}
+
+fn last_base0_auction_id(event_id: i64) -> i64 {
+    let mut epoch = event_id / PROPORTION_DENOMINATOR;
+    let mut offset = event_id % PROPORTION_DENOMINATOR;
+    if offset < PERSON_PROPORTION {
+        epoch -= 1;
+        offset = AUCTION_PROPORTION - 1;
+    } else if PERSON_PROPORTION + AUCTION_PROPORTION <= offset {
+        offset = AUCTION_PROPORTION - 1;
+    } else {
+        offset -= PERSON_PROPORTION;
+    }
+    epoch * AUCTION_PROPORTION + offset
+}
+
+/// `nextLong(random, n)`: a draw in `[0, n)`.
+fn next_long(random: &mut JavaRandom, n: i64) -> i64 {
+    if n < i64::from(i32::MAX) {
+        i64::from(random.next_int_bounded(n as i32))
+    } else {
+        (random.next_long() % n).abs()
+    }
+}
+
+fn next_base0_person_id(event_id: i64, random: &mut JavaRandom, config: &NexmarkConfig) -> i64 {
+    let num_people = last_base0_person_id(event_id) + 1;
+    let active = num_people.min(i64::from(config.num_active_people));
+    let n = next_long(random, active + PERSON_ID_LEAD);
+    num_people - active + n
+}
+
+fn next_base0_auction_id(event_id: i64, random: &mut JavaRandom, config: &NexmarkConfig) -> i64 {
+    let max_auction = last_base0_auction_id(event_id);
+    let min_auction = (max_auction - i64::from(config.num_in_flight_auctions)).max(0);
+    min_auction + next_long(random, max_auction - min_auction + 1 + AUCTION_ID_LEAD)
+}
+
+fn next_string(random: &mut JavaRandom, max_length: i32) -> String {
+    let len = 3 + random.next_int_bounded(max_length - 3);
+    let mut s = String::with_capacity(len as usize);
+    for _ in 0..len {
+        if random.next_int_bounded(13) == 0 {
+            s.push(' ');
+        } else {
+            s.push(char::from(b'a' + random.next_int_bounded(26) as u8));
+        }
+    }
+    s.trim_matches(' ').to_string()
+}
+
+fn next_exact_string(random: &mut JavaRandom, length: i32) -> String {
+    let mut s = String::with_capacity(length.max(0) as usize);
+    let (mut rnd, mut n) = (0_i32, 0);
+    for _ in 0..length {
+        if n == 0 {
+            rnd = random.next_int();
+            n = 6;
+        }
+        // Java's `%` and `/` truncate toward zero: negative draws give characters below 'a'.
+        s.push(char::from((i32::from(b'a') + rnd % 26) as u8));
+        rnd /= 26;
+        n -= 1;
+    }
+    s
+}
+
+fn next_extra(random: &mut JavaRandom, current_size: i64, desired_average_size: i32) -> String {
+    let desired = i64::from(desired_average_size);
+    if current_size > desired {
+        return String::new();
+    }
+    let desired = (desired - current_size) as i32;
+    let delta = java_round(f64::from(desired) * 0.2) as i32;
+    let min_size = desired - delta;
+    let size = min_size + if delta == 0 { 0 } else { random.next_int_bounded(2 * delta) };
+    next_exact_string(random, size)
+}
+
+fn next_price(random: &mut JavaRandom) -> i64 {
+    java_round(10.0_f64.powf(random.next_double() * 6.0) * 100.0)
+}
+
+fn next_person(event_id: i64, random: &mut JavaRandom, timestamp: i64, config: &NexmarkConfig) -> Person {
+    let id = last_base0_person_id(event_id) + FIRST_PERSON_ID;
+    let first = FIRST_NAMES[random.next_int_bounded(FIRST_NAMES.len() as i32) as usize];
+    let last = LAST_NAMES[random.next_int_bounded(LAST_NAMES.len() as i32) as usize];
+    let name = format!("{first} {last}");
+    let email_address = format!("{}@{}.com", next_string(random, 7), next_string(random, 5));
+    let credit_card = (0..4).map(|_| format!("{:04}", random.next_int_bounded(10_000))).collect::<Vec<_>>().join(" ");
+    let city = US_CITIES[random.next_int_bounded(US_CITIES.len() as i32) as usize].to_string();
+    let state = US_STATES[random.next_int_bounded(US_STATES.len() as i32) as usize].to_string();
+    let current_size = 8 + (name.len() + email_address.len() + credit_card.len() + city.len() + state.len()) as i64;
+    let extra = next_extra(random, current_size, config.avg_person_byte_size);
+    Person { id, name, email_address, credit_card, city, state, date_time: timestamp, extra }
+}
+
+fn next_auction(
+    c: &GeneratorConfig,
+    events_so_far: i64,
+    event_id: i64,
+    random: &mut JavaRandom,
+    timestamp: i64,
+) -> Auction {
+    let config = &c.config;
+    let id = last_base0_auction_id(event_id) + FIRST_AUCTION_ID;
+    let seller = if random.next_int_bounded(config.hot_sellers_ratio) > 0 {
+        (last_base0_person_id(event_id) / HOT_SELLER_RATIO) * HOT_SELLER_RATIO
+    } else {
+        next_base0_person_id(event_id, random, config)
+    } + FIRST_PERSON_ID;
+    let category = FIRST_CATEGORY_ID + i64::from(random.next_int_bounded(NUM_CATEGORIES));
+    let initial_bid = next_price(random);
+    let expires = timestamp + next_auction_length_ms(c, events_so_far, random, timestamp);
+    let item_name = next_string(random, 20);
+    let description = next_string(random, 100);
+    let reserve = initial_bid + next_price(random);
+    let current_size = 8 + (item_name.len() + description.len()) as i64 + 40;
+    let extra = next_extra(random, current_size, config.avg_auction_byte_size);
+    Auction { id, item_name, description, initial_bid, reserve, date_time: timestamp, expires, seller, category, extra }
+}
+
+fn next_auction_length_ms(c: &GeneratorConfig, events_so_far: i64, random: &mut JavaRandom, timestamp: i64) -> i64 {
+    let current_event_number = c.next_adjusted_event_number(events_so_far);
+    let num_events_for_auctions =
+        (i64::from(c.config.num_in_flight_auctions) * PROPORTION_DENOMINATOR) / AUCTION_PROPORTION;
+    let future_auction = c.timestamp_for_event(current_event_number + num_events_for_auctions);
+    let horizon_ms = future_auction - timestamp;
+    1 + next_long(random, (horizon_ms * 2).max(1))
+}
+
+fn next_bid(event_id: i64, random: &mut JavaRandom, timestamp: i64, config: &NexmarkConfig) -> Bid {
+    let auction = if random.next_int_bounded(config.hot_auction_ratio) > 0 {
+        (last_base0_auction_id(event_id) / HOT_AUCTION_RATIO) * HOT_AUCTION_RATIO
+    } else {
+        next_base0_auction_id(event_id, random, config)
+    } + FIRST_AUCTION_ID;
+    let bidder = if random.next_int_bounded(config.hot_bidders_ratio) > 0 {
+        (last_base0_person_id(event_id) / HOT_BIDDER_RATIO) * HOT_BIDDER_RATIO + 1
+    } else {
+        next_base0_person_id(event_id, random, config)
+    } + FIRST_PERSON_ID;
+    let price = next_price(random);
+    let extra = next_extra(random, 32, config.avg_bid_byte_size);
+    Bid { auction, bidder, price, date_time: timestamp, extra }
+}
