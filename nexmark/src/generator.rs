@@ -269,6 +269,16 @@ impl Generator {
         self.events_so_far
     }
 
+    /// Wall-clock time of the first event, once one was generated.
+    pub fn wallclock_base_time(&self) -> Option<i64> {
+        self.wallclock_base_time
+    }
+
+    /// Restores the wall-clock base after a restart, so a rate-limited schedule continues.
+    pub fn set_wallclock_base_time(&mut self, base: i64) {
+        self.wallclock_base_time = Some(base);
+    }
+
     /// Whether another event remains.
     pub fn has_next(&self) -> bool {
         self.events_so_far < self.config.max_events

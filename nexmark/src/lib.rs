@@ -9,6 +9,7 @@ pub mod config;
 pub mod generator;
 pub mod java_random;
 pub mod model;
+pub mod sources;
 
 pub use config::{NexmarkConfig, Suite};
 pub use generator::{Generator, GeneratorConfig, NextEvent};
