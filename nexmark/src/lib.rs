@@ -9,6 +9,8 @@ pub mod config;
 pub mod generator;
 pub mod java_random;
 pub mod model;
+pub mod models;
+pub mod queries;
 pub mod sources;
 
 pub use config::{NexmarkConfig, Suite};

@@ -1,0 +1,179 @@
+//! Beam's Nexmark queries as composite transforms over the SDK, with Beam's monitoring wrapper
+//! and results in Beam's JSON form.
+
+use serde::{Deserialize, Serialize};
+use weir_sdk::coders::{Coder, ElementCoder};
+use weir_sdk::{DoFn, Element, Metrics, PCollection, ParDo, ProcessContext, UserResult};
+
+use crate::model::{Bid, Event};
+use crate::{NexmarkConfig, QueryName};
+
+/// One query result: the element's timestamp and its value in Beam's JSON form.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ResultRecord {
+    /// The result element's timestamp (epoch ms).
+    pub timestamp: i64,
+    /// The value as Beam's `toString()` JSON.
+    pub value: String,
+}
+
+/// Q2's result (Beam's `AuctionPrice`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AuctionPrice {
+    /// Auction id.
+    pub auction: i64,
+    /// Price in cents.
+    pub price: i64,
+}
+
+/// A result's value in Beam's JSON form (its `toString()`).
+pub trait BeamJson {
+    /// The JSON text.
+    fn to_beam_json(&self) -> String;
+}
+
+macro_rules! serde_beam_json {
+    ($($t:ty),*) => {$(
+        impl BeamJson for $t {
+            fn to_beam_json(&self) -> String {
+                serde_json::to_string(self).expect("results are plain data and always serialise")
+            }
+        }
+    )*};
+}
+
+serde_beam_json!(Bid, AuctionPrice, crate::model::Person, crate::model::Auction);
+
+impl BeamJson for Event {
+    fn to_beam_json(&self) -> String {
+        self.to_json()
+    }
+}
+
+/// A query has no implementation yet (Beam's launcher skips such configurations).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("query {} ({}) is not implemented", .0.number(), .0.name())]
+pub struct NotImplemented(pub QueryName);
+
+/// Beam's `Monitor`: counts elements and their `sizeInBytes` under `<name>:<prefix>.elements`
+/// and `<prefix>.bytes`, passing elements through.
+#[derive(Clone)]
+struct Monitor {
+    namespace: String,
+    prefix: &'static str,
+}
+
+impl DoFn for Monitor {
+    type In = Event;
+    type Out = Event;
+
+    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
+        Metrics::counter(self.namespace.clone(), format!("{}.elements", self.prefix))?.inc();
+        Metrics::counter(self.namespace.clone(), format!("{}.bytes", self.prefix))?.inc_by(e.size_in_bytes());
+        ctx.output(e);
+        Ok(())
+    }
+}
+
+/// Turns typed results into [`ResultRecord`]s, counting them like Beam's result monitor.
+#[derive(Clone)]
+struct ToRecord<T> {
+    namespace: String,
+    _t: std::marker::PhantomData<fn(T)>,
+}
+
+impl<T: Element + BeamJson> DoFn for ToRecord<T> {
+    type In = T;
+    type Out = ResultRecord;
+
+    fn process(&mut self, value: T, ctx: &mut ProcessContext<'_, ResultRecord>) -> UserResult {
+        let json = value.to_beam_json();
+        Metrics::counter(self.namespace.clone(), "result.elements")?.inc();
+        Metrics::counter(self.namespace.clone(), "result.bytes")?.inc_by(json.len() as i64);
+        let timestamp = ctx.timestamp();
+        ctx.output(ResultRecord { timestamp, value: json });
+        Ok(())
+    }
+}
+
+fn records<T: Element + BeamJson>(query: QueryName, results: &PCollection<T>) -> PCollection<ResultRecord> {
+    results.apply(
+        "Results",
+        ParDo::of(ToRecord::<T> { namespace: query.name().to_string(), _t: std::marker::PhantomData }),
+    )
+}
+
+/// Applies `query` to `events` as Beam's `NexmarkQuery` does: an event monitor, the query, and
+/// the results as [`ResultRecord`]s. Counters land in the query's namespace (its name).
+pub fn apply(
+    query: QueryName,
+    config: &NexmarkConfig,
+    events: &PCollection<Event>,
+) -> Result<PCollection<ResultRecord>, NotImplemented> {
+    let namespace = query.name().to_string();
+    let monitored = events.apply("Monitor", ParDo::of(Monitor { namespace: namespace.clone(), prefix: "event" }));
+    Ok(match query {
+        QueryName::Passthrough => records(query, &monitored.apply("Passthrough", ParDo::of(Passthrough { namespace }))),
+        QueryName::CurrencyConversion => records(query, &monitored.apply("CurrencyConversion", ParDo::of(Q1))),
+        QueryName::Selection => {
+            records(query, &monitored.apply("Selection", ParDo::of(Q2 { skip: i64::from(config.auction_skip) })))
+        }
+        other => return Err(NotImplemented(other)),
+    })
+}
+
+/// Q0: encodes and decodes every event with the pipeline's event coder.
+#[derive(Clone)]
+struct Passthrough {
+    namespace: String,
+}
+
+impl DoFn for Passthrough {
+    type In = Event;
+    type Out = Event;
+
+    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
+        let coder = ElementCoder::<Event>::new();
+        let mut bytes = Vec::new();
+        coder.encode(&e, &mut bytes)?;
+        Metrics::counter(self.namespace.clone(), "bytes")?.inc_by(bytes.len() as i64);
+        ctx.output(coder.decode_outer(&bytes)?);
+        Ok(())
+    }
+}
+
+/// Q1: bids with the price converted from dollars to euros (`price * 89 / 100`).
+#[derive(Clone)]
+struct Q1;
+
+impl DoFn for Q1 {
+    type In = Event;
+    type Out = Bid;
+
+    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Bid>) -> UserResult {
+        if let Event::Bid(bid) = e {
+            ctx.output(Bid { price: bid.price * 89 / 100, ..bid });
+        }
+        Ok(())
+    }
+}
+
+/// Q2: the auction and price of bids on every `auctionSkip`-th auction.
+#[derive(Clone)]
+struct Q2 {
+    skip: i64,
+}
+
+impl DoFn for Q2 {
+    type In = Event;
+    type Out = AuctionPrice;
+
+    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, AuctionPrice>) -> UserResult {
+        if let Event::Bid(bid) = e {
+            if bid.auction % self.skip == 0 {
+                ctx.output(AuctionPrice { auction: bid.auction, price: bid.price });
+            }
+        }
+        Ok(())
+    }
+}
