@@ -8,6 +8,7 @@
 pub mod config;
 pub mod generator;
 pub mod java_random;
+pub mod launcher;
 pub mod model;
 pub mod models;
 pub mod queries;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use weir_sdk::coders::{Coder, ElementCoder};
-use weir_sdk::{DoFn, Element, Metrics, PCollection, ParDo, ProcessContext, UserResult};
+use weir_sdk::{Counter, Distribution, DoFn, Element, Metrics, PCollection, ParDo, ProcessContext, UserResult};
 
 use crate::model::{Bid, Event};
 use crate::{NexmarkConfig, QueryName};
@@ -55,12 +55,54 @@ impl BeamJson for Event {
 #[error("query {} ({}) is not implemented", .0.number(), .0.name())]
 pub struct NotImplemented(pub QueryName);
 
-/// Beam's `Monitor`: counts elements and their `sizeInBytes` under `<name>:<prefix>.elements`
-/// and `<prefix>.bytes`, passing elements through.
+/// Beam's `Monitor` metrics for one prefix (`event` or `result`) in a query's namespace:
+/// counters `<prefix>.elements` and `<prefix>.bytes`, and distributions whose minimum or maximum
+/// give `<prefix>.startTime` / `.endTime` (processing time, ms) and `.startTimestamp` /
+/// `.endTimestamp` (event time).
+#[derive(Clone)]
+struct MonitorMetrics {
+    elements: Counter,
+    bytes: Counter,
+    start_time: Distribution,
+    end_time: Distribution,
+    start_timestamp: Distribution,
+    end_timestamp: Distribution,
+}
+
+impl MonitorMetrics {
+    fn new(namespace: &str, prefix: &str) -> Self {
+        let counter = |n: &str| Metrics::counter(namespace, format!("{prefix}.{n}")).expect("non-empty names");
+        let dist = |n: &str| Metrics::distribution(namespace, format!("{prefix}.{n}")).expect("non-empty names");
+        MonitorMetrics {
+            elements: counter("elements"),
+            bytes: counter("bytes"),
+            start_time: dist("startTime"),
+            end_time: dist("endTime"),
+            start_timestamp: dist("startTimestamp"),
+            end_timestamp: dist("endTimestamp"),
+        }
+    }
+
+    fn record(&self, bytes: i64, timestamp: i64, now: i64) {
+        self.elements.inc();
+        self.bytes.inc_by(bytes);
+        self.start_time.update(now);
+        self.end_time.update(now);
+        self.start_timestamp.update(timestamp);
+        self.end_timestamp.update(timestamp);
+    }
+}
+
+fn now_ms() -> i64 {
+    weir_sdk::time::duration_millis(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
+    )
+}
+
+/// Beam's event `Monitor`: records [`MonitorMetrics`] and passes events through.
 #[derive(Clone)]
 struct Monitor {
-    namespace: String,
-    prefix: &'static str,
+    metrics: MonitorMetrics,
 }
 
 impl DoFn for Monitor {
@@ -68,17 +110,21 @@ impl DoFn for Monitor {
     type Out = Event;
 
     fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
-        Metrics::counter(self.namespace.clone(), format!("{}.elements", self.prefix))?.inc();
-        Metrics::counter(self.namespace.clone(), format!("{}.bytes", self.prefix))?.inc_by(e.size_in_bytes());
+        self.metrics.record(e.size_in_bytes(), ctx.timestamp(), now_ms());
         ctx.output(e);
         Ok(())
     }
 }
 
+/// Applies Beam's event monitor (prefix `event`, namespace = the query name) to `events`.
+pub fn monitor_events(namespace: &str, events: &PCollection<Event>) -> PCollection<Event> {
+    events.apply("Monitor", ParDo::of(Monitor { metrics: MonitorMetrics::new(namespace, "event") }))
+}
+
 /// Turns typed results into [`ResultRecord`]s, counting them like Beam's result monitor.
 #[derive(Clone)]
 struct ToRecord<T> {
-    namespace: String,
+    metrics: MonitorMetrics,
     _t: std::marker::PhantomData<fn(T)>,
 }
 
@@ -88,9 +134,8 @@ impl<T: Element + BeamJson> DoFn for ToRecord<T> {
 
     fn process(&mut self, value: T, ctx: &mut ProcessContext<'_, ResultRecord>) -> UserResult {
         let json = value.to_beam_json();
-        Metrics::counter(self.namespace.clone(), "result.elements")?.inc();
-        Metrics::counter(self.namespace.clone(), "result.bytes")?.inc_by(json.len() as i64);
         let timestamp = ctx.timestamp();
+        self.metrics.record(json.len() as i64, timestamp, now_ms());
         ctx.output(ResultRecord { timestamp, value: json });
         Ok(())
     }
@@ -99,7 +144,7 @@ impl<T: Element + BeamJson> DoFn for ToRecord<T> {
 fn records<T: Element + BeamJson>(query: QueryName, results: &PCollection<T>) -> PCollection<ResultRecord> {
     results.apply(
         "Results",
-        ParDo::of(ToRecord::<T> { namespace: query.name().to_string(), _t: std::marker::PhantomData }),
+        ParDo::of(ToRecord::<T> { metrics: MonitorMetrics::new(query.name(), "result"), _t: std::marker::PhantomData }),
     )
 }
 
@@ -111,9 +156,15 @@ pub fn apply(
     events: &PCollection<Event>,
 ) -> Result<PCollection<ResultRecord>, NotImplemented> {
     let namespace = query.name().to_string();
-    let monitored = events.apply("Monitor", ParDo::of(Monitor { namespace: namespace.clone(), prefix: "event" }));
+    let monitored = monitor_events(&namespace, events);
     Ok(match query {
-        QueryName::Passthrough => records(query, &monitored.apply("Passthrough", ParDo::of(Passthrough { namespace }))),
+        QueryName::Passthrough => records(
+            query,
+            &monitored.apply(
+                "Passthrough",
+                ParDo::of(Passthrough { bytes: Metrics::counter(&namespace, "bytes").expect("non-empty names") }),
+            ),
+        ),
         QueryName::CurrencyConversion => records(query, &monitored.apply("CurrencyConversion", ParDo::of(Q1))),
         QueryName::Selection => {
             records(query, &monitored.apply("Selection", ParDo::of(Q2 { skip: i64::from(config.auction_skip) })))
@@ -125,7 +176,7 @@ pub fn apply(
 /// Q0: encodes and decodes every event with the pipeline's event coder.
 #[derive(Clone)]
 struct Passthrough {
-    namespace: String,
+    bytes: Counter,
 }
 
 impl DoFn for Passthrough {
@@ -136,7 +187,7 @@ impl DoFn for Passthrough {
         let coder = ElementCoder::<Event>::new();
         let mut bytes = Vec::new();
         coder.encode(&e, &mut bytes)?;
-        Metrics::counter(self.namespace.clone(), "bytes")?.inc_by(bytes.len() as i64);
+        self.bytes.inc_by(bytes.len() as i64);
         ctx.output(coder.decode_outer(&bytes)?);
         Ok(())
     }

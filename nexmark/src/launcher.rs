@@ -1,0 +1,625 @@
+//! The `nexmark` launcher: runs suites and queries on any runner, checks results against the
+//! models, writes results and perf files, and prints Beam's summary table.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use weir_sdk::io::{Read, ReadUnbounded, WriteJsonLines};
+use weir_sdk::metrics::MetricQueryResults;
+use weir_sdk::testing::assert_that;
+use weir_sdk::{
+    DoFn, MetricsFilter, PCollection, ParDo, Pipeline, PipelineOptions, PipelineState, ProcessContext, UserResult,
+};
+
+use crate::models::{compare, comparison, expected};
+use crate::queries::{self, ResultRecord};
+use crate::sources::{export_events, BoundedEventSource, ReadEventsFile, UnboundedEventSource};
+use crate::{Event, NexmarkConfig, QueryName, Suite};
+
+/// The launcher's own flags; every pipeline option (`--runner`, `--parallelism`,
+/// `--checkpoint-dir`, `--trigger-interval-ms`, the metrics-sink flags...) is accepted too, and
+/// every configuration field as `--field-name VALUE` (e.g. `--num-events 1000`).
+#[derive(Parser, Debug)]
+#[command(name = "nexmark", no_binary_name = true, about = "Beam's Nexmark benchmark on Weir")]
+struct Args {
+    /// Query number or name (repeatable); default: every query of the suite.
+    #[arg(long)]
+    query: Vec<String>,
+    /// DEFAULT, SMOKE, STRESS, FULL_THROTTLE, SMALL_LOGGER or LONG_RUNNING_LOGGER.
+    #[arg(long, default_value = "default")]
+    suite: String,
+    /// Streaming mode: the unbounded source instead of the bounded one.
+    #[arg(long)]
+    streaming: bool,
+    /// Write each query's results as JSON lines under DIR/<QUERY>/.
+    #[arg(long, value_name = "DIR")]
+    results: Option<PathBuf>,
+    /// Write the events as Beam's JSON lines to FILE and exit.
+    #[arg(long = "export-events", value_name = "FILE")]
+    export_events: Option<PathBuf>,
+    /// Read events from FILE (Beam's JSON lines) instead of generating them.
+    #[arg(long = "events-file", value_name = "FILE")]
+    events_file: Option<String>,
+    /// Append one JSON object per run (Beam's NexmarkPerf fields) to FILE.
+    #[arg(long = "perf-file", value_name = "FILE")]
+    perf_file: Option<PathBuf>,
+    /// Compare with the runs of an earlier perf file.
+    #[arg(long = "baseline-file", value_name = "FILE")]
+    baseline_file: Option<PathBuf>,
+    /// Compare results with the model and fail on a mismatch.
+    #[arg(long)]
+    check: bool,
+    /// Generate and count events only, no query: the ceiling for this workload.
+    #[arg(long = "generator-only")]
+    generator_only: bool,
+    #[command(flatten)]
+    pipeline: PipelineOptions,
+}
+
+/// One run's performance, with Beam's `NexmarkPerf` field names (-1 when unknown).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NexmarkPerf {
+    /// Seconds from the first event to the last event or result.
+    pub runtime_sec: f64,
+    /// Events read.
+    pub num_events: i64,
+    /// Events per second.
+    pub events_per_sec: f64,
+    /// Event bytes per second.
+    pub event_bytes_per_sec: f64,
+    /// Results produced.
+    pub num_results: i64,
+    /// Results per second.
+    pub results_per_sec: f64,
+    /// Result bytes per second.
+    pub result_bytes_per_sec: f64,
+    /// Seconds from launch to the first event.
+    pub startup_delay_sec: f64,
+    /// Seconds from the first event to the first result.
+    pub processing_delay_sec: f64,
+    /// Seconds from the last result to the end of the run.
+    pub shutdown_delay_sec: f64,
+    /// Event-time span of the results over the runtime.
+    pub time_dilation: f64,
+    /// Errors of the run.
+    pub errors: Vec<String>,
+    /// Progress snapshots (none for runs that end on their own).
+    pub snapshots: Vec<serde_json::Value>,
+    /// Query name (`GENERATOR_ONLY` for `--generator-only`).
+    pub query: String,
+    /// Runner name.
+    pub runner: String,
+    /// `batch` or `streaming`.
+    pub mode: String,
+    /// The runner's parallelism (0 = one per core).
+    pub parallelism: usize,
+}
+
+/// What one configuration did.
+struct Run {
+    conf: String,
+    perf: Option<NexmarkPerf>,
+    note: Option<String>,
+}
+
+/// Splits `--field-name VALUE` configuration overrides from the other arguments.
+fn split_config_overrides(args: Vec<String>) -> Result<(NexmarkConfig, Vec<String>, bool), String> {
+    let defaults = serde_json::to_value(NexmarkConfig::default()).map_err(|e| e.to_string())?;
+    let serde_json::Value::Object(mut fields) = defaults else { unreachable!("a struct serialises as an object") };
+    let mut rest = Vec::new();
+    let mut overridden = false;
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let Some(flag) = arg.strip_prefix("--") else {
+            rest.push(arg);
+            continue;
+        };
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (flag.to_string(), None),
+        };
+        let camel = kebab_to_camel(&name);
+        let Some(default) = fields.get(&camel).cloned().filter(|_| camel != "query") else {
+            rest.push(arg);
+            continue;
+        };
+        let raw = match inline {
+            Some(v) => v,
+            None if default.is_boolean() => "true".to_string(),
+            None => it.next().ok_or_else(|| format!("--{name} needs a value"))?,
+        };
+        let value = match default {
+            serde_json::Value::String(_) => serde_json::Value::String(raw.to_ascii_uppercase().replace('-', "_")),
+            serde_json::Value::Null => serde_json::Value::String(raw.clone()),
+            _ => serde_json::from_str(&raw).map_err(|_| format!("invalid value for --{name}: '{raw}'"))?,
+        };
+        fields.insert(camel, value);
+        overridden = true;
+    }
+    let config: NexmarkConfig = serde_json::from_value(serde_json::Value::Object(fields))
+        .map_err(|e| format!("invalid Nexmark configuration flag: {e}"))?;
+    Ok((config, rest, overridden))
+}
+
+fn kebab_to_camel(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut upper = false;
+    for c in s.chars() {
+        if c == '-' {
+            upper = true;
+        } else if upper {
+            out.push(c.to_ascii_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Applies the command-line overrides (every field that differs from the default) to a suite
+/// configuration, as Beam's `overrideFromOptions` does.
+fn apply_overrides(base: &NexmarkConfig, overrides: &NexmarkConfig) -> Result<NexmarkConfig, String> {
+    let defaults = serde_json::to_value(NexmarkConfig::default()).map_err(|e| e.to_string())?;
+    let over = serde_json::to_value(overrides).map_err(|e| e.to_string())?;
+    let mut merged = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    if let (Some(d), Some(o), Some(m)) = (defaults.as_object(), over.as_object(), merged.as_object_mut()) {
+        for (k, v) in o {
+            if d.get(k) != Some(v) {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    serde_json::from_value(merged).map_err(|e| e.to_string())
+}
+
+/// A result line of `--results`: `{"query": NAME, "timestamp": MS, "value": {...}}`. Between
+/// steps the value travels as text; in JSON it is the result object itself.
+#[derive(Debug, Clone, PartialEq)]
+struct ResultLine {
+    query: String,
+    timestamp: i64,
+    value: String,
+}
+
+impl Serialize for ResultLine {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeStruct};
+        let human = s.is_human_readable();
+        let mut st = s.serialize_struct("ResultLine", 3)?;
+        st.serialize_field("query", &self.query)?;
+        st.serialize_field("timestamp", &self.timestamp)?;
+        if human {
+            let raw = serde_json::value::RawValue::from_string(self.value.clone()).map_err(S::Error::custom)?;
+            st.serialize_field("value", &raw)?;
+        } else {
+            st.serialize_field("value", &self.value)?;
+        }
+        st.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ResultLine {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Text {
+            query: String,
+            timestamp: i64,
+            value: String,
+        }
+        #[derive(Deserialize)]
+        struct Json {
+            query: String,
+            timestamp: i64,
+            value: Box<serde_json::value::RawValue>,
+        }
+        if d.is_human_readable() {
+            let j = Json::deserialize(d)?;
+            Ok(ResultLine { query: j.query, timestamp: j.timestamp, value: j.value.get().to_string() })
+        } else {
+            let t = Text::deserialize(d)?;
+            Ok(ResultLine { query: t.query, timestamp: t.timestamp, value: t.value })
+        }
+    }
+}
+
+#[derive(Clone)]
+struct ToLine {
+    query: String,
+}
+
+impl DoFn for ToLine {
+    type In = ResultRecord;
+    type Out = ResultLine;
+
+    fn process(&mut self, r: ResultRecord, ctx: &mut ProcessContext<'_, ResultLine>) -> UserResult {
+        ctx.output(ResultLine { query: self.query.clone(), timestamp: r.timestamp, value: r.value });
+        Ok(())
+    }
+}
+
+fn register_runners() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        weir_runner_direct::register();
+        weir_runner_microbatch::register();
+        weir_metrics_sinks::register();
+    });
+}
+
+/// What to run: a query, or the generator alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Query(QueryName),
+    GeneratorOnly,
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Query(q) => q.name(),
+            Target::GeneratorOnly => "GENERATOR_ONLY",
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    weir_sdk::time::duration_millis(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
+    )
+}
+
+fn counter(m: &MetricQueryResults, ns: &str, name: &str) -> i64 {
+    m.counters.iter().filter(|c| c.key.name.namespace == ns && c.key.name.name == name).map(|c| c.attempted).sum()
+}
+
+fn dist_min(m: &MetricQueryResults, ns: &str, name: &str) -> Option<i64> {
+    m.distributions
+        .iter()
+        .filter(|d| d.key.name.namespace == ns && d.key.name.name == name && d.attempted.count > 0)
+        .map(|d| d.attempted.min)
+        .min()
+}
+
+fn dist_max(m: &MetricQueryResults, ns: &str, name: &str) -> Option<i64> {
+    m.distributions
+        .iter()
+        .filter(|d| d.key.name.namespace == ns && d.key.name.name == name && d.attempted.count > 0)
+        .map(|d| d.attempted.max)
+        .max()
+}
+
+/// Runs one configuration; `Ok(None)` when the query is not implemented.
+fn run_one(
+    args: &Args,
+    config: &NexmarkConfig,
+    target: Target,
+    options: &PipelineOptions,
+) -> Result<Option<NexmarkPerf>, String> {
+    let p = Pipeline::new(options.clone());
+    let events: PCollection<Event> = if let Some(file) = &args.events_file {
+        p.apply("Events", ReadEventsFile::from(file.clone()))
+    } else if args.streaming {
+        p.apply("Events", ReadUnbounded::from(UnboundedEventSource::new(config)))
+    } else {
+        p.apply("Events", Read::from(BoundedEventSource::new(config)))
+    };
+    match target {
+        Target::GeneratorOnly => {
+            queries::monitor_events(target.name(), &events);
+        }
+        Target::Query(query) => {
+            let results = match queries::apply(query, config, &events) {
+                Ok(r) => r,
+                Err(_) => return Ok(None),
+            };
+            if let Some(dir) = &args.results {
+                let dir = dir.join(query.name());
+                results
+                    .apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() }))
+                    .apply("WriteResults", WriteJsonLines::to(dir.to_string_lossy().to_string()));
+            }
+            if args.check {
+                if args.events_file.is_some() {
+                    return Err(
+                        "--check compares with the generator's model; it cannot be used with --events-file".into()
+                    );
+                }
+                match expected(query, config) {
+                    Some(model) => {
+                        let rule = comparison(query);
+                        assert_that(&results)
+                            .satisfies(move |actual: Vec<ResultRecord>| compare(rule, &actual, &model));
+                    }
+                    None => eprintln!("{}: no model to check against; --check skipped", query.name()),
+                }
+            }
+        }
+    }
+    let launched = now_ms();
+    let start = Instant::now();
+    let result = p.run().map_err(|e| e.to_string())?;
+    let state = result.wait_until_finish(None).map_err(|e| e.to_string())?;
+    let wall = start.elapsed().as_secs_f64();
+    if state != PipelineState::Done {
+        return Err(format!("the pipeline ended in state {state:?}"));
+    }
+    let ns = target.name();
+    let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace(ns));
+    let num_events = counter(&m, ns, "event.elements");
+    let event_bytes = counter(&m, ns, "event.bytes");
+    let num_results = counter(&m, ns, "result.elements");
+    let result_bytes = counter(&m, ns, "result.bytes");
+    let event_start = dist_min(&m, ns, "event.startTime");
+    let event_end = dist_max(&m, ns, "event.endTime");
+    let result_start = dist_min(&m, ns, "result.startTime");
+    let result_end = dist_max(&m, ns, "result.endTime");
+    let secs = |ms: i64| ms as f64 / 1000.0;
+    let runtime_sec = match (event_start, event_end.max(result_end)) {
+        (Some(s), Some(e)) if e > s => secs(e - s),
+        _ => wall,
+    }
+    .max(1e-3);
+    let per_sec = |n: i64| n as f64 / runtime_sec;
+    let time_dilation = match (dist_min(&m, ns, "result.startTimestamp"), dist_max(&m, ns, "result.endTimestamp")) {
+        (Some(s), Some(e)) => secs(e - s) / runtime_sec,
+        _ => -1.0,
+    };
+    Ok(Some(NexmarkPerf {
+        runtime_sec,
+        num_events,
+        events_per_sec: per_sec(num_events),
+        event_bytes_per_sec: per_sec(event_bytes),
+        num_results: if target == Target::GeneratorOnly { -1 } else { num_results },
+        results_per_sec: per_sec(num_results),
+        result_bytes_per_sec: per_sec(result_bytes),
+        startup_delay_sec: event_start.map_or(-1.0, |s| secs(s - launched)),
+        processing_delay_sec: match (event_start, result_start) {
+            (Some(e), Some(r)) => secs(r - e),
+            _ => -1.0,
+        },
+        shutdown_delay_sec: result_end.or(event_end).map_or(-1.0, |e| secs(now_ms() - e)),
+        time_dilation,
+        errors: Vec::new(),
+        snapshots: Vec::new(),
+        query: target.name().to_string(),
+        runner: options.runner.clone(),
+        mode: if args.streaming { "streaming" } else { "batch" }.to_string(),
+        parallelism: options.microbatch.parallelism,
+    }))
+}
+
+fn short_string(config: &NexmarkConfig, target: Target) -> String {
+    let defaults = serde_json::to_value(NexmarkConfig::default()).unwrap_or_default();
+    let mine = serde_json::to_value(config).unwrap_or_default();
+    let mut parts = vec![format!("query:{}", target.name())];
+    if let (Some(d), Some(m)) = (defaults.as_object(), mine.as_object()) {
+        for (k, v) in m {
+            if k != "query" && d.get(k) != Some(v) {
+                parts.push(format!("{k}:{v}"));
+            }
+        }
+    }
+    parts.join("; ")
+}
+
+fn read_baseline(path: &PathBuf) -> Result<BTreeMap<(String, String, String), NexmarkPerf>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--baseline-file {}: {e}", path.display()))?;
+    let mut out = BTreeMap::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let perf: NexmarkPerf = serde_json::from_str(line)
+            .map_err(|e| format!("--baseline-file {} line {}: not a perf record: {e}", path.display(), i + 1))?;
+        out.insert((perf.query.clone(), perf.runner.clone(), perf.mode.clone()), perf);
+    }
+    Ok(out)
+}
+
+fn pct(now: f64, base: f64) -> String {
+    if base <= 0.0 {
+        String::new()
+    } else {
+        format!("{:+.1}%", (now - base) / base * 100.0)
+    }
+}
+
+/// Runs the launcher with `args` (no program name); returns the process exit code.
+pub fn run(args: Vec<String>) -> i32 {
+    match launch(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("nexmark: {e}");
+            2
+        }
+    }
+}
+
+fn launch(raw: Vec<String>) -> Result<i32, String> {
+    let (overrides, rest, _) = split_config_overrides(raw)?;
+    let args = Args::try_parse_from(rest).map_err(|e| e.render().to_string().trim().to_string())?;
+    register_runners();
+    let suite = Suite::parse(&args.suite).ok_or_else(|| {
+        format!(
+            "unknown suite '{}'; known: DEFAULT, SMOKE, STRESS, FULL_THROTTLE, SMALL_LOGGER, LONG_RUNNING_LOGGER",
+            args.suite
+        )
+    })?;
+    let queries: Vec<QueryName> = args
+        .query
+        .iter()
+        .map(|q| {
+            QueryName::parse(q)
+                .ok_or_else(|| format!("unknown query '{q}'; give a number 0-16 or a name such as HIGHEST_BID"))
+        })
+        .collect::<Result<_, _>>()?;
+
+    if let Some(path) = &args.export_events {
+        let config = apply_overrides(&NexmarkConfig::default(), &overrides)?;
+        config.validate().map_err(|e| e.to_string())?;
+        let n = export_events(&config, path).map_err(|e| format!("--export-events {}: {e}", path.display()))?;
+        println!("wrote {n} events to {}", path.display());
+        return Ok(0);
+    }
+
+    // The configurations: the suite's, narrowed to --query, each overridden by the flags.
+    let mut confs: Vec<(NexmarkConfig, Target)> = Vec::new();
+    for base in suite.configurations() {
+        let config = apply_overrides(&base, &overrides)?;
+        config.validate().map_err(|e| e.to_string())?;
+        let suite_query = base.query;
+        let targets: Vec<QueryName> = match (suite_query, queries.is_empty()) {
+            (Some(q), true) => vec![q],
+            (Some(q), false) => queries.iter().copied().filter(|x| *x == q).collect(),
+            (None, false) => queries.clone(),
+            (None, true) if args.generator_only => Vec::new(),
+            (None, true) => return Err("the DEFAULT suite needs --query (a number 0-16 or a name)".into()),
+        };
+        for q in targets {
+            confs.push((NexmarkConfig { query: Some(q), ..config.clone() }, Target::Query(q)));
+        }
+    }
+    if args.generator_only {
+        let config = apply_overrides(&suite.configurations()[0], &overrides)?;
+        confs.insert(0, (NexmarkConfig { query: None, ..config }, Target::GeneratorOnly));
+    }
+    if confs.is_empty() {
+        return Err(format!("no configuration of suite {} matches the given --query", args.suite));
+    }
+    let baseline = args.baseline_file.as_ref().map(read_baseline).transpose()?;
+
+    let started = now_ms();
+    let mut runs = Vec::new();
+    let mut failed = false;
+    for (config, target) in &confs {
+        let conf = short_string(config, *target);
+        eprintln!("running {conf} ({}, {})", args.pipeline.runner, if args.streaming { "streaming" } else { "batch" });
+        match run_one(&args, config, *target, &args.pipeline) {
+            Ok(Some(perf)) => {
+                if let Some(file) = &args.perf_file {
+                    let line = serde_json::to_string(&perf).map_err(|e| e.to_string())?;
+                    let mut f = std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(file)
+                        .map_err(|e| format!("--perf-file {}: {e}", file.display()))?;
+                    writeln!(f, "{line}").map_err(|e| format!("--perf-file {}: {e}", file.display()))?;
+                }
+                runs.push(Run { conf, perf: Some(perf), note: None });
+            }
+            Ok(None) => runs.push(Run { conf, perf: None, note: Some("not implemented".into()) }),
+            Err(e) => {
+                failed = true;
+                runs.push(Run { conf, perf: None, note: Some(format!("error: {e}")) });
+            }
+        }
+    }
+
+    println!();
+    println!(
+        "Run started {} and ran for {:.1}s",
+        weir_sdk::time::iso8601(started),
+        (now_ms() - started) as f64 / 1000.0
+    );
+    println!();
+    println!("Configurations:");
+    println!("  Conf  Description");
+    for (i, r) in runs.iter().enumerate() {
+        println!("  {i:04}  {}", r.conf);
+    }
+    println!();
+    println!("Performance:");
+    let with_base = baseline.is_some();
+    if with_base {
+        println!(
+            "  {:>4}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}  {:>12}",
+            "Conf", "Runtime(sec)", "(Baseline)", "Events(/sec)", "(Baseline)", "Results", "(Baseline)"
+        );
+    } else {
+        println!("  {:>4}  {:>12}  {:>12}  {:>12}", "Conf", "Runtime(sec)", "Events(/sec)", "Results");
+    }
+    for (i, r) in runs.iter().enumerate() {
+        match (&r.perf, &r.note) {
+            (Some(perf), _) => {
+                let results = if perf.num_results < 0 { String::new() } else { perf.num_results.to_string() };
+                if let Some(base) = &baseline {
+                    let b = base.get(&(perf.query.clone(), perf.runner.clone(), perf.mode.clone()));
+                    let (rt, ev, res) = match b {
+                        Some(b) => (
+                            pct(perf.runtime_sec, b.runtime_sec),
+                            pct(perf.events_per_sec, b.events_per_sec),
+                            format!("{:+}", perf.num_results - b.num_results),
+                        ),
+                        None => ("*none*".into(), "*none*".into(), "*none*".into()),
+                    };
+                    println!(
+                        "  {i:04}  {:>12.1}  {rt:>12}  {:>12.1}  {ev:>12}  {results:>12}  {res:>12}",
+                        perf.runtime_sec, perf.events_per_sec
+                    );
+                } else {
+                    println!("  {i:04}  {:>12.1}  {:>12.1}  {results:>12}", perf.runtime_sec, perf.events_per_sec);
+                }
+            }
+            (None, Some(note)) => println!("  {i:04}  *** {note} ***"),
+            (None, None) => {}
+        }
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_flags_override_every_field() {
+        let args: Vec<String> = [
+            "--num-events",
+            "1000",
+            "--rate-shape",
+            "square",
+            "--is-rate-limited",
+            "--runner",
+            "direct",
+            "--auction-skip=7",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (config, rest, overridden) = split_config_overrides(args).unwrap();
+        assert!(overridden);
+        assert_eq!(config.num_events, 1000);
+        assert_eq!(config.rate_shape, crate::config::RateShape::Square);
+        assert!(config.is_rate_limited);
+        assert_eq!(config.auction_skip, 7);
+        assert_eq!(rest, ["--runner", "direct"]);
+        let err = split_config_overrides(vec!["--num-events".into(), "many".into()]).unwrap_err();
+        assert!(err.contains("--num-events") && err.contains("many"), "{err}");
+        let err = split_config_overrides(vec!["--rate-shape".into(), "triangle".into()]).unwrap_err();
+        assert!(err.contains("TRIANGLE"), "{err}");
+    }
+
+    #[test]
+    fn overrides_apply_on_top_of_suite_configurations() {
+        let suite = Suite::Smoke.configurations();
+        let over = NexmarkConfig { num_event_generators: 1, ..NexmarkConfig::default() };
+        let q4 = apply_overrides(&suite[4], &over).unwrap();
+        assert_eq!((q4.num_events, q4.num_event_generators), (10_000, 1));
+    }
+
+    #[test]
+    fn result_lines_are_beams_objects_in_json_and_text_in_the_coder() {
+        let line = ResultLine { query: "SELECTION".into(), timestamp: 5, value: "{\"auction\":1,\"price\":2}".into() };
+        let json = serde_json::to_string(&line).unwrap();
+        assert_eq!(json, "{\"query\":\"SELECTION\",\"timestamp\":5,\"value\":{\"auction\":1,\"price\":2}}");
+        assert_eq!(serde_json::from_str::<ResultLine>(&json).unwrap(), line);
+        use weir_sdk::coders::{Coder, ElementCoder};
+        let coder = ElementCoder::<ResultLine>::new();
+        let mut bytes = Vec::new();
+        coder.encode(&line, &mut bytes).unwrap();
+        assert_eq!(coder.decode_outer(&bytes).unwrap(), line);
+    }
+}
