@@ -22,6 +22,8 @@ use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowingStrategy;
 use weir_sdk::{Error, Result, WithStepExt};
 
+/// One merge of windows: the windows merged away and the window they became.
+type Merge = (Vec<Window>, Window);
 /// How values are kept per key and window.
 #[derive(Clone)]
 pub enum Values {
@@ -232,11 +234,35 @@ impl GroupAlsoByWindow {
         let mut group_of: Vec<u32> = Vec::with_capacity(n);
         let mut kept: Vec<u32> = Vec::with_capacity(n);
         let merging = self.strategy.needs_merge();
+        // With merging windows, a later row of the batch can merge the window an earlier row
+        // went to into a bigger one: first merge every row, remembering where each merged-away
+        // window went, then group each row under the window it finally belongs to.
+        let mut windows: Vec<Window> = Vec::with_capacity(if merging { n } else { 0 });
+        let mut moved: hashbrown::HashMap<(&[u8], Window), Window> = hashbrown::HashMap::new();
+        if merging {
+            for i in 0..n {
+                let key = batch.key(i);
+                let (window, merges) = self.merge_new_window(key, batch.rows[i].window)?;
+                for (sources, merged) in merges {
+                    for source in sources.into_iter().filter(|s| *s != merged) {
+                        moved.insert((key, source), merged);
+                    }
+                }
+                windows.push(window);
+            }
+        }
         for i in 0..n {
-            let mut window = batch.rows[i].window;
             let key = batch.key(i);
-            if merging {
-                window = self.merge_new_window(key, window)?;
+            let mut window = batch.rows[i].window;
+            if let Some(&merged) = windows.get(i) {
+                window = merged;
+                // Merged windows only grow, so following the moves always ends.
+                for _ in 0..=moved.len() {
+                    match moved.get(&(key, window)) {
+                        Some(next) => window = *next,
+                        None => break,
+                    }
+                }
             }
             if self.strategy.gc_time(&window) < self.watermarks.input() {
                 self.dropped.late += 1;
@@ -305,7 +331,8 @@ impl GroupAlsoByWindow {
 
     /// Adds `window` to the key's active windows, merges, and returns the window the new
     /// element ends up in.
-    fn merge_new_window(&mut self, key: &[u8], window: Window) -> Result<Window> {
+    /// Also returns the merges made, as (merged-away windows, result).
+    fn merge_new_window(&mut self, key: &[u8], window: Window) -> Result<(Window, Vec<Merge>)> {
         self.ensure_window(key, window);
         let active: Vec<Window> = self
             .keys
@@ -314,7 +341,7 @@ impl GroupAlsoByWindow {
             .unwrap_or_default();
         let merges = self.strategy.window_fn.merge_windows(&active);
         let mut result = window;
-        for (sources, merged) in merges {
+        for (sources, merged) in merges.iter().cloned() {
             let mut states = Vec::new();
             for s in &sources {
                 if let Some(st) = self.remove_window(key, s) {
@@ -329,7 +356,7 @@ impl GroupAlsoByWindow {
                 result = merged;
             }
         }
-        Ok(result)
+        Ok((result, merges))
     }
 
     fn merge_states(&self, merged: &Window, states: Vec<WindowState>) -> Result<WindowState> {

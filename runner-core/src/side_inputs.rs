@@ -63,7 +63,10 @@ impl SideInputs {
     pub fn is_ready(&self, main: &Window) -> Result<bool, UserError> {
         for (i, spec) in self.specs.iter().enumerate() {
             let side = spec.window_fn.side_input_window(main)?;
-            if !self.data[i].contains_key(&side) && self.watermarks[i] <= side.max_timestamp() {
+            // A window is ready once a trigger fired a pane of it, or once the watermark passed
+            // its end; elements no trigger produced may still be arriving before that.
+            let fired = self.data[i].get(&side).is_some_and(|(pane, _)| *pane >= 0);
+            if !fired && self.watermarks[i] <= side.max_timestamp() {
                 return Ok(false);
             }
         }

@@ -53,7 +53,8 @@ pub trait CollectionOps: Send + Sync {
     /// Minimum, maximum and sum of the element timestamps, and their count.
     fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize);
     /// Splits a batch by window: each window with its elements and the highest pane index among
-    /// them.
+    /// them, or -1 when no trigger produced them (their window is complete only once the
+    /// watermark passes its end).
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)>;
     /// Splits a batch into the elements whose window `keep` accepts and the others.
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch);
@@ -143,12 +144,14 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
         let mut groups: Vec<(Window, i64, Vec<WindowedValue<T>>)> = Vec::new();
         for wv in v {
+            // Elements no trigger produced (e.g. straight from a source) carry no pane: -1.
+            let pane = if wv.pane.timing == crate::pane::Timing::Unknown { -1 } else { wv.pane.index };
             match groups.iter_mut().find(|g| g.0 == wv.window) {
                 Some(g) => {
-                    g.1 = g.1.max(wv.pane.index);
+                    g.1 = g.1.max(pane);
                     g.2.push(wv);
                 }
-                None => groups.push((wv.window, wv.pane.index, vec![wv])),
+                None => groups.push((wv.window, pane, vec![wv])),
             }
         }
         groups.into_iter().map(|(w, p, v)| (w, p, Box::new(v) as Batch)).collect()

@@ -196,6 +196,19 @@ conformance! {
         p.run();
     }
 
+    fn sessions_merge_across_every_element_of_a_batch(p) {
+        // 300 elements of one key out of time order, each 50 ms session overlapping the next:
+        // a later element of a batch merges the window an earlier one went to. One session.
+        let input: Vec<TimestampedValue<KV<String, i64>>> = (0..300i64).map(|i| tv(kv("k", 1), (i * 37) % 300 * 10)).collect();
+        let counts = p
+            .apply("Create", Create::timestamped(input))
+            .apply("Sessions", Window::into(Sessions::with_gap_duration(ms(50))))
+            .apply("Sum", Sum::per_key());
+        assert_that(&counts).contains_in_any_order(vec![kv("k", 300)]);
+        assert_that(&counts).in_window(iw(0, 3040)).contains_in_any_order(vec![kv("k", 300)]);
+        p.run();
+    }
+
     fn session_merging_in_streaming_bridges_gaps(p) {
         // Two sessions that a later element bridges into one.
         let stream = TestStream::create()

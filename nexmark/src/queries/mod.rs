@@ -6,6 +6,8 @@ use weir_sdk::coders::{Coder, ElementCoder};
 use weir_sdk::{Counter, Distribution, DoFn, Element, Metrics, PCollection, ParDo, ProcessContext, UserResult};
 
 use crate::model::{Bid, Event};
+
+pub mod beyond_stateless;
 use crate::{NexmarkConfig, QueryName};
 
 /// One query result: the element's timestamp and its value in Beam's JSON form.
@@ -34,13 +36,15 @@ pub trait BeamJson {
 
 macro_rules! serde_beam_json {
     ($($t:ty),*) => {$(
-        impl BeamJson for $t {
+        impl $crate::queries::BeamJson for $t {
             fn to_beam_json(&self) -> String {
                 serde_json::to_string(self).expect("results are plain data and always serialise")
             }
         }
     )*};
 }
+
+pub(crate) use serde_beam_json;
 
 serde_beam_json!(Bid, AuctionPrice, crate::model::Person, crate::model::Auction);
 
@@ -169,6 +173,16 @@ pub fn apply(
         QueryName::Selection => {
             records(query, &monitored.apply("Selection", ParDo::of(Q2 { skip: i64::from(config.auction_skip) })))
         }
+        QueryName::LocalItemSuggestion => records(query, &beyond_stateless::q3(config, &monitored)),
+        QueryName::HotItems => records(query, &beyond_stateless::q5(config, &monitored)),
+        QueryName::HighestBid => records(query, &beyond_stateless::q7(config, &monitored)),
+        QueryName::MonitorNewUsers => records(query, &beyond_stateless::q8(config, &monitored)),
+        QueryName::UserSessions => records(query, &beyond_stateless::q11(config, &monitored)),
+        QueryName::ProcessingTimeWindows => records(query, &beyond_stateless::q12(config, &monitored)),
+        QueryName::BoundedSideInputJoin => records(query, &beyond_stateless::q13(config, &monitored)),
+        QueryName::SessionSideInputJoin => records(query, &beyond_stateless::q14(config, &monitored)),
+        QueryName::PortabilityBatch => records(query, &beyond_stateless::q15(config, &monitored)),
+        QueryName::Reshuffle => records(query, &beyond_stateless::q16(config, &monitored)),
         other => return Err(NotImplemented(other)),
     })
 }
