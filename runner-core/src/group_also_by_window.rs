@@ -24,6 +24,7 @@ use weir_sdk::{Error, Result, WithStepExt};
 
 /// One merge of windows: the windows merged away and the window they became.
 type Merge = (Vec<Window>, Window);
+
 /// How values are kept per key and window.
 #[derive(Clone)]
 pub enum Values {
