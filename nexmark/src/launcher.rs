@@ -29,6 +29,10 @@ struct Args {
     /// Query number or name (repeatable); default: every query of the suite.
     #[arg(long)]
     query: Vec<String>,
+    /// Queries to leave out, by number or name (comma-separated or repeated), e.g.
+    /// `--skip-queries 15` for a streaming SMOKE run (PORTABILITY_BATCH is batch-only).
+    #[arg(long = "skip-queries", value_delimiter = ',')]
+    skip_queries: Vec<String>,
     /// DEFAULT, SMOKE, STRESS, FULL_THROTTLE, SMALL_LOGGER or LONG_RUNNING_LOGGER.
     #[arg(long, default_value = "default")]
     suite: String,
@@ -456,6 +460,11 @@ fn launch(raw: Vec<String>) -> Result<i32, String> {
                 .ok_or_else(|| format!("unknown query '{q}'; give a number 0-16 or a name such as HIGHEST_BID"))
         })
         .collect::<Result<_, _>>()?;
+    let skipped: Vec<QueryName> = args
+        .skip_queries
+        .iter()
+        .map(|q| QueryName::parse(q).ok_or_else(|| format!("unknown query '{q}' in --skip-queries")))
+        .collect::<Result<_, _>>()?;
 
     if let Some(path) = &args.export_events {
         let config = apply_overrides(&NexmarkConfig::default(), &overrides)?;
@@ -478,7 +487,7 @@ fn launch(raw: Vec<String>) -> Result<i32, String> {
             (None, true) if args.generator_only => Vec::new(),
             (None, true) => return Err("the DEFAULT suite needs --query (a number 0-16 or a name)".into()),
         };
-        for q in targets {
+        for q in targets.into_iter().filter(|q| !skipped.contains(q)) {
             confs.push((NexmarkConfig { query: Some(q), ..config.clone() }, Target::Query(q)));
         }
     }

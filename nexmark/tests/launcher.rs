@@ -129,4 +129,16 @@ fn bad_flags_fail_with_the_flag_named() {
     assert_eq!(run(args(&["--query", "0", "--num-event-generators", "0"])), 2);
     assert_eq!(run(args(&["--query", "0", "--no-such-flag"])), 2);
     assert_eq!(run(args(&["--suite", "default"])), 2, "DEFAULT needs --query");
+    assert_eq!(run(args(&["--suite", "smoke", "--skip-queries", "0,bogus"])), 2);
+}
+
+#[test]
+fn batch_only_queries_fail_in_streaming_unless_skipped() {
+    let base =
+        ["--suite", "smoke", "--streaming", "--num-events", "500", "--num-event-generators", "1", "--runner", "direct"];
+    assert_eq!(run(args(&[&base[..], &["--query", "15"]].concat())), 1, "PORTABILITY_BATCH is batch-only");
+    assert_eq!(
+        run(args(&[&base[..], &["--query", "15", "--query", "16", "--skip-queries", "PORTABILITY_BATCH"]].concat())),
+        0
+    );
 }
