@@ -21,5 +21,10 @@ fn generator(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, generator);
+#[allow(missing_docs)]
+mod group {
+    use super::*;
+    criterion_group!(benches, generator);
+}
+use group::benches;
 criterion_main!(benches);
