@@ -2,14 +2,10 @@
 
 use crate::format::{graphite_lines, http_json};
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use weir_sdk::metrics::{MetricQueryResults, MetricsSink};
 use weir_sdk::time::iso8601;
 use weir_sdk::UserError;
-
-fn now_millis() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 /// Beam's MetricsGraphiteSink: the carbon plaintext protocol over one TCP connection per push,
 /// with connect and write timeouts (Beam has none).
@@ -38,7 +34,7 @@ impl MetricsSink for GraphiteSink {
     }
     fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
         use std::net::ToSocketAddrs;
-        let payload = graphite_lines(results, now_millis() / 1000);
+        let payload = graphite_lines(results, weir_sdk::time::now_millis() / 1000);
         let addr = (self.host.as_str(), self.port)
             .to_socket_addrs()
             .map_err(|e| format!("graphite {}:{}: {e}", self.host, self.port))?
@@ -71,7 +67,7 @@ impl MetricsSink for JsonLinesSink {
     }
     fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
         let body = http_json(results);
-        let line = format!("{{\"timestamp\":\"{}\",{}\n", iso8601(now_millis()), &body[1..]);
+        let line = format!("{{\"timestamp\":\"{}\",{}\n", iso8601(weir_sdk::time::now_millis()), &body[1..]);
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -91,7 +87,7 @@ impl MetricsSink for ConsoleSink {
     }
     fn write(&mut self, r: &MetricQueryResults) -> Result<(), UserError> {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "== metrics at {} ==", iso8601(now_millis()))?;
+        writeln!(out, "== metrics at {} ==", iso8601(weir_sdk::time::now_millis()))?;
         writeln!(out, "{:<40} {:<30} {:>15} {:>15}", "step", "metric", "attempted", "committed")?;
         let c = |v: Option<String>| v.unwrap_or_else(|| "-".into());
         for m in &r.counters {
@@ -237,7 +233,7 @@ impl MetricsSink for RemoteWriteSink {
         "prometheus-remote-write"
     }
     fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
-        let body = crate::format::remote_write_body(results, now_millis())?;
+        let body = crate::format::remote_write_body(results, weir_sdk::time::now_millis())?;
         let r = self
             .agent
             .post(&self.url)

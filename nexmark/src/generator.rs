@@ -118,7 +118,7 @@ impl GeneratorConfig {
     /// The configuration every Beam source starts from: base time (fixed, or now with
     /// `useWallclockEventTime`), first id 0, `numEvents` events, first event number 0.
     pub fn standard(config: &NexmarkConfig) -> Self {
-        let base_time = if config.use_wallclock_event_time { now_ms() } else { BASE_TIME };
+        let base_time = if config.use_wallclock_event_time { weir_sdk::time::now_millis() } else { BASE_TIME };
         Self::new(config.clone(), base_time, 0, config.num_events, 0)
     }
 
@@ -218,10 +218,6 @@ impl GeneratorConfig {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 /// Java's `Math.round(double)` for the finite values the generator rounds.
 fn java_round(x: f64) -> i64 {
     (x + 0.5).floor() as i64
@@ -289,7 +285,7 @@ impl Generator {
         if !self.has_next() {
             return None;
         }
-        let wallclock_base = *self.wallclock_base_time.get_or_insert_with(now_ms);
+        let wallclock_base = *self.wallclock_base_time.get_or_insert_with(weir_sdk::time::now_millis);
         let k = self.events_so_far;
         let c = &self.config;
         let event_timestamp = c.timestamp_for_event(c.next_event_number(k));

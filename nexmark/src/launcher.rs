@@ -9,7 +9,7 @@ use std::time::Instant;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
 use weir_sdk::io::{Read, ReadUnbounded, WriteJsonLines};
-use weir_sdk::metrics::MetricQueryResults;
+use weir_sdk::metrics::{DistributionResult, MetricQueryResults};
 use weir_sdk::testing::assert_that;
 use weir_sdk::{
     DoFn, MetricsFilter, PCollection, ParDo, Pipeline, PipelineOptions, PipelineState, ProcessContext, UserResult,
@@ -169,17 +169,22 @@ fn kebab_to_camel(s: &str) -> String {
 /// Applies the command-line overrides (every field that differs from the default) to a suite
 /// configuration, as Beam's `overrideFromOptions` does.
 fn apply_overrides(base: &NexmarkConfig, overrides: &NexmarkConfig) -> Result<NexmarkConfig, String> {
-    let defaults = serde_json::to_value(NexmarkConfig::default()).map_err(|e| e.to_string())?;
-    let over = serde_json::to_value(overrides).map_err(|e| e.to_string())?;
     let mut merged = serde_json::to_value(base).map_err(|e| e.to_string())?;
-    if let (Some(d), Some(o), Some(m)) = (defaults.as_object(), over.as_object(), merged.as_object_mut()) {
-        for (k, v) in o {
-            if d.get(k) != Some(v) {
-                m.insert(k.clone(), v.clone());
-            }
-        }
+    if let Some(m) = merged.as_object_mut() {
+        m.extend(changed_fields(overrides));
     }
     serde_json::from_value(merged).map_err(|e| e.to_string())
+}
+
+/// The fields of `config` (Beam's JSON names) whose values differ from the defaults.
+fn changed_fields(config: &NexmarkConfig) -> Vec<(String, serde_json::Value)> {
+    let defaults = serde_json::to_value(NexmarkConfig::default()).unwrap_or_default();
+    match serde_json::to_value(config) {
+        Ok(serde_json::Value::Object(fields)) => {
+            fields.into_iter().filter(|(k, v)| defaults.get(k) != Some(v)).collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// A result line of `--results`: `{"query": NAME, "timestamp": MS, "value": {...}}`. Between
@@ -272,30 +277,17 @@ impl Target {
     }
 }
 
-fn now_ms() -> i64 {
-    weir_sdk::time::duration_millis(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
-    )
-}
-
 fn counter(m: &MetricQueryResults, ns: &str, name: &str) -> i64 {
     m.counters.iter().filter(|c| c.key.name.namespace == ns && c.key.name.name == name).map(|c| c.attempted).sum()
 }
 
-fn dist_min(m: &MetricQueryResults, ns: &str, name: &str) -> Option<i64> {
+/// The distribution `ns:name` over every step, if any value was recorded.
+fn dist(m: &MetricQueryResults, ns: &str, name: &str) -> Option<DistributionResult> {
     m.distributions
         .iter()
         .filter(|d| d.key.name.namespace == ns && d.key.name.name == name && d.attempted.count > 0)
-        .map(|d| d.attempted.min)
-        .min()
-}
-
-fn dist_max(m: &MetricQueryResults, ns: &str, name: &str) -> Option<i64> {
-    m.distributions
-        .iter()
-        .filter(|d| d.key.name.namespace == ns && d.key.name.name == name && d.attempted.count > 0)
-        .map(|d| d.attempted.max)
-        .max()
+        .map(|d| d.attempted)
+        .reduce(|a, b| a.combine(&b))
 }
 
 /// Runs one configuration; `Ok(None)` when the query is not implemented.
@@ -345,7 +337,7 @@ fn run_one(
             }
         }
     }
-    let launched = now_ms();
+    let launched = weir_sdk::time::now_millis();
     let start = Instant::now();
     let result = p.run().map_err(|e| e.to_string())?;
     let state = result.wait_until_finish(None).map_err(|e| e.to_string())?;
@@ -359,10 +351,10 @@ fn run_one(
     let event_bytes = counter(&m, ns, "event.bytes");
     let num_results = counter(&m, ns, "result.elements");
     let result_bytes = counter(&m, ns, "result.bytes");
-    let event_start = dist_min(&m, ns, "event.startTime");
-    let event_end = dist_max(&m, ns, "event.endTime");
-    let result_start = dist_min(&m, ns, "result.startTime");
-    let result_end = dist_max(&m, ns, "result.endTime");
+    let event_start = dist(&m, ns, "event.startTime").map(|d| d.min);
+    let event_end = dist(&m, ns, "event.endTime").map(|d| d.max);
+    let result_start = dist(&m, ns, "result.startTime").map(|d| d.min);
+    let result_end = dist(&m, ns, "result.endTime").map(|d| d.max);
     let secs = |ms: i64| ms as f64 / 1000.0;
     let runtime_sec = match (event_start, event_end.max(result_end)) {
         (Some(s), Some(e)) if e > s => secs(e - s),
@@ -370,7 +362,10 @@ fn run_one(
     }
     .max(1e-3);
     let per_sec = |n: i64| n as f64 / runtime_sec;
-    let time_dilation = match (dist_min(&m, ns, "result.startTimestamp"), dist_max(&m, ns, "result.endTimestamp")) {
+    let time_dilation = match (
+        dist(&m, ns, "result.startTimestamp").map(|d| d.min),
+        dist(&m, ns, "result.endTimestamp").map(|d| d.max),
+    ) {
         (Some(s), Some(e)) => secs(e - s) / runtime_sec,
         _ => -1.0,
     };
@@ -387,7 +382,7 @@ fn run_one(
             (Some(e), Some(r)) => secs(r - e),
             _ => -1.0,
         },
-        shutdown_delay_sec: result_end.or(event_end).map_or(-1.0, |e| secs(now_ms() - e)),
+        shutdown_delay_sec: result_end.or(event_end).map_or(-1.0, |e| secs(weir_sdk::time::now_millis() - e)),
         time_dilation,
         errors: Vec::new(),
         snapshots: Vec::new(),
@@ -399,16 +394,8 @@ fn run_one(
 }
 
 fn short_string(config: &NexmarkConfig, target: Target) -> String {
-    let defaults = serde_json::to_value(NexmarkConfig::default()).unwrap_or_default();
-    let mine = serde_json::to_value(config).unwrap_or_default();
     let mut parts = vec![format!("query:{}", target.name())];
-    if let (Some(d), Some(m)) = (defaults.as_object(), mine.as_object()) {
-        for (k, v) in m {
-            if k != "query" && d.get(k) != Some(v) {
-                parts.push(format!("{k}:{v}"));
-            }
-        }
-    }
+    parts.extend(changed_fields(config).into_iter().filter(|(k, _)| k != "query").map(|(k, v)| format!("{k}:{v}")));
     parts.join("; ")
 }
 
@@ -500,7 +487,7 @@ fn launch(raw: Vec<String>) -> Result<i32, String> {
     }
     let baseline = args.baseline_file.as_ref().map(read_baseline).transpose()?;
 
-    let started = now_ms();
+    let started = weir_sdk::time::now_millis();
     let mut runs = Vec::new();
     let mut failed = false;
     for (config, target) in &confs {
@@ -531,7 +518,7 @@ fn launch(raw: Vec<String>) -> Result<i32, String> {
     println!(
         "Run started {} and ran for {:.1}s",
         weir_sdk::time::iso8601(started),
-        (now_ms() - started) as f64 / 1000.0
+        (weir_sdk::time::now_millis() - started) as f64 / 1000.0
     );
     println!();
     println!("Configurations:");

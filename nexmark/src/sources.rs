@@ -173,18 +173,12 @@ impl UnboundedSource for UnboundedEventSource {
     }
 }
 
-fn now_ms() -> i64 {
-    weir_sdk::time::duration_millis(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
-    )
-}
-
 impl UnboundedReader for UnboundedEventReader {
     type Output = Event;
     type Checkpoint = EventCheckpoint;
 
     fn advance(&mut self) -> UserResult<Option<(Event, Timestamp)>> {
-        let now = if self.source.is_rate_limited { now_ms() } else { 0 };
+        let now = if self.source.is_rate_limited { weir_sdk::time::now_millis() } else { 0 };
         if self.held_back.peek().is_some_and(|h| h.due <= now) {
             let h = self.held_back.pop().expect("peeked");
             return Ok(Some((h.event, h.timestamp)));

@@ -9,15 +9,11 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+
 use weir_sdk::metrics::{
     DistributionResult, GaugeResult, MetricKey, MetricName, MetricQueryResults, MetricResult, MetricsContainer,
     MetricsSource,
 };
-
-fn now_millis() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 #[derive(Default, Debug, Clone)]
 struct Cells {
@@ -88,7 +84,7 @@ impl MetricsContainer for MetricsContainerImpl {
         *d = d.combine(&DistributionResult { sum: value, count: 1, min: value, max: value });
     }
     fn set_gauge(&self, name: &MetricName, value: i64) {
-        self.set_gauge_at(name, value, now_millis());
+        self.set_gauge_at(name, value, weir_sdk::time::now_millis());
     }
 }
 

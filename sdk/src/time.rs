@@ -16,6 +16,11 @@ pub fn duration_millis(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// The wall clock now, in milliseconds since the epoch (0 if the clock is before 1970).
+pub fn now_millis() -> Timestamp {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, duration_millis)
+}
+
 /// Formats milliseconds since the epoch as ISO 8601 UTC with milliseconds, e.g.
 /// `2026-11-29T18:45:00.000Z` (the form Spark's progress reports and Beam's HTTP sink use).
 pub fn iso8601(ms: i64) -> String {

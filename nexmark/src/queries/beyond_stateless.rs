@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use weir_sdk::coders::{Coder, ElementCoder};
 use weir_sdk::do_fn::{OnTimerContext, TimerFiring};
 use weir_sdk::prelude::*;
 use weir_sdk::view::{MapOf, Singleton};
@@ -426,19 +425,18 @@ impl DoFn for AssignShard {
     }
 }
 
-#[derive(Clone)]
-struct CoderRoundTrip;
+#[derive(Clone, Default)]
+struct Ungroup {
+    coder: crate::queries::EventRoundTrip,
+}
 
-impl DoFn for CoderRoundTrip {
+impl DoFn for Ungroup {
     type In = KV<i64, Vec<Event>>;
     type Out = Event;
 
     fn process(&mut self, kv: KV<i64, Vec<Event>>, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
-        let coder = ElementCoder::<Event>::new();
         for e in kv.value {
-            let mut bytes = Vec::new();
-            coder.encode(&e, &mut bytes)?;
-            ctx.output(coder.decode_outer(&bytes)?);
+            ctx.output(self.coder.round_trip(&e)?.0);
         }
         Ok(())
     }
@@ -448,7 +446,7 @@ pub(crate) fn q15(config: &NexmarkConfig, events: &PCollection<Event>) -> PColle
     events
         .apply("AssignShards", ParDo::of(AssignShard { buckets: i64::from(config.num_key_buckets) }))
         .apply("GroupByShard", GroupByKey::create())
-        .apply("Ungroup", ParDo::of(CoderRoundTrip))
+        .apply("Ungroup", ParDo::of(Ungroup::default()))
 }
 
 pub(crate) fn q16(_config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<Event> {

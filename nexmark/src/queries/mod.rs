@@ -97,12 +97,6 @@ impl MonitorMetrics {
     }
 }
 
-fn now_ms() -> i64 {
-    weir_sdk::time::duration_millis(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default(),
-    )
-}
-
 /// Beam's event `Monitor`: records [`MonitorMetrics`] and passes events through.
 #[derive(Clone)]
 struct Monitor {
@@ -114,7 +108,7 @@ impl DoFn for Monitor {
     type Out = Event;
 
     fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
-        self.metrics.record(e.size_in_bytes(), ctx.timestamp(), now_ms());
+        self.metrics.record(e.size_in_bytes(), ctx.timestamp(), weir_sdk::time::now_millis());
         ctx.output(e);
         Ok(())
     }
@@ -139,7 +133,7 @@ impl<T: Element + BeamJson> DoFn for ToRecord<T> {
     fn process(&mut self, value: T, ctx: &mut ProcessContext<'_, ResultRecord>) -> UserResult {
         let json = value.to_beam_json();
         let timestamp = ctx.timestamp();
-        self.metrics.record(json.len() as i64, timestamp, now_ms());
+        self.metrics.record(json.len() as i64, timestamp, weir_sdk::time::now_millis());
         ctx.output(ResultRecord { timestamp, value: json });
         Ok(())
     }
@@ -166,7 +160,10 @@ pub fn apply(
             query,
             &monitored.apply(
                 "Passthrough",
-                ParDo::of(Passthrough { bytes: Metrics::counter(&namespace, "bytes").expect("non-empty names") }),
+                ParDo::of(Passthrough {
+                    bytes: Metrics::counter(&namespace, "bytes").expect("non-empty names"),
+                    coder: EventRoundTrip::default(),
+                }),
             ),
         ),
         QueryName::CurrencyConversion => records(query, &monitored.apply("CurrencyConversion", ParDo::of(Q1))),
@@ -187,10 +184,28 @@ pub fn apply(
     })
 }
 
+/// Encodes an event with the pipeline's event coder and decodes it again (Q0, Q15), reusing one
+/// buffer across elements.
+#[derive(Clone, Default)]
+pub(crate) struct EventRoundTrip {
+    buf: Vec<u8>,
+}
+
+impl EventRoundTrip {
+    /// The decoded copy of `e` and its encoded size in bytes.
+    pub(crate) fn round_trip(&mut self, e: &Event) -> Result<(Event, usize), weir_sdk::UserError> {
+        let coder = ElementCoder::<Event>::new();
+        self.buf.clear();
+        coder.encode(e, &mut self.buf)?;
+        Ok((coder.decode_outer(&self.buf)?, self.buf.len()))
+    }
+}
+
 /// Q0: encodes and decodes every event with the pipeline's event coder.
 #[derive(Clone)]
 struct Passthrough {
     bytes: Counter,
+    coder: EventRoundTrip,
 }
 
 impl DoFn for Passthrough {
@@ -198,11 +213,9 @@ impl DoFn for Passthrough {
     type Out = Event;
 
     fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
-        let coder = ElementCoder::<Event>::new();
-        let mut bytes = Vec::new();
-        coder.encode(&e, &mut bytes)?;
-        self.bytes.inc_by(bytes.len() as i64);
-        ctx.output(coder.decode_outer(&bytes)?);
+        let (copy, size) = self.coder.round_trip(&e)?;
+        self.bytes.inc_by(size as i64);
+        ctx.output(copy);
         Ok(())
     }
 }
