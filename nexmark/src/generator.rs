@@ -219,7 +219,7 @@ impl GeneratorConfig {
 }
 
 /// Java's `Math.round(double)` for the finite values the generator rounds.
-fn java_round(x: f64) -> i64 {
+pub(crate) fn java_round(x: f64) -> i64 {
     (x + 0.5).floor() as i64
 }
 

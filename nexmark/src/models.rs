@@ -4,12 +4,17 @@
 use crate::generator::standard_events;
 use std::collections::{BTreeMap, HashMap};
 
+use crate::generator::java_round;
 use crate::model::{Auction, Bid, Event, Person};
+use crate::queries::winning_bids::{
+    ascending_time_then_price, mean_price, winner, AuctionBid, CategoryPrice, SellerPrice, Q6_LATEST_BIDS,
+};
 use crate::queries::{AuctionPrice, ResultRecord};
 use crate::{NexmarkConfig, QueryName};
+use weir_sdk::time::GLOBAL_WINDOW_MAX_TIMESTAMP;
 
 fn record<T: serde::Serialize>(timestamp: i64, value: &T) -> ResultRecord {
-    ResultRecord { timestamp, value: serde_json::to_string(value).expect("results are plain data") }
+    ResultRecord { timestamp, value: serde_json::to_string(value).expect("results are plain data"), pane: 0 }
 }
 
 /// The model's results for `query`, or `None` when the query has no model (its output depends
@@ -26,7 +31,7 @@ pub fn expected_for(query: QueryName, config: &NexmarkConfig, all: &[Event]) -> 
     Some(match query {
         // Q15 and Q16 only move events around: their output is the input, as Q0's.
         QueryName::Passthrough | QueryName::PortabilityBatch | QueryName::Reshuffle => {
-            events.map(|e| ResultRecord { timestamp: e.date_time(), value: e.to_json() }).collect()
+            events.map(|e| ResultRecord { timestamp: e.date_time(), value: e.to_json(), pane: 0 }).collect()
         }
         QueryName::CurrencyConversion => events
             .filter_map(|e| match e {
@@ -43,6 +48,9 @@ pub fn expected_for(query: QueryName, config: &NexmarkConfig, all: &[Event]) -> 
             })
             .collect(),
         QueryName::LocalItemSuggestion => q3(all),
+        QueryName::AveragePriceForCategory => q4(config, all),
+        QueryName::AverageSellingPriceBySeller => q6(all),
+        QueryName::WinningBids => winning_bids(all).into_iter().map(|(ts, ab)| record(ts, &ab)).collect(),
         QueryName::HotItems => q5(config, all),
         QueryName::HighestBid => q7(config, all),
         QueryName::MonitorNewUsers => q8(config, all),
@@ -85,6 +93,67 @@ fn q3(events: &[Event]) -> Vec<ResultRecord> {
         }
     }
     out
+}
+
+/// Beam's `WinningBids` over a whole run: per auction, the best bid at or above the reserve
+/// among the bids placed before it expired (also before the auction itself appeared), stamped
+/// `expires - 1`; in auction-id order.
+fn winning_bids(events: &[Event]) -> Vec<(i64, AuctionBid)> {
+    let mut auctions: BTreeMap<i64, Auction> = BTreeMap::new();
+    let mut bids: HashMap<i64, Vec<Bid>> = HashMap::new();
+    for e in events {
+        match e {
+            Event::Auction(a) => {
+                auctions.insert(a.id, a.clone());
+            }
+            Event::Bid(b) => bids.entry(b.auction).or_default().push(b.clone()),
+            Event::Person(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (id, auction) in auctions {
+        let placed = bids.get(&id).into_iter().flatten().filter(|b| b.date_time < auction.expires);
+        if let Some(bid) = winner(&auction, placed).cloned() {
+            out.push((auction.expires - 1, AuctionBid { auction, bid }));
+        }
+    }
+    out
+}
+
+/// Q4: for each category, the average winning price in the last sliding window holding one of
+/// its winning bids (the last value the pipeline reports for the category).
+fn q4(config: &NexmarkConfig, events: &[Event]) -> Vec<ResultRecord> {
+    let (size, period) = (config.window_size_sec * 1000, config.window_period_sec * 1000);
+    let mut per_category: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    for (ts, ab) in winning_bids(events) {
+        per_category.entry(ab.auction.category).or_default().push((ts, ab.bid.price));
+    }
+    let mut out = Vec::new();
+    for (category, prices) in per_category {
+        let Some(latest) = prices.iter().map(|(ts, _)| *ts).max() else { continue };
+        let Some(start) = sliding_starts(latest, size, period).next() else { continue };
+        let in_window: Vec<i64> =
+            prices.iter().filter(|(ts, _)| *ts >= start && *ts < start + size).map(|p| p.1).collect();
+        let mean = in_window.iter().sum::<i64>() as f64 / in_window.len() as f64;
+        out.push(record(start + size - 1, &CategoryPrice { category, price: java_round(mean), is_last: true }));
+    }
+    out
+}
+
+/// Q6: per seller, the average price of their latest winning bids (by bid time, then price).
+fn q6(events: &[Event]) -> Vec<ResultRecord> {
+    let mut per_seller: BTreeMap<i64, Vec<Bid>> = BTreeMap::new();
+    for (_, ab) in winning_bids(events) {
+        per_seller.entry(ab.auction.seller).or_default().push(ab.bid);
+    }
+    per_seller
+        .into_iter()
+        .map(|(seller, mut bids)| {
+            bids.sort_by(ascending_time_then_price);
+            let latest = &bids[bids.len().saturating_sub(Q6_LATEST_BIDS)..];
+            record(GLOBAL_WINDOW_MAX_TIMESTAMP, &SellerPrice { seller, price: mean_price(latest) })
+        })
+        .collect()
 }
 
 /// Start of the sliding windows containing `ts` (size and period in ms, offset 0).
@@ -255,15 +324,15 @@ pub fn compare(rule: Comparison, actual: &[ResultRecord], expected: &[ResultReco
                 records.iter().map(|r| r.value.clone()).collect::<BTreeSet<_>>().into_iter().collect()
             }
             Comparison::LastPerKey(key) => {
-                let mut last: BTreeMap<String, (i64, String)> = BTreeMap::new();
+                let mut last: BTreeMap<String, ((i64, i64), String)> = BTreeMap::new();
                 for r in records {
                     let k = serde_json::from_str::<serde_json::Value>(&r.value)
                         .ok()
                         .and_then(|v| v.get(key).map(|k| k.to_string()))
                         .unwrap_or_default();
-                    let entry = last.entry(k).or_insert((i64::MIN, String::new()));
-                    if (r.timestamp, &r.value) >= (entry.0, &entry.1) {
-                        *entry = (r.timestamp, r.value.clone());
+                    let entry = last.entry(k).or_insert(((i64::MIN, i64::MIN), String::new()));
+                    if ((r.timestamp, r.pane), &r.value) >= (entry.0, &entry.1) {
+                        *entry = ((r.timestamp, r.pane), r.value.clone());
                     }
                 }
                 last.into_values().map(|(_, v)| v).collect::<BTreeSet<_>>().into_iter().collect()

@@ -90,6 +90,6 @@ pub mod prelude {
     };
     pub use crate::window::IntervalWindow;
     pub use crate::window::{CustomWindow, Window as BoundedWindow};
-    pub use crate::window_fn::{FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn};
+    pub use crate::window_fn::{ElementWindowFn, FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn};
     pub use crate::*;
 }

@@ -38,8 +38,29 @@ pub trait WindowFn: Send + Sync + Debug + 'static {
     fn side_input_window(&self, _main: &Window) -> Result<Window, String> {
         Err(format!("{self:?} cannot be used to window a side input"))
     }
+    /// Whether windows depend on the element itself, so that the function must be applied with
+    /// [`crate::transforms::window_into::Window::into_by_element`] (an [`ElementWindowFn`]).
+    fn assigns_by_element(&self) -> bool {
+        false
+    }
     /// `self` as `Any`, for compatibility checks.
     fn as_any(&self) -> &dyn Any;
+}
+
+/// A window function whose windows depend on the element (Beam's `AssignContext.element()`),
+/// such as Nexmark's auction-or-bid windows. Apply it with
+/// [`crate::transforms::window_into::Window::into_by_element`]; it must also report
+/// [`WindowFn::assigns_by_element`] so that a plain `Window::into` is refused at construction.
+pub trait ElementWindowFn<T>: WindowFn + Clone {
+    /// Appends the windows of `element` at `timestamp` (currently in `window`), or says why the
+    /// element cannot be windowed by this function.
+    fn assign_element_windows(
+        &self,
+        element: &T,
+        timestamp: Timestamp,
+        window: &Window,
+        out: &mut Vec<Window>,
+    ) -> Result<(), String>;
 }
 
 /// Merges overlapping interval windows: sort by start, merge runs of mutually overlapping

@@ -67,6 +67,13 @@ nexmark_conformance! {
     fn selection_streaming(p) { check(p, QueryName::Selection, &single_timeline(), true) }
     fn local_item_suggestion_batch(p) { check(p, QueryName::LocalItemSuggestion, &single_timeline(), false) }
     fn local_item_suggestion_streaming(p) { check(p, QueryName::LocalItemSuggestion, &single_timeline(), true) }
+    fn average_price_for_category_batch(p) { check(p, QueryName::AveragePriceForCategory, &single_timeline(), false) }
+    fn average_price_for_category_streaming(p) { check(p, QueryName::AveragePriceForCategory, &single_timeline(), true) }
+    fn average_selling_price_by_seller_batch(p) { check(p, QueryName::AverageSellingPriceBySeller, &single_timeline(), false) }
+    fn average_selling_price_by_seller_streaming(p) { check(p, QueryName::AverageSellingPriceBySeller, &single_timeline(), true) }
+    fn winning_bids_batch(p) { check(p, QueryName::WinningBids, &single_timeline(), false) }
+    fn winning_bids_streaming(p) { check(p, QueryName::WinningBids, &single_timeline(), true) }
+    fn winning_bids_split(p) { check(p, QueryName::WinningBids, &split(), false) }
     fn hot_items_batch(p) { check(p, QueryName::HotItems, &single_timeline(), false) }
     fn hot_items_streaming(p) { check(p, QueryName::HotItems, &single_timeline(), true) }
     fn highest_bid_batch(p) { check(p, QueryName::HighestBid, &single_timeline(), false) }
@@ -144,4 +151,35 @@ fn unimplemented_queries_fail_by_name() {
             assert!(e.to_string().contains(q.name()), "{e}");
         }
     }
+}
+
+#[test]
+fn auction_or_bid_windows_need_the_element() {
+    use weir_nexmark::queries::winning_bids::AuctionOrBidWindowFn;
+    let p = weir_tests::pipeline("direct");
+    let config = single_timeline();
+    let events = p.apply("Events", Read::from(BoundedEventSource::new(&config)));
+    events.apply("Window", Window::into(AuctionOrBidWindowFn::new(&config)));
+    let err = Pipeline::run(&p).err().expect("refused").to_string();
+    assert!(err.contains("Window") && err.contains("into_by_element"), "{err}");
+}
+
+#[test]
+fn bid_windows_merge_into_their_open_auction_only() {
+    use weir_nexmark::queries::winning_bids::AuctionOrBidWindowFn;
+    let f = AuctionOrBidWindowFn::new(&single_timeline());
+    let w = |start, end, tag, kind| BoundedWindow::Custom(CustomWindow { start, end, tag, kind });
+    let auction = w(100, 200, 7, 1);
+    let early_bid = w(50, 50 + f.bid_window_ms(), 7, 0);
+    let bid = w(150, 150 + f.bid_window_ms(), 7, 0);
+    let too_late = w(200, 200 + f.bid_window_ms(), 7, 0);
+    let other_auction_bid = w(150, 150 + f.bid_window_ms(), 8, 0);
+    let merges = f.merge_windows(&[bid, auction, too_late, other_auction_bid, early_bid]);
+    assert_eq!(merges.len(), 1, "{merges:?}");
+    let (mut merged, result) = merges[0].clone();
+    merged.sort();
+    let mut want = vec![early_bid, bid, auction];
+    want.sort();
+    assert_eq!((merged, result), (want, auction));
+    assert!(f.merge_windows(&[bid, other_auction_bid]).is_empty(), "bids alone never merge");
 }

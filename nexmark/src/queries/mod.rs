@@ -8,6 +8,7 @@ use weir_sdk::{Counter, Distribution, DoFn, Element, Metrics, PCollection, ParDo
 use crate::model::{Bid, Event};
 
 pub mod beyond_stateless;
+pub mod winning_bids;
 use crate::{NexmarkConfig, QueryName};
 
 /// One query result: the element's timestamp and its value in Beam's JSON form.
@@ -17,6 +18,9 @@ pub struct ResultRecord {
     pub timestamp: i64,
     /// The value as Beam's `toString()` JSON.
     pub value: String,
+    /// The index of the pane the result was fired in (0 for models): orders the results of one
+    /// window, so that "the last reported value" is well defined (Q6's accumulating panes).
+    pub pane: i64,
 }
 
 /// Q2's result (Beam's `AuctionPrice`).
@@ -134,7 +138,8 @@ impl<T: Element + BeamJson> DoFn for ToRecord<T> {
         let json = value.to_beam_json();
         let timestamp = ctx.timestamp();
         self.metrics.record(json.len() as i64, timestamp, weir_sdk::time::now_millis());
-        ctx.output(ResultRecord { timestamp, value: json });
+        let pane = ctx.pane().index;
+        ctx.output(ResultRecord { timestamp, value: json, pane });
         Ok(())
     }
 }
@@ -171,6 +176,9 @@ pub fn apply(
             records(query, &monitored.apply("Selection", ParDo::of(Q2 { skip: i64::from(config.auction_skip) })))
         }
         QueryName::LocalItemSuggestion => records(query, &beyond_stateless::q3(config, &monitored)),
+        QueryName::AveragePriceForCategory => records(query, &winning_bids::q4(config, &monitored)),
+        QueryName::AverageSellingPriceBySeller => records(query, &winning_bids::q6(config, &monitored)),
+        QueryName::WinningBids => records(query, &winning_bids::q9(config, &monitored)),
         QueryName::HotItems => records(query, &beyond_stateless::q5(config, &monitored)),
         QueryName::HighestBid => records(query, &beyond_stateless::q7(config, &monitored)),
         QueryName::MonitorNewUsers => records(query, &beyond_stateless::q8(config, &monitored)),

@@ -7,7 +7,7 @@ use crate::graph::Payload;
 use crate::kernel::{downcast_batch, AssignKernel, Batch};
 use crate::pipeline::{output_boundedness, PCollection, PTransform};
 use crate::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner, Trigger};
-use crate::window_fn::WindowFn;
+use crate::window_fn::{ElementWindowFn, WindowFn};
 use crate::windowed_value::WindowedValue;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -23,6 +23,7 @@ pub struct Window<T> {
     timestamp_combiner: Option<TimestampCombiner>,
     closing: Option<ClosingBehavior>,
     on_time: Option<OnTimeBehavior>,
+    by_element: bool,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -31,6 +32,12 @@ impl<T: Element> Window<T> {
     pub fn into<W: WindowFn + Clone>(window_fn: W) -> Self {
         let kernel = Arc::new(AssignKernelImpl::<T, W> { window_fn: window_fn.clone(), _t: PhantomData });
         Window { assign: Some((Arc::new(window_fn), kernel)), ..Self::configure() }
+    }
+    /// Assigns every element to the windows an [`ElementWindowFn`] derives from the element
+    /// itself (Beam's `WindowFn` reading `AssignContext.element()`).
+    pub fn into_by_element<W: ElementWindowFn<T>>(window_fn: W) -> Self {
+        let kernel = Arc::new(ElementAssignKernel::<T, W> { window_fn: window_fn.clone(), _t: PhantomData });
+        Window { assign: Some((Arc::new(window_fn), kernel)), by_element: true, ..Self::configure() }
     }
     /// Keeps the windows and changes only the trigger, lateness or accumulation.
     pub fn configure() -> Self {
@@ -42,6 +49,7 @@ impl<T: Element> Window<T> {
             timestamp_combiner: None,
             closing: None,
             on_time: None,
+            by_element: false,
             _t: PhantomData,
         }
     }
@@ -95,19 +103,40 @@ impl<T: Element, W: WindowFn> AssignKernel for AssignKernelImpl<T, W> {
         for wv in input {
             windows.clear();
             self.window_fn.assign_windows(wv.timestamp, &wv.window, &mut windows);
-            if let Some((last, rest)) = windows.split_last() {
-                for w in rest {
-                    out.push(WindowedValue {
-                        value: wv.value.clone(),
-                        timestamp: wv.timestamp,
-                        window: *w,
-                        pane: wv.pane,
-                    });
-                }
-                out.push(WindowedValue { value: wv.value, timestamp: wv.timestamp, window: *last, pane: wv.pane });
-            }
+            push_windowed(&mut out, wv, &windows);
         }
         Ok(Box::new(out))
+    }
+}
+
+struct ElementAssignKernel<T, W> {
+    window_fn: W,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element, W: ElementWindowFn<T>> AssignKernel for ElementAssignKernel<T, W> {
+    fn assign(&self, input: Batch) -> Result<Batch, UserError> {
+        let input = downcast_batch::<T>(input)?;
+        let mut out: Vec<WindowedValue<T>> = Vec::with_capacity(input.len());
+        let mut windows = Vec::with_capacity(4);
+        for wv in input {
+            windows.clear();
+            self.window_fn
+                .assign_element_windows(&wv.value, wv.timestamp, &wv.window, &mut windows)
+                .map_err(|e| format!("{:?} cannot window an element at {}: {e}", self.window_fn, wv.timestamp))?;
+            push_windowed(&mut out, wv, &windows);
+        }
+        Ok(Box::new(out))
+    }
+}
+
+/// Appends `wv` once per window in `windows` (cloning the value for all but the last).
+fn push_windowed<T: Clone>(out: &mut Vec<WindowedValue<T>>, wv: WindowedValue<T>, windows: &[crate::window::Window]) {
+    if let Some((last, rest)) = windows.split_last() {
+        for w in rest {
+            out.push(WindowedValue { value: wv.value.clone(), timestamp: wv.timestamp, window: *w, pane: wv.pane });
+        }
+        out.push(WindowedValue { value: wv.value, timestamp: wv.timestamp, window: *last, pane: wv.pane });
     }
 }
 
@@ -128,6 +157,14 @@ impl<T: Element> PTransform<PCollection<T>> for Window<T> {
         let mut strategy = input.windowing_strategy();
         let kernel: Arc<dyn AssignKernel> = match self.assign {
             Some((window_fn, kernel)) => {
+                if window_fn.assigns_by_element() && !self.by_element {
+                    p.record_error(
+                        &step,
+                        format!(
+                            "{window_fn:?} assigns windows from the element; apply it with Window::into_by_element"
+                        ),
+                    );
+                }
                 strategy.window_fn = window_fn;
                 strategy.already_merged = false;
                 kernel

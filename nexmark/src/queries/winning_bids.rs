@@ -1,0 +1,377 @@
+//! Beam's `WinningBids` (the core of Q4, Q6 and Q9) and the three queries built on it.
+//!
+//! Auctions and bids are windowed by a custom merging window function: an auction's window is
+//! `[auction time, expires)`, a bid's window is `[bid time, bid time + 2 × expected auction
+//! duration)`, both tagged with the auction id. Per auction id, every bid window starting
+//! before the auction window ends merges into the auction window, so the CoGroupByKey that
+//! follows sees, per auction, exactly the bids placed before it expired, and fires when the
+//! watermark passes `expires`. Bid windows that never merge expire without output.
+
+use std::any::Any;
+use std::cmp::Ordering;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use weir_sdk::prelude::*;
+
+use crate::generator::{java_round, GeneratorConfig};
+use crate::model::{Auction, Bid, Event};
+use crate::NexmarkConfig;
+
+/// Kind of a window holding an auction.
+const AUCTION_WINDOW: u8 = 1;
+/// Kind of a window holding a bid.
+const BID_WINDOW: u8 = 0;
+
+/// Beam's `AuctionOrBidWindowFn`: windows from the element (auction or bid), merged per auction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuctionOrBidWindowFn {
+    expected_auction_duration_ms: i64,
+}
+
+impl AuctionOrBidWindowFn {
+    /// The window function for a configuration: bid windows last twice the expected auction
+    /// duration at the slowest event rate.
+    pub fn new(config: &NexmarkConfig) -> Self {
+        AuctionOrBidWindowFn {
+            expected_auction_duration_ms: GeneratorConfig::standard(config).expected_auction_duration_ms(),
+        }
+    }
+
+    /// How long a bid window lasts.
+    pub fn bid_window_ms(&self) -> i64 {
+        self.expected_auction_duration_ms.saturating_mul(2)
+    }
+}
+
+impl WindowFn for AuctionOrBidWindowFn {
+    /// Without the element the window cannot be chosen: keeps the current one. Only reachable
+    /// through code that bypasses [`Window::into_by_element`], which `Window::into` refuses.
+    fn assign_windows(&self, _: Timestamp, window: &BoundedWindow, out: &mut Vec<BoundedWindow>) {
+        out.push(*window);
+    }
+
+    fn is_merging(&self) -> bool {
+        true
+    }
+
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool {
+        other.as_any().downcast_ref::<AuctionOrBidWindowFn>() == Some(self)
+    }
+
+    fn merge_windows(&self, windows: &[BoundedWindow]) -> Vec<(Vec<BoundedWindow>, BoundedWindow)> {
+        use std::collections::BTreeMap;
+        let mut auctions: BTreeMap<i64, CustomWindow> = BTreeMap::new();
+        let mut bids: BTreeMap<i64, Vec<CustomWindow>> = BTreeMap::new();
+        for w in windows {
+            if let BoundedWindow::Custom(c) = w {
+                if c.kind == AUCTION_WINDOW {
+                    auctions.insert(c.tag, *c);
+                } else {
+                    bids.entry(c.tag).or_default().push(*c);
+                }
+            }
+        }
+        let mut merges = Vec::new();
+        for (id, auction) in auctions {
+            // Bid windows starting at or after the auction's end stay apart and expire unused.
+            let mut merged: Vec<BoundedWindow> = bids
+                .get(&id)
+                .into_iter()
+                .flatten()
+                .filter(|b| b.start < auction.end)
+                .map(|b| BoundedWindow::Custom(*b))
+                .collect();
+            if !merged.is_empty() {
+                merged.push(BoundedWindow::Custom(auction));
+                merges.push((merged, BoundedWindow::Custom(auction)));
+            }
+        }
+        merges
+    }
+
+    fn assigns_by_element(&self) -> bool {
+        true
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl ElementWindowFn<Event> for AuctionOrBidWindowFn {
+    fn assign_element_windows(
+        &self,
+        event: &Event,
+        timestamp: Timestamp,
+        _: &BoundedWindow,
+        out: &mut Vec<BoundedWindow>,
+    ) -> Result<(), String> {
+        let window = match event {
+            Event::Auction(a) => CustomWindow { start: timestamp, end: a.expires, tag: a.id, kind: AUCTION_WINDOW },
+            Event::Bid(b) => CustomWindow {
+                start: timestamp,
+                end: timestamp.saturating_add(self.bid_window_ms()),
+                tag: b.auction,
+                kind: BID_WINDOW,
+            },
+            Event::Person(p) => return Err(format!("only auctions and bids have windows, not person {}", p.id)),
+        };
+        if window.end <= window.start {
+            return Err(format!("auction {} expires at {}, not after its time {}", window.tag, window.end, timestamp));
+        }
+        out.push(BoundedWindow::Custom(window));
+        Ok(())
+    }
+}
+
+/// WinningBids' result (Beam's `AuctionBid`): a closed auction and its winning bid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AuctionBid {
+    /// The auction.
+    pub auction: Auction,
+    /// Its winning bid.
+    pub bid: Bid,
+}
+
+/// Q4's result (Beam's `CategoryPrice`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CategoryPrice {
+    /// Auction category.
+    pub category: i64,
+    /// Average winning price in the window (rounded as Java's `Math.round`).
+    pub price: i64,
+    /// Whether this is the last pane of its window.
+    pub is_last: bool,
+}
+
+/// Q6's result (Beam's `SellerPrice`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SellerPrice {
+    /// Seller id.
+    pub seller: i64,
+    /// Average price of the seller's latest winning bids.
+    pub price: i64,
+}
+
+crate::queries::serde_beam_json!(AuctionBid, CategoryPrice, SellerPrice);
+
+/// Whether bid `a` beats bid `b` for an auction: Beam's `PRICE_THEN_DESCENDING_TIME` (higher
+/// price, then earlier time), then — where Beam keeps whichever came first — the lower bidder
+/// and the smaller `extra`, so that the winner does not depend on arrival order.
+pub fn beats(a: &Bid, b: &Bid) -> bool {
+    a.price.cmp(&b.price).then(b.date_time.cmp(&a.date_time)).then(b.bidder.cmp(&a.bidder)).then(b.extra.cmp(&a.extra))
+        == Ordering::Greater
+}
+
+/// The winning bid of `auction` among `bids` (all placed before it expired): the best bid at or
+/// above the reserve, if any.
+pub fn winner<'a>(auction: &Auction, bids: impl IntoIterator<Item = &'a Bid>) -> Option<&'a Bid> {
+    let mut best: Option<&Bid> = None;
+    for bid in bids {
+        if bid.price >= auction.reserve && best.is_none_or(|b| beats(bid, b)) {
+            best = Some(bid);
+        }
+    }
+    best
+}
+
+/// The join after the CoGroupByKey: one `AuctionBid` per auction with a valid bid.
+#[derive(Clone)]
+struct Join {
+    auctions: TupleTag<Auction>,
+    bids: TupleTag<Bid>,
+    no_auction: Counter,
+    under_reserve: Counter,
+    no_valid_bids: Counter,
+}
+
+impl DoFn for Join {
+    type In = KV<i64, CoGbkResult>;
+    type Out = AuctionBid;
+
+    fn process(&mut self, kv: KV<i64, CoGbkResult>, ctx: &mut ProcessContext<'_, AuctionBid>) -> UserResult {
+        let Some(auction) = kv.value.get_only(&self.auctions)? else {
+            // Bids without their auction (or placed after it expired): nothing to win.
+            self.no_auction.inc();
+            return Ok(());
+        };
+        let bids = kv.value.get_all(&self.bids)?;
+        if let Some(late) = bids.iter().find(|b| b.date_time >= auction.expires) {
+            return Err(format!(
+                "bid at {} merged into auction {} which expired at {}",
+                late.date_time, auction.id, auction.expires
+            )
+            .into());
+        }
+        self.under_reserve.inc_by(bids.iter().filter(|b| b.price < auction.reserve).count() as i64);
+        match winner(&auction, &bids) {
+            Some(best) => {
+                let bid = best.clone();
+                ctx.output(AuctionBid { auction, bid });
+            }
+            None => self.no_valid_bids.inc(),
+        }
+        Ok(())
+    }
+}
+
+/// Beam's `WinningBids`: the winning bid of every auction that closed, timestamped at
+/// `expires - 1` (the end of the merged auction window). Counters `noAuction`, `underReserve`
+/// and `noValidBids` land in the namespace given.
+pub struct WinningBids {
+    namespace: String,
+    window_fn: AuctionOrBidWindowFn,
+}
+
+impl WinningBids {
+    /// WinningBids for `config`, counting in `namespace`.
+    pub fn new(namespace: &str, config: &NexmarkConfig) -> Self {
+        WinningBids { namespace: namespace.to_string(), window_fn: AuctionOrBidWindowFn::new(config) }
+    }
+}
+
+impl PTransform<PCollection<Event>> for WinningBids {
+    type Output = PCollection<AuctionBid>;
+
+    fn expand(self, events: PCollection<Event>) -> PCollection<AuctionBid> {
+        let counter = |n: &str| Metrics::counter(&self.namespace, n).expect("non-empty names");
+        let windowed = events
+            .apply("AuctionsAndBids", Filter::by(|e: &Event| matches!(e, Event::Auction(_) | Event::Bid(_))))
+            .apply("Window", Window::into_by_element(self.window_fn));
+        let auctions = windowed.apply(
+            "AuctionById",
+            FlatMap::new(|e: Event| match e {
+                Event::Auction(a) => vec![KV::new(a.id, a)],
+                _ => vec![],
+            }),
+        );
+        let bids = windowed.apply(
+            "BidByAuction",
+            FlatMap::new(|e: Event| match e {
+                Event::Bid(b) => vec![KV::new(b.auction, b)],
+                _ => vec![],
+            }),
+        );
+        let (at, bt) = (TupleTag::<Auction>::new("auctions"), TupleTag::<Bid>::new("bids"));
+        KeyedPCollectionTuple::of(&at, &auctions).and(&bt, &bids).apply("CoGroup", CoGroupByKey).apply(
+            "Join",
+            ParDo::of(Join {
+                auctions: at,
+                bids: bt,
+                no_auction: counter("noAuction"),
+                under_reserve: counter("underReserve"),
+                no_valid_bids: counter("noValidBids"),
+            }),
+        )
+    }
+}
+
+/// Q9 WINNING_BIDS.
+pub(crate) fn q9(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<AuctionBid> {
+    events.apply("WinningBids", WinningBids::new("WINNING_BIDS", config))
+}
+
+/// Q4 AVERAGE_PRICE_FOR_CATEGORY: the mean winning price per category in sliding windows.
+pub(crate) fn q4(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<CategoryPrice> {
+    let secs = |s: i64| Duration::from_secs(s.max(0) as u64);
+    events
+        .apply("WinningBids", WinningBids::new("AVERAGE_PRICE_FOR_CATEGORY", config))
+        .apply("Rekey", Map::new(|ab: AuctionBid| KV::new(ab.auction.category, ab.bid.price)))
+        .apply(
+            "Window",
+            Window::into(SlidingWindows::of(secs(config.window_size_sec)).every(secs(config.window_period_sec))),
+        )
+        .apply("Average", Mean::per_key::<i64, i64>())
+        .apply("Project", ParDo::of(ProjectCategoryPrice))
+}
+
+#[derive(Clone)]
+struct ProjectCategoryPrice;
+
+impl DoFn for ProjectCategoryPrice {
+    type In = KV<i64, f64>;
+    type Out = CategoryPrice;
+
+    fn process(&mut self, kv: KV<i64, f64>, ctx: &mut ProcessContext<'_, CategoryPrice>) -> UserResult {
+        let is_last = ctx.pane().is_last;
+        ctx.output(CategoryPrice { category: kv.key, price: java_round(kv.value), is_last });
+        Ok(())
+    }
+}
+
+/// Beam's `MovingMeanSellingPrice`: the average price of the latest `max` winning bids, ordered
+/// by Beam's `ASCENDING_TIME_THEN_PRICE`.
+#[derive(Clone)]
+pub struct MovingMeanSellingPrice {
+    max: usize,
+}
+
+/// Beam's `Bid.ASCENDING_TIME_THEN_PRICE`.
+pub fn ascending_time_then_price(a: &Bid, b: &Bid) -> Ordering {
+    a.date_time.cmp(&b.date_time).then(a.price.cmp(&b.price))
+}
+
+impl MovingMeanSellingPrice {
+    fn keep_latest(&self, acc: &mut Vec<Bid>) {
+        acc.sort_by(ascending_time_then_price);
+        if acc.len() > self.max {
+            acc.drain(..acc.len() - self.max);
+        }
+    }
+}
+
+impl CombineFn for MovingMeanSellingPrice {
+    type In = Bid;
+    type Accum = Vec<Bid>;
+    type Out = i64;
+
+    fn create_accumulator(&self) -> Vec<Bid> {
+        Vec::new()
+    }
+
+    fn add_input(&self, acc: &mut Vec<Bid>, input: Bid) {
+        acc.push(input);
+        self.keep_latest(acc);
+    }
+
+    fn merge_accumulators(&self, accs: Vec<Vec<Bid>>) -> Vec<Bid> {
+        let mut all: Vec<Bid> = accs.into_iter().flatten().collect();
+        self.keep_latest(&mut all);
+        all
+    }
+
+    fn extract_output(&self, acc: Vec<Bid>) -> i64 {
+        mean_price(&acc)
+    }
+}
+
+/// The rounded mean price of `bids` (0 for none), as Q6 reports it.
+pub fn mean_price(bids: &[Bid]) -> i64 {
+    if bids.is_empty() {
+        return 0;
+    }
+    let sum: i64 = bids.iter().map(|b| b.price).sum();
+    java_round(sum as f64 / bids.len() as f64)
+}
+
+/// How many of a seller's latest winning bids Q6 averages.
+pub const Q6_LATEST_BIDS: usize = 10;
+
+/// Q6 AVERAGE_SELLING_PRICE_BY_SELLER: per seller, the mean price of their latest 10 winning
+/// bids, updated on every winning bid (global window, accumulating panes).
+pub(crate) fn q6(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<SellerPrice> {
+    events
+        .apply("WinningBids", WinningBids::new("AVERAGE_SELLING_PRICE_BY_SELLER", config))
+        .apply("Rekey", Map::new(|ab: AuctionBid| KV::new(ab.auction.seller, ab.bid)))
+        .apply(
+            "Window",
+            Window::into(GlobalWindows)
+                .triggering(Repeatedly::forever(AfterPane::element_count_at_least(1)))
+                .accumulating_fired_panes()
+                .with_allowed_lateness(Duration::ZERO),
+        )
+        .apply("Average", Combine::per_key(MovingMeanSellingPrice { max: Q6_LATEST_BIDS }))
+        .apply("Select", Map::new(|kv: KV<i64, i64>| SellerPrice { seller: kv.key, price: kv.value }))
+}
