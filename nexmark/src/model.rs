@@ -127,6 +127,16 @@ impl Event {
         }
     }
 
+    /// Beam's `hasAnnotation`: whether `extra` starts with `annotation: `.
+    pub fn has_annotation(&self, annotation: &str) -> bool {
+        let extra = match self {
+            Event::Person(p) => &p.extra,
+            Event::Auction(a) => &a.extra,
+            Event::Bid(b) => &b.extra,
+        };
+        extra.strip_prefix(annotation).is_some_and(|rest| rest.starts_with(": "))
+    }
+
     /// Beam's `withAnnotation`: prefixes `extra` with `annotation: `.
     pub fn with_annotation(mut self, annotation: &str) -> Event {
         let extra = match &mut self {

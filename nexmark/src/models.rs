@@ -18,7 +18,7 @@ fn record<T: serde::Serialize>(timestamp: i64, value: &T) -> ResultRecord {
 }
 
 /// The model's results for `query`, or `None` when the query has no model (its output depends
-/// on processing time, or it is not implemented yet).
+/// on processing time).
 pub fn expected(query: QueryName, config: &NexmarkConfig) -> Option<Vec<ResultRecord>> {
     let events: Vec<Event> = standard_events(config).collect();
     expected_for(query, config, &events)
@@ -54,6 +54,7 @@ pub fn expected_for(query: QueryName, config: &NexmarkConfig, all: &[Event]) -> 
         QueryName::HotItems => q5(config, all),
         QueryName::HighestBid => q7(config, all),
         QueryName::MonitorNewUsers => q8(config, all),
+        QueryName::LogToShardedFiles => q10(config, all),
         QueryName::UserSessions => q11(config, all)?,
         QueryName::BoundedSideInputJoin => q13(config, all),
         QueryName::SessionSideInputJoin => q14(config, all),
@@ -217,6 +218,20 @@ fn q8(config: &NexmarkConfig, events: &[Event]) -> Vec<ResultRecord> {
         }
     }
     out
+}
+
+/// Q10: one `Done` per fixed window holding any event, once its index is written.
+fn q10(config: &NexmarkConfig, events: &[Event]) -> Vec<ResultRecord> {
+    use crate::queries::log_to_files::Done;
+    let size = config.window_size_sec * 1000;
+    let windows: std::collections::BTreeSet<i64> = events.iter().map(|e| e.date_time().div_euclid(size)).collect();
+    windows
+        .into_iter()
+        .map(|w| {
+            let max_timestamp = (w + 1) * size - 1;
+            record(max_timestamp, &Done::for_window(max_timestamp))
+        })
+        .collect()
 }
 
 /// Session windows of `gap` ms per bidder: (bidder, start, end, bids in time order).

@@ -8,8 +8,10 @@ use weir_sdk::{Counter, Distribution, DoFn, Element, Metrics, PCollection, ParDo
 use crate::model::{Bid, Event};
 
 pub mod beyond_stateless;
+pub mod log_to_files;
 pub mod winning_bids;
 use crate::{NexmarkConfig, QueryName};
+pub use log_to_files::QueryOptions;
 
 /// One query result: the element's timestamp and its value in Beam's JSON form.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -57,11 +59,6 @@ impl BeamJson for Event {
         self.to_json()
     }
 }
-
-/// A query has no implementation yet (Beam's launcher skips such configurations).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("query {} ({}) is not implemented", .0.number(), .0.name())]
-pub struct NotImplemented(pub QueryName);
 
 /// Beam's `Monitor` metrics for one prefix (`event` or `result`) in a query's namespace:
 /// counters `<prefix>.elements` and `<prefix>.bytes`, and distributions whose minimum or maximum
@@ -153,14 +150,21 @@ fn records<T: Element + BeamJson>(query: QueryName, results: &PCollection<T>) ->
 
 /// Applies `query` to `events` as Beam's `NexmarkQuery` does: an event monitor, the query, and
 /// the results as [`ResultRecord`]s. Counters land in the query's namespace (its name).
-pub fn apply(
+/// Options beyond the configuration take their defaults (see [`apply_with`]).
+pub fn apply(query: QueryName, config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<ResultRecord> {
+    apply_with(query, config, &QueryOptions::default(), events)
+}
+
+/// [`apply`] with the options beyond the configuration (Q10's output path and shard count).
+pub fn apply_with(
     query: QueryName,
     config: &NexmarkConfig,
+    options: &QueryOptions,
     events: &PCollection<Event>,
-) -> Result<PCollection<ResultRecord>, NotImplemented> {
+) -> PCollection<ResultRecord> {
     let namespace = query.name().to_string();
     let monitored = monitor_events(&namespace, events);
-    Ok(match query {
+    match query {
         QueryName::Passthrough => records(
             query,
             &monitored.apply(
@@ -182,14 +186,14 @@ pub fn apply(
         QueryName::HotItems => records(query, &beyond_stateless::q5(config, &monitored)),
         QueryName::HighestBid => records(query, &beyond_stateless::q7(config, &monitored)),
         QueryName::MonitorNewUsers => records(query, &beyond_stateless::q8(config, &monitored)),
+        QueryName::LogToShardedFiles => records(query, &log_to_files::q10(config, options, &monitored)),
         QueryName::UserSessions => records(query, &beyond_stateless::q11(config, &monitored)),
         QueryName::ProcessingTimeWindows => records(query, &beyond_stateless::q12(config, &monitored)),
         QueryName::BoundedSideInputJoin => records(query, &beyond_stateless::q13(config, &monitored)),
         QueryName::SessionSideInputJoin => records(query, &beyond_stateless::q14(config, &monitored)),
         QueryName::PortabilityBatch => records(query, &beyond_stateless::q15(config, &monitored)),
         QueryName::Reshuffle => records(query, &beyond_stateless::q16(config, &monitored)),
-        other => return Err(NotImplemented(other)),
-    })
+    }
 }
 
 /// Encodes an event with the pipeline's event coder and decodes it again (Q0, Q15), reusing one
