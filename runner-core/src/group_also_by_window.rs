@@ -235,34 +235,43 @@ impl GroupAlsoByWindow {
         let mut group_of: Vec<u32> = Vec::with_capacity(n);
         let mut kept: Vec<u32> = Vec::with_capacity(n);
         let merging = self.strategy.needs_merge();
-        // With merging windows, a later row of the batch can merge the window an earlier row
-        // went to into a bigger one: first merge every row, remembering where each merged-away
-        // window went, then group each row under the window it finally belongs to.
-        let mut windows: Vec<Window> = Vec::with_capacity(if merging { n } else { 0 });
+        // With merging windows, the batch's new windows are merged once per key, together with
+        // the key's active windows (as Beam's ReduceFnRunner merges once per bundle); each row
+        // then goes to the window its own window was merged into.
         let mut moved: hashbrown::HashMap<(&[u8], Window), Window> = hashbrown::HashMap::new();
         if merging {
+            let mut seen: hashbrown::HashSet<(&[u8], Window)> = hashbrown::HashSet::with_capacity(n.min(1 << 16));
+            let mut per_key: hashbrown::HashMap<&[u8], Vec<Window>> = hashbrown::HashMap::new();
+            let mut key_order: Vec<&[u8]> = Vec::new();
             for i in 0..n {
-                let key = batch.key(i);
-                let (window, merges) = self.merge_new_window(key, batch.rows[i].window)?;
-                for (sources, merged) in merges {
+                let (key, window) = (batch.key(i), batch.rows[i].window);
+                if seen.insert((key, window)) {
+                    per_key
+                        .entry(key)
+                        .or_insert_with(|| {
+                            key_order.push(key);
+                            Vec::new()
+                        })
+                        .push(window);
+                }
+            }
+            for key in key_order {
+                let new = per_key.remove(key).unwrap_or_default();
+                for (sources, merged) in self.merge_new_windows(key, &new)? {
                     for source in sources.into_iter().filter(|s| *s != merged) {
                         moved.insert((key, source), merged);
                     }
                 }
-                windows.push(window);
             }
         }
         for i in 0..n {
             let key = batch.key(i);
             let mut window = batch.rows[i].window;
-            if let Some(&merged) = windows.get(i) {
-                window = merged;
-                // Merged windows only grow, so following the moves always ends.
-                for _ in 0..=moved.len() {
-                    match moved.get(&(key, window)) {
-                        Some(next) => window = *next,
-                        None => break,
-                    }
+            // Merged windows only grow, so following the moves always ends.
+            for _ in 0..=moved.len() {
+                match moved.get(&(key, window)) {
+                    Some(next) => window = *next,
+                    None => break,
                 }
             }
             if self.strategy.gc_time(&window) < self.watermarks.input() {
@@ -330,34 +339,39 @@ impl GroupAlsoByWindow {
         Some(ws)
     }
 
-    /// Adds `window` to the key's active windows, merges, and returns the window the new
-    /// element ends up in.
-    /// Also returns the merges made, as (merged-away windows, result).
-    fn merge_new_window(&mut self, key: &[u8], window: Window) -> Result<(Window, Vec<Merge>)> {
-        self.ensure_window(key, window);
-        let active: Vec<Window> = self
-            .keys
-            .get(key)
+    /// Adds the `new` windows to the key's active windows and merges them all once; returns
+    /// the merges made, as (merged windows, result). Windows that merge away never get state of
+    /// their own; a window already active keeps its state unless something merges into it.
+    fn merge_new_windows(&mut self, key: &[u8], new: &[Window]) -> Result<Vec<Merge>> {
+        let existing = self.keys.get(key);
+        let mut active: Vec<Window> = existing
             .map(|ws| ws.iter().filter(|(_, s)| !s.closed).map(|(w, _)| *w).collect())
             .unwrap_or_default();
+        let fresh: Vec<Window> =
+            new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(*w))).copied().collect();
+        active.extend_from_slice(&fresh);
         let merges = self.strategy.window_fn.merge_windows(&active);
-        let mut result = window;
-        for (sources, merged) in merges.iter().cloned() {
+        let mut placed: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
+        for (sources, merged) in &merges {
+            placed.extend(sources.iter().copied());
+            placed.insert(*merged);
             let mut states = Vec::new();
-            for s in &sources {
-                if let Some(st) = self.remove_window(key, s) {
-                    states.push(st);
-                }
+            for s in sources.iter().filter(|s| *s != merged) {
+                states.extend(self.remove_window(key, s));
             }
-            let existing = self.remove_window(key, &merged);
-            states.extend(existing);
-            let state = self.merge_states(&merged, states)?;
-            self.install(key, merged, state);
-            if sources.contains(&window) {
-                result = merged;
+            if states.is_empty() {
+                // Only stateless (new) windows merged into `merged`: it keeps its own state.
+                self.ensure_window(key, *merged);
+                continue;
             }
+            states.extend(self.remove_window(key, merged));
+            let state = self.merge_states(merged, states)?;
+            self.install(key, *merged, state);
         }
-        Ok((result, merges))
+        for w in fresh.into_iter().filter(|w| !placed.contains(w)) {
+            self.ensure_window(key, w);
+        }
+        Ok(merges)
     }
 
     fn merge_states(&self, merged: &Window, states: Vec<WindowState>) -> Result<WindowState> {
