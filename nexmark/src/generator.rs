@@ -328,9 +328,9 @@ fn generate_event(c: &GeneratorConfig, events_so_far: i64, event_id: i64, timest
     let mut random = JavaRandom::new(event_id);
     let rem = event_id % PROPORTION_DENOMINATOR;
     if rem < PERSON_PROPORTION {
-        Event::Person(next_person(event_id, &mut random, timestamp, &c.config))
+        Event::Person(Box::new(next_person(event_id, &mut random, timestamp, &c.config)))
     } else if rem < PERSON_PROPORTION + AUCTION_PROPORTION {
-        Event::Auction(next_auction(c, events_so_far, event_id, &mut random, timestamp))
+        Event::Auction(Box::new(next_auction(c, events_so_far, event_id, &mut random, timestamp)))
     } else {
         Event::Bid(next_bid(event_id, &mut random, timestamp, &c.config))
     }

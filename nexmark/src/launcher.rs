@@ -319,25 +319,32 @@ fn run_one(
         Target::Query(query) => {
             let options = QueryOptions { output_path: args.output_path.clone(), max_num_workers: args.max_num_workers };
             let results = queries::apply_with(query, config, &options, &events);
-            if let Some(dir) = &args.results {
-                let dir = dir.join(query.name());
-                results
-                    .apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() }))
-                    .apply("WriteResults", WriteJsonLines::to(dir.to_string_lossy().to_string()));
+            if args.check && args.events_file.is_some() {
+                return Err("--check compares with the generator's model; it cannot be used with --events-file".into());
             }
-            if args.check {
-                if args.events_file.is_some() {
-                    return Err(
-                        "--check compares with the generator's model; it cannot be used with --events-file".into()
-                    );
+            let model = if args.check {
+                let model = expected(query, config);
+                if model.is_none() {
+                    eprintln!("{}: no model to check against; --check skipped", query.name());
                 }
-                match expected(query, config) {
-                    Some(model) => {
-                        let rule = comparison(query);
-                        assert_that(&results)
-                            .satisfies(move |actual: Vec<ResultRecord>| compare(rule, &actual, &model));
-                    }
-                    None => eprintln!("{}: no model to check against; --check skipped", query.name()),
+                model
+            } else {
+                None
+            };
+            if args.results.is_none() && model.is_none() {
+                // A benchmark run: results are counted, not rendered (Beam's DEVNULL sink).
+                results.discard();
+            } else {
+                let records = results.records();
+                if let Some(dir) = &args.results {
+                    let dir = dir.join(query.name());
+                    records
+                        .apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() }))
+                        .apply("WriteResults", WriteJsonLines::to(dir.to_string_lossy().to_string()));
+                }
+                if let Some(model) = model {
+                    let rule = comparison(query);
+                    assert_that(&records).satisfies(move |actual: Vec<ResultRecord>| compare(rule, &actual, &model));
                 }
             }
         }

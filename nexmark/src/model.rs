@@ -72,10 +72,11 @@ pub struct Bid {
 /// [`Event::from_json`] give Beam's JSON form, which is the inner object alone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
-    /// A new person.
-    Person(Person),
+    /// A new person (boxed, as the rarer and larger kinds are, so that an event, mostly a bid,
+    /// moves between pipeline steps as 64 bytes).
+    Person(Box<Person>),
     /// A new auction.
-    Auction(Auction),
+    Auction(Box<Auction>),
     /// A bid.
     Bid(Bid),
 }
@@ -103,8 +104,8 @@ impl Event {
     /// Parses one line of Beam's JSON form (a Person, Auction or Bid object).
     pub fn from_json(line: &str) -> Result<Event, serde_json::Error> {
         Ok(match serde_json::from_str::<BeamJsonEvent>(line)? {
-            BeamJsonEvent::Person(p) => Event::Person(p),
-            BeamJsonEvent::Auction(a) => Event::Auction(a),
+            BeamJsonEvent::Person(p) => Event::Person(Box::new(p)),
+            BeamJsonEvent::Auction(a) => Event::Auction(Box::new(a)),
             BeamJsonEvent::Bid(b) => Event::Bid(b),
         })
     }

@@ -84,11 +84,11 @@ fn q3(events: &[Event]) -> Vec<ResultRecord> {
                 for a in waiting.remove(&p.id).unwrap_or_default() {
                     emit(&p, &a, &mut out, p.date_time);
                 }
-                persons.insert(p.id, p);
+                persons.insert(p.id, *p);
             }
             Event::Auction(a) if a.category == 10 => match persons.get(&a.seller) {
                 Some(p) => emit(p, &a, &mut out, a.date_time),
-                None => waiting.entry(a.seller).or_default().push(a),
+                None => waiting.entry(a.seller).or_default().push(*a),
             },
             _ => {}
         }
@@ -105,7 +105,7 @@ fn winning_bids(events: &[Event]) -> Vec<(i64, AuctionBid)> {
     for e in events {
         match e {
             Event::Auction(a) => {
-                auctions.insert(a.id, a.clone());
+                auctions.insert(a.id, (**a).clone());
             }
             Event::Bid(b) => bids.entry(b.auction).or_default().push(b.clone()),
             Event::Person(_) => {}
@@ -204,9 +204,9 @@ fn q8(config: &NexmarkConfig, events: &[Event]) -> Vec<ResultRecord> {
     for e in events.iter().cloned() {
         match e {
             Event::Person(p) => {
-                persons.insert((p.date_time.div_euclid(size), p.id), p);
+                persons.insert((p.date_time.div_euclid(size), p.id), *p);
             }
-            Event::Auction(a) => auctions.entry((a.date_time.div_euclid(size), a.seller)).or_default().push(a),
+            Event::Auction(a) => auctions.entry((a.date_time.div_euclid(size), a.seller)).or_default().push(*a),
             Event::Bid(_) => {}
         }
     }

@@ -344,9 +344,8 @@ impl GroupAlsoByWindow {
     /// their own; a window already active keeps its state unless something merges into it.
     fn merge_new_windows(&mut self, key: &[u8], new: &[Window]) -> Result<Vec<Merge>> {
         let existing = self.keys.get(key);
-        let mut active: Vec<Window> = existing
-            .map(|ws| ws.iter().filter(|(_, s)| !s.closed).map(|(w, _)| *w).collect())
-            .unwrap_or_default();
+        let mut active: Vec<Window> =
+            existing.map(|ws| ws.iter().filter(|(_, s)| !s.closed).map(|(w, _)| *w).collect()).unwrap_or_default();
         let fresh: Vec<Window> =
             new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(*w))).copied().collect();
         active.extend_from_slice(&fresh);

@@ -39,10 +39,58 @@ impl Cells {
     }
 }
 
+/// One kind of metric cell of a container, found by the handle's `Arc` first (the
+/// per-element path: a pointer comparison over the step's few metrics), by name otherwise.
+#[derive(Debug)]
+struct CellList<V> {
+    cells: Vec<(Arc<MetricName>, V)>,
+}
+
+impl<V> Default for CellList<V> {
+    fn default() -> Self {
+        CellList { cells: Vec::new() }
+    }
+}
+
+impl<V: Copy> CellList<V> {
+    fn cell(&mut self, name: &Arc<MetricName>, empty: V) -> &mut V {
+        let found = self
+            .cells
+            .iter()
+            .position(|(n, _)| Arc::ptr_eq(n, name))
+            .or_else(|| self.cells.iter().position(|(n, _)| **n == **name));
+        let i = found.unwrap_or_else(|| {
+            self.cells.push((name.clone(), empty));
+            self.cells.len() - 1
+        });
+        &mut self.cells[i].1
+    }
+
+    fn to_map(&self, combine: impl Fn(&V, &V) -> V) -> BTreeMap<MetricName, V> {
+        let mut out: BTreeMap<MetricName, V> = BTreeMap::new();
+        for (n, v) in &self.cells {
+            match out.get_mut(&**n) {
+                Some(e) => *e = combine(e, v),
+                None => {
+                    out.insert((**n).clone(), *v);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Default)]
+struct LiveCells {
+    counters: CellList<i64>,
+    distributions: CellList<DistributionResult>,
+    gauges: CellList<GaugeResult>,
+}
+
 /// The metrics of one step (or of no step) in one unit of work.
 #[derive(Debug, Default)]
 pub struct MetricsContainerImpl {
-    cells: Mutex<Cells>,
+    cells: Mutex<LiveCells>,
 }
 
 impl MetricsContainerImpl {
@@ -51,39 +99,45 @@ impl MetricsContainerImpl {
         Arc::new(Self::default())
     }
 
-    fn cells(&self) -> std::sync::MutexGuard<'_, Cells> {
+    fn live(&self) -> std::sync::MutexGuard<'_, LiveCells> {
         self.cells.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn cells(&self) -> Cells {
+        let c = self.live();
+        Cells {
+            counters: c.counters.to_map(|a, b| a.wrapping_add(*b)),
+            distributions: c.distributions.to_map(DistributionResult::combine),
+            gauges: c.gauges.to_map(GaugeResult::combine),
+        }
     }
 
     /// Whether nothing was recorded.
     pub fn is_empty(&self) -> bool {
-        let c = self.cells();
-        c.counters.is_empty() && c.distributions.is_empty() && c.gauges.is_empty()
+        let c = self.live();
+        c.counters.cells.is_empty() && c.distributions.cells.is_empty() && c.gauges.cells.is_empty()
     }
 
     /// Sets a gauge at an explicit time (for system metrics).
-    pub fn set_gauge_at(&self, name: &MetricName, value: i64, timestamp: i64) {
-        let mut c = self.cells();
-        let g = c.gauges.entry(name.clone()).or_insert(GaugeResult::EMPTY);
+    pub fn set_gauge_at(&self, name: &Arc<MetricName>, value: i64, timestamp: i64) {
+        let mut c = self.live();
+        let g = c.gauges.cell(name, GaugeResult::EMPTY);
         *g = g.combine(&GaugeResult { value, timestamp });
     }
 }
 
 impl MetricsContainer for MetricsContainerImpl {
-    fn inc_counter(&self, name: &MetricName, n: i64) {
-        let mut c = self.cells();
-        if let Some(v) = c.counters.get_mut(name) {
-            *v = v.wrapping_add(n);
-        } else {
-            c.counters.insert(name.clone(), n);
-        }
+    fn inc_counter(&self, name: &Arc<MetricName>, n: i64) {
+        let mut c = self.live();
+        let v = c.counters.cell(name, 0);
+        *v = v.wrapping_add(n);
     }
-    fn update_distribution(&self, name: &MetricName, value: i64) {
-        let mut c = self.cells();
-        let d = c.distributions.entry(name.clone()).or_insert(DistributionResult::EMPTY);
-        *d = d.combine(&DistributionResult { sum: value, count: 1, min: value, max: value });
+    fn update_distribution(&self, name: &Arc<MetricName>, values: &DistributionResult) {
+        let mut c = self.live();
+        let d = c.distributions.cell(name, DistributionResult::EMPTY);
+        *d = d.combine(values);
     }
-    fn set_gauge(&self, name: &MetricName, value: i64) {
+    fn set_gauge(&self, name: &Arc<MetricName>, value: i64) {
         self.set_gauge_at(name, value, weir_sdk::time::now_millis());
     }
 }
@@ -97,7 +151,7 @@ pub struct MetricsStepMap {
 impl MetricsStepMap {
     /// Merges a finished unit of work's container for `step` (each container exactly once).
     pub fn merge(&self, step: Option<&str>, container: &MetricsContainerImpl) {
-        let cells = container.cells().clone();
+        let cells = container.cells();
         let mut steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
         steps.entry(step.map(String::from)).or_default().merge(&cells);
     }
@@ -171,11 +225,11 @@ mod tests {
     #[test]
     fn attempted_counts_every_try_committed_only_commits() {
         let job = JobMetrics::with_committed();
-        let name = MetricName::new("ns", "c").unwrap();
+        let name = Arc::new(MetricName::new("ns", "c").unwrap());
         for committed in [false, true] {
             let c = MetricsContainerImpl::new();
             c.inc_counter(&name, 2);
-            c.update_distribution(&name, 5);
+            c.update_distribution(&name, &DistributionResult::of(5));
             c.set_gauge_at(&name, 7, 100);
             job.record(Some("Step"), &c, committed);
         }
@@ -192,7 +246,7 @@ mod tests {
     fn attempted_only_runners_report_no_committed() {
         let job = Arc::new(JobMetrics::default());
         let c = MetricsContainerImpl::new();
-        c.inc_counter(&MetricName::new("ns", "c").unwrap(), 1);
+        c.inc_counter(&Arc::new(MetricName::new("ns", "c").unwrap()), 1);
         job.record(None, &c, true);
         let r = job.snapshot();
         assert!(r.counters[0].committed().is_err());

@@ -184,7 +184,7 @@ pub fn count_drops(op: &dyn Operator, before: DropCounts, metrics: &MetricsConta
     ] {
         if delta > 0 {
             if let Ok(n) = MetricName::new(SYSTEM_NAMESPACE, name) {
-                metrics.inc_counter(&n, delta as i64);
+                metrics.inc_counter(&std::sync::Arc::new(n), delta as i64);
             }
         }
     }

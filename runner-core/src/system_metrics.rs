@@ -3,13 +3,15 @@
 //! [`crate::operator::count_drops`]), input and output watermarks and the output watermark's lag
 //! behind processing time, and state size.
 
+use std::sync::Arc;
+
 use crate::metrics::MetricsContainerImpl;
 use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::metrics::{MetricName, MetricsContainer};
 use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 
-fn name(n: &str) -> Option<MetricName> {
-    MetricName::new(crate::operator::SYSTEM_NAMESPACE, n).ok()
+fn name(n: &str) -> Option<Arc<MetricName>> {
+    MetricName::new(crate::operator::SYSTEM_NAMESPACE, n).ok().map(Arc::new)
 }
 
 /// Adds a batch to the step's `elementsIn`/`bytesIn` (or `elementsOut`/`bytesOut`) counters.

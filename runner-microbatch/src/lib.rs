@@ -10,7 +10,8 @@
 //!
 //! Bounded pipelines run through the same loop (D7): bounded sources keep their watermark at the
 //! beginning of time until they are exhausted, then jump to the end; batch size is bounded by
-//! `--max-batch-size`, so memory is bounded by state, not by input.
+//! `--max-batch-size` (records per batch across a source's splits), so memory is bounded by state,
+//! not by input.
 //!
 //! The plan partitions every stage into `--parallelism` partitions that run in parallel; keyed
 //! operators (GroupByKey, Combine.perKey, stateful ParDo) are preceded by an exchange that

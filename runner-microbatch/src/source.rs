@@ -166,8 +166,9 @@ impl SourceState {
         }
     }
 
-    /// Reads the next slice: at most `max` records per split, spread over `partitions`; when
-    /// replaying a logged batch, exactly the logged count of each split.
+    /// Reads the next slice: about `max` records in all (`max` shared evenly among the splits
+    /// that still have data, rounded up), spread over `partitions`; when replaying a logged batch, exactly the
+    /// logged count of each split.
     pub(crate) fn next(
         &mut self,
         partitions: usize,
@@ -175,7 +176,8 @@ impl SourceState {
         replay: Option<&[usize]>,
         clock: &mut Clock,
     ) -> Result<SourceBatch> {
-        let limit = |i: usize| replay.map(|r| r.get(i).copied().unwrap_or(0)).unwrap_or(max);
+        let limit =
+            |i: usize, live: usize| replay.map(|r| r.get(i).copied().unwrap_or(0)).unwrap_or(max.div_ceil(live.max(1)));
         let mut counts = Vec::new();
         let start_offset = self.offsets();
         let name = self.name.clone();
@@ -209,6 +211,7 @@ impl SourceState {
                     );
                 }
                 let splits = splits.as_mut().expect("set above");
+                let live = splits.iter().filter(|s| !s.done).count();
                 for (i, s) in splits.iter_mut().enumerate() {
                     counts.push(0);
                     if s.done {
@@ -218,7 +221,7 @@ impl SourceState {
                         s.reader = Some(guarded(&name, "open reader", || s.source.reader())?);
                     }
                     let reader = s.reader.as_mut().expect("set above");
-                    let n = limit(i).max(1);
+                    let n = limit(i, live).max(1);
                     // Bundles of at most BUNDLE elements keep allocations cache- and
                     // allocator-friendly however large the batch is.
                     while counts[i] < n {
@@ -259,8 +262,9 @@ impl SourceState {
                     *readers = Some(rs);
                 }
                 let rs = readers.as_mut().expect("set above");
+                let live = rs.len();
                 for (i, r) in rs.iter_mut().enumerate() {
-                    let want = limit(i);
+                    let want = limit(i, live);
                     let mut got = 0;
                     let mut parts = Vec::new();
                     // A replay reads exactly the logged count (the source re-delivers it).

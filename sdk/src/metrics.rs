@@ -57,13 +57,16 @@ impl fmt::Display for MetricKey {
 }
 
 /// Where metric updates go while user code of one step runs. Implemented by runner-core.
+///
+/// Names come as the handle's shared `Arc`, so that a container can find a metric's cell by
+/// pointer on the per-element path instead of comparing names.
 pub trait MetricsContainer: Send + Sync {
     /// Adds `n` (possibly negative) to a counter.
-    fn inc_counter(&self, name: &MetricName, n: i64);
-    /// Adds a value to a distribution.
-    fn update_distribution(&self, name: &MetricName, value: i64);
+    fn inc_counter(&self, name: &Arc<MetricName>, n: i64);
+    /// Adds values, given as their aggregate, to a distribution.
+    fn update_distribution(&self, name: &Arc<MetricName>, values: &DistributionResult);
     /// Sets a gauge, stamped with the current wall-clock time.
-    fn set_gauge(&self, name: &MetricName, value: i64);
+    fn set_gauge(&self, name: &Arc<MetricName>, value: i64);
 }
 
 thread_local! {
@@ -157,7 +160,14 @@ pub struct Distribution {
 impl Distribution {
     /// Reports a value.
     pub fn update(&self, value: i64) {
-        with_current(|c| c.update_distribution(&self.name, value))
+        self.update_aggregate(&DistributionResult::of(value))
+    }
+    /// Reports many values at once by their aggregate (Beam's `update(sum, count, min, max)`),
+    /// for code that aggregates per bundle instead of reporting every value.
+    pub fn update_aggregate(&self, values: &DistributionResult) {
+        if values.count > 0 {
+            with_current(|c| c.update_distribution(&self.name, values))
+        }
     }
     /// The metric's name.
     pub fn name(&self) -> &MetricName {
@@ -198,6 +208,11 @@ pub struct DistributionResult {
 impl DistributionResult {
     /// The identity: no values.
     pub const EMPTY: DistributionResult = DistributionResult { sum: 0, count: 0, min: i64::MAX, max: i64::MIN };
+
+    /// One value.
+    pub fn of(value: i64) -> DistributionResult {
+        DistributionResult { sum: value, count: 1, min: value, max: value }
+    }
 
     /// `sum / count`, NaN when empty.
     pub fn mean(&self) -> f64 {

@@ -46,7 +46,8 @@ pub struct MicroBatchOptions {
     /// Partitions per stage (0: the number of cores).
     #[arg(long = "parallelism", default_value_t = 0)]
     pub parallelism: usize,
-    /// Most records read from each source split in one batch.
+    /// Most records read from each source in one batch, shared among its splits (Spark's
+    /// `maxOffsetsPerTrigger`): bounds a batch's memory however many splits a source has.
     #[arg(long = "max-batch-size", default_value_t = 100_000)]
     pub max_batch_size: usize,
     /// When batches run.

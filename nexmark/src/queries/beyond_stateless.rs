@@ -57,6 +57,30 @@ pub struct BidsPerSession {
 
 crate::queries::serde_beam_json!(NameCityStateId, AuctionCount, IdNameReserve, BidsPerSession);
 
+impl crate::queries::KnownSize for NameCityStateId {
+    fn size_in_bytes(&self) -> i64 {
+        (self.name.len() + 1 + self.city.len() + 1 + self.state.len() + 1 + 8) as i64
+    }
+}
+
+impl crate::queries::KnownSize for AuctionCount {
+    fn size_in_bytes(&self) -> i64 {
+        8 + 8
+    }
+}
+
+impl crate::queries::KnownSize for IdNameReserve {
+    fn size_in_bytes(&self) -> i64 {
+        8 + self.name.len() as i64 + 1 + 8
+    }
+}
+
+impl crate::queries::KnownSize for BidsPerSession {
+    fn size_in_bytes(&self) -> i64 {
+        8 + 8
+    }
+}
+
 fn secs(s: i64) -> Duration {
     Duration::from_secs(s.max(0) as u64)
 }
@@ -276,7 +300,7 @@ pub(crate) fn q8(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollec
         .apply(
             "PersonsById",
             FlatMap::new(|e: Event| match e {
-                Event::Person(p) => vec![KV::new(p.id, p)],
+                Event::Person(p) => vec![KV::new(p.id, *p)],
                 _ => vec![],
             }),
         )
@@ -285,7 +309,7 @@ pub(crate) fn q8(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollec
         .apply(
             "AuctionsBySeller",
             FlatMap::new(|e: Event| match e {
-                Event::Auction(a) => vec![KV::new(a.seller, a)],
+                Event::Auction(a) => vec![KV::new(a.seller, *a)],
                 _ => vec![],
             }),
         )

@@ -56,6 +56,12 @@ pub struct Done {
 
 crate::queries::serde_beam_json!(Done);
 
+impl crate::queries::KnownSize for Done {
+    fn size_in_bytes(&self) -> i64 {
+        self.message.len() as i64
+    }
+}
+
 impl Done {
     /// The `Done` of the window whose last instant is `max_timestamp`.
     pub fn for_window(max_timestamp: i64) -> Done {

@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 use weir_sdk::coders::{Coder, ElementCoder};
-use weir_sdk::{Counter, Distribution, DoFn, Element, Metrics, PCollection, ParDo, ProcessContext, UserResult};
+use weir_sdk::metrics::DistributionResult;
+use weir_sdk::{
+    Counter, Distribution, DoFn, Element, FinishBundleContext, Metrics, PCollection, ParDo, ProcessContext, UserResult,
+};
 
 use crate::model::{Bid, Event};
 
@@ -63,7 +66,8 @@ impl BeamJson for Event {
 /// Beam's `Monitor` metrics for one prefix (`event` or `result`) in a query's namespace:
 /// counters `<prefix>.elements` and `<prefix>.bytes`, and distributions whose minimum or maximum
 /// give `<prefix>.startTime` / `.endTime` (processing time, ms) and `.startTimestamp` /
-/// `.endTimestamp` (event time).
+/// `.endTimestamp` (event time). Values are aggregated per bundle and reported when it
+/// finishes (the same aggregates as reporting every element, without a metrics update each).
 #[derive(Clone)]
 struct MonitorMetrics {
     elements: Counter,
@@ -72,6 +76,30 @@ struct MonitorMetrics {
     end_time: Distribution,
     start_timestamp: Distribution,
     end_timestamp: Distribution,
+    pending: PendingMonitor,
+    now: i64,
+}
+
+/// How many elements the monitor records per clock read: a few hundred elements take well
+/// under the clock's millisecond resolution.
+const CLOCK_EVERY: i64 = 256;
+
+/// What a bundle recorded and has not reported yet.
+#[derive(Clone, Copy)]
+struct PendingMonitor {
+    elements: i64,
+    bytes: i64,
+    times: DistributionResult,
+    timestamps: DistributionResult,
+}
+
+impl PendingMonitor {
+    const EMPTY: PendingMonitor = PendingMonitor {
+        elements: 0,
+        bytes: 0,
+        times: DistributionResult::EMPTY,
+        timestamps: DistributionResult::EMPTY,
+    };
 }
 
 impl MonitorMetrics {
@@ -85,16 +113,37 @@ impl MonitorMetrics {
             end_time: dist("endTime"),
             start_timestamp: dist("startTimestamp"),
             end_timestamp: dist("endTimestamp"),
+            pending: PendingMonitor::EMPTY,
+            now: 0,
         }
     }
 
-    fn record(&self, bytes: i64, timestamp: i64, now: i64) {
-        self.elements.inc();
-        self.bytes.inc_by(bytes);
-        self.start_time.update(now);
-        self.end_time.update(now);
-        self.start_timestamp.update(timestamp);
-        self.end_timestamp.update(timestamp);
+    /// Records one element; the processing time is read from the clock every
+    /// [`CLOCK_EVERY`] elements (a clock read costs as much as the rest of the monitor).
+    fn record(&mut self, bytes: i64, timestamp: i64) {
+        if self.pending.elements % CLOCK_EVERY == 0 {
+            self.now = weir_sdk::time::now_millis();
+        }
+        let now = self.now;
+        let p = &mut self.pending;
+        p.elements += 1;
+        p.bytes += bytes;
+        p.times = p.times.combine(&DistributionResult::of(now));
+        p.timestamps = p.timestamps.combine(&DistributionResult::of(timestamp));
+    }
+
+    /// Reports the bundle's aggregates (called from `finish_bundle`).
+    fn flush(&mut self) {
+        let p = std::mem::replace(&mut self.pending, PendingMonitor::EMPTY);
+        if p.elements == 0 {
+            return;
+        }
+        self.elements.inc_by(p.elements);
+        self.bytes.inc_by(p.bytes);
+        self.start_time.update_aggregate(&p.times);
+        self.end_time.update_aggregate(&p.times);
+        self.start_timestamp.update_aggregate(&p.timestamps);
+        self.end_timestamp.update_aggregate(&p.timestamps);
     }
 }
 
@@ -109,8 +158,13 @@ impl DoFn for Monitor {
     type Out = Event;
 
     fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
-        self.metrics.record(e.size_in_bytes(), ctx.timestamp(), weir_sdk::time::now_millis());
+        self.metrics.record(e.size_in_bytes(), ctx.timestamp());
         ctx.output(e);
+        Ok(())
+    }
+
+    fn finish_bundle(&mut self, _: &mut FinishBundleContext<'_, Event>) -> UserResult {
+        self.metrics.flush();
         Ok(())
     }
 }
@@ -120,39 +174,130 @@ pub fn monitor_events(namespace: &str, events: &PCollection<Event>) -> PCollecti
     events.apply("Monitor", ParDo::of(Monitor { metrics: MonitorMetrics::new(namespace, "event") }))
 }
 
-/// Turns typed results into [`ResultRecord`]s, counting them like Beam's result monitor.
+/// Beam's `KnownSize`: a result's size in bytes as Beam's model classes report it (what the
+/// `result.bytes` counter adds up).
+pub trait KnownSize {
+    /// Size in bytes.
+    fn size_in_bytes(&self) -> i64;
+}
+
+impl KnownSize for Event {
+    fn size_in_bytes(&self) -> i64 {
+        Event::size_in_bytes(self)
+    }
+}
+
+impl KnownSize for Bid {
+    fn size_in_bytes(&self) -> i64 {
+        Bid::size_in_bytes(self)
+    }
+}
+
+impl KnownSize for AuctionPrice {
+    fn size_in_bytes(&self) -> i64 {
+        8 + 8
+    }
+}
+
+/// Counts typed results like Beam's result monitor and, when rendering, turns them into
+/// [`ResultRecord`]s (Beam's JSON); otherwise drops them (Beam's DEVNULL sink).
 #[derive(Clone)]
-struct ToRecord<T> {
+struct ResultMonitor<T> {
     metrics: MonitorMetrics,
     _t: std::marker::PhantomData<fn(T)>,
 }
 
-impl<T: Element + BeamJson> DoFn for ToRecord<T> {
+impl<T: Element + KnownSize> ResultMonitor<T> {
+    fn record(&mut self, value: &T, ctx: &ProcessContext<'_, impl Element>) {
+        self.metrics.record(value.size_in_bytes(), ctx.timestamp());
+    }
+}
+
+/// The rendering form of [`ResultMonitor`].
+#[derive(Clone)]
+struct ToRecord<T>(ResultMonitor<T>);
+
+impl<T: Element + BeamJson + KnownSize> DoFn for ToRecord<T> {
     type In = T;
     type Out = ResultRecord;
 
     fn process(&mut self, value: T, ctx: &mut ProcessContext<'_, ResultRecord>) -> UserResult {
-        let json = value.to_beam_json();
-        let timestamp = ctx.timestamp();
-        self.metrics.record(json.len() as i64, timestamp, weir_sdk::time::now_millis());
-        let pane = ctx.pane().index;
-        ctx.output(ResultRecord { timestamp, value: json, pane });
+        self.0.record(&value, ctx);
+        let (timestamp, pane) = (ctx.timestamp(), ctx.pane().index);
+        ctx.output(ResultRecord { timestamp, value: value.to_beam_json(), pane });
+        Ok(())
+    }
+
+    fn finish_bundle(&mut self, _: &mut FinishBundleContext<'_, ResultRecord>) -> UserResult {
+        self.0.metrics.flush();
         Ok(())
     }
 }
 
-fn records<T: Element + BeamJson>(query: QueryName, results: &PCollection<T>) -> PCollection<ResultRecord> {
-    results.apply(
-        "Results",
-        ParDo::of(ToRecord::<T> { metrics: MonitorMetrics::new(query.name(), "result"), _t: std::marker::PhantomData }),
-    )
+/// The discarding form of [`ResultMonitor`].
+#[derive(Clone)]
+struct Discard<T>(ResultMonitor<T>);
+
+impl<T: Element + KnownSize> DoFn for Discard<T> {
+    type In = T;
+    type Out = ();
+
+    fn process(&mut self, value: T, ctx: &mut ProcessContext<'_, ()>) -> UserResult {
+        self.0.record(&value, ctx);
+        Ok(())
+    }
+
+    fn finish_bundle(&mut self, _: &mut FinishBundleContext<'_, ()>) -> UserResult {
+        self.0.metrics.flush();
+        Ok(())
+    }
+}
+
+type Finish = Box<dyn FnOnce(bool) -> Option<PCollection<ResultRecord>>>;
+
+/// A query's typed results: rendered as [`ResultRecord`]s with [`QueryResults::records`] (to
+/// write or check them), or counted and dropped with [`QueryResults::discard`] (a benchmark
+/// run, where rendering JSON would be measured too). Either way the result monitor counts them.
+pub struct QueryResults {
+    finish: Finish,
+}
+
+impl QueryResults {
+    fn new<T: Element + BeamJson + KnownSize>(query: QueryName, results: PCollection<T>) -> Self {
+        let monitor =
+            ResultMonitor::<T> { metrics: MonitorMetrics::new(query.name(), "result"), _t: std::marker::PhantomData };
+        QueryResults {
+            finish: Box::new(move |render| {
+                if render {
+                    Some(results.apply("Results", ParDo::of(ToRecord(monitor))))
+                } else {
+                    results.apply("Results", ParDo::of(Discard(monitor)));
+                    None
+                }
+            }),
+        }
+    }
+
+    /// The results in Beam's JSON form, with their timestamps and panes.
+    pub fn records(self) -> PCollection<ResultRecord> {
+        (self.finish)(true).expect("rendering yields records")
+    }
+
+    /// Counts the results and drops them.
+    pub fn discard(self) {
+        (self.finish)(false);
+    }
+}
+
+fn records<T: Element + BeamJson + KnownSize>(query: QueryName, results: &PCollection<T>) -> QueryResults {
+    QueryResults::new(query, results.clone())
 }
 
 /// Applies `query` to `events` as Beam's `NexmarkQuery` does: an event monitor, the query, and
 /// the results as [`ResultRecord`]s. Counters land in the query's namespace (its name).
 /// Options beyond the configuration take their defaults (see [`apply_with`]).
 pub fn apply(query: QueryName, config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<ResultRecord> {
-    apply_with(query, config, &QueryOptions::default(), events)
+    apply_with(query, config, &QueryOptions::default(), events).records()
 }
 
 /// [`apply`] with the options beyond the configuration (Q10's output path and shard count).
@@ -161,7 +306,7 @@ pub fn apply_with(
     config: &NexmarkConfig,
     options: &QueryOptions,
     events: &PCollection<Event>,
-) -> PCollection<ResultRecord> {
+) -> QueryResults {
     let namespace = query.name().to_string();
     let monitored = monitor_events(&namespace, events);
     match query {

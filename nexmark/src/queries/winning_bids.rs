@@ -157,6 +157,24 @@ pub struct SellerPrice {
 
 crate::queries::serde_beam_json!(AuctionBid, CategoryPrice, SellerPrice);
 
+impl crate::queries::KnownSize for AuctionBid {
+    fn size_in_bytes(&self) -> i64 {
+        self.auction.size_in_bytes() + self.bid.size_in_bytes()
+    }
+}
+
+impl crate::queries::KnownSize for CategoryPrice {
+    fn size_in_bytes(&self) -> i64 {
+        8 + 8 + 1
+    }
+}
+
+impl crate::queries::KnownSize for SellerPrice {
+    fn size_in_bytes(&self) -> i64 {
+        8 + 8
+    }
+}
+
 /// Whether bid `a` beats bid `b` for an auction: Beam's `PRICE_THEN_DESCENDING_TIME` (higher
 /// price, then earlier time), then — where Beam keeps whichever came first — the lower bidder
 /// and the smaller `extra`, so that the winner does not depend on arrival order.
@@ -243,7 +261,7 @@ impl PTransform<PCollection<Event>> for WinningBids {
         let auctions = windowed.apply(
             "AuctionById",
             FlatMap::new(|e: Event| match e {
-                Event::Auction(a) => vec![KV::new(a.id, a)],
+                Event::Auction(a) => vec![KV::new(a.id, *a)],
                 _ => vec![],
             }),
         );
