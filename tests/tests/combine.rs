@@ -61,6 +61,35 @@ conformance! {
         p.run();
     }
 
+    fn hot_key_fanout_gives_the_same_results(p) {
+        // Beam's withHotKeyFanout / withFanout: pre-combined per (key, nonce), then merged.
+        let values: Vec<KV<String, i64>> = (0..200).map(|i| KV::new(["a", "b", "c"][i % 3].to_string(), i as i64)).collect();
+        let sums: Vec<KV<String, i64>> = ["a", "b", "c"]
+            .iter()
+            .enumerate()
+            .map(|(j, k)| KV::new(k.to_string(), (0..200).filter(|i| i % 3 == j).map(|i| i as i64).sum()))
+            .collect();
+        let input = p.apply("Create", Create::of(values));
+        assert_that(&input.apply("Sum", Sum::per_key().with_hot_key_fanout(4))).contains_in_any_order(sums);
+        let concat = input
+            .apply("Render", Map::new(|kv: KV<String, i64>| KV::new(kv.key, (kv.value % 5).to_string())))
+            .apply("Concat", Combine::per_key(ConcatFn).with_hot_key_fanout(7))
+            .apply("Lengths", Map::new(|kv: KV<String, String>| KV::new(kv.key, kv.value.len() as i64)));
+        // 67, 67 and 66 one-digit values: "[" + 2n-1 characters + "]".
+        assert_that(&concat).contains_in_any_order(kvs(&[("a", 135), ("b", 135), ("c", 133)]));
+        let numbers = p.apply("Numbers", Create::of((1..=100i64).collect::<Vec<_>>()));
+        assert_that_singleton(&numbers.apply("Total", Combine::globally(weir_sdk::transforms::combiners::SumFn::<i64>::default()).with_fanout(3))).equal_to(5050);
+        let empty = p.apply("Empty", Create::<i64>::of(vec![]));
+        assert_that_singleton(&empty.apply("EmptyTotal", Sum::globally().with_fanout(3))).equal_to(0);
+        let windowed = p
+            .apply("Timed", Create::timestamped((0..40i64).map(|i| TimestampedValue::new(KV::new("k".to_string(), i), i * 10))))
+            .apply("Window", Window::into(FixedWindows::of(std::time::Duration::from_millis(100))))
+            .apply("WindowedSum", Sum::per_key().with_hot_key_fanout(3));
+        let per_window: Vec<KV<String, i64>> = (0..4).map(|w| KV::new("k".to_string(), (w * 10..w * 10 + 10).sum())).collect();
+        assert_that(&windowed).contains_in_any_order(per_window);
+        p.run();
+    }
+
     fn combine_grouped_values(p) {
         let input = p.apply("Create", Create::of(vec![KV::new(1, "x".to_string()), KV::new(1, "y".into()), KV::new(2, "z".into())]));
         let out = input.apply("GroupByKey", GroupByKey::create()).apply("Combine", Combine::grouped_values(ConcatFn));

@@ -99,6 +99,8 @@ conformance! {
         let out = input.apply("Reshuffle", Reshuffle::via_random_key());
         assert_that(&out).contains_in_any_order((0..20).collect());
         assert_that(&out).in_window(W::Interval(IntervalWindow::new(0, 30))).contains_in_any_order((0..10).collect());
+        let bucketed = input.apply("Buckets", Reshuffle::via_random_key().with_num_buckets(3));
+        assert_that(&bucketed).in_window(W::Interval(IntervalWindow::new(30, 60))).contains_in_any_order((10..20).collect());
         let reified = out.apply("Reify", ParDo::of(weir_sdk::transforms::combiners::ReifyTimestampsFn::default()));
         assert_that(&reified).contains_in_any_order((0..20).map(|i| TimestampedValue::new(i, i * 3)).collect());
         p.run();

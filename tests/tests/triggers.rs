@@ -141,8 +141,13 @@ conformance! {
                 .triggering(AfterWatermark::past_end_of_window().with_late_firings(AfterPane::element_count_at_least(1)))
                 .with_allowed_lateness(ms(100));
             let w = if accumulating { w.accumulating_fired_panes() } else { w.discarding_fired_panes() };
-            let sums = p.apply(&format!("{name}Stream"), stream).apply(&format!("{name}Window"), w).apply(&format!("{name}Sum"), Sum::per_key());
-            assert_that(&sums).contains_in_any_order(expected.into_iter().map(k).collect());
+            let windowed = p.apply(&format!("{name}Stream"), stream).apply(&format!("{name}Window"), w);
+            let sums = windowed.apply(&format!("{name}Sum"), Sum::per_key());
+            assert_that(&sums).contains_in_any_order(expected.iter().copied().map(k).collect());
+            // With a hot-key fanout, pre-combined panes are discarding and the final combine
+            // accumulates: the same panes.
+            let fanned = windowed.apply(&format!("{name}FanoutSum"), Sum::per_key().with_hot_key_fanout(3));
+            assert_that(&fanned).contains_in_any_order(expected.into_iter().map(k).collect());
         }
         p.run();
     }

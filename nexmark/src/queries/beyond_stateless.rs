@@ -81,6 +81,11 @@ impl crate::queries::KnownSize for BidsPerSession {
     }
 }
 
+/// Beam's `fanout` setting for the combines that use it (Q4, Q5, Q7).
+pub(crate) fn fanout(config: &NexmarkConfig) -> u32 {
+    config.fanout.max(1) as u32
+}
+
 fn secs(s: i64) -> Duration {
     Duration::from_secs(s.max(0) as u64)
 }
@@ -228,7 +233,7 @@ pub(crate) fn q5(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollec
         )
         .apply("AuctionIds", Map::new(|b: Bid| b.auction))
         .apply("CountPerAuction", Count::per_element())
-        .apply("TopAuctions", Combine::globally(TopCounts).without_defaults())
+        .apply("TopAuctions", Combine::globally(TopCounts).without_defaults().with_fanout(fanout(config)))
         .apply(
             "ToAuctionCount",
             FlatMap::new(|top: Vec<KV<i64, i64>>| {
@@ -261,7 +266,7 @@ impl DoFn for SelectMaxBids {
 pub(crate) fn q7(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<Bid> {
     let windowed = bids(events).apply("Window", Window::into(FixedWindows::of(secs(config.window_size_sec))));
     let prices = windowed.apply("Prices", Map::new(|b: Bid| b.price));
-    let max = Max::globally::<i64>().as_singleton_view("MaxPrice", &prices);
+    let max = Max::globally::<i64>().with_fanout(fanout(config)).as_singleton_view("MaxPrice", &prices);
     windowed.apply(
         "SelectMaxBids",
         ParDo::of(SelectMaxBids { max: max.clone() }).with_side_inputs(vec![max.spec().clone()]),
@@ -473,6 +478,6 @@ pub(crate) fn q15(config: &NexmarkConfig, events: &PCollection<Event>) -> PColle
         .apply("Ungroup", ParDo::of(Ungroup::default()))
 }
 
-pub(crate) fn q16(_config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<Event> {
-    events.apply("Reshuffle", Reshuffle::via_random_key())
+pub(crate) fn q16(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<Event> {
+    events.apply("Reshuffle", Reshuffle::via_random_key().with_num_buckets(config.num_key_buckets.max(1) as u32))
 }

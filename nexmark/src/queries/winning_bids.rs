@@ -301,7 +301,10 @@ pub(crate) fn q4(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollec
             "Window",
             Window::into(SlidingWindows::of(secs(config.window_size_sec)).every(secs(config.window_period_sec))),
         )
-        .apply("Average", Mean::per_key::<i64, i64>())
+        .apply(
+            "Average",
+            Mean::per_key::<i64, i64>().with_hot_key_fanout(crate::queries::beyond_stateless::fanout(config)),
+        )
         .apply("Project", ParDo::of(ProjectCategoryPrice))
 }
 

@@ -42,11 +42,11 @@ impl Combine {
     /// Combines all elements of each window into one output (with the combine's default for an
     /// empty global window unless [`CombineGlobally::without_defaults`]).
     pub fn globally<F: CombineFn>(fn_: F) -> CombineGlobally<F> {
-        CombineGlobally { fn_, with_defaults: true }
+        CombineGlobally { fn_, with_defaults: true, fanout: 1 }
     }
     /// Combines the values of each key and window.
     pub fn per_key<K: Element, F: CombineFn>(fn_: F) -> CombinePerKey<K, F> {
-        CombinePerKey { fn_, _k: PhantomData }
+        CombinePerKey { fn_, fanout: 1, _k: PhantomData }
     }
     /// Combines the values of already grouped `KV<K, Vec<In>>`.
     pub fn grouped_values<K: Element, F: CombineFn>(fn_: F) -> CombineGroupedValues<K, F> {
@@ -92,7 +92,103 @@ impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, Vec<F::In>>>> for Co
 /// See [`Combine::per_key`].
 pub struct CombinePerKey<K, F> {
     fn_: F,
+    fanout: u32,
     _k: PhantomData<fn() -> K>,
+}
+
+impl<K, F> CombinePerKey<K, F> {
+    /// Beam's `withHotKeyFanout(n)`: every key's inputs are spread over `n` sub-keys that are
+    /// combined into accumulators first (in parallel), then merged per key, so that a hot key
+    /// does not pin one worker. `n <= 1` combines directly.
+    pub fn with_hot_key_fanout(self, n: u32) -> Self {
+        CombinePerKey { fanout: n, ..self }
+    }
+}
+
+/// Combines inputs into accumulators (the first stage of a fanned-out combine).
+#[derive(Clone)]
+struct PreCombine<F>(F);
+
+impl<F: CombineFn> CombineFn for PreCombine<F> {
+    type In = F::In;
+    type Accum = F::Accum;
+    type Out = F::Accum;
+    fn create_accumulator(&self) -> F::Accum {
+        self.0.create_accumulator()
+    }
+    fn add_input(&self, acc: &mut F::Accum, input: F::In) {
+        self.0.add_input(acc, input)
+    }
+    fn merge_accumulators(&self, accs: Vec<F::Accum>) -> F::Accum {
+        self.0.merge_accumulators(accs)
+    }
+    fn extract_output(&self, acc: F::Accum) -> F::Accum {
+        acc
+    }
+}
+
+/// Merges accumulators and extracts the output (the second stage of a fanned-out combine).
+#[derive(Clone)]
+struct PostCombine<F>(F);
+
+impl<F: CombineFn> CombineFn for PostCombine<F> {
+    type In = F::Accum;
+    type Accum = F::Accum;
+    type Out = F::Out;
+    fn create_accumulator(&self) -> F::Accum {
+        self.0.create_accumulator()
+    }
+    fn add_input(&self, acc: &mut F::Accum, input: F::Accum) {
+        let current = std::mem::replace(acc, self.0.create_accumulator());
+        *acc = self.0.merge_accumulators(vec![current, input]);
+    }
+    fn merge_accumulators(&self, accs: Vec<F::Accum>) -> F::Accum {
+        self.0.merge_accumulators(accs)
+    }
+    fn extract_output(&self, acc: F::Accum) -> F::Out {
+        self.0.extract_output(acc)
+    }
+}
+
+/// Spreads each key's inputs round-robin over `fanout` sub-keys.
+#[derive(Clone)]
+struct AddNonce<K, V> {
+    fanout: u32,
+    next: u32,
+    _t: PhantomData<fn(K, V)>,
+}
+
+impl<K: Element, V: Element> DoFn for AddNonce<K, V> {
+    type In = KV<K, V>;
+    type Out = KV<(K, u32), V>;
+    fn process(&mut self, kv: KV<K, V>, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
+        self.next = (self.next + 1) % self.fanout;
+        ctx.output(KV::new((kv.key, self.next), kv.value));
+        Ok(())
+    }
+}
+
+impl<K: Element, F: CombineFn> CombinePerKey<K, F> {
+    /// The fanned-out form: pre-combine per (key, nonce), then merge per key. Accumulating
+    /// panes are pre-combined in discarding mode (each pre-combined pane holds only new inputs)
+    /// and accumulated in the final combine, as Beam does.
+    fn expand_with_fanout(self, input: PCollection<KV<K, F::In>>) -> PCollection<KV<K, F::Out>> {
+        use crate::transforms::window_into::Window;
+        use crate::trigger::AccumulationMode;
+        let accumulating = input.windowing_strategy().accumulation_mode == AccumulationMode::Accumulating;
+        let mut spread =
+            input.apply("AddNonce", ParDo::of(AddNonce::<K, F::In> { fanout: self.fanout, next: 0, _t: PhantomData }));
+        if accumulating {
+            spread = spread.apply("PreCombineDiscarding", Window::configure().discarding_fired_panes());
+        }
+        let mut partial = spread
+            .apply("PreCombine", DirectCombinePerKey(PreCombine(self.fn_.clone()), PhantomData))
+            .apply("StripNonce", Map::new(|kv: KV<(K, u32), F::Accum>| KV::new(kv.key.0, kv.value)));
+        if accumulating {
+            partial = partial.apply("PostCombineAccumulating", Window::configure().accumulating_fired_panes());
+        }
+        partial.apply("PostCombine", DirectCombinePerKey(PostCombine(self.fn_), PhantomData))
+    }
 }
 
 /// The typed combining kernel of a `CombineFn` keyed by `K`.
@@ -154,13 +250,34 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
 impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, F::In>>> for CombinePerKey<K, F> {
     type Output = PCollection<KV<K, F::Out>>;
     fn expand(self, input: PCollection<KV<K, F::In>>) -> Self::Output {
-        input.pipeline().set_composite_payload(std::sync::Arc::new(CombinePerKeyPayload {
-            kernel: std::sync::Arc::new(CombineKernelImpl::<K, F>::new(self.fn_.clone())),
-            partitioner: std::sync::Arc::new(crate::kernel::KvPartitioner::<K, F::In>::default()),
-        }));
-        input
-            .apply("GroupByKey", GroupByKey::create())
-            .apply("Combine.GroupedValues", Combine::grouped_values(self.fn_))
+        if self.fanout > 1 {
+            // No payload: runners expand the two combines inside, each translated natively.
+            return self.expand_with_fanout(input);
+        }
+        expand_direct(self.fn_, input)
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::COMBINE_PER_KEY)
+    }
+}
+
+/// Combine.perKey as GroupByKey then Combine.GroupedValues, with the payload runners use to
+/// translate it natively.
+fn expand_direct<K: Element, F: CombineFn>(fn_: F, input: PCollection<KV<K, F::In>>) -> PCollection<KV<K, F::Out>> {
+    input.pipeline().set_composite_payload(std::sync::Arc::new(CombinePerKeyPayload {
+        kernel: std::sync::Arc::new(CombineKernelImpl::<K, F>::new(fn_.clone())),
+        partitioner: std::sync::Arc::new(crate::kernel::KvPartitioner::<K, F::In>::default()),
+    }));
+    input.apply("GroupByKey", GroupByKey::create()).apply("Combine.GroupedValues", Combine::grouped_values(fn_))
+}
+
+/// The stages of a fanned-out Combine.perKey (never fanned out again).
+struct DirectCombinePerKey<K, F>(F, PhantomData<fn() -> K>);
+
+impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, F::In>>> for DirectCombinePerKey<K, F> {
+    type Output = PCollection<KV<K, F::Out>>;
+    fn expand(self, input: PCollection<KV<K, F::In>>) -> Self::Output {
+        expand_direct(self.0, input)
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::COMBINE_PER_KEY)
@@ -171,6 +288,7 @@ impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, F::In>>> for Combine
 pub struct CombineGlobally<F> {
     fn_: F,
     with_defaults: bool,
+    fanout: u32,
 }
 
 impl<F: CombineFn> CombineGlobally<F> {
@@ -178,6 +296,12 @@ impl<F: CombineFn> CombineGlobally<F> {
     /// input is not in the global window.
     pub fn without_defaults(self) -> Self {
         CombineGlobally { with_defaults: false, ..self }
+    }
+
+    /// Beam's `withFanout(n)`: inputs are pre-combined in `n` groups (in parallel), then the
+    /// partial results are merged into one. `n <= 1` combines directly.
+    pub fn with_fanout(self, n: u32) -> Self {
+        CombineGlobally { fanout: n, ..self }
     }
 
     /// Combines `input` and returns the result as a singleton side input whose empty windows
@@ -218,7 +342,7 @@ impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
         let p = input.pipeline().clone();
         let combined = input
             .apply("WithKeys", Map::new(|v: F::In| KV::new((), v)))
-            .apply("Combine.perKey", Combine::per_key(self.fn_.clone()))
+            .apply("Combine.perKey", Combine::per_key(self.fn_.clone()).with_hot_key_fanout(self.fanout))
             .apply("Values", Values::create());
         if !self.with_defaults {
             return combined;

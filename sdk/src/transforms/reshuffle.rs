@@ -19,12 +19,23 @@ use std::marker::PhantomData;
 
 /// Redistributes elements by a random key, a fusion break that changes no element, timestamp or
 /// window.
-pub struct Reshuffle<T>(PhantomData<fn(T)>);
+pub struct Reshuffle<T> {
+    buckets: Option<u32>,
+    _t: PhantomData<fn(T)>,
+}
 
 impl<T: Element> Reshuffle<T> {
     /// Reshuffles by a random key.
     pub fn via_random_key() -> Self {
-        Reshuffle(PhantomData)
+        Reshuffle { buckets: None, _t: PhantomData }
+    }
+
+    /// Beam's `withNumBuckets(n)`: random keys are drawn from `n` values only, bounding how many
+    /// groups (and so workers) the shuffle spreads elements over. Runners that reshuffle
+    /// natively (the micro-batch runner's round-robin exchange) place elements by partition
+    /// and need no keys; the output is the same.
+    pub fn with_num_buckets(self, n: u32) -> Self {
+        Reshuffle { buckets: Some(n.max(1)), ..self }
     }
 }
 
@@ -40,6 +51,7 @@ pub struct Reified<T> {
 #[derive(Clone)]
 struct AssignRandomKeyFn<T> {
     rng: Option<rand::rngs::SmallRng>,
+    buckets: Option<u32>,
     _t: PhantomData<fn(T)>,
 }
 
@@ -48,7 +60,10 @@ impl<T: Element> DoFn for AssignRandomKeyFn<T> {
     type Out = KV<u32, Reified<T>>;
     fn process(&mut self, v: T, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
         let rng = self.rng.get_or_insert_with(|| rand::rngs::SmallRng::seed_from_u64(rand::random()));
-        let key = rng.random::<u32>();
+        let key = match self.buckets {
+            Some(n) => rng.random_range(0..n),
+            None => rng.random::<u32>(),
+        };
         let r = Reified { value: v, timestamp: ctx.timestamp(), window: *ctx.window(), pane: *ctx.pane() };
         ctx.output(KV::new(key, r));
         Ok(())
@@ -78,7 +93,7 @@ impl<T: Element> PTransform<PCollection<T>> for Reshuffle<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
         let windowing = input.windowing_strategy();
-        let keyed = input.apply("AssignKey", ParDo::of(AssignRandomKeyFn { rng: None, _t: PhantomData }));
+        let keyed = input.apply("AssignKey", ParDo::of(AssignRandomKeyFn { rng: None, buckets: self.buckets, _t: PhantomData }));
         // Beam's reshuffle strategy: windows kept as they are (sessions are not merged), a pane
         // per arrival, and no data ever late, so the shuffle changes nothing but placement, in
         // batch and in streaming.
