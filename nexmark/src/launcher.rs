@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
@@ -71,6 +71,38 @@ struct Args {
     pipeline: PipelineOptions,
 }
 
+/// How often a run's progress is recorded (Beam's monitor polls every 15 s).
+pub const SNAPSHOT_PERIOD: Duration = Duration::from_secs(15);
+
+/// Beam's `NexmarkPerf.ProgressSnapshot`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressSnapshot {
+    /// Seconds since the run was launched.
+    pub sec_since_start: f64,
+    /// Seconds since the first event.
+    pub runtime_sec: f64,
+    /// Events so far.
+    pub num_events: i64,
+    /// Results so far.
+    pub num_results: i64,
+}
+
+/// Beam's streaming "steady state" events per second: with at least 9 snapshots spanning at
+/// least 2 minutes, the least-squares slope through the origin of events over runtime in the
+/// middle third of the snapshots; `None` when the run was too short.
+pub fn steady_state_events_per_sec(snapshots: &[ProgressSnapshot]) -> Option<f64> {
+    let (first, last) = (snapshots.first()?, snapshots.last()?);
+    if snapshots.len() < 9 || last.sec_since_start - first.sec_since_start < 120.0 {
+        return None;
+    }
+    let n = snapshots.len();
+    let middle = &snapshots[n / 3..n - n / 3];
+    let sxx: f64 = middle.iter().map(|s| s.runtime_sec * s.runtime_sec).sum();
+    let sxy: f64 = middle.iter().map(|s| s.runtime_sec * s.num_events as f64).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
 /// One run's performance, with Beam's `NexmarkPerf` field names (-1 when unknown).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -99,8 +131,8 @@ pub struct NexmarkPerf {
     pub time_dilation: f64,
     /// Errors of the run.
     pub errors: Vec<String>,
-    /// Progress snapshots (none for runs that end on their own).
-    pub snapshots: Vec<serde_json::Value>,
+    /// Progress snapshots, one per [`SNAPSHOT_PERIOD`] of the run.
+    pub snapshots: Vec<ProgressSnapshot>,
     /// Query name (`GENERATOR_ONLY` for `--generator-only`).
     pub query: String,
     /// Runner name.
@@ -297,6 +329,24 @@ fn dist(m: &MetricQueryResults, ns: &str, name: &str) -> Option<DistributionResu
         .reduce(|a, b| a.combine(&b))
 }
 
+/// A progress bar on stderr (drawn only on a terminal) of events read out of `total`.
+fn progress_bar(total: Option<u64>, name: &str) -> indicatif::ProgressBar {
+    let bar = match total {
+        Some(n) => indicatif::ProgressBar::new(n),
+        None => indicatif::ProgressBar::no_length(),
+    };
+    let template = if total.is_some() {
+        "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} events ({msg})"
+    } else {
+        "{prefix} [{elapsed_precise}] {pos} events ({msg})"
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar.set_prefix(name.to_string());
+    bar
+}
+
 /// Runs one configuration.
 fn run_one(
     args: &Args,
@@ -352,12 +402,37 @@ fn run_one(
     let launched = weir_sdk::time::now_millis();
     let start = Instant::now();
     let result = p.run().map_err(|e| e.to_string())?;
-    let state = result.wait_until_finish(None).map_err(|e| e.to_string())?;
+    let ns = target.name();
+    let total =
+        if args.events_file.is_some() || config.num_events <= 0 { None } else { Some(config.num_events as u64) };
+    let bar = progress_bar(total, ns);
+    let mut snapshots = Vec::new();
+    let state = loop {
+        let state = result.wait_until_finish(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
+        if state.is_terminal() {
+            break state;
+        }
+        let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace(ns));
+        let events = counter(&m, ns, "event.elements");
+        let elapsed = start.elapsed();
+        bar.set_position(events.max(0) as u64);
+        bar.set_message(format!("{:.0} events/s", events as f64 / elapsed.as_secs_f64().max(1e-3)));
+        if elapsed >= SNAPSHOT_PERIOD * (snapshots.len() as u32 + 1) {
+            let runtime_sec =
+                dist(&m, ns, "event.startTime").map_or(0.0, |d| (weir_sdk::time::now_millis() - d.min) as f64 / 1000.0);
+            snapshots.push(ProgressSnapshot {
+                sec_since_start: elapsed.as_secs_f64(),
+                runtime_sec,
+                num_events: events,
+                num_results: counter(&m, ns, "result.elements"),
+            });
+        }
+    };
+    bar.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
     if state != PipelineState::Done {
         return Err(format!("the pipeline ended in state {state:?}"));
     }
-    let ns = target.name();
     let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace(ns));
     let num_events = counter(&m, ns, "event.elements");
     let event_bytes = counter(&m, ns, "event.bytes");
@@ -384,7 +459,12 @@ fn run_one(
     Ok(NexmarkPerf {
         runtime_sec,
         num_events,
-        events_per_sec: per_sec(num_events),
+        // Streaming runs long enough report Beam's steady-state rate instead.
+        events_per_sec: if args.streaming {
+            steady_state_events_per_sec(&snapshots).unwrap_or(per_sec(num_events))
+        } else {
+            per_sec(num_events)
+        },
         event_bytes_per_sec: per_sec(event_bytes),
         num_results: if target == Target::GeneratorOnly { -1 } else { num_results },
         results_per_sec: per_sec(num_results),
@@ -397,7 +477,7 @@ fn run_one(
         shutdown_delay_sec: result_end.or(event_end).map_or(-1.0, |e| secs(weir_sdk::time::now_millis() - e)),
         time_dilation,
         errors: Vec::new(),
-        snapshots: Vec::new(),
+        snapshots,
         query: target.name().to_string(),
         runner: options.runner.clone(),
         mode: if args.streaming { "streaming" } else { "batch" }.to_string(),

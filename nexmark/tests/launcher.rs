@@ -142,3 +142,21 @@ fn batch_only_queries_fail_in_streaming_unless_skipped() {
         0
     );
 }
+
+#[test]
+fn streaming_steady_state_rate_uses_the_middle_third_of_long_runs() {
+    use weir_nexmark::launcher::{steady_state_events_per_sec, ProgressSnapshot};
+    // Events at 1,000/s after a slow start; the middle third sees the steady rate only.
+    let snap = |i: usize| {
+        let runtime_sec = i as f64 * 15.0;
+        let num_events = if i < 3 { (runtime_sec * 100.0) as i64 } else { (runtime_sec * 1000.0) as i64 };
+        ProgressSnapshot { sec_since_start: runtime_sec + 1.0, runtime_sec, num_events, num_results: 0 }
+    };
+    let long: Vec<ProgressSnapshot> = (0..12).map(snap).collect();
+    let rate = steady_state_events_per_sec(&long).expect("12 snapshots over 165 s");
+    assert!((rate - 1000.0).abs() < 1e-6, "{rate}");
+    assert_eq!(steady_state_events_per_sec(&long[..8]), None, "fewer than 9 snapshots");
+    let short: Vec<ProgressSnapshot> =
+        (0..10).map(|i| ProgressSnapshot { sec_since_start: i as f64, ..snap(i) }).collect();
+    assert_eq!(steady_state_events_per_sec(&short), None, "under two minutes");
+}

@@ -93,7 +93,8 @@ impl<T: Element> PTransform<PCollection<T>> for Reshuffle<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollection<T>) -> Self::Output {
         let windowing = input.windowing_strategy();
-        let keyed = input.apply("AssignKey", ParDo::of(AssignRandomKeyFn { rng: None, buckets: self.buckets, _t: PhantomData }));
+        let keyed = input
+            .apply("AssignKey", ParDo::of(AssignRandomKeyFn { rng: None, buckets: self.buckets, _t: PhantomData }));
         // Beam's reshuffle strategy: windows kept as they are (sessions are not merged), a pane
         // per arrival, and no data ever late, so the shuffle changes nothing but placement, in
         // batch and in streaming.
