@@ -2,11 +2,11 @@
 //! for the side window arrived or the side watermark passed it (spec §6.2, §6.3).
 
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::kernel::{Batch, CollectionOps, SideInputReader, SideInputSpec};
-use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 use weir_sdk::window::Window;
 use weir_sdk::UserError;
 
@@ -135,50 +135,68 @@ impl SideInputReader for SideInputs {
 }
 
 /// Main-input elements waiting for their side inputs to become ready (Beam's
-/// `PushbackSideInputDoFnRunner`). Waiting elements hold the ParDo's output watermark.
+/// `PushbackSideInputDoFnRunner`). Waiting elements hold the ParDo's output watermark. They are
+/// kept by window, so that a retry asks once per waiting window, not once per element.
 pub struct Pushback {
     ops: Arc<dyn CollectionOps>,
-    waiting: Vec<Batch>,
+    waiting: BTreeMap<Window, Waiting>,
+}
+
+/// The elements of one window waiting for its side inputs, and their earliest timestamp.
+struct Waiting {
+    batches: Vec<Batch>,
+    min_timestamp: Timestamp,
 }
 
 impl Pushback {
     /// An empty pushback buffer for elements with `ops`.
     pub fn new(ops: Arc<dyn CollectionOps>) -> Self {
-        Pushback { ops, waiting: Vec::new() }
+        Pushback { ops, waiting: BTreeMap::new() }
+    }
+
+    fn wait(&mut self, window: Window, batch: Batch) {
+        let min = self.ops.min_timestamp(&batch).unwrap_or(MAX_TIMESTAMP);
+        let w = self.waiting.entry(window).or_insert(Waiting { batches: Vec::new(), min_timestamp: MAX_TIMESTAMP });
+        w.min_timestamp = w.min_timestamp.min(min);
+        w.batches.push(batch);
     }
 
     /// The part of `input` (plus earlier waiting elements when `retry`) whose side windows are
     /// ready; the rest waits.
     pub fn ready(&mut self, sides: &SideInputs, input: Option<Batch>, retry: bool) -> Result<Batch, UserError> {
-        let mut parts: Vec<Batch> = input.into_iter().collect();
-        if retry {
-            parts.append(&mut self.waiting);
-        }
-        let all = self.ops.concat(parts);
+        let mut ready: Vec<Batch> = Vec::new();
         if sides.is_empty() {
-            return Ok(all);
-        }
-        let mut failure: Option<UserError> = None;
-        let (ready, waiting) = self.ops.partition_by_window(all, &mut |w| match sides.is_ready(w) {
-            Ok(r) => r,
-            Err(e) => {
-                failure.get_or_insert(e);
-                true
+            ready.extend(input);
+            if retry {
+                ready.extend(std::mem::take(&mut self.waiting).into_values().flat_map(|w| w.batches));
             }
-        });
-        if let Some(e) = failure {
-            return Err(e);
+            return Ok(self.ops.concat(ready));
         }
-        if self.ops.len(&waiting) > 0 {
-            self.waiting.push(waiting);
+        if retry {
+            let windows: Vec<Window> = self.waiting.keys().copied().collect();
+            for w in windows {
+                if sides.is_ready(&w)? {
+                    ready.extend(self.waiting.remove(&w).into_iter().flat_map(|w| w.batches));
+                }
+            }
         }
-        Ok(ready)
+        if let Some(b) = input {
+            for (w, _, part) in self.ops.group_by_window(b) {
+                if sides.is_ready(&w)? {
+                    ready.push(part);
+                } else {
+                    self.wait(w, part);
+                }
+            }
+        }
+        Ok(self.ops.concat(ready))
     }
 
     /// The waiting elements, encoded.
     pub fn snapshot(&self) -> Result<Vec<Vec<u8>>, weir_sdk::Error> {
         self.waiting
-            .iter()
+            .values()
+            .flat_map(|w| &w.batches)
             .map(|b| self.ops.encode_batch(b))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })
@@ -191,7 +209,9 @@ impl Pushback {
                 .ops
                 .decode_batch(&b)
                 .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })?;
-            self.waiting.push(decoded);
+            for (w, _, part) in self.ops.group_by_window(decoded) {
+                self.wait(w, part);
+            }
         }
         Ok(())
     }
@@ -203,6 +223,6 @@ impl Pushback {
 
     /// The earliest timestamp waiting.
     pub fn hold(&self) -> Option<Timestamp> {
-        self.waiting.iter().filter_map(|b| self.ops.min_timestamp(b)).min()
+        self.waiting.values().map(|w| w.min_timestamp).min()
     }
 }
