@@ -64,7 +64,10 @@ pub struct DropCounts {
     pub closed: u64,
 }
 
-type TimerKey = (Timestamp, Vec<u8>, Window);
+/// A key shared by the key map and the timer and hold sets (no copy per timer).
+type Key = Arc<[u8]>;
+
+type TimerKey = (Timestamp, Key, Window);
 
 /// One GroupByKey's grouping state and time.
 pub struct GroupAlsoByWindow {
@@ -72,7 +75,7 @@ pub struct GroupAlsoByWindow {
     strategy: WindowingStrategy,
     machine: TriggerMachine,
     values: Values,
-    keys: hashbrown::HashMap<Vec<u8>, BTreeMap<Window, WindowState>>,
+    keys: hashbrown::HashMap<Key, BTreeMap<Window, WindowState>>,
     event_timers: BTreeSet<TimerKey>,
     processing_timers: BTreeSet<TimerKey>,
     holds: BTreeSet<TimerKey>,
@@ -171,6 +174,7 @@ impl GroupAlsoByWindow {
                 continue;
             }
             let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
+            let key: Key = Arc::from(key);
             let state: WindowState = crate::checkpoint::decode(&self.step, &value)?;
             let (closed, pt_timer, hold) = (state.closed, state.pt_timer, state.hold);
             self.keys.entry(key.clone()).or_default().insert(window, state);
@@ -306,20 +310,26 @@ impl GroupAlsoByWindow {
         Ok(())
     }
 
+    /// The shared form of `key`: the key map's own when the key is known.
+    fn arc_key(&self, key: &[u8]) -> Key {
+        self.keys.get_key_value(key).map_or_else(|| Arc::from(key), |(k, _)| k.clone())
+    }
+
     /// Creates the state of a new window with its timers.
     fn ensure_window(&mut self, key: &[u8], window: Window) {
         if self.keys.get(key).is_some_and(|w| w.contains_key(&window)) {
             return;
         }
-        let windows = self.keys.entry(key.to_vec()).or_default();
         let mut ws = WindowState { non_speculative_index: -1, ..Default::default() };
         ws.trigger = self.machine.new_state();
-        windows.insert(window, ws);
-        self.event_timers.insert((window.max_timestamp(), key.to_vec(), window));
+        let entry = self.keys.entry_ref(key).or_default_entry();
+        let k = entry.key().clone();
+        entry.into_mut().insert(window, ws);
         let gc = self.strategy.gc_time(&window);
         if gc != window.max_timestamp() {
-            self.event_timers.insert((gc, key.to_vec(), window));
+            self.event_timers.insert((gc, k.clone(), window));
         }
+        self.event_timers.insert((window.max_timestamp(), k, window));
     }
 
     fn remove_window(&mut self, key: &[u8], window: &Window) -> Option<WindowState> {
@@ -328,13 +338,14 @@ impl GroupAlsoByWindow {
         if windows.is_empty() {
             self.keys.remove(key);
         }
-        self.event_timers.remove(&(window.max_timestamp(), key.to_vec(), *window));
-        self.event_timers.remove(&(self.strategy.gc_time(window), key.to_vec(), *window));
+        // Event-time timers are left in place: their times derive from the window alone, and a
+        // timer whose window is gone fires as a no-op (merging replaces windows every batch,
+        // and removing from the timer set cost more than the rest of the merge).
         if let Some(t) = ws.pt_timer {
-            self.processing_timers.remove(&(t, key.to_vec(), *window));
+            self.processing_timers.remove(&(t, self.arc_key(key), *window));
         }
         if let Some(h) = ws.hold {
-            self.holds.remove(&(h, key.to_vec(), *window));
+            self.holds.remove(&(h, self.arc_key(key), *window));
         }
         Some(ws)
     }
@@ -373,11 +384,16 @@ impl GroupAlsoByWindow {
         Ok(merges)
     }
 
-    fn merge_states(&self, merged: &Window, states: Vec<WindowState>) -> Result<WindowState> {
+    fn merge_states(&self, merged: &Window, mut states: Vec<WindowState>) -> Result<WindowState> {
         let mut out = WindowState { non_speculative_index: -1, ..Default::default() };
         out.trigger = self.machine.merge(&states.iter().map(|s| &s.trigger).collect::<Vec<_>>());
         match &self.values {
             Values::Buffer(_) => {
+                // The largest buffer is moved, the others appended to it: a growing session
+                // absorbing a few new elements per batch is not copied every batch.
+                if let Some(largest) = (0..states.len()).max_by_key(|&i| states[i].values.len()) {
+                    out.values = std::mem::take(&mut states[largest].values);
+                }
                 for s in &states {
                     out.values.extend_from_slice(&s.values);
                 }
@@ -407,19 +423,22 @@ impl GroupAlsoByWindow {
 
     /// Puts a (merged) window state in place with its timers and hold.
     fn install(&mut self, key: &[u8], window: Window, mut state: WindowState) {
-        self.event_timers.insert((window.max_timestamp(), key.to_vec(), window));
+        state.pt_timer = self.machine.next_processing_time(&state.trigger, self.processing_time);
+        let (hold, pt) = (state.hold, state.pt_timer);
+        let entry = self.keys.entry_ref(key).or_default_entry();
+        let k = entry.key().clone();
+        entry.into_mut().insert(window, state);
+        self.event_timers.insert((window.max_timestamp(), k.clone(), window));
         let gc = self.strategy.gc_time(&window);
         if gc != window.max_timestamp() {
-            self.event_timers.insert((gc, key.to_vec(), window));
+            self.event_timers.insert((gc, k.clone(), window));
         }
-        if let Some(h) = state.hold {
-            self.holds.insert((h, key.to_vec(), window));
+        if let Some(h) = hold {
+            self.holds.insert((h, k.clone(), window));
         }
-        state.pt_timer = self.machine.next_processing_time(&state.trigger, self.processing_time);
-        if let Some(t) = state.pt_timer {
-            self.processing_timers.insert((t, key.to_vec(), window));
+        if let Some(t) = pt {
+            self.processing_timers.insert((t, k, window));
         }
-        self.keys.entry(key.to_vec()).or_default().insert(window, state);
     }
 
     fn add_rows(&mut self, key: &[u8], window: Window, batch: &EncodedKvBatch, idx: &[usize]) -> Result<()> {
@@ -476,18 +495,18 @@ impl GroupAlsoByWindow {
         let new_hold = ws.hold;
         if old_hold != new_hold {
             if let Some(h) = old_hold {
-                self.holds.remove(&(h, key.to_vec(), window));
+                self.holds.remove(&(h, self.arc_key(key), window));
             }
             if let Some(h) = new_hold {
-                self.holds.insert((h, key.to_vec(), window));
+                self.holds.insert((h, self.arc_key(key), window));
             }
         }
         if old_pt != pt {
             if let Some(t) = old_pt {
-                self.processing_timers.remove(&(t, key.to_vec(), window));
+                self.processing_timers.remove(&(t, self.arc_key(key), window));
             }
             if let Some(t) = pt {
-                self.processing_timers.insert((t, key.to_vec(), window));
+                self.processing_timers.insert((t, self.arc_key(key), window));
             }
         }
         Ok(())
@@ -521,7 +540,7 @@ impl GroupAlsoByWindow {
             ws.values = Vec::new();
             ws.count = 0;
             if let Some(t) = ws.pt_timer.take() {
-                self.processing_timers.remove(&(t, key.to_vec(), window));
+                self.processing_timers.remove(&(t, self.arc_key(key), window));
             }
         }
     }
@@ -530,6 +549,7 @@ impl GroupAlsoByWindow {
     fn emit(&mut self, key: &[u8], window: Window, is_final: bool, out: &mut Vec<EncodedGroup>) -> Result<()> {
         let input_wm = self.watermarks.input();
         let output_wm = self.watermarks.output();
+        let k = self.arc_key(key);
         let strategy = &self.strategy;
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
         let eow = window.max_timestamp();
@@ -547,7 +567,7 @@ impl GroupAlsoByWindow {
             || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
         let released = ws.hold.take();
         if let Some(h) = released {
-            self.holds.remove(&(h, key.to_vec(), window));
+            self.holds.remove(&(h, k, window));
         }
         if needed {
             let non_speculative_index = if timing == Timing::Early { -1 } else { ws.non_speculative_index + 1 };
@@ -624,6 +644,7 @@ impl GroupAlsoByWindow {
     }
 
     fn refresh_pt_timer(&mut self, key: &[u8], window: Window) {
+        let k = self.arc_key(key);
         if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
             if ws.closed {
                 return;
@@ -631,10 +652,10 @@ impl GroupAlsoByWindow {
             let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
             if pt != ws.pt_timer {
                 if let Some(t) = ws.pt_timer {
-                    self.processing_timers.remove(&(t, key.to_vec(), window));
+                    self.processing_timers.remove(&(t, k.clone(), window));
                 }
                 if let Some(t) = pt {
-                    self.processing_timers.insert((t, key.to_vec(), window));
+                    self.processing_timers.insert((t, k, window));
                 }
                 ws.pt_timer = pt;
             }
