@@ -238,46 +238,12 @@ impl GroupAlsoByWindow {
         let mut ids: hashbrown::HashMap<(&[u8], Window), u32> = hashbrown::HashMap::with_capacity(n.min(1 << 16));
         let mut group_of: Vec<u32> = Vec::with_capacity(n);
         let mut kept: Vec<u32> = Vec::with_capacity(n);
-        let merging = self.strategy.needs_merge();
-        // With merging windows, the batch's new windows are merged once per key, together with
-        // the key's active windows (as Beam's ReduceFnRunner merges once per bundle); each row
-        // then goes to the window its own window was merged into.
-        let mut moved: hashbrown::HashMap<(&[u8], Window), Window> = hashbrown::HashMap::new();
-        if merging {
-            let mut seen: hashbrown::HashSet<(&[u8], Window)> = hashbrown::HashSet::with_capacity(n.min(1 << 16));
-            let mut per_key: hashbrown::HashMap<&[u8], Vec<Window>> = hashbrown::HashMap::new();
-            let mut key_order: Vec<&[u8]> = Vec::new();
-            for i in 0..n {
-                let (key, window) = (batch.key(i), batch.rows[i].window);
-                if seen.insert((key, window)) {
-                    per_key
-                        .entry(key)
-                        .or_insert_with(|| {
-                            key_order.push(key);
-                            Vec::new()
-                        })
-                        .push(window);
-                }
-            }
-            for key in key_order {
-                let new = per_key.remove(key).unwrap_or_default();
-                for (sources, merged) in self.merge_new_windows(key, &new)? {
-                    for source in sources.into_iter().filter(|s| *s != merged) {
-                        moved.insert((key, source), merged);
-                    }
-                }
-            }
+        if self.strategy.needs_merge() {
+            return self.process_merging_rows(batch, out);
         }
         for i in 0..n {
             let key = batch.key(i);
-            let mut window = batch.rows[i].window;
-            // Merged windows only grow, so following the moves always ends.
-            for _ in 0..=moved.len() {
-                match moved.get(&(key, window)) {
-                    Some(next) => window = *next,
-                    None => break,
-                }
-            }
+            let window = batch.rows[i].window;
             if self.strategy.gc_time(&window) < self.watermarks.input() {
                 self.dropped.late += 1;
                 continue;
@@ -306,6 +272,85 @@ impl GroupAlsoByWindow {
             let idx = &sorted[starts[g]..starts[g + 1]];
             self.add_rows(key, window, batch, idx)?;
             self.maybe_fire(key, window, out)?;
+        }
+        Ok(())
+    }
+
+    /// [`GroupAlsoByWindow::process_rows`] for merging windows, key by key: the batch's new
+    /// windows of a key are merged once, together with the key's active windows (as Beam's
+    /// ReduceFnRunner merges once per bundle), and each row goes to the window its own window
+    /// was merged into. Rows are bucketed by key with a counting sort, so the maps of windows
+    /// stay as small as one key's windows.
+    fn process_merging_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        let n = batch.rows.len();
+        let mut key_ids: hashbrown::HashMap<&[u8], u32> = hashbrown::HashMap::with_capacity(n.min(1 << 16));
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut key_of: Vec<u32> = Vec::with_capacity(n);
+        for i in 0..n {
+            let key = batch.key(i);
+            let id = *key_ids.entry(key).or_insert_with(|| {
+                keys.push(key);
+                (keys.len() - 1) as u32
+            });
+            key_of.push(id);
+        }
+        let mut starts = vec![0usize; keys.len() + 1];
+        for &k in &key_of {
+            starts[k as usize + 1] += 1;
+        }
+        for k in 0..keys.len() {
+            starts[k + 1] += starts[k];
+        }
+        let mut fill = starts.clone();
+        let mut sorted = vec![0usize; n];
+        for (i, &k) in key_of.iter().enumerate() {
+            sorted[fill[k as usize]] = i;
+            fill[k as usize] += 1;
+        }
+        let mut distinct: Vec<Window> = Vec::new();
+        let mut seen: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
+        let mut moved: hashbrown::HashMap<Window, Window> = hashbrown::HashMap::new();
+        let mut group_index: hashbrown::HashMap<Window, usize> = hashbrown::HashMap::new();
+        let mut groups: Vec<(Window, Vec<usize>)> = Vec::new();
+        for (k, key) in keys.into_iter().enumerate() {
+            let rows = &sorted[starts[k]..starts[k + 1]];
+            distinct.clear();
+            seen.clear();
+            for &i in rows {
+                if seen.insert(batch.rows[i].window) {
+                    distinct.push(batch.rows[i].window);
+                }
+            }
+            moved.clear();
+            for (sources, merged) in self.merge_new_windows(key, &distinct)? {
+                for source in sources.into_iter().filter(|s| *s != merged) {
+                    moved.insert(source, merged);
+                }
+            }
+            group_index.clear();
+            for &i in rows {
+                let mut window = batch.rows[i].window;
+                // Merged windows only grow, so following the moves always ends.
+                for _ in 0..=moved.len() {
+                    match moved.get(&window) {
+                        Some(next) => window = *next,
+                        None => break,
+                    }
+                }
+                if self.strategy.gc_time(&window) < self.watermarks.input() {
+                    self.dropped.late += 1;
+                    continue;
+                }
+                let g = *group_index.entry(window).or_insert_with(|| {
+                    groups.push((window, Vec::new()));
+                    groups.len() - 1
+                });
+                groups[g].1.push(i);
+            }
+            for (window, idx) in groups.drain(..) {
+                self.add_rows(key, window, batch, &idx)?;
+                self.maybe_fire(key, window, out)?;
+            }
         }
         Ok(())
     }
