@@ -316,6 +316,7 @@ pub fn apply_with(
                 "Passthrough",
                 ParDo::of(Passthrough {
                     bytes: Metrics::counter(&namespace, "bytes").expect("non-empty names"),
+                    pending_bytes: 0,
                     coder: EventRoundTrip::default(),
                 }),
             ),
@@ -358,10 +359,12 @@ impl EventRoundTrip {
     }
 }
 
-/// Q0: encodes and decodes every event with the pipeline's event coder.
+/// Q0: encodes and decodes every event with the pipeline's event coder, counting the encoded
+/// bytes (reported once per bundle).
 #[derive(Clone)]
 struct Passthrough {
     bytes: Counter,
+    pending_bytes: i64,
     coder: EventRoundTrip,
 }
 
@@ -371,8 +374,13 @@ impl DoFn for Passthrough {
 
     fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
         let (copy, size) = self.coder.round_trip(&e)?;
-        self.bytes.inc_by(size as i64);
+        self.pending_bytes += size as i64;
         ctx.output(copy);
+        Ok(())
+    }
+
+    fn finish_bundle(&mut self, _: &mut FinishBundleContext<'_, Event>) -> UserResult {
+        self.bytes.inc_by(std::mem::take(&mut self.pending_bytes));
         Ok(())
     }
 }
