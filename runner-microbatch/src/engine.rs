@@ -194,6 +194,21 @@ struct NodeRt {
     sink_buffers: Vec<Vec<u8>>,
     /// For batch sinks: the batch's output, delivered at commit.
     sink_batches: Vec<Batch>,
+    /// State rows and bytes of the operators as of their last watermark advance, measured
+    /// once per batch for the metrics and the progress report (`None`: not measured yet).
+    state_size: Option<(u64, u64)>,
+}
+
+impl NodeRt {
+    /// State rows and bytes, measured now.
+    fn measure_state(&self) -> (u64, u64) {
+        self.ops.iter().fold((0, 0), |(r, b), o| (r + o.state_rows() as u64, b + o.state_bytes() as u64))
+    }
+
+    /// State rows and bytes as last measured (measured now if never).
+    fn state_size(&self) -> (u64, u64) {
+        self.state_size.unwrap_or_else(|| self.measure_state())
+    }
 }
 
 /// What one node's batch did, for the progress report.
@@ -291,6 +306,7 @@ impl Engine {
                 side_pending: Vec::new(),
                 sink_buffers: (0..partitions).map(|_| Vec::new()).collect(),
                 sink_batches: Vec::new(),
+                state_size: None,
             });
         }
         let mut engine = Engine {
@@ -536,6 +552,7 @@ impl Engine {
                     op.restore_entries(entries)?;
                 }
             }
+            self.nodes[i].state_size = None;
         }
         Ok(())
     }
@@ -648,8 +665,7 @@ impl Engine {
         let (stats, rows_before, sink_rows, add_ms, commit_ms) = loop {
             let mut stats: Vec<NodeStats> = (0..self.nodes.len()).map(|_| NodeStats::default()).collect();
             let mut containers: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
-            let rows_before: Vec<u64> =
-                self.nodes.iter().map(|n| n.ops.iter().map(|o| o.state_rows() as u64).sum()).collect();
+            let rows_before: Vec<u64> = self.nodes.iter().map(|n| n.state_size().0).collect();
             let mut sink_rows = 0i64;
             let result = (|| -> Result<()> {
                 for (i, node_stats) in stats.iter_mut().enumerate() {
@@ -928,10 +944,10 @@ impl Engine {
         let system = MetricsContainerImpl::new();
         let wm = self.nodes[i].wm;
         system_metrics::watermarks(&system, wm.input(), wm.output(), now);
-        let (rows, bytes): (usize, usize) =
-            self.nodes[i].ops.iter().fold((0, 0), |(r, b), o| (r + o.state_rows(), b + o.state_bytes()));
+        let (rows, bytes) = self.nodes[i].measure_state();
+        self.nodes[i].state_size = Some((rows, bytes));
         if rows > 0 || bytes > 0 {
-            system_metrics::state(&system, rows, bytes, now);
+            system_metrics::state(&system, rows as usize, bytes as usize, now);
         }
         let mut out_rows = 0;
         for (port, per_partition) in outputs.into_iter().enumerate() {
@@ -966,7 +982,7 @@ impl Engine {
                 continue;
             }
             let ops = &self.nodes[i].ops;
-            let total: u64 = ops.iter().map(|o| o.state_rows() as u64).sum();
+            let (total, memory_used_bytes) = self.nodes[i].state_size();
             let st = &p.stats[i];
             state_operators.push(StateOperatorProgress {
                 operator_name: spec.name.clone(),
@@ -977,7 +993,7 @@ impl Engine {
                 all_updates_time_ms: st.update_ms,
                 all_removals_time_ms: st.removal_ms,
                 commit_time_ms: 0,
-                memory_used_bytes: ops.iter().map(|o| o.state_bytes() as u64).sum(),
+                memory_used_bytes,
                 num_state_store_instances: ops.len() as u64,
                 custom_metrics: {
                     let (snap, delta) = self.state_bytes.get(&i).copied().unwrap_or((0, 0));
