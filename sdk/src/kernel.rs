@@ -401,8 +401,11 @@ impl<K, V> Default for KvPartitioner<K, V> {
 impl<K: Element, V: Element> KeyPartitioner for KvPartitioner<K, V> {
     fn partition(&self, input: Batch, n: usize) -> Result<Vec<Batch>, CoderError> {
         use crate::coders::Coder;
+        if n <= 1 {
+            // One partition: every key goes there, no key needs encoding.
+            return Ok(vec![input]);
+        }
         let input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
-        let n = n.max(1);
         let mut parts: Vec<Vec<WindowedValue<crate::kv::KV<K, V>>>> = (0..n).map(|_| Vec::new()).collect();
         let coder = crate::coders::ElementCoder::<K>::new();
         let mut key = Vec::new();
