@@ -444,8 +444,12 @@ impl GroupAlsoByWindow {
                 }
             }
             Values::Combine(k) => {
-                let accs: Vec<&[u8]> = states.iter().filter(|s| s.count > 0).map(|s| s.values.as_slice()).collect();
-                if !accs.is_empty() {
+                let with_values: Vec<usize> = (0..states.len()).filter(|&i| states[i].count > 0).collect();
+                if let [only] = with_values[..] {
+                    // One accumulator merged with empty windows (a session growing): as it is.
+                    out.values = std::mem::take(&mut states[only].values);
+                } else if !with_values.is_empty() {
+                    let accs: Vec<&[u8]> = with_values.iter().map(|&i| states[i].values.as_slice()).collect();
                     out.values = k.merge_accumulators(&accs).with_step(&self.step)?;
                 }
             }
