@@ -134,10 +134,22 @@ nexmark_conformance! {
     }
     fn reshuffle_batch(p) { check(p, QueryName::Reshuffle, &single_timeline(), false) }
     fn reshuffle_streaming(p) { check(p, QueryName::Reshuffle, &single_timeline(), true) }
-    // Split timelines (5 generators): queries whose results do not depend on event times.
+    // Split timelines (5 generators), the model running over the events as the split source
+    // produces them; batch or streaming alternately.
     fn selection_split(p) { check(p, QueryName::Selection, &split(), false) }
     fn local_item_suggestion_split(p) { check(p, QueryName::LocalItemSuggestion, &split(), true) }
     fn bounded_side_input_join_split(p) { check(p, QueryName::BoundedSideInputJoin, &split(), true) }
+    fn passthrough_split(p) { check(p, QueryName::Passthrough, &split(), true) }
+    fn currency_conversion_split(p) { check(p, QueryName::CurrencyConversion, &split(), false) }
+    fn average_price_for_category_split(p) { check(p, QueryName::AveragePriceForCategory, &split(), true) }
+    fn hot_items_split(p) { check(p, QueryName::HotItems, &split(), false) }
+    fn average_selling_price_by_seller_split(p) { check(p, QueryName::AverageSellingPriceBySeller, &split(), false) }
+    fn highest_bid_split(p) { check(p, QueryName::HighestBid, &split(), true) }
+    fn monitor_new_users_split(p) { check(p, QueryName::MonitorNewUsers, &split(), false) }
+    fn log_to_sharded_files_split(p) { check(p, QueryName::LogToShardedFiles, &split(), true) }
+    fn user_sessions_split(p) { check(p, QueryName::UserSessions, &split(), false) }
+    fn session_side_input_join_split(p) { check(p, QueryName::SessionSideInputJoin, &split(), true) }
+    fn reshuffle_split(p) { check(p, QueryName::Reshuffle, &split(), false) }
 
     fn processing_time_windows_count_every_bid(p) {
         // Q12's panes depend on processing time; their counts per bidder add up to the bids.
