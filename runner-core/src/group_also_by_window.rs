@@ -69,6 +69,26 @@ type Key = Arc<[u8]>;
 
 type TimerKey = (Timestamp, Key, Window);
 
+/// Counting sort of rows into `groups` buckets: `group_of[j]` is the bucket of row `rows[j]`.
+/// Returns each bucket's start in the sorted rows (plus the end) and the rows, each bucket in
+/// arrival order. No allocation per bucket.
+fn bucket(groups: usize, group_of: &[u32], rows: &[u32]) -> (Vec<usize>, Vec<usize>) {
+    let mut starts = vec![0usize; groups + 1];
+    for &g in group_of {
+        starts[g as usize + 1] += 1;
+    }
+    for g in 0..groups {
+        starts[g + 1] += starts[g];
+    }
+    let mut fill = starts.clone();
+    let mut sorted = vec![0usize; rows.len()];
+    for (&g, &i) in group_of.iter().zip(rows) {
+        sorted[fill[g as usize]] = i as usize;
+        fill[g as usize] += 1;
+    }
+    (starts, sorted)
+}
+
 /// One GroupByKey's grouping state and time.
 pub struct GroupAlsoByWindow {
     step: String,
@@ -255,19 +275,7 @@ impl GroupAlsoByWindow {
             group_of.push(id);
             kept.push(i as u32);
         }
-        let mut starts = vec![0usize; order.len() + 1];
-        for &g in &group_of {
-            starts[g as usize + 1] += 1;
-        }
-        for g in 0..order.len() {
-            starts[g + 1] += starts[g];
-        }
-        let mut fill = starts.clone();
-        let mut sorted = vec![0usize; kept.len()];
-        for (&g, &i) in group_of.iter().zip(&kept) {
-            sorted[fill[g as usize]] = i as usize;
-            fill[g as usize] += 1;
-        }
+        let (starts, sorted) = bucket(order.len(), &group_of, &kept);
         for (g, (key, window)) in order.into_iter().enumerate() {
             let idx = &sorted[starts[g]..starts[g + 1]];
             self.add_rows(key, window, batch, idx)?;
@@ -294,19 +302,8 @@ impl GroupAlsoByWindow {
             });
             key_of.push(id);
         }
-        let mut starts = vec![0usize; keys.len() + 1];
-        for &k in &key_of {
-            starts[k as usize + 1] += 1;
-        }
-        for k in 0..keys.len() {
-            starts[k + 1] += starts[k];
-        }
-        let mut fill = starts.clone();
-        let mut sorted = vec![0usize; n];
-        for (i, &k) in key_of.iter().enumerate() {
-            sorted[fill[k as usize]] = i;
-            fill[k as usize] += 1;
-        }
+        let rows: Vec<u32> = (0..n as u32).collect();
+        let (starts, sorted) = bucket(keys.len(), &key_of, &rows);
         let mut distinct: Vec<Window> = Vec::new();
         let mut seen: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
         let mut moved: hashbrown::HashMap<Window, Window> = hashbrown::HashMap::new();
@@ -378,6 +375,7 @@ impl GroupAlsoByWindow {
     }
 
     fn remove_window(&mut self, key: &[u8], window: &Window) -> Option<WindowState> {
+        let k = self.arc_key(key);
         let windows = self.keys.get_mut(key)?;
         let ws = windows.remove(window)?;
         if windows.is_empty() {
@@ -387,10 +385,10 @@ impl GroupAlsoByWindow {
         // timer whose window is gone fires as a no-op (merging replaces windows every batch,
         // and removing from the timer set cost more than the rest of the merge).
         if let Some(t) = ws.pt_timer {
-            self.processing_timers.remove(&(t, self.arc_key(key), *window));
+            self.processing_timers.remove(&(t, k.clone(), *window));
         }
         if let Some(h) = ws.hold {
-            self.holds.remove(&(h, self.arc_key(key), *window));
+            self.holds.remove(&(h, k, *window));
         }
         Some(ws)
     }
@@ -542,20 +540,24 @@ impl GroupAlsoByWindow {
         let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
         let old_pt = std::mem::replace(&mut ws.pt_timer, pt);
         let new_hold = ws.hold;
+        if old_hold == new_hold && old_pt == pt {
+            return Ok(());
+        }
+        let k = self.arc_key(key);
         if old_hold != new_hold {
             if let Some(h) = old_hold {
-                self.holds.remove(&(h, self.arc_key(key), window));
+                self.holds.remove(&(h, k.clone(), window));
             }
             if let Some(h) = new_hold {
-                self.holds.insert((h, self.arc_key(key), window));
+                self.holds.insert((h, k.clone(), window));
             }
         }
         if old_pt != pt {
             if let Some(t) = old_pt {
-                self.processing_timers.remove(&(t, self.arc_key(key), window));
+                self.processing_timers.remove(&(t, k.clone(), window));
             }
             if let Some(t) = pt {
-                self.processing_timers.insert((t, self.arc_key(key), window));
+                self.processing_timers.insert((t, k, window));
             }
         }
         Ok(())

@@ -167,8 +167,8 @@ impl SourceState {
     }
 
     /// Reads the next slice: about `max` records in all (`max` shared evenly among the splits
-    /// that still have data, rounded up), spread over `partitions`; when replaying a logged batch, exactly the
-    /// logged count of each split.
+    /// that still have data, rounded up), spread over `partitions`; when replaying a logged
+    /// batch, exactly the logged count of each split.
     pub(crate) fn next(
         &mut self,
         partitions: usize,

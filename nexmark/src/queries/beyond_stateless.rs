@@ -86,7 +86,8 @@ pub(crate) fn fanout(config: &NexmarkConfig) -> u32 {
     config.fanout.max(1) as u32
 }
 
-fn secs(s: i64) -> Duration {
+/// A configuration's seconds as a duration (negative: zero).
+pub(crate) fn secs(s: i64) -> Duration {
     Duration::from_secs(s.max(0) as u64)
 }
 

@@ -20,7 +20,8 @@ use weir_sdk::prelude::*;
 use weir_sdk::time::iso8601;
 
 use crate::model::Event;
-use crate::NexmarkConfig;
+use crate::queries::beyond_stateless::secs;
+use crate::{NexmarkConfig, QueryName};
 
 /// Shards per worker (Beam's `NUM_SHARDS_PER_WORKER`).
 const SHARDS_PER_WORKER: u32 = 5;
@@ -28,8 +29,6 @@ const SHARDS_PER_WORKER: u32 = 5;
 const LATE_BATCHING_PERIOD: Duration = Duration::from_secs(10);
 /// Allowed lateness of both windowings: a forgotten hold stalls the pipeline visibly.
 const ONE_DAY: Duration = Duration::from_secs(24 * 3600);
-/// The counters' namespace.
-const NAMESPACE: &str = "LOG_TO_SHARDED_FILES";
 
 /// Options of the queries that are not part of the configuration (Beam's `NexmarkOptions`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +107,7 @@ fn timing_name(t: Timing) -> &'static str {
 }
 
 fn counter(name: &str) -> Counter {
-    Metrics::counter(NAMESPACE, name).expect("non-empty names")
+    Metrics::counter(QueryName::LogToShardedFiles.name(), name).expect("non-empty names")
 }
 
 /// Writes `contents` to `path` through a temporary file renamed into place.
@@ -273,7 +272,7 @@ impl DoFn for Index {
 
 /// Q10 LOG_TO_SHARDED_FILES.
 pub(crate) fn q10(config: &NexmarkConfig, options: &QueryOptions, events: &PCollection<Event>) -> PCollection<Done> {
-    let window = Duration::from_secs(config.window_size_sec.max(0) as u64);
+    let window = secs(config.window_size_sec);
     let max_log_events = config.max_log_events;
     let output_path = options.output_path.clone();
     let shards = options.max_num_workers.max(1) * SHARDS_PER_WORKER;

@@ -84,22 +84,17 @@ struct MonitorMetrics {
 /// under the clock's millisecond resolution.
 const CLOCK_EVERY: i64 = 256;
 
-/// What a bundle recorded and has not reported yet.
+/// What a bundle recorded and has not reported yet (`times.count` elements).
 #[derive(Clone, Copy)]
 struct PendingMonitor {
-    elements: i64,
     bytes: i64,
     times: DistributionResult,
     timestamps: DistributionResult,
 }
 
 impl PendingMonitor {
-    const EMPTY: PendingMonitor = PendingMonitor {
-        elements: 0,
-        bytes: 0,
-        times: DistributionResult::EMPTY,
-        timestamps: DistributionResult::EMPTY,
-    };
+    const EMPTY: PendingMonitor =
+        PendingMonitor { bytes: 0, times: DistributionResult::EMPTY, timestamps: DistributionResult::EMPTY };
 }
 
 impl MonitorMetrics {
@@ -121,12 +116,11 @@ impl MonitorMetrics {
     /// Records one element; the processing time is read from the clock every
     /// [`CLOCK_EVERY`] elements (a clock read costs as much as the rest of the monitor).
     fn record(&mut self, bytes: i64, timestamp: i64) {
-        if self.pending.elements % CLOCK_EVERY == 0 {
+        if self.pending.times.count % CLOCK_EVERY == 0 {
             self.now = weir_sdk::time::now_millis();
         }
         let now = self.now;
         let p = &mut self.pending;
-        p.elements += 1;
         p.bytes += bytes;
         p.times = p.times.combine(&DistributionResult::of(now));
         p.timestamps = p.timestamps.combine(&DistributionResult::of(timestamp));
@@ -135,10 +129,10 @@ impl MonitorMetrics {
     /// Reports the bundle's aggregates (called from `finish_bundle`).
     fn flush(&mut self) {
         let p = std::mem::replace(&mut self.pending, PendingMonitor::EMPTY);
-        if p.elements == 0 {
+        if p.times.count == 0 {
             return;
         }
-        self.elements.inc_by(p.elements);
+        self.elements.inc_by(p.times.count);
         self.bytes.inc_by(p.bytes);
         self.start_time.update_aggregate(&p.times);
         self.end_time.update_aggregate(&p.times);
@@ -253,44 +247,50 @@ impl<T: Element + KnownSize> DoFn for Discard<T> {
     }
 }
 
-type Finish = Box<dyn FnOnce(bool) -> Option<PCollection<ResultRecord>>>;
+/// How a query's typed results end: rendered, or counted and dropped.
+trait FinishResults {
+    fn records(self: Box<Self>) -> PCollection<ResultRecord>;
+    fn discard(self: Box<Self>);
+}
+
+/// A query's typed results with their result monitor.
+struct Typed<T> {
+    results: PCollection<T>,
+    monitor: ResultMonitor<T>,
+}
+
+impl<T: Element + BeamJson + KnownSize> FinishResults for Typed<T> {
+    fn records(self: Box<Self>) -> PCollection<ResultRecord> {
+        self.results.apply("Results", ParDo::of(ToRecord(self.monitor)))
+    }
+    fn discard(self: Box<Self>) {
+        self.results.apply("Results", ParDo::of(Discard(self.monitor)));
+    }
+}
 
 /// A query's typed results: rendered as [`ResultRecord`]s with [`QueryResults::records`] (to
 /// write or check them), or counted and dropped with [`QueryResults::discard`] (a benchmark
 /// run, where rendering JSON would be measured too). Either way the result monitor counts them.
-pub struct QueryResults {
-    finish: Finish,
-}
+pub struct QueryResults(Box<dyn FinishResults>);
 
 impl QueryResults {
-    fn new<T: Element + BeamJson + KnownSize>(query: QueryName, results: PCollection<T>) -> Self {
-        let monitor =
-            ResultMonitor::<T> { metrics: MonitorMetrics::new(query.name(), "result"), _t: std::marker::PhantomData };
-        QueryResults {
-            finish: Box::new(move |render| {
-                if render {
-                    Some(results.apply("Results", ParDo::of(ToRecord(monitor))))
-                } else {
-                    results.apply("Results", ParDo::of(Discard(monitor)));
-                    None
-                }
-            }),
-        }
-    }
-
     /// The results in Beam's JSON form, with their timestamps and panes.
     pub fn records(self) -> PCollection<ResultRecord> {
-        (self.finish)(true).expect("rendering yields records")
+        self.0.records()
     }
 
     /// Counts the results and drops them.
     pub fn discard(self) {
-        (self.finish)(false);
+        self.0.discard()
     }
 }
 
 fn records<T: Element + BeamJson + KnownSize>(query: QueryName, results: &PCollection<T>) -> QueryResults {
-    QueryResults::new(query, results.clone())
+    let metrics = MonitorMetrics::new(query.name(), "result");
+    QueryResults(Box::new(Typed {
+        results: results.clone(),
+        monitor: ResultMonitor { metrics, _t: std::marker::PhantomData },
+    }))
 }
 
 /// Applies `query` to `events` as Beam's `NexmarkQuery` does: an event monitor, the query, and

@@ -16,7 +16,8 @@ use weir_sdk::prelude::*;
 
 use crate::generator::{java_round, GeneratorConfig};
 use crate::model::{Auction, Bid, Event};
-use crate::NexmarkConfig;
+use crate::queries::beyond_stateless::{fanout, secs};
+use crate::{NexmarkConfig, QueryName};
 
 /// Kind of a window holding an auction.
 const AUCTION_WINDOW: u8 = 1;
@@ -303,23 +304,19 @@ impl DoFn for SplitByAuction {
 
 /// Q9 WINNING_BIDS.
 pub(crate) fn q9(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<AuctionBid> {
-    events.apply("WinningBids", WinningBids::new("WINNING_BIDS", config))
+    events.apply("WinningBids", WinningBids::new(QueryName::WinningBids.name(), config))
 }
 
 /// Q4 AVERAGE_PRICE_FOR_CATEGORY: the mean winning price per category in sliding windows.
 pub(crate) fn q4(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<CategoryPrice> {
-    let secs = |s: i64| Duration::from_secs(s.max(0) as u64);
     events
-        .apply("WinningBids", WinningBids::new("AVERAGE_PRICE_FOR_CATEGORY", config))
+        .apply("WinningBids", WinningBids::new(QueryName::AveragePriceForCategory.name(), config))
         .apply("Rekey", Map::new(|ab: AuctionBid| KV::new(ab.auction.category, ab.bid.price)))
         .apply(
             "Window",
             Window::into(SlidingWindows::of(secs(config.window_size_sec)).every(secs(config.window_period_sec))),
         )
-        .apply(
-            "Average",
-            Mean::per_key::<i64, i64>().with_hot_key_fanout(crate::queries::beyond_stateless::fanout(config)),
-        )
+        .apply("Average", Mean::per_key::<i64, i64>().with_hot_key_fanout(fanout(config)))
         .apply("Project", ParDo::of(ProjectCategoryPrice))
 }
 
@@ -399,7 +396,7 @@ pub const Q6_LATEST_BIDS: usize = 10;
 /// bids, updated on every winning bid (global window, accumulating panes).
 pub(crate) fn q6(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<SellerPrice> {
     events
-        .apply("WinningBids", WinningBids::new("AVERAGE_SELLING_PRICE_BY_SELLER", config))
+        .apply("WinningBids", WinningBids::new(QueryName::AverageSellingPriceBySeller.name(), config))
         .apply("Rekey", Map::new(|ab: AuctionBid| KV::new(ab.auction.seller, ab.bid)))
         .apply(
             "Window",
