@@ -12,7 +12,8 @@
 use crate::trigger::{TriggerContext, TriggerMachine, TriggerState};
 use crate::watermark::Watermarks;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 use weir_sdk::kernel::{Batch, CombineKernel, EncodedGroup, EncodedKvBatch, GroupKernel};
 use weir_sdk::pane::{PaneInfo, Timing};
@@ -69,6 +70,48 @@ type Key = Arc<[u8]>;
 
 type TimerKey = (Timestamp, Key, Window);
 
+/// The windows of one key, sorted by window. Most keys hold one or a few windows, so a sorted
+/// vector beats a tree map; states are boxed so that inserting and removing moves little.
+#[derive(Default)]
+struct KeyWindows(Vec<(Window, Box<WindowState>)>);
+
+impl KeyWindows {
+    fn find(&self, window: &Window) -> std::result::Result<usize, usize> {
+        self.0.binary_search_by(|(w, _)| w.cmp(window))
+    }
+    fn get(&self, window: &Window) -> Option<&WindowState> {
+        self.find(window).ok().map(|i| &*self.0[i].1)
+    }
+    fn get_mut(&mut self, window: &Window) -> Option<&mut WindowState> {
+        self.find(window).ok().map(|i| &mut *self.0[i].1)
+    }
+    fn contains_key(&self, window: &Window) -> bool {
+        self.find(window).is_ok()
+    }
+    /// Inserts or replaces; returns whether the window is new.
+    fn insert(&mut self, window: Window, state: WindowState) -> bool {
+        match self.find(&window) {
+            Ok(i) => {
+                *self.0[i].1 = state;
+                false
+            }
+            Err(i) => {
+                self.0.insert(i, (window, Box::new(state)));
+                true
+            }
+        }
+    }
+    fn remove(&mut self, window: &Window) -> Option<WindowState> {
+        self.find(window).ok().map(|i| *self.0.remove(i).1)
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn iter(&self) -> impl Iterator<Item = (&Window, &WindowState)> {
+        self.0.iter().map(|(w, s)| (w, &**s))
+    }
+}
+
 /// Counting sort of rows into `groups` buckets: `group_of[j]` is the bucket of row `rows[j]`.
 /// Returns each bucket's start in the sorted rows (plus the end) and the rows, each bucket in
 /// arrival order. No allocation per bucket.
@@ -95,10 +138,17 @@ pub struct GroupAlsoByWindow {
     strategy: WindowingStrategy,
     machine: TriggerMachine,
     values: Values,
-    keys: hashbrown::HashMap<Key, BTreeMap<Window, WindowState>>,
-    event_timers: BTreeSet<TimerKey>,
+    keys: hashbrown::HashMap<Key, KeyWindows>,
+    /// Number of key-window states in `keys`.
+    windows: usize,
+    /// End-of-window and garbage-collection timers by time. Timers are never removed before
+    /// they are due: one whose window is gone fires as a no-op, and duplicates fire once.
+    event_timers: BTreeMap<Timestamp, Vec<(Key, Window)>>,
     processing_timers: BTreeSet<TimerKey>,
-    holds: BTreeSet<TimerKey>,
+    /// Element holds, earliest first, kept lazily: an entry counts only while its window still
+    /// holds exactly that time; stale entries are dropped when they reach the top (after every
+    /// public call that changes state) or when they outnumber the windows.
+    holds: BinaryHeap<Reverse<TimerKey>>,
     watermarks: Watermarks,
     processing_time: Timestamp,
     dropped: DropCounts,
@@ -114,9 +164,10 @@ impl GroupAlsoByWindow {
             strategy,
             values,
             keys: hashbrown::HashMap::new(),
-            event_timers: BTreeSet::new(),
+            windows: 0,
+            event_timers: BTreeMap::new(),
             processing_timers: BTreeSet::new(),
-            holds: BTreeSet::new(),
+            holds: BinaryHeap::new(),
             watermarks: Watermarks::new(),
             processing_time: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
@@ -136,7 +187,7 @@ impl GroupAlsoByWindow {
 
     /// The earliest watermark hold.
     pub fn hold(&self) -> Option<Timestamp> {
-        self.holds.first().map(|h| h.0)
+        self.holds.peek().map(|h| h.0 .0)
     }
 
     /// The earliest processing-time timer, for runners that sleep until it.
@@ -146,12 +197,12 @@ impl GroupAlsoByWindow {
 
     /// Number of key-window states held.
     pub fn state_size(&self) -> usize {
-        self.keys.values().map(BTreeMap::len).sum()
+        self.windows
     }
 
     /// Approximate bytes of state held (keys, buffered values or accumulators).
     pub fn state_bytes(&self) -> usize {
-        self.keys.iter().map(|(k, ws)| ws.values().map(|w| k.len() + w.values.len() + 96).sum::<usize>()).sum()
+        self.keys.iter().map(|(k, ws)| ws.iter().map(|(_, w)| k.len() + w.values.len() + 96).sum::<usize>()).sum()
     }
 
     /// The engine's state as entries: one per key and window (its buffer or accumulator,
@@ -168,7 +219,7 @@ impl GroupAlsoByWindow {
         );
         out.push((Vec::new(), crate::checkpoint::encode(&self.step, &meta)?));
         for (key, windows) in &self.keys {
-            for (window, state) in windows {
+            for (window, state) in windows.iter() {
                 out.push((
                     crate::checkpoint::entry_key(&self.step, key, window)?,
                     crate::checkpoint::encode(&self.step, state)?,
@@ -181,6 +232,7 @@ impl GroupAlsoByWindow {
     /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
     pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
+        self.windows = 0;
         self.event_timers.clear();
         self.processing_timers.clear();
         self.holds.clear();
@@ -197,19 +249,22 @@ impl GroupAlsoByWindow {
             let key: Key = Arc::from(key);
             let state: WindowState = crate::checkpoint::decode(&self.step, &value)?;
             let (closed, pt_timer, hold) = (state.closed, state.pt_timer, state.hold);
-            self.keys.entry(key.clone()).or_default().insert(window, state);
-            self.event_timers.insert((window.max_timestamp(), key.clone(), window));
+            if self.keys.entry(key.clone()).or_default().insert(window, state) {
+                self.windows += 1;
+            }
+            self.event_timer((window.max_timestamp(), key.clone(), window));
             let gc = self.strategy.gc_time(&window);
             if gc != window.max_timestamp() {
-                self.event_timers.insert((gc, key.clone(), window));
+                self.event_timer((gc, key.clone(), window));
             }
             if let (Some(t), false) = (pt_timer, closed) {
                 self.processing_timers.insert((t, key.clone(), window));
             }
             if let Some(h) = hold {
-                self.holds.insert((h, key.clone(), window));
+                self.holds.push(Reverse((h, key.clone(), window)));
             }
         }
+        self.clean_holds();
         Ok(())
     }
 
@@ -245,6 +300,7 @@ impl GroupAlsoByWindow {
         let mut out = Vec::new();
         let result = self.process_rows(&scratch, &mut out);
         self.scratch = scratch;
+        self.clean_holds();
         result?;
         self.finish(out)
     }
@@ -367,28 +423,26 @@ impl GroupAlsoByWindow {
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
         entry.into_mut().insert(window, ws);
+        self.windows += 1;
         let gc = self.strategy.gc_time(&window);
         if gc != window.max_timestamp() {
-            self.event_timers.insert((gc, k.clone(), window));
+            self.event_timer((gc, k.clone(), window));
         }
-        self.event_timers.insert((window.max_timestamp(), k, window));
+        self.event_timer((window.max_timestamp(), k, window));
     }
 
     fn remove_window(&mut self, key: &[u8], window: &Window) -> Option<WindowState> {
         let k = self.arc_key(key);
         let windows = self.keys.get_mut(key)?;
         let ws = windows.remove(window)?;
+        self.windows -= 1;
         if windows.is_empty() {
             self.keys.remove(key);
         }
-        // Event-time timers are left in place: their times derive from the window alone, and a
-        // timer whose window is gone fires as a no-op (merging replaces windows every batch,
-        // and removing from the timer set cost more than the rest of the merge).
+        // Event-time timers and holds are left in place (see their fields): merging replaces
+        // windows every batch, and removing from the sets cost more than the rest of the merge.
         if let Some(t) = ws.pt_timer {
-            self.processing_timers.remove(&(t, k.clone(), *window));
-        }
-        if let Some(h) = ws.hold {
-            self.holds.remove(&(h, k, *window));
+            self.processing_timers.remove(&(t, k, *window));
         }
         Some(ws)
     }
@@ -474,14 +528,16 @@ impl GroupAlsoByWindow {
         let (hold, pt) = (state.hold, state.pt_timer);
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
-        entry.into_mut().insert(window, state);
-        self.event_timers.insert((window.max_timestamp(), k.clone(), window));
+        if entry.into_mut().insert(window, state) {
+            self.windows += 1;
+        }
+        self.event_timer((window.max_timestamp(), k.clone(), window));
         let gc = self.strategy.gc_time(&window);
         if gc != window.max_timestamp() {
-            self.event_timers.insert((gc, k.clone(), window));
+            self.event_timer((gc, k.clone(), window));
         }
         if let Some(h) = hold {
-            self.holds.insert((h, k.clone(), window));
+            self.holds.push(Reverse((h, k.clone(), window)));
         }
         if let Some(t) = pt {
             self.processing_timers.insert((t, k, window));
@@ -544,13 +600,8 @@ impl GroupAlsoByWindow {
             return Ok(());
         }
         let k = self.arc_key(key);
-        if old_hold != new_hold {
-            if let Some(h) = old_hold {
-                self.holds.remove(&(h, k.clone(), window));
-            }
-            if let Some(h) = new_hold {
-                self.holds.insert((h, k.clone(), window));
-            }
+        if let (true, Some(h)) = (old_hold != new_hold, new_hold) {
+            self.holds.push(Reverse((h, k.clone(), window)));
         }
         if old_pt != pt {
             if let Some(t) = old_pt {
@@ -600,7 +651,6 @@ impl GroupAlsoByWindow {
     fn emit(&mut self, key: &[u8], window: Window, is_final: bool, out: &mut Vec<EncodedGroup>) -> Result<()> {
         let input_wm = self.watermarks.input();
         let output_wm = self.watermarks.output();
-        let k = self.arc_key(key);
         let strategy = &self.strategy;
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
         let eow = window.max_timestamp();
@@ -617,9 +667,6 @@ impl GroupAlsoByWindow {
             || (timing == Timing::OnTime && strategy.on_time_behavior == OnTimeBehavior::FireAlways)
             || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
         let released = ws.hold.take();
-        if let Some(h) = released {
-            self.holds.remove(&(h, k, window));
-        }
         if needed {
             let non_speculative_index = if timing == Timing::Early { -1 } else { ws.non_speculative_index + 1 };
             let pane = PaneInfo {
@@ -664,6 +711,7 @@ impl GroupAlsoByWindow {
         self.watermarks = wm;
         let mut out = Vec::new();
         let result = self.fire_timers(&mut out);
+        self.clean_holds();
         result?;
         let hold = self.hold();
         self.watermarks.advance(input_watermark, None, hold);
@@ -684,14 +732,39 @@ impl GroupAlsoByWindow {
             self.maybe_fire(&key, window, out)?;
             self.refresh_pt_timer(&key, window);
         }
-        while let Some((t, key, window)) = self.event_timers.first().cloned() {
-            if t >= self.watermarks.input() {
+        while let Some(entry) = self.event_timers.first_entry() {
+            if *entry.key() >= self.watermarks.input() {
                 break;
             }
-            self.event_timers.remove(&(t, key.clone(), window));
-            self.on_event_timer(&key, window, out)?;
+            // Firing a window's timers sets no event timer, so a due time is taken whole; in
+            // (key, window) order, each timer once.
+            let mut due = entry.remove();
+            due.sort_unstable();
+            due.dedup();
+            for (key, window) in due {
+                self.on_event_timer(&key, window, out)?;
+            }
         }
         Ok(())
+    }
+
+    fn event_timer(&mut self, (time, key, window): TimerKey) {
+        self.event_timers.entry(time).or_default().push((key, window));
+    }
+
+    /// Drops stale holds from the top of the hold queue (so [`GroupAlsoByWindow::hold`] is
+    /// exact), and rebuilds the queue when stale entries outnumber the windows.
+    fn clean_holds(&mut self) {
+        let live = |keys: &hashbrown::HashMap<Key, KeyWindows>, (t, key, window): &TimerKey| {
+            keys.get(key).and_then(|w| w.get(window)).is_some_and(|ws| ws.hold == Some(*t))
+        };
+        if self.holds.len() > 2 * self.windows + 1024 {
+            let keys = &self.keys;
+            self.holds.retain(|h| live(keys, &h.0));
+        }
+        while self.holds.peek().is_some_and(|h| !live(&self.keys, &h.0)) {
+            self.holds.pop();
+        }
     }
 
     fn refresh_pt_timer(&mut self, key: &[u8], window: Window) {

@@ -44,10 +44,16 @@ impl TriggerContext {
 /// Per-window state of a trigger.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TriggerState {
-    finished: Vec<bool>,
-    counts: Vec<i64>,
-    targets: Vec<Option<Timestamp>>,
-    on_time_fired: Vec<bool>,
+    nodes: Vec<NodeState>,
+}
+
+/// The state of one node of the trigger tree (one allocation per window for all nodes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct NodeState {
+    finished: bool,
+    on_time_fired: bool,
+    count: i64,
+    target: Option<Timestamp>,
 }
 
 /// A flattened trigger tree.
@@ -99,17 +105,12 @@ impl TriggerMachine {
     /// A fresh state.
     pub fn new_state(&self) -> TriggerState {
         let n = self.nodes.len();
-        TriggerState {
-            finished: vec![false; n],
-            counts: vec![0; n],
-            targets: vec![None; n],
-            on_time_fired: vec![false; n],
-        }
+        TriggerState { nodes: vec![NodeState::default(); n] }
     }
 
     /// Whether the root trigger has finished (the window is closed).
     pub fn is_finished(&self, s: &TriggerState) -> bool {
-        s.finished.first().copied().unwrap_or(false)
+        s.nodes.first().is_some_and(|n| n.finished)
     }
 
     /// Records `n` new elements of the window.
@@ -118,26 +119,26 @@ impl TriggerMachine {
     }
 
     fn element(&self, i: usize, s: &mut TriggerState, n: i64, ctx: &TriggerContext) {
-        if s.finished[i] {
+        if s.nodes[i].finished {
             return;
         }
         match &self.nodes[i] {
             Kind::Default | Kind::Never => {}
             Kind::AfterWatermark { early, late } => {
-                let sub = if s.on_time_fired[i] { *late } else { *early };
+                let sub = if s.nodes[i].on_time_fired { *late } else { *early };
                 if let Some(c) = sub {
                     self.element(c, s, n, ctx);
                 }
             }
             Kind::ProcessingTime { delay_ms, align } => {
-                if s.targets[i].is_none() {
-                    s.targets[i] = Some(aligned(ctx.processing_time.saturating_add(*delay_ms), *align));
+                if s.nodes[i].target.is_none() {
+                    s.nodes[i].target = Some(aligned(ctx.processing_time.saturating_add(*delay_ms), *align));
                 }
             }
-            Kind::Count(_) => s.counts[i] += n,
+            Kind::Count(_) => s.nodes[i].count += n,
             Kind::Repeatedly(c) => self.element(*c, s, n, ctx),
             Kind::AfterEach(cs) => {
-                if let Some(c) = cs.iter().copied().find(|&c| !s.finished[c]) {
+                if let Some(c) = cs.iter().copied().find(|&c| !s.nodes[c].finished) {
                     self.element(c, s, n, ctx);
                 }
             }
@@ -159,25 +160,25 @@ impl TriggerMachine {
     }
 
     fn fires(&self, i: usize, s: &TriggerState, ctx: &TriggerContext) -> bool {
-        if s.finished[i] {
+        if s.nodes[i].finished {
             return false;
         }
         match &self.nodes[i] {
             Kind::Default => ctx.past_end_of_window(),
             Kind::Never => false,
             Kind::AfterWatermark { early, late } => {
-                if s.on_time_fired[i] {
+                if s.nodes[i].on_time_fired {
                     late.is_some_and(|l| self.fires(l, s, ctx))
                 } else {
                     ctx.past_end_of_window() || early.is_some_and(|e| self.fires(e, s, ctx))
                 }
             }
-            Kind::ProcessingTime { .. } => s.targets[i].is_some_and(|t| ctx.processing_time >= t),
-            Kind::Count(n) => s.counts[i] >= *n,
+            Kind::ProcessingTime { .. } => s.nodes[i].target.is_some_and(|t| ctx.processing_time >= t),
+            Kind::Count(n) => s.nodes[i].count >= *n,
             Kind::Repeatedly(c) => self.fires(*c, s, ctx),
-            Kind::AfterEach(cs) => cs.iter().copied().find(|&c| !s.finished[c]).is_some_and(|c| self.fires(c, s, ctx)),
+            Kind::AfterEach(cs) => cs.iter().copied().find(|&c| !s.nodes[c].finished).is_some_and(|c| self.fires(c, s, ctx)),
             Kind::AfterFirst(cs) => cs.iter().any(|&c| self.fires(c, s, ctx)),
-            Kind::AfterAll(cs) => cs.iter().all(|&c| s.finished[c] || self.fires(c, s, ctx)),
+            Kind::AfterAll(cs) => cs.iter().all(|&c| s.nodes[c].finished || self.fires(c, s, ctx)),
             Kind::OrFinally(t, u) => self.fires(*t, s, ctx) || self.fires(*u, s, ctx),
         }
     }
@@ -191,42 +192,42 @@ impl TriggerMachine {
         match &self.nodes[i] {
             Kind::Default | Kind::Never => {}
             Kind::AfterWatermark { early, late } => {
-                if !s.on_time_fired[i] {
+                if !s.nodes[i].on_time_fired {
                     if ctx.past_end_of_window() {
                         // The on-time firing ends the early phase.
-                        s.on_time_fired[i] = true;
+                        s.nodes[i].on_time_fired = true;
                         if let Some(e) = early {
                             self.reset(*e, s);
                         }
                         if late.is_none() {
-                            s.finished[i] = true;
+                            s.nodes[i].finished = true;
                         }
                     } else if let Some(e) = *early {
                         self.fire(e, s, ctx);
-                        if s.finished[e] {
+                        if s.nodes[e].finished {
                             self.reset(e, s);
                         }
                     }
                 } else if let Some(l) = *late {
                     self.fire(l, s, ctx);
-                    if s.finished[l] {
+                    if s.nodes[l].finished {
                         self.reset(l, s);
                     }
                 }
             }
-            Kind::ProcessingTime { .. } | Kind::Count(_) => s.finished[i] = true,
+            Kind::ProcessingTime { .. } | Kind::Count(_) => s.nodes[i].finished = true,
             Kind::Repeatedly(c) => {
                 self.fire(*c, s, ctx);
-                if s.finished[*c] {
+                if s.nodes[*c].finished {
                     self.reset(*c, s);
                 }
             }
             Kind::AfterEach(cs) => {
-                if let Some(c) = cs.iter().copied().find(|&c| !s.finished[c]) {
+                if let Some(c) = cs.iter().copied().find(|&c| !s.nodes[c].finished) {
                     self.fire(c, s, ctx);
                 }
-                if cs.iter().all(|&c| s.finished[c]) {
-                    s.finished[i] = true;
+                if cs.iter().all(|&c| s.nodes[c].finished) {
+                    s.nodes[i].finished = true;
                 }
             }
             Kind::AfterFirst(cs) => {
@@ -235,24 +236,24 @@ impl TriggerMachine {
                         self.fire(c, s, ctx);
                     }
                 }
-                s.finished[i] = true;
+                s.nodes[i].finished = true;
             }
             Kind::AfterAll(cs) => {
                 for &c in cs {
-                    if !s.finished[c] {
+                    if !s.nodes[c].finished {
                         self.fire(c, s, ctx);
                     }
                 }
-                s.finished[i] = true;
+                s.nodes[i].finished = true;
             }
             Kind::OrFinally(t, u) => {
                 if self.fires(*u, s, ctx) {
                     self.fire(*u, s, ctx);
-                    s.finished[i] = true;
+                    s.nodes[i].finished = true;
                 } else {
                     self.fire(*t, s, ctx);
-                    if s.finished[*t] {
-                        s.finished[i] = true;
+                    if s.nodes[*t].finished {
+                        s.nodes[i].finished = true;
                     }
                 }
             }
@@ -261,10 +262,10 @@ impl TriggerMachine {
 
     /// Clears the state of node `i` and its descendants (a repeated trigger starts over).
     fn reset(&self, i: usize, s: &mut TriggerState) {
-        s.finished[i] = false;
-        s.counts[i] = 0;
-        s.targets[i] = None;
-        s.on_time_fired[i] = false;
+        s.nodes[i].finished = false;
+        s.nodes[i].count = 0;
+        s.nodes[i].target = None;
+        s.nodes[i].on_time_fired = false;
         let children: Vec<usize> = match &self.nodes[i] {
             Kind::AfterWatermark { early, late } => early.iter().chain(late.iter()).copied().collect(),
             Kind::Repeatedly(c) => vec![*c],
@@ -286,10 +287,10 @@ impl TriggerMachine {
             return out;
         }
         for i in 0..self.nodes.len() {
-            out.finished[i] = states.iter().all(|s| s.finished[i]);
-            out.counts[i] = states.iter().map(|s| s.counts[i]).sum();
-            out.targets[i] = states.iter().filter_map(|s| s.targets[i]).min();
-            out.on_time_fired[i] = states.iter().any(|s| s.on_time_fired[i]);
+            out.nodes[i].finished = states.iter().all(|s| s.nodes[i].finished);
+            out.nodes[i].count = states.iter().map(|s| s.nodes[i].count).sum();
+            out.nodes[i].target = states.iter().filter_map(|s| s.nodes[i].target).min();
+            out.nodes[i].on_time_fired = states.iter().any(|s| s.nodes[i].on_time_fired);
         }
         out
     }
@@ -298,8 +299,8 @@ impl TriggerMachine {
     /// already passed need no timer: they are satisfied whenever the trigger is next evaluated.
     pub fn next_processing_time(&self, s: &TriggerState, now: Timestamp) -> Option<Timestamp> {
         (0..self.nodes.len())
-            .filter(|&i| !s.finished[i] && matches!(self.nodes[i], Kind::ProcessingTime { .. }))
-            .filter_map(|i| s.targets[i])
+            .filter(|&i| !s.nodes[i].finished && matches!(self.nodes[i], Kind::ProcessingTime { .. }))
+            .filter_map(|i| s.nodes[i].target)
             .filter(|&t| t >= now)
             .min()
     }
