@@ -54,6 +54,19 @@ pub struct WindowState {
     /// The trigger finished: later data for the window is dropped until it expires.
     pub closed: bool,
     pt_timer: Option<Timestamp>,
+    /// The change epoch in which this state was last counted as updated.
+    #[serde(skip)]
+    updated_in: u64,
+}
+
+/// State rows (one per key and window) changed since the last count: Spark's
+/// `numRowsUpdated` and `numRowsRemoved`. A row both updated and removed counts in both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateChanges {
+    /// Rows created or changed (each counted once).
+    pub updated: u64,
+    /// Rows removed (expired, fired for the last time, or merged into another window).
+    pub removed: u64,
 }
 
 /// What happened to input that was not grouped.
@@ -153,6 +166,9 @@ pub struct GroupAlsoByWindow {
     processing_time: Timestamp,
     dropped: DropCounts,
     scratch: EncodedKvBatch,
+    changes: StateChanges,
+    /// Current change epoch: a state whose `updated_in` differs is not counted yet.
+    epoch: u64,
 }
 
 impl GroupAlsoByWindow {
@@ -172,6 +188,8 @@ impl GroupAlsoByWindow {
             processing_time: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
             scratch: EncodedKvBatch::default(),
+            changes: StateChanges::default(),
+            epoch: 1,
         }
     }
 
@@ -183,6 +201,12 @@ impl GroupAlsoByWindow {
     /// Elements dropped so far.
     pub fn dropped(&self) -> DropCounts {
         self.dropped
+    }
+
+    /// The state rows updated and removed since the previous call (once per batch).
+    pub fn take_state_changes(&mut self) -> StateChanges {
+        self.epoch += 1;
+        std::mem::take(&mut self.changes)
     }
 
     /// The earliest watermark hold.
@@ -418,8 +442,9 @@ impl GroupAlsoByWindow {
         if self.keys.get(key).is_some_and(|w| w.contains_key(&window)) {
             return;
         }
-        let mut ws = WindowState { non_speculative_index: -1, ..Default::default() };
+        let mut ws = WindowState { non_speculative_index: -1, updated_in: self.epoch, ..Default::default() };
         ws.trigger = self.machine.new_state();
+        self.changes.updated += 1;
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
         entry.into_mut().insert(window, ws);
@@ -432,10 +457,11 @@ impl GroupAlsoByWindow {
     }
 
     fn remove_window(&mut self, key: &[u8], window: &Window) -> Option<WindowState> {
-        let k = self.arc_key(key);
-        let windows = self.keys.get_mut(key)?;
+        let (k, windows) = self.keys.get_key_value_mut(key)?;
+        let k = k.clone();
         let ws = windows.remove(window)?;
         self.windows -= 1;
+        self.changes.removed += 1;
         if windows.is_empty() {
             self.keys.remove(key);
         }
@@ -455,13 +481,14 @@ impl GroupAlsoByWindow {
         let mut active: Vec<Window> =
             existing.map(|ws| ws.iter().filter(|(_, s)| !s.closed).map(|(w, _)| *w).collect()).unwrap_or_default();
         let fresh: Vec<Window> =
-            new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(*w))).copied().collect();
+            new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(w))).copied().collect();
         active.extend_from_slice(&fresh);
         let merges = self.strategy.window_fn.merge_windows(&active);
-        let mut placed: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
+        // One key's windows: a few, so a vector beats a set.
+        let mut placed: Vec<Window> = Vec::new();
         for (sources, merged) in &merges {
             placed.extend(sources.iter().copied());
-            placed.insert(*merged);
+            placed.push(*merged);
             let mut states = Vec::new();
             for s in sources.iter().filter(|s| *s != merged) {
                 states.extend(self.remove_window(key, s));
@@ -482,6 +509,15 @@ impl GroupAlsoByWindow {
     }
 
     fn merge_states(&self, merged: &Window, mut states: Vec<WindowState>) -> Result<WindowState> {
+        if states.len() == 1 {
+            // One window with state grew by windows without (a session absorbing new
+            // elements): its state is the merged state, only an end-of-window hold moves.
+            let mut state = states.pop().unwrap_or_default();
+            if self.strategy.timestamp_combiner == TimestampCombiner::EndOfWindow && state.hold.is_some() {
+                state.hold = Some(merged.max_timestamp());
+            }
+            return Ok(state);
+        }
         let mut out = WindowState { non_speculative_index: -1, ..Default::default() };
         out.trigger = self.machine.merge(&states.iter().map(|s| &s.trigger).collect::<Vec<_>>());
         match &self.values {
@@ -525,6 +561,8 @@ impl GroupAlsoByWindow {
     /// Puts a (merged) window state in place with its timers and hold.
     fn install(&mut self, key: &[u8], window: Window, mut state: WindowState) {
         state.pt_timer = self.machine.next_processing_time(&state.trigger, self.processing_time);
+        state.updated_in = self.epoch;
+        self.changes.updated += 1;
         let (hold, pt) = (state.hold, state.pt_timer);
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
@@ -560,6 +598,10 @@ impl GroupAlsoByWindow {
         if ws.closed {
             self.dropped.closed += idx.len() as u64;
             return Ok(());
+        }
+        if ws.updated_in != self.epoch {
+            ws.updated_in = self.epoch;
+            self.changes.updated += 1;
         }
         match &self.values {
             Values::Buffer(_) => {
@@ -653,6 +695,10 @@ impl GroupAlsoByWindow {
         let output_wm = self.watermarks.output();
         let strategy = &self.strategy;
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
+        if ws.updated_in != self.epoch {
+            ws.updated_in = self.epoch;
+            self.changes.updated += 1;
+        }
         let eow = window.max_timestamp();
         let timing = if output_wm > eow || ws.non_early_emitted {
             Timing::Late
@@ -789,10 +835,20 @@ impl GroupAlsoByWindow {
     /// An event-time timer of the window: classified by the window's state, not by which timer
     /// it was (spec §3.4).
     fn on_event_timer(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        let Some(closed) = self.keys.get(key).and_then(|w| w.get(&window)).map(|ws| ws.closed) else { return Ok(()) };
+        let Some((closed, counted)) =
+            self.keys.get(key).and_then(|w| w.get(&window)).map(|ws| (ws.closed, ws.updated_in == self.epoch))
+        else {
+            return Ok(());
+        };
         let is_gc = self.watermarks.input() > self.strategy.gc_time(&window);
         if is_gc {
             if !closed {
+                // The last pane of an expiring window removes the row: not also an update.
+                if !counted {
+                    if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
+                        ws.updated_in = self.epoch;
+                    }
+                }
                 let ctx = self.ctx(&window);
                 if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
                     if self.machine.should_fire(&ws.trigger, &ctx) {

@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod checkpoint;
+pub mod dedup;
 pub mod do_fn_runner;
 pub mod group_also_by_window;
 pub mod job;

@@ -7,7 +7,7 @@
 //! is the runner's business.
 
 use crate::do_fn_runner::DoFnRunner;
-use crate::group_also_by_window::{DropCounts, GroupAlsoByWindow, Values};
+use crate::group_also_by_window::{DropCounts, GroupAlsoByWindow, StateChanges, Values};
 use crate::metrics::MetricsContainerImpl;
 use crate::side_inputs::{Pushback, SideInputs};
 use std::sync::Arc;
@@ -70,6 +70,11 @@ pub trait Operator: Send {
     /// Approximate bytes of state held.
     fn state_bytes(&self) -> usize {
         0
+    }
+    /// State rows (keys and windows) updated and removed since the previous call; runners call
+    /// it once per batch for the progress report.
+    fn take_state_changes(&mut self) -> StateChanges {
+        StateChanges::default()
     }
 }
 
@@ -219,6 +224,9 @@ impl Operator for GroupOperator {
     }
     fn state_bytes(&self) -> usize {
         self.engine.state_bytes()
+    }
+    fn take_state_changes(&mut self) -> StateChanges {
+        self.engine.take_state_changes()
     }
 }
 

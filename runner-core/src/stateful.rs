@@ -2,7 +2,7 @@
 //! timestamps that hold the watermark, and garbage collection at window expiry (spec §5).
 
 use crate::do_fn_runner::{guarded, DoFnRunner};
-use crate::group_also_by_window::DropCounts;
+use crate::group_also_by_window::{DropCounts, StateChanges};
 use crate::metrics::MetricsContainerImpl;
 use crate::operator::{OpContext, Operator};
 use crate::side_inputs::{Pushback, SideInputs};
@@ -31,6 +31,9 @@ struct Store {
     holds: BTreeSet<TimerKey>,
     /// (expiry, key, window) of every key and window with state.
     expiry: BTreeSet<(Timestamp, Vec<u8>, Window)>,
+    /// Rows counted as updated since the last count, and the counts.
+    counted: HashSet<Kw>,
+    changes: StateChanges,
 }
 
 impl Store {
@@ -71,7 +74,26 @@ impl Store {
 
     fn remove(&mut self, kw: &Kw, gc: Timestamp) {
         self.unindex(kw, gc);
-        self.states.remove(kw);
+        if self.states.remove(kw).is_some() {
+            self.changes.removed += 1;
+        }
+    }
+
+    /// Counts what happened to a row user code (or a timer firing) touched: updated if it was
+    /// written and still holds state (once per count), removed if it held state before and no
+    /// longer does.
+    fn count(&mut self, kw: &Kw, existed: bool, fired: bool) {
+        let (exists, changed) = match self.states.get_mut(kw) {
+            Some(s) => (!s.is_empty(), s.take_changed() || fired),
+            None => (false, false),
+        };
+        if exists && changed && !self.counted.contains(kw) {
+            self.counted.insert(kw.clone());
+            self.changes.updated += 1;
+        }
+        if existed && !exists {
+            self.changes.removed += 1;
+        }
     }
 }
 
@@ -79,7 +101,8 @@ impl Store {
 /// touched and rebuilt afterwards ([`StatefulParDoOperator::process`]).
 struct Env<'a> {
     store: &'a mut Store,
-    touched: &'a mut HashSet<Kw>,
+    /// Rows touched by user code, and whether each held state before.
+    touched: &'a mut HashMap<Kw, bool>,
     strategy: &'a WindowingStrategy,
     input_watermark: Timestamp,
     processing_time: Timestamp,
@@ -89,7 +112,8 @@ impl KeyedStateEnv for Env<'_> {
     fn state(&mut self, key: &[u8], window: &Window) -> (&mut KeyedState, StateTime) {
         let gc = self.strategy.gc_time(window);
         let kw = (key.to_vec(), *window);
-        if self.touched.insert(kw.clone()) {
+        if !self.touched.contains_key(&kw) {
+            self.touched.insert(kw.clone(), self.store.states.contains_key(&kw));
             self.store.unindex(&kw, gc);
         }
         let time = StateTime {
@@ -180,6 +204,7 @@ impl StatefulParDoOperator {
                     instance.on_timer(&key, window, Some(&firing), outputs, &mut state, time)
                 });
                 store.states.insert(kw.clone(), state);
+                store.count(&kw, true, true);
                 store.index(&kw, gc);
                 r?;
             }
@@ -309,6 +334,11 @@ impl Operator for StatefulParDoOperator {
     fn state_bytes(&self) -> usize {
         StatefulParDoOperator::state_bytes(self)
     }
+
+    fn take_state_changes(&mut self) -> StateChanges {
+        self.store.counted.clear();
+        std::mem::take(&mut self.store.changes)
+    }
 }
 
 /// Joins two lists of per-output batches (either may be empty).
@@ -327,7 +357,7 @@ impl StatefulParDoOperator {
         if self.input_ops.len(&live) == 0 {
             return Ok(self.runner.empty_outputs());
         }
-        let mut touched = HashSet::new();
+        let mut touched = HashMap::new();
         let result = {
             let StatefulParDoOperator { runner, store, strategy, sides, input_watermark, processing_time, .. } = self;
             let mut env = Env {
@@ -341,8 +371,9 @@ impl StatefulParDoOperator {
                 guarded(step, "process", || instance.process_keyed(live, outputs, sides, &mut env))
             })
         };
-        for kw in touched {
+        for (kw, existed) in touched {
             let gc = self.strategy.gc_time(&kw.1);
+            self.store.count(&kw, existed, false);
             self.store.index(&kw, gc);
         }
         result

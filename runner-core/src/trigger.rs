@@ -176,7 +176,9 @@ impl TriggerMachine {
             Kind::ProcessingTime { .. } => s.nodes[i].target.is_some_and(|t| ctx.processing_time >= t),
             Kind::Count(n) => s.nodes[i].count >= *n,
             Kind::Repeatedly(c) => self.fires(*c, s, ctx),
-            Kind::AfterEach(cs) => cs.iter().copied().find(|&c| !s.nodes[c].finished).is_some_and(|c| self.fires(c, s, ctx)),
+            Kind::AfterEach(cs) => {
+                cs.iter().copied().find(|&c| !s.nodes[c].finished).is_some_and(|c| self.fires(c, s, ctx))
+            }
             Kind::AfterFirst(cs) => cs.iter().any(|&c| self.fires(c, s, ctx)),
             Kind::AfterAll(cs) => cs.iter().all(|&c| s.nodes[c].finished || self.fires(c, s, ctx)),
             Kind::OrFinally(t, u) => self.fires(*t, s, ctx) || self.fires(*u, s, ctx),

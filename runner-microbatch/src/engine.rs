@@ -16,6 +16,7 @@ use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use weir_runner_core::group_also_by_window::StateChanges;
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
 use weir_runner_core::operator::{count_drops, OpContext, Operator};
@@ -218,6 +219,7 @@ struct NodeStats {
     removal_ms: u64,
     input_rows: u64,
     dropped: u64,
+    changes: StateChanges,
 }
 
 pub(crate) struct Engine {
@@ -242,6 +244,9 @@ pub(crate) struct Engine {
     stores: HashMap<(usize, usize), StoreVersion>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
     state_bytes: HashMap<usize, (u64, u64)>,
+    /// Whether the next batch starts from state read back from checkpoint files (a restart)
+    /// rather than the state already in memory: Spark's state store cache miss.
+    state_loaded_from_files: bool,
     /// With batch retries: the last committed state of every operator partition and every
     /// node's watermarks.
     retry_base: Option<RetryBase>,
@@ -328,6 +333,7 @@ impl Engine {
             replay: None,
             stores: HashMap::new(),
             state_bytes: HashMap::new(),
+            state_loaded_from_files: false,
             retry_base: None,
         };
         if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
@@ -554,6 +560,7 @@ impl Engine {
             }
             self.nodes[i].state_size = None;
         }
+        self.state_loaded_from_files = true;
         Ok(())
     }
 
@@ -662,10 +669,9 @@ impl Engine {
         // that committed.
         let saved_input = if self.options.microbatch.max_batch_retries > 0 { Some(self.clone_pending()) } else { None };
         let mut attempt = 0;
-        let (stats, rows_before, sink_rows, add_ms, commit_ms) = loop {
+        let (stats, sink_rows, add_ms, commit_ms) = loop {
             let mut stats: Vec<NodeStats> = (0..self.nodes.len()).map(|_| NodeStats::default()).collect();
             let mut containers: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
-            let rows_before: Vec<u64> = self.nodes.iter().map(|n| n.state_size().0).collect();
             let mut sink_rows = 0i64;
             let result = (|| -> Result<()> {
                 for (i, node_stats) in stats.iter_mut().enumerate() {
@@ -690,7 +696,7 @@ impl Engine {
                 self.metrics.record(Some(step), c, commit_result.is_ok());
             }
             match commit_result {
-                Ok(commit_ms) => break (stats, rows_before, sink_rows, add_ms, commit_ms),
+                Ok(commit_ms) => break (stats, sink_rows, add_ms, commit_ms),
                 Err(e) if !matches!(e, Error::Cancelled) && attempt < self.options.microbatch.max_batch_retries => {
                     attempt += 1;
                     tracing::warn!(batch = self.batch_id, attempt, error = %e, "batch failed; retrying from the last commit");
@@ -713,7 +719,6 @@ impl Engine {
             ts_stats,
             sources,
             stats,
-            rows_before,
             sink_rows,
             read_ms,
             wal_ms,
@@ -722,6 +727,7 @@ impl Engine {
             total_ms: trigger_start.elapsed().as_millis() as u64,
             event_clock: started_at,
         });
+        self.state_loaded_from_files = false;
         {
             let mut recent = self.shared.recent.lock().unwrap_or_else(|e| e.into_inner());
             recent.push_back(progress.clone());
@@ -925,6 +931,8 @@ impl Engine {
                     stats.update_ms += done.update_ms;
                     stats.removal_ms += done.removal_ms;
                     stats.dropped += done.dropped;
+                    stats.changes.updated += done.changes.updated;
+                    stats.changes.removed += done.changes.removed;
                     containers.push((name.clone(), done.metrics));
                     for (port, bs) in done.outputs.into_iter().enumerate() {
                         outputs[port].push(bs);
@@ -976,9 +984,7 @@ impl Engine {
         };
         let mut state_operators = Vec::new();
         for (i, spec) in self.plan.nodes.iter().enumerate() {
-            let stateful = matches!(&spec.op, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_))
-                || matches!(&spec.op, OpSpec::ParDo(d) if d.stateful);
-            if !stateful {
+            if !spec.op.is_stateful() {
                 continue;
             }
             let ops = &self.nodes[i].ops;
@@ -987,8 +993,8 @@ impl Engine {
             state_operators.push(StateOperatorProgress {
                 operator_name: spec.name.clone(),
                 num_rows_total: total,
-                num_rows_updated: st.input_rows,
-                num_rows_removed: p.rows_before[i].saturating_sub(total),
+                num_rows_updated: st.changes.updated,
+                num_rows_removed: st.changes.removed,
                 num_rows_dropped_by_watermark: st.dropped,
                 all_updates_time_ms: st.update_ms,
                 all_removals_time_ms: st.removal_ms,
@@ -997,7 +1003,17 @@ impl Engine {
                 num_state_store_instances: ops.len() as u64,
                 custom_metrics: {
                     let (snap, delta) = self.state_bytes.get(&i).copied().unwrap_or((0, 0));
-                    BTreeMap::from([("snapshotBytes".to_string(), snap), ("deltaBytes".to_string(), delta)])
+                    // Each partition's state for this batch came from memory (a hit; a retried
+                    // batch restores the copy kept in memory) or, after a restart, from the
+                    // checkpoint's files (a miss).
+                    let instances = ops.len() as u64;
+                    let (hits, misses) = if self.state_loaded_from_files { (0, instances) } else { (instances, 0) };
+                    BTreeMap::from([
+                        ("snapshotBytes".to_string(), snap),
+                        ("deltaBytes".to_string(), delta),
+                        ("loadedMapCacheHitCount".to_string(), hits),
+                        ("loadedMapCacheMissCount".to_string(), misses),
+                    ])
                 },
             });
         }
@@ -1070,7 +1086,6 @@ struct ProgressInput {
     ts_stats: (Timestamp, Timestamp, i128, usize),
     sources: Vec<(usize, usize, serde_json::Value, serde_json::Value)>,
     stats: Vec<NodeStats>,
-    rows_before: Vec<u64>,
     sink_rows: i64,
     read_ms: u64,
     wal_ms: u64,
@@ -1095,6 +1110,7 @@ struct PartitionDone {
     update_ms: u64,
     removal_ms: u64,
     dropped: u64,
+    changes: StateChanges,
 }
 
 impl PartitionTask<'_> {
@@ -1133,10 +1149,13 @@ impl PartitionTask<'_> {
             Ok((update_ms, t.elapsed().as_millis() as u64))
         };
         let result = work();
+        let changes = op.take_state_changes();
         count_drops(op, before, &metrics);
         let dropped = (op.dropped().late + op.dropped().closed).saturating_sub(before.late + before.closed);
         match result {
-            Ok((update_ms, removal_ms)) => Ok(PartitionDone { outputs, metrics, update_ms, removal_ms, dropped }),
+            Ok((update_ms, removal_ms)) => {
+                Ok(PartitionDone { outputs, metrics, update_ms, removal_ms, dropped, changes })
+            }
             Err(e) => Err((e, metrics)),
         }
     }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use weir_runner_core::dedup::DedupOperator;
 use weir_runner_core::group_also_by_window::Values;
 use weir_runner_core::operator::{AssignOperator, FlattenOperator, GroupOperator, Operator, ParDoOperator};
 use weir_runner_core::stateful::StatefulParDoOperator;
@@ -12,6 +13,7 @@ use weir_sdk::kernel::{
     AssignKernel, CombineKernel, ErasedBoundedSource, ErasedUnboundedSource, GroupKernel, KeyPartitioner,
     TestStreamEvent,
 };
+use weir_sdk::transforms::deduplicate::DedupKernel;
 
 /// What a node does.
 pub(crate) enum OpSpec {
@@ -22,6 +24,8 @@ pub(crate) enum OpSpec {
     ParDo(ParDoPayload),
     GroupByKey(Arc<dyn GroupKernel>),
     CombinePerKey(Arc<dyn CombineKernel>),
+    /// Streaming deduplicate: first element per key and window, keys remembered for a duration.
+    Deduplicate(Arc<dyn DedupKernel>, i64),
     Flatten,
     WindowInto(Arc<dyn AssignKernel>),
     /// An exactly-once JSON-lines file sink.
@@ -34,6 +38,12 @@ impl OpSpec {
     /// Whether the node is a batch-aware sink, written when its batch commits.
     pub(crate) fn is_sink(&self) -> bool {
         matches!(self, OpSpec::JsonLinesSink(_) | OpSpec::BatchSink(_))
+    }
+
+    /// Whether the node keeps state per key (and is reported among the state operators).
+    pub(crate) fn is_stateful(&self) -> bool {
+        matches!(self, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_) | OpSpec::Deduplicate(..))
+            || matches!(self, OpSpec::ParDo(p) if p.stateful)
     }
 }
 
@@ -60,6 +70,12 @@ impl NodeSpec {
             OpSpec::ParDo(p) => Box::new(ParDoOperator::new(node, p, graph)),
             OpSpec::GroupByKey(k) => Box::new(GroupOperator::new(node, graph, Values::Buffer(k.clone()))),
             OpSpec::CombinePerKey(k) => Box::new(GroupOperator::new(node, graph, Values::Combine(k.clone()))),
+            OpSpec::Deduplicate(k, duration_ms) => Box::new(DedupOperator::new(
+                &node.full_name,
+                graph.pcollection(node.inputs[0]).windowing.clone(),
+                k.clone(),
+                *duration_ms,
+            )),
             OpSpec::Flatten => Box::new(FlattenOperator),
             OpSpec::WindowInto(k) => Box::new(AssignOperator::new(node, k.clone())),
             _ => return None,
@@ -77,6 +93,7 @@ impl NodeSpec {
             OpSpec::ParDo(_) => "pardo",
             OpSpec::GroupByKey(_) => "group-by-key",
             OpSpec::CombinePerKey(_) => "combine-per-key",
+            OpSpec::Deduplicate(..) => "deduplicate",
             OpSpec::Flatten => "flatten",
             OpSpec::WindowInto(_) => "window-into",
             OpSpec::JsonLinesSink(_) => "json-lines-sink",
@@ -94,6 +111,7 @@ impl NodeSpec {
             OpSpec::ParDo(p) => format!("ParDo[{}]", short(p.fn_name)),
             OpSpec::GroupByKey(_) => "GroupAlsoByWindow[buffering]".to_string(),
             OpSpec::CombinePerKey(_) => "GroupAlsoByWindow[combining]".to_string(),
+            OpSpec::Deduplicate(_, ms) => format!("StreamingDeduplicate[within {ms} ms]"),
             OpSpec::Flatten if self.native.is_some() => "Redistribute".to_string(),
             OpSpec::Flatten => "Union".to_string(),
             OpSpec::WindowInto(_) => "AssignWindows".to_string(),
@@ -136,9 +154,7 @@ impl Plan {
                     let _ = writeln!(out, "  Exchange {how}, {})", self.partitions);
                 }
             }
-            let stateful = matches!(&n.op, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_))
-                || matches!(&n.op, OpSpec::ParDo(p) if p.stateful);
-            let marker = if stateful { " [stateful]" } else { "" };
+            let marker = if n.op.is_stateful() { " [stateful]" } else { "" };
             let sides = if n.side_inputs.is_empty() {
                 String::new()
             } else {

@@ -47,9 +47,10 @@ pub struct StateOperatorProgress {
     pub operator_name: String,
     /// Keys and windows held after the batch.
     pub num_rows_total: u64,
-    /// Keys and windows added or changed by the batch.
+    /// State rows (one per key and window) created or written by the batch, each counted once;
+    /// reads are not updates, and the last pane of an expiring window is only a removal.
     pub num_rows_updated: u64,
-    /// Keys and windows removed by the batch (fired, expired).
+    /// State rows removed by the batch: expired, cleared, or merged into another window.
     pub num_rows_removed: u64,
     /// Input dropped because its window had expired.
     pub num_rows_dropped_by_watermark: u64,
@@ -63,7 +64,9 @@ pub struct StateOperatorProgress {
     pub memory_used_bytes: u64,
     /// Number of state store instances (partitions).
     pub num_state_store_instances: u64,
-    /// Other figures.
+    /// Other figures: `snapshotBytes` and `deltaBytes` of the state files the batch wrote, and
+    /// Spark's `loadedMapCacheHitCount` / `loadedMapCacheMissCount`: per partition, whether the
+    /// batch started from the state in memory or, after a restart, read it from the files.
     pub custom_metrics: BTreeMap<String, u64>,
 }
 

@@ -86,9 +86,28 @@ pub struct KeyedState {
     /// Timers by (family, id); plain timers have family "".
     pub timers: BTreeMap<(String, String), TimerData>,
     next_seq: u64,
+    #[serde(skip)]
+    changed: ChangeFlag,
 }
 
+/// Whether user code wrote a key and window's state since the runner last asked. Not part of
+/// the state's value: never persisted, and equal whatever it holds.
+#[derive(Clone, Copy, Debug, Default)]
+struct ChangeFlag(bool);
+
+impl PartialEq for ChangeFlag {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ChangeFlag {}
+
 impl KeyedState {
+    /// Whether user code wrote this state (cells or timers) since the last call; resets it.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed.0)
+    }
     /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
         self.cells.is_empty() && self.timers.is_empty()
@@ -139,8 +158,16 @@ impl<'a> StateScope<'a> {
         })
     }
 
-    fn cell<'s>(&'s mut self, id: &str, make: fn() -> StateCell) -> Result<&'s mut StateCell, UserError> {
+    /// The state, for a write.
+    fn state_mut(&mut self) -> Result<&mut KeyedState, UserError> {
         let state = self.state()?;
+        state.changed.0 = true;
+        Ok(state)
+    }
+
+    /// The cell `id` for a write, created by `make` when missing.
+    fn cell<'s>(&'s mut self, id: &str, make: fn() -> StateCell) -> Result<&'s mut StateCell, UserError> {
+        let state = self.state_mut()?;
         let cell = state.cells.entry(id.to_string()).or_insert_with(make);
         let expected = make();
         if std::mem::discriminant(cell) != std::mem::discriminant(&expected) {
@@ -154,7 +181,10 @@ impl<'a> StateScope<'a> {
     }
 
     fn remove(&mut self, id: &str) -> UserResult {
-        self.state()?.cells.remove(id);
+        let state = self.state()?;
+        if state.cells.remove(id).is_some() {
+            state.changed.0 = true;
+        }
         Ok(())
     }
 }
@@ -275,6 +305,9 @@ impl<F: CombineFn> CombiningState<'_, '_, F> {
     }
 }
 
+/// A map state's entries, encoded.
+type EncodedMap = BTreeMap<Vec<u8>, Vec<u8>>;
+
 /// Handle on a `MapState<K, V>` (keys compared by encoded bytes).
 pub struct MapState<'s, 'a, K, V> {
     pub(crate) scope: &'s mut StateScope<'a>,
@@ -289,6 +322,14 @@ impl<K: Element, V: Element> MapState<'_, '_, K, V> {
             _ => Err("internal error: map cell".into()),
         }
     }
+    /// The map for reading (`None` when never written).
+    fn map_ref(&mut self) -> Result<Option<&EncodedMap>, UserError> {
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::Map(m)) => Ok(Some(m)),
+            Some(other) => Err(format!("state '{}' is a {}, not a MapState", self.id, other.kind()).into()),
+            None => Ok(None),
+        }
+    }
     /// Sets `key` to `value`.
     pub fn put(&mut self, key: &K, value: &V) -> UserResult {
         let (k, v) = (enc(key)?, enc(value)?);
@@ -298,7 +339,7 @@ impl<K: Element, V: Element> MapState<'_, '_, K, V> {
     /// The value of `key`.
     pub fn get(&mut self, key: &K) -> Result<Option<V>, UserError> {
         let k = enc(key)?;
-        self.map()?.get(&k).map(|b| dec(b)).transpose()
+        self.map_ref()?.and_then(|m| m.get(&k)).map(|b| dec(b)).transpose()
     }
     /// Sets `key` to `value` unless present; returns the previous value.
     pub fn put_if_absent(&mut self, key: &K, value: &V) -> Result<Option<V>, UserError> {
@@ -316,19 +357,19 @@ impl<K: Element, V: Element> MapState<'_, '_, K, V> {
     }
     /// A snapshot of the entries, ordered by encoded key.
     pub fn entries(&mut self) -> Result<Vec<(K, V)>, UserError> {
-        self.map()?.iter().map(|(k, v)| Ok((dec(k)?, dec(v)?))).collect()
+        self.map_ref()?.into_iter().flatten().map(|(k, v)| Ok((dec(k)?, dec(v)?))).collect()
     }
     /// A snapshot of the keys.
     pub fn keys(&mut self) -> Result<Vec<K>, UserError> {
-        self.map()?.keys().map(|k| dec(k)).collect()
+        self.map_ref()?.into_iter().flat_map(|m| m.keys()).map(|k| dec(k)).collect()
     }
     /// A snapshot of the values.
     pub fn values(&mut self) -> Result<Vec<V>, UserError> {
-        self.map()?.values().map(|v| dec(v)).collect()
+        self.map_ref()?.into_iter().flat_map(|m| m.values()).map(|v| dec(v)).collect()
     }
     /// Whether the map is empty.
     pub fn is_empty(&mut self) -> Result<bool, UserError> {
-        Ok(self.map()?.is_empty())
+        Ok(self.map_ref()?.is_none_or(|m| m.is_empty()))
     }
     /// Clears the map.
     pub fn clear(&mut self) -> UserResult {
@@ -350,6 +391,14 @@ impl<T: Element> SetState<'_, '_, T> {
             _ => Err("internal error: set cell".into()),
         }
     }
+    /// The set for reading (`None` when never written).
+    fn set_ref(&mut self) -> Result<Option<&BTreeSet<Vec<u8>>>, UserError> {
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::Set(s)) => Ok(Some(s)),
+            Some(other) => Err(format!("state '{}' is a {}, not a SetState", self.id, other.kind()).into()),
+            None => Ok(None),
+        }
+    }
     /// Adds `v`.
     pub fn add(&mut self, v: &T) -> UserResult {
         let b = enc(v)?;
@@ -364,7 +413,7 @@ impl<T: Element> SetState<'_, '_, T> {
     /// Whether `v` is present.
     pub fn contains(&mut self, v: &T) -> Result<bool, UserError> {
         let b = enc(v)?;
-        Ok(self.set()?.contains(&b))
+        Ok(self.set_ref()?.is_some_and(|s| s.contains(&b)))
     }
     /// Removes `v`.
     pub fn remove(&mut self, v: &T) -> UserResult {
@@ -374,11 +423,11 @@ impl<T: Element> SetState<'_, '_, T> {
     }
     /// A snapshot of the elements.
     pub fn read(&mut self) -> Result<Vec<T>, UserError> {
-        self.set()?.iter().map(|b| dec(b)).collect()
+        self.set_ref()?.into_iter().flatten().map(|b| dec(b)).collect()
     }
     /// Whether the set is empty.
     pub fn is_empty(&mut self) -> Result<bool, UserError> {
-        Ok(self.set()?.is_empty())
+        Ok(self.set_ref()?.is_none_or(|s| s.is_empty()))
     }
     /// Clears the set.
     pub fn clear(&mut self) -> UserResult {
@@ -397,7 +446,7 @@ impl<T: Element> OrderedListState<'_, '_, T> {
     /// Adds a value at its timestamp.
     pub fn add(&mut self, v: &TimestampedValue<T>) -> UserResult {
         let b = enc(&v.value)?;
-        let state = self.scope.state()?;
+        let state = self.scope.state_mut()?;
         let seq = state.next_seq;
         state.next_seq += 1;
         if let StateCell::OrderedList(m) = self.scope.cell(&self.id, || StateCell::OrderedList(BTreeMap::new()))? {
@@ -541,7 +590,7 @@ impl Timer<'_, '_> {
             }
         }
         let domain = self.domain;
-        self.scope.state()?.timers.insert((self.family, self.id), TimerData { domain, fire: target, output });
+        self.scope.state_mut()?.timers.insert((self.family, self.id), TimerData { domain, fire: target, output });
         Ok(())
     }
 
@@ -554,7 +603,10 @@ impl Timer<'_, '_> {
 
     /// Deletes the timer.
     pub fn clear(self) -> UserResult {
-        self.scope.state()?.timers.remove(&(self.family, self.id));
+        let state = self.scope.state()?;
+        if state.timers.remove(&(self.family, self.id)).is_some() {
+            state.changed.0 = true;
+        }
         Ok(())
     }
 }

@@ -28,6 +28,8 @@ pub const TO_STRING: &str = "beam:transform:to_string:v1";
 pub const WRITE_FILES: &str = "beam:transform:write_files:v1";
 /// CoGroupByKey (composite; Weir's own URN).
 pub const CO_GROUP_BY_KEY: &str = "weir:transform:co_group_by_key:v1";
+/// Deduplicate (composite; runners may translate it natively).
+pub const DEDUPLICATE: &str = "weir:transform:deduplicate:v1";
 /// Writing JSON lines files (composite; exactly-once on the micro-batch runner).
 pub const WRITE_JSON_LINES: &str = "weir:transform:write_json_lines:v1";
 /// A callback per batch of output (composite; per batch on the micro-batch runner).

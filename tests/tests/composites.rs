@@ -183,6 +183,39 @@ mod deduplicate {
             assert_that(&out).contains_in_any_order(s(&["x", "x"]));
             p.run();
         }
+
+        fn deduplicate_per_window_keeps_timestamps_and_drops_late_data(p) {
+            // Fixed 100 ms windows: "a" once per window, the first to arrive (bundles in order)
+            // with its own timestamp; "late" arrives after its window expired and is dropped, not deduplicated.
+            let stream = TestStream::create()
+                .add_elements(vec![TimestampedValue::new("a".to_string(), 10), TimestampedValue::new("b".to_string(), 30)])
+                .add_elements(vec![TimestampedValue::new("a".to_string(), 20), TimestampedValue::new("a".to_string(), 150)])
+                .add_elements(vec![TimestampedValue::new("a".to_string(), 160)])
+                .advance_watermark_to(400)
+                .add_elements(vec![TimestampedValue::new("late".to_string(), 50)])
+                .advance_watermark_to_infinity();
+            let out = p
+                .apply("Stream", stream)
+                .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
+                .apply("Dedup", Deduplicate::values())
+                .apply("Stamp", ParDo::of(Stamp));
+            assert_that(&out).contains_in_any_order(s(&["a@10", "b@30", "a@150"]));
+            p.run();
+        }
+    }
+
+    /// Renders an element with its timestamp.
+    #[derive(Clone)]
+    struct Stamp;
+
+    impl DoFn for Stamp {
+        type In = String;
+        type Out = String;
+        fn process(&mut self, e: String, ctx: &mut ProcessContext<'_, String>) -> UserResult {
+            let ts = ctx.timestamp();
+            ctx.output(format!("{e}@{ts}"));
+            Ok(())
+        }
     }
 }
 

@@ -89,6 +89,27 @@ fn progress_reports_every_batch_with_sparks_fields() {
     assert_eq!(query.status().message, "Stopped");
 }
 
+/// Sums of (numRowsUpdated, numRowsRemoved) of the operator `name` over a query's batches.
+fn row_changes(recent: &[StreamingQueryProgress], name: &str) -> (u64, u64) {
+    recent
+        .iter()
+        .flat_map(|pr| pr.state_operators.iter().filter(|o| o.operator_name == name))
+        .fold((0, 0), |(u, r), o| (u + o.num_rows_updated, r + o.num_rows_removed))
+}
+
+#[test]
+fn state_rows_updated_and_removed_are_counted_per_key_and_window() {
+    // 100 elements, 10 windows x 5 keys = 50 state rows, each fed twice within the batch: every
+    // row is updated once (not once per element) and removed once when its window expires; the
+    // final pane of an expiring window is a removal, not also an update.
+    weir_tests::register_runners();
+    let p = Pipeline::new(options(&["--max-batch-size", "1000"]));
+    windowed_counts(&p);
+    let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
+    assert_eq!(row_changes(&query.recent_progress(), "Count"), (50, 50));
+}
+
 #[test]
 fn explain_shows_stages_exchanges_and_native_composites() {
     weir_tests::register_runners();
@@ -101,6 +122,17 @@ fn explain_shows_stages_exchanges_and_native_composites() {
         "{plan}"
     );
     assert!(plan.contains("Stage 0: Scan[bounded] 'Create/Read'"), "{plan}");
+    // Deduplicate runs as one native operator after an exchange by key.
+    let p = Pipeline::new(options(&[]));
+    p.apply("Create", Create::of(vec![1i64, 2, 1])).apply("Dedup", Deduplicate::values());
+    let plan = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
+    assert!(
+        plan.contains(
+            "StreamingDeduplicate[within 600000 ms] 'Dedup/Deduplicate' (native weir:transform:deduplicate:v1) \
+             [stateful]"
+        ),
+        "{plan}"
+    );
     assert!(plan.contains("Stage 1:"), "{plan}");
 }
 
@@ -133,8 +165,9 @@ fn deduplicate_state_is_evicted_by_the_watermark() {
     let mut stream = TestStream::create();
     for round in 0..4i64 {
         let ts = round * 1000;
+        // Every id twice: the second occurrence only reads the state.
         stream = stream
-            .add_elements((0..50).map(|i| TimestampedValue::new(format!("id-{round}-{i}"), ts)).collect())
+            .add_elements((0..100).map(|i| TimestampedValue::new(format!("id-{round}-{}", i % 50), ts)).collect())
             .advance_watermark_to(ts + 500);
     }
     p.apply("Stream", stream.advance_watermark_to_infinity())
@@ -158,6 +191,8 @@ fn deduplicate_state_is_evicted_by_the_watermark() {
     assert!(totals.contains(&50), "{totals:?}");
     assert!(totals.windows(2).any(|w| w[0] == 50 && w[1] == 0), "{totals:?}");
     assert!(totals.iter().all(|&t| t <= 50), "state never accumulates across rounds: {totals:?}");
+    // Each id's row is written once (reads are not updates) and removed once by its timer.
+    assert_eq!(row_changes(&query.recent_progress(), "Dedup/Deduplicate"), (200, 200));
 }
 
 #[test]

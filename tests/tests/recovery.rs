@@ -58,11 +58,23 @@ fn ok(o: &Output) {
     assert!(o.status.success(), "child failed: {}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// The state store cache (hits, misses) a finished child reported.
+fn cache(o: &Output) -> (u64, u64) {
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find_map(|l| l.strip_prefix("state cache hits ")).expect("cache line");
+    let (h, m) = line.split_once(" misses ").expect("misses");
+    (h.parse().unwrap(), m.parse().unwrap())
+}
+
 #[test]
 fn uninterrupted_run_matches_the_model() {
     let dir = tempfile::tempdir().unwrap();
-    ok(&child(&dir.path().join("cp"), &dir.path().join("out"), None, false));
+    let run = child(&dir.path().join("cp"), &dir.path().join("out"), None, false);
+    ok(&run);
     assert_eq!(output(&dir.path().join("out")), expected());
+    // Every batch continued from the state in memory.
+    let (hits, misses) = cache(&run);
+    assert!(hits > 0 && misses == 0, "hits {hits} misses {misses}");
 }
 
 #[test]
@@ -137,8 +149,12 @@ fn snapshots_deltas_and_retention() {
         let kept = std::fs::read_dir(cp.join("state")).unwrap().count();
         let interval_n: usize = interval.parse().unwrap();
         assert!(kept <= interval_n.max(2) + 1, "{interval}: {kept} state folders kept");
-        ok(&child_with(&cp, &out, None, false, &opts));
+        let restarted = child_with(&cp, &out, None, false, &opts);
+        ok(&restarted);
         assert_eq!(output(&out), expected(), "interval {interval}");
+        // The restart read both partitions' state from the files once, then kept it in memory.
+        let (hits, misses) = cache(&restarted);
+        assert!(hits > 0 && misses == 2, "{interval}: hits {hits} misses {misses}");
     }
 }
 

@@ -61,27 +61,26 @@ impl WindowFn for AuctionOrBidWindowFn {
     }
 
     fn merge_windows(&self, windows: &[BoundedWindow]) -> Vec<(Vec<BoundedWindow>, BoundedWindow)> {
-        use std::collections::BTreeMap;
-        let mut auctions: BTreeMap<i64, CustomWindow> = BTreeMap::new();
-        let mut bids: BTreeMap<i64, Vec<CustomWindow>> = BTreeMap::new();
-        for w in windows {
-            if let BoundedWindow::Custom(c) = w {
-                if c.kind == AUCTION_WINDOW {
-                    auctions.insert(c.tag, *c);
-                } else {
-                    bids.entry(c.tag).or_default().push(*c);
-                }
-            }
-        }
+        // Runners merge one key's windows at a time (one auction id), so plain scans over the
+        // few windows beat building maps by id.
+        let custom = |w: &BoundedWindow| match w {
+            BoundedWindow::Custom(c) => Some(*c),
+            _ => None,
+        };
         let mut merges = Vec::new();
-        for (id, auction) in auctions {
+        let mut seen: Vec<i64> = Vec::new();
+        // The same auction twice (duplicated input): the last one takes the bids.
+        for auction in windows.iter().rev().filter_map(custom).filter(|c| c.kind == AUCTION_WINDOW) {
+            if seen.contains(&auction.tag) {
+                continue;
+            }
+            seen.push(auction.tag);
             // Bid windows starting at or after the auction's end stay apart and expire unused.
-            let mut merged: Vec<BoundedWindow> = bids
-                .get(&id)
-                .into_iter()
-                .flatten()
-                .filter(|b| b.start < auction.end)
-                .map(|b| BoundedWindow::Custom(*b))
+            let mut merged: Vec<BoundedWindow> = windows
+                .iter()
+                .filter_map(custom)
+                .filter(|b| b.kind == BID_WINDOW && b.tag == auction.tag && b.start < auction.end)
+                .map(BoundedWindow::Custom)
                 .collect();
             if !merged.is_empty() {
                 merged.push(BoundedWindow::Custom(auction));

@@ -2,6 +2,7 @@
 //! translator, applied composite-first (DESIGN D3).
 
 mod combine_per_key;
+mod deduplicate;
 mod flatten;
 mod for_each_batch;
 mod group_by_key;
@@ -56,6 +57,7 @@ fn registry() -> TranslatorRegistry<Builder> {
         .register(urns::PAR_DO, par_do::ParDoTranslator)
         .register(urns::GROUP_BY_KEY, group_by_key::GroupByKeyTranslator)
         .register(urns::COMBINE_PER_KEY, combine_per_key::CombinePerKeyTranslator)
+        .register(urns::DEDUPLICATE, deduplicate::DeduplicateTranslator)
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
         .register(urns::WRITE_JSON_LINES, write_json_lines::WriteJsonLinesTranslator)

@@ -17,7 +17,8 @@ use std::sync::Arc;
 pub struct RawUnion {
     /// Index of the input.
     pub index: u32,
-    /// The encoded value.
+    /// The encoded value (serialized as one byte string, not a sequence of bytes).
+    #[serde(with = "serde_bytes")]
     pub bytes: Vec<u8>,
 }
 

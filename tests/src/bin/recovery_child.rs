@@ -59,9 +59,24 @@ fn main() {
         windowed.apply("Sum", Sum::per_key())
     };
     summed.apply("Render", ParDo::of(Render)).apply("Write", WriteJsonLines::to(args[2].clone()));
-    let outcome = p.run().and_then(|r| r.wait_until_finish(None));
+    // State store cache hits and misses over the run, printed for the tests.
+    let cache = std::sync::Arc::new(std::sync::Mutex::new((0u64, 0u64)));
+    let outcome = weir_runner_microbatch::MicroBatchRunner.start(p.graph(), &p.options()).and_then(|q| {
+        let c = cache.clone();
+        q.add_listener(move |pr| {
+            let mut c = c.lock().unwrap_or_else(|e| e.into_inner());
+            for op in &pr.state_operators {
+                c.0 += op.custom_metrics.get("loadedMapCacheHitCount").copied().unwrap_or(0);
+                c.1 += op.custom_metrics.get("loadedMapCacheMissCount").copied().unwrap_or(0);
+            }
+        });
+        q.await_termination(None)
+    });
     match outcome {
-        Ok(_) => {}
+        Ok(_) => {
+            let (hits, misses) = *cache.lock().unwrap_or_else(|e| e.into_inner());
+            println!("state cache hits {hits} misses {misses}");
+        }
         Err(e) => {
             eprintln!("error: {e}");
             std::process::exit(1);
