@@ -484,11 +484,11 @@ impl GroupAlsoByWindow {
             new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(w))).copied().collect();
         active.extend_from_slice(&fresh);
         let merges = self.strategy.window_fn.merge_windows(&active);
-        // One key's windows: a few, so a vector beats a set.
-        let mut placed: Vec<Window> = Vec::new();
+        // A hot key can merge thousands of new windows in one batch: a set, not a vector.
+        let mut placed: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
         for (sources, merged) in &merges {
             placed.extend(sources.iter().copied());
-            placed.push(*merged);
+            placed.insert(*merged);
             let mut states = Vec::new();
             for s in sources.iter().filter(|s| *s != merged) {
                 states.extend(self.remove_window(key, s));

@@ -3,11 +3,13 @@
 use crate::coders::{Coder, CoderError, Element, ElementCoder};
 use crate::do_fn::{DoFn, ProcessContext, TupleTag};
 use crate::error::UserResult;
+use crate::kernel::{Batch, EncodedGroup, EncodedKvBatch, GroupKernel};
 use crate::kv::KV;
 use crate::pipeline::{PCollection, PCollectionList, PTransform, Pipeline};
 use crate::transforms::flatten::Flatten;
-use crate::transforms::group_by_key::GroupByKey;
+use crate::transforms::group_by_key::group_by_key_primitive;
 use crate::transforms::par_do::ParDo;
+use crate::windowed_value::WindowedValue;
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -22,14 +24,41 @@ pub struct RawUnion {
     pub bytes: Vec<u8>,
 }
 
-/// The values of one key from every input of a CoGroupByKey.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CoGbkResult {
-    tags: Arc<Vec<String>>,
-    values: Vec<Vec<Vec<u8>>>,
+/// A [`RawUnion`] read in place from a group's buffer.
+#[derive(Deserialize)]
+struct RawUnionRef<'a> {
+    index: u32,
+    #[serde(borrow)]
+    bytes: &'a [u8],
 }
 
+/// The values of one key from every input of a CoGroupByKey: the group's encoded values in one
+/// buffer, and per input the ranges of its values (no copy per value).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CoGbkResult {
+    tags: Arc<Vec<String>>,
+    #[serde(with = "serde_bytes")]
+    data: Vec<u8>,
+    values: Vec<Vec<(usize, usize)>>,
+}
+
+impl PartialEq for CoGbkResult {
+    /// Equal when every input has the same values (however the buffers are laid out).
+    fn eq(&self, other: &Self) -> bool {
+        self.tags == other.tags
+            && self.values.len() == other.values.len()
+            && (0..self.values.len()).all(|i| self.encoded(i).eq(other.encoded(i)))
+    }
+}
+
+impl Eq for CoGbkResult {}
+
 impl CoGbkResult {
+    /// The encoded values of input `i`.
+    fn encoded(&self, i: usize) -> impl Iterator<Item = &[u8]> + '_ {
+        self.values[i].iter().map(move |&(a, b)| &self.data[a..b])
+    }
+
     /// All values of the input tagged `tag` (empty if it had none for this key).
     pub fn get_all<V: Element>(&self, tag: &TupleTag<V>) -> Result<Vec<V>, CoderError> {
         let i = self
@@ -38,7 +67,7 @@ impl CoGbkResult {
             .position(|t| t == tag.id())
             .ok_or_else(|| CoderError::new(format!("CoGbkResult has no tag '{}'", tag.id())))?;
         let coder = ElementCoder::<V>::new();
-        self.values[i].iter().map(|b| coder.decode_outer(b)).collect()
+        self.encoded(i).map(|b| coder.decode_outer(b)).collect()
     }
     /// The single value of `tag`, `None` if there is none, an error if there are several.
     pub fn get_only<V: Element>(&self, tag: &TupleTag<V>) -> Result<Option<V>, CoderError> {
@@ -111,25 +140,59 @@ struct CoGbkApplied<K> {
     _t: CoGroupByKey,
 }
 
-#[derive(Clone)]
-struct BuildResultFn<K> {
+/// Groups the tagged values by key and window and builds each key's [`CoGbkResult`] straight
+/// from the group's buffer (the GroupByKey primitive with its own output kernel).
+struct GroupIntoResults<K> {
     tags: Arc<Vec<String>>,
     _k: PhantomData<fn(K)>,
 }
 
-impl<K: Element> DoFn for BuildResultFn<K> {
-    type In = KV<K, Vec<RawUnion>>;
-    type Out = KV<K, CoGbkResult>;
-    fn process(&mut self, kv: Self::In, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
-        let mut values = vec![Vec::new(); self.tags.len()];
-        for u in kv.value {
-            values
-                .get_mut(u.index as usize)
-                .ok_or_else(|| format!("union index {} out of range", u.index))?
-                .push(u.bytes);
+impl<K: Element> PTransform<PCollection<KV<K, RawUnion>>> for GroupIntoResults<K> {
+    type Output = PCollection<KV<K, CoGbkResult>>;
+    fn expand(self, input: PCollection<KV<K, RawUnion>>) -> Self::Output {
+        group_by_key_primitive::<K, RawUnion, KV<K, CoGbkResult>>(
+            input,
+            Arc::new(CoGbkKernel::<K> { tags: self.tags, key: ElementCoder::new() }),
+        )
+    }
+}
+
+struct CoGbkKernel<K> {
+    tags: Arc<Vec<String>>,
+    key: ElementCoder<K>,
+}
+
+impl<K: Element> GroupKernel for CoGbkKernel<K> {
+    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
+        out.append::<K, RawUnion>(input, &self.key, &ElementCoder::<RawUnion>::new())
+    }
+
+    fn decode_groups(&self, groups: Vec<EncodedGroup>) -> Result<Batch, CoderError> {
+        let mut out: Vec<WindowedValue<KV<K, CoGbkResult>>> = Vec::with_capacity(groups.len());
+        for g in groups {
+            let key = self.key.decode_outer(&g.key)?;
+            let mut values = vec![Vec::new(); self.tags.len()];
+            let base = g.values.as_ptr() as usize;
+            let mut rest = g.values.as_slice();
+            for _ in 0..g.count {
+                let (u, tail) = postcard::take_from_bytes::<RawUnionRef<'_>>(rest)
+                    .map_err(|e| CoderError::new(format!("cannot decode a CoGroupByKey value: {e}")))?;
+                let start = u.bytes.as_ptr() as usize - base;
+                values
+                    .get_mut(u.index as usize)
+                    .ok_or_else(|| CoderError::new(format!("union index {} out of range", u.index)))?
+                    .push((start, start + u.bytes.len()));
+                rest = tail;
+            }
+            let result = CoGbkResult { tags: self.tags.clone(), data: g.values, values };
+            out.push(WindowedValue {
+                value: KV::new(key, result),
+                timestamp: g.timestamp,
+                window: g.window,
+                pane: g.pane,
+            });
         }
-        ctx.output(KV::new(kv.key, CoGbkResult { tags: self.tags.clone(), values }));
-        Ok(())
+        Ok(Box::new(out))
     }
 }
 
@@ -144,8 +207,7 @@ impl<K: Element> PTransform<crate::pipeline::PBegin> for CoGbkApplied<K> {
         }
         PCollectionList::of(&p, tuple.inputs)
             .apply("Flatten", Flatten::pcollections())
-            .apply("GroupByKey", GroupByKey::create())
-            .apply("ConstructCoGbkResult", ParDo::of(BuildResultFn { tags, _k: PhantomData }))
+            .apply("GroupByKey", GroupIntoResults::<K> { tags, _k: PhantomData })
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::CO_GROUP_BY_KEY)

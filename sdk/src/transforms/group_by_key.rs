@@ -83,39 +83,45 @@ impl<K: Element, V: Element> GroupKernel for GroupKernelImpl<K, V> {
 impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for GroupByKey<K, V> {
     type Output = PCollection<KV<K, Vec<V>>>;
     fn expand(self, input: PCollection<KV<K, V>>) -> Self::Output {
-        let p = input.pipeline().clone();
-        let step = p.current_step();
-        if let Err(why) = ElementCoder::<K>::new().verify_deterministic() {
-            p.record_error(&step, format!("the key coder of a GroupByKey must be deterministic: {why}"));
-        }
-        let windowing = input.windowing_strategy();
-        let b = output_boundedness(&p, &[input.id()]);
-        if b == Boundedness::Unbounded && windowing.is_global() && windowing.trigger == Trigger::Default {
-            p.record_error(
-                &step,
-                "GroupByKey cannot be applied to non-bounded PCollection in the GlobalWindow without a \
-                 trigger. Use a Window.into or Window.triggering transform prior to GroupByKey.",
-            );
-        }
-        if !windowing.trigger.is_safe(windowing.allowed_lateness_ms) {
-            p.record_error(
-                &step,
-                format!(
-                    "Unsafe trigger '{:?}' may lose data, did you mean to wrap it in Repeatedly.forever(...)?",
-                    windowing.trigger
-                ),
-            );
-        }
-        let node = p.make_primitive(
-            crate::urns::GROUP_BY_KEY,
-            Payload::GroupByKey(
-                Arc::new(GroupKernelImpl::<K, V>::new()),
-                Arc::new(crate::kernel::KvPartitioner::<K, V>::default()),
+        group_by_key_primitive(input, Arc::new(GroupKernelImpl::<K, V>::new()))
+    }
+}
+
+/// The GroupByKey primitive over `input` with `kernel` building the groups' output (`O`):
+/// checks the key coder and the windowing as Beam does, then adds the node.
+pub(crate) fn group_by_key_primitive<K: Element, V: Element, O: Element>(
+    input: PCollection<KV<K, V>>,
+    kernel: Arc<dyn GroupKernel>,
+) -> PCollection<O> {
+    let p = input.pipeline().clone();
+    let step = p.current_step();
+    if let Err(why) = ElementCoder::<K>::new().verify_deterministic() {
+        p.record_error(&step, format!("the key coder of a GroupByKey must be deterministic: {why}"));
+    }
+    let windowing = input.windowing_strategy();
+    let b = output_boundedness(&p, &[input.id()]);
+    if b == Boundedness::Unbounded && windowing.is_global() && windowing.trigger == Trigger::Default {
+        p.record_error(
+            &step,
+            "GroupByKey cannot be applied to non-bounded PCollection in the GlobalWindow without a \
+             trigger. Use a Window.into or Window.triggering transform prior to GroupByKey.",
+        );
+    }
+    if !windowing.trigger.is_safe(windowing.allowed_lateness_ms) {
+        p.record_error(
+            &step,
+            format!(
+                "Unsafe trigger '{:?}' may lose data, did you mean to wrap it in Repeatedly.forever(...)?",
+                windowing.trigger
             ),
         );
-        let mut out_windowing = windowing;
-        out_windowing.already_merged = out_windowing.window_fn.is_merging();
-        out_windowing.trigger = out_windowing.trigger.continuation();
-        p.new_output(node, "out", b, out_windowing)
     }
+    let node = p.make_primitive(
+        crate::urns::GROUP_BY_KEY,
+        Payload::GroupByKey(kernel, Arc::new(crate::kernel::KvPartitioner::<K, V>::default())),
+    );
+    let mut out_windowing = windowing;
+    out_windowing.already_merged = out_windowing.window_fn.is_merging();
+    out_windowing.trigger = out_windowing.trigger.continuation();
+    p.new_output(node, "out", b, out_windowing)
 }
