@@ -16,14 +16,14 @@ use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use weir_runner_core::group_also_by_window::StateChanges;
+use weir_runner_core::group_also_by_window::{DropCounts, StateChanges};
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
 use weir_runner_core::operator::{count_drops, OpContext, Operator};
 use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
-use weir_sdk::kernel::Batch;
+use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::metrics::MetricResults;
 use weir_sdk::options::StreamingTrigger;
 use weir_sdk::runner::{PipelineResult, PipelineState};
@@ -250,6 +250,11 @@ pub(crate) struct Engine {
     /// With batch retries: the last committed state of every operator partition and every
     /// node's watermarks.
     retry_base: Option<RetryBase>,
+    /// Fused chains of element-wise nodes ([`Plan::fused_chains`]), the chain each head starts,
+    /// and whether a node runs as part of an earlier node's chain.
+    chains: Vec<Vec<usize>>,
+    chain_at: Vec<Option<usize>>,
+    fused_follower: Vec<bool>,
 }
 
 type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
@@ -314,6 +319,15 @@ impl Engine {
                 state_size: None,
             });
         }
+        let chains = plan.fused_chains();
+        let mut chain_at = vec![None; plan.nodes.len()];
+        let mut fused_follower = vec![false; plan.nodes.len()];
+        for (c, chain) in chains.iter().enumerate() {
+            chain_at[chain[0]] = Some(c);
+            for &i in &chain[1..] {
+                fused_follower[i] = true;
+            }
+        }
         let mut engine = Engine {
             graph,
             plan,
@@ -335,6 +349,9 @@ impl Engine {
             state_bytes: HashMap::new(),
             state_loaded_from_files: false,
             retry_base: None,
+            chain_at,
+            fused_follower,
+            chains,
         };
         if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
             engine.recover(&dir)?;
@@ -628,13 +645,8 @@ impl Engine {
             let sb = sb?;
             moved |= sb.moved;
             input_rows += sb.rows as u64;
-            if let Some(&pc) = self.plan.nodes[i].outputs.first() {
-                let ops = self.graph.pcollection(pc).ops.clone();
-                for b in sb.bundles.iter().flatten() {
-                    let (lo, hi, sum, n) = ops.timestamp_stats(b);
-                    ts_stats = (ts_stats.0.min(lo), ts_stats.1.max(hi), ts_stats.2 + sum, ts_stats.3 + n);
-                }
-            }
+            let (lo, hi, sum, n) = sb.ts_stats;
+            ts_stats = (ts_stats.0.min(lo), ts_stats.1.max(hi), ts_stats.2 + sum, ts_stats.3 + n);
             sources.push((i, sb.rows, sb.start_offset.clone(), sb.end_offset.clone()));
             logged_sources.push(SourceOffsets {
                 name: self.plan.nodes[i].name.clone(),
@@ -674,15 +686,23 @@ impl Engine {
             let mut containers: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
             let mut sink_rows = 0i64;
             let result = (|| -> Result<()> {
-                for (i, node_stats) in stats.iter_mut().enumerate() {
-                    if self.nodes[i].source.is_some() {
+                for i in 0..self.nodes.len() {
+                    if self.nodes[i].source.is_some() || self.fused_follower[i] {
                         continue;
                     }
                     if job.is_cancelled() {
                         return Err(Error::Cancelled);
                     }
-                    let out_rows = self.run_node(i, node_stats, &mut containers)?;
-                    if self.plan.nodes[i].outputs.iter().all(|o| !self.consumers.contains_key(o)) {
+                    // A fused chain runs whole when its head's turn comes (its other members
+                    // only consume what the chain before them produces).
+                    let (out_rows, last) = match self.chain_at[i] {
+                        Some(c) => {
+                            let chain = self.chains[c].clone();
+                            (self.run_chain(&chain, &mut stats, &mut containers)?, chain[chain.len() - 1])
+                        }
+                        None => (self.run_node(i, &mut stats[i], &mut containers)?, i),
+                    };
+                    if self.plan.nodes[last].outputs.iter().all(|o| !self.consumers.contains_key(o)) {
                         sink_rows += out_rows as i64;
                     }
                 }
@@ -972,6 +992,89 @@ impl Engine {
         Ok(out_rows)
     }
 
+    /// Runs a fused chain of element-wise nodes: per partition, each bundle of the head's input
+    /// goes through every node of the chain before the next bundle, then every node's
+    /// watermark moves in order. Metrics, element counts and stats are kept per node as
+    /// [`Engine::run_node`] keeps them. Returns the rows the chain's last node output.
+    fn run_chain(
+        &mut self,
+        chain: &[usize],
+        stats: &mut [NodeStats],
+        containers: &mut Vec<(String, Arc<MetricsContainerImpl>)>,
+    ) -> Result<usize> {
+        let (head, tail) = (chain[0], chain[chain.len() - 1]);
+        // Element-wise nodes hold nothing back: every member's input watermark is the head's.
+        let upstream = self.plan.nodes[head]
+            .inputs
+            .iter()
+            .map(|pc| self.nodes[self.producer[pc]].wm.output())
+            .min()
+            .unwrap_or(MAX_TIMESTAMP);
+        let now = self.clock.now();
+        let names: Vec<String> = chain.iter().map(|&i| self.plan.nodes[i].name.clone()).collect();
+        let in_ops: Vec<Arc<dyn CollectionOps>> =
+            chain.iter().map(|&i| self.graph.pcollection(self.plan.nodes[i].inputs[0]).ops.clone()).collect();
+        let out_ops: Vec<Vec<Arc<dyn CollectionOps>>> = chain
+            .iter()
+            .map(|&i| self.plan.nodes[i].outputs.iter().map(|&o| self.graph.pcollection(o).ops.clone()).collect())
+            .collect();
+        let pending =
+            std::mem::replace(&mut self.nodes[head].pending, (0..self.partitions).map(|_| Vec::new()).collect());
+        let mut member_ops: Vec<Vec<Box<dyn Operator>>> =
+            chain.iter().map(|&i| std::mem::take(&mut self.nodes[i].ops)).collect();
+        let mut per_partition: Vec<Vec<&mut dyn Operator>> = (0..self.partitions).map(|_| Vec::new()).collect();
+        for ops in member_ops.iter_mut() {
+            for (p, op) in ops.iter_mut().enumerate() {
+                per_partition[p].push(op.as_mut());
+            }
+        }
+        let tasks: Vec<ChainTask<'_>> = per_partition
+            .into_iter()
+            .zip(pending)
+            .map(|(ops, bundles)| ChainTask { ops, in_ops: &in_ops, out_ops: &out_ops, bundles })
+            .collect();
+        let results = run_partitions(tasks, |t| t.run(upstream, now));
+        for (&i, ops) in chain.iter().zip(member_ops) {
+            self.nodes[i].ops = ops;
+        }
+        let mut outputs: Vec<Vec<Vec<Batch>>> = (0..out_ops[chain.len() - 1].len()).map(|_| Vec::new()).collect();
+        let mut first_error = None;
+        for (done, error) in results {
+            for (j, member) in done.members.into_iter().enumerate() {
+                let st = &mut stats[chain[j]];
+                st.input_rows += member.input_rows;
+                st.update_ms += member.update.as_millis() as u64;
+                st.removal_ms += member.removal.as_millis() as u64;
+                st.dropped += member.dropped;
+                containers.push((names[j].clone(), member.metrics));
+            }
+            for (port, bs) in done.outputs.into_iter().enumerate() {
+                outputs[port].push(bs);
+            }
+            if let Some(e) = error {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        for (j, &i) in chain.iter().enumerate() {
+            let hold = self.nodes[i].ops.iter().filter_map(|o| o.hold()).min();
+            self.nodes[i].wm.advance(upstream, None, hold);
+            self.nodes[i].state_size = Some((0, 0));
+            let system = MetricsContainerImpl::new();
+            let wm = self.nodes[i].wm;
+            system_metrics::watermarks(&system, wm.input(), wm.output(), now);
+            containers.push((names[j].clone(), system));
+        }
+        let mut out_rows = 0;
+        for (port, per_partition) in outputs.into_iter().enumerate() {
+            out_rows += per_partition.iter().flatten().map(|b| out_ops[chain.len() - 1][port].len(b)).sum::<usize>();
+            self.route(tail, port, per_partition)?;
+        }
+        Ok(out_rows)
+    }
+
     fn progress(&self, p: ProgressInput) -> StreamingQueryProgress {
         let secs = (p.total_ms as f64 / 1000.0).max(1e-3);
         let since = p.since_last.unwrap_or(secs).max(1e-3);
@@ -1158,6 +1261,107 @@ impl PartitionTask<'_> {
             }
             Err(e) => Err((e, metrics)),
         }
+    }
+}
+
+/// One partition of a fused chain: its operators (one per node, head first) and the head's
+/// input bundles.
+struct ChainTask<'a> {
+    ops: Vec<&'a mut dyn Operator>,
+    in_ops: &'a [Arc<dyn CollectionOps>],
+    out_ops: &'a [Vec<Arc<dyn CollectionOps>>],
+    bundles: Vec<Batch>,
+}
+
+/// What one node of a fused chain did in one partition.
+struct ChainMember {
+    metrics: Arc<MetricsContainerImpl>,
+    input_rows: u64,
+    update: Duration,
+    removal: Duration,
+    dropped: u64,
+}
+
+struct ChainDone {
+    members: Vec<ChainMember>,
+    /// The last node's output batches, per output.
+    outputs: Vec<Vec<Batch>>,
+}
+
+impl ChainTask<'_> {
+    /// Runs the partition's part of the chain: what every node did, and the first error.
+    fn run(self, upstream: Timestamp, now: Timestamp) -> (ChainDone, Option<Error>) {
+        let ChainTask { mut ops, in_ops, out_ops, bundles } = self;
+        let k = ops.len();
+        let mut members: Vec<ChainMember> = (0..k)
+            .map(|_| ChainMember {
+                metrics: MetricsContainerImpl::new(),
+                input_rows: 0,
+                update: Duration::ZERO,
+                removal: Duration::ZERO,
+                dropped: 0,
+            })
+            .collect();
+        let before: Vec<DropCounts> = ops.iter().map(|o| o.dropped()).collect();
+        let mut outputs: Vec<Vec<Batch>> = (0..out_ops[k - 1].len()).map(|_| Vec::new()).collect();
+        // Feeds `batch` to node `j` and what comes out through the rest of the chain; `advance`
+        // moves node `j`'s watermark instead (and feeds its output onwards the same way).
+        let mut feed =
+            |ops: &mut Vec<&mut dyn Operator>, mut j: usize, mut batch: Batch, advance: bool| -> Result<()> {
+                let mut advancing = advance;
+                loop {
+                    let m = &mut members[j];
+                    let ctx = OpContext { processing_time: now, metrics: &m.metrics };
+                    let t = Instant::now();
+                    let outs = if advancing {
+                        let outs = ops[j].advance(upstream, &ctx)?;
+                        m.removal += t.elapsed();
+                        outs
+                    } else {
+                        let n = in_ops[j].len(&batch);
+                        if n == 0 {
+                            return Ok(());
+                        }
+                        m.input_rows += n as u64;
+                        system_metrics::count_batch(&m.metrics, &*in_ops[j], &batch, false);
+                        let outs = ops[j].process(batch, &ctx)?;
+                        m.update += t.elapsed();
+                        outs
+                    };
+                    advancing = false;
+                    for (port, o) in outs.iter().enumerate() {
+                        system_metrics::count_batch(&m.metrics, &*out_ops[j][port], o, true);
+                    }
+                    if j + 1 == k {
+                        for (port, o) in outs.into_iter().enumerate() {
+                            outputs[port].push(o);
+                        }
+                        return Ok(());
+                    }
+                    // Not the last node: one output, the next node's input.
+                    match outs.into_iter().next() {
+                        Some(o) => batch = o,
+                        None => return Ok(()),
+                    }
+                    j += 1;
+                }
+            };
+        let work = || -> Result<()> {
+            for b in bundles {
+                feed(&mut ops, 0, b, false)?;
+            }
+            for j in 0..k {
+                feed(&mut ops, j, Box::new(()), true)?;
+            }
+            Ok(())
+        };
+        let result = work();
+        for (j, op) in ops.iter().enumerate() {
+            count_drops(&**op, before[j], &members[j].metrics);
+            let now = op.dropped();
+            members[j].dropped = (now.late + now.closed).saturating_sub(before[j].late + before[j].closed);
+        }
+        (ChainDone { members, outputs }, result.err())
     }
 }
 

@@ -40,6 +40,12 @@ impl OpSpec {
         matches!(self, OpSpec::JsonLinesSink(_) | OpSpec::BatchSink(_))
     }
 
+    /// Whether the node transforms elements one by one, with nothing but its input: a stateless
+    /// ParDo without side inputs, or window assignment. Chains of these run fused.
+    pub(crate) fn is_element_wise(&self) -> bool {
+        matches!(self, OpSpec::ParDo(p) if !p.stateful) || matches!(self, OpSpec::WindowInto(_))
+    }
+
     /// Whether the node keeps state per key (and is reported among the state operators).
     pub(crate) fn is_stateful(&self) -> bool {
         matches!(self, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_) | OpSpec::Deduplicate(..))
@@ -135,12 +141,68 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// Chains of element-wise nodes to run fused, each as node indexes from head to tail: a
+    /// node joins its producer's chain when it is element-wise without side inputs or exchange,
+    /// and is the only consumer of its producer's only output. Each bundle then runs through
+    /// the whole chain before the next one (it stays in cache), instead of every node running
+    /// over the whole batch in turn.
+    pub(crate) fn fused_chains(&self) -> Vec<Vec<usize>> {
+        use std::collections::HashMap;
+        let mut producer = HashMap::new();
+        let mut uses: HashMap<PCollectionId, usize> = HashMap::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &o in &n.outputs {
+                producer.insert(o, i);
+            }
+            for &pc in n.inputs.iter().chain(&n.side_inputs) {
+                *uses.entry(pc).or_default() += 1;
+            }
+        }
+        let follows = |i: usize| -> Option<usize> {
+            let n = &self.nodes[i];
+            if !n.op.is_element_wise() || n.partitioner.is_some() || n.inputs.len() != 1 || !n.side_inputs.is_empty() {
+                return None;
+            }
+            let pc = n.inputs[0];
+            let j = *producer.get(&pc)?;
+            let prev = &self.nodes[j];
+            (prev.op.is_element_wise()
+                && prev.side_inputs.is_empty()
+                && prev.outputs.len() == 1
+                && uses.get(&pc) == Some(&1))
+            .then_some(j)
+        };
+        let mut chain_of: Vec<Option<usize>> = vec![None; self.nodes.len()];
+        let mut chains: Vec<Vec<usize>> = Vec::new();
+        for i in 0..self.nodes.len() {
+            if let Some(j) = follows(i) {
+                let c = match chain_of[j] {
+                    Some(c) => c,
+                    None => {
+                        chains.push(vec![j]);
+                        chains.len() - 1
+                    }
+                };
+                chains[c].push(i);
+                chain_of[i] = Some(c);
+                chain_of[j] = Some(c);
+            }
+        }
+        chains
+    }
+
     /// The plan as text: stages separated by exchanges, stateful operators marked.
     pub(crate) fn explain(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "== Physical plan: {} nodes, {} partitions ==", self.nodes.len(), self.partitions);
         let mut stage = 0;
-        for n in &self.nodes {
+        let mut fused = vec![None; self.nodes.len()];
+        for chain in self.fused_chains() {
+            for &i in &chain[1..] {
+                fused[i] = Some(chain[0]);
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
             if n.partitioner.is_some() {
                 stage += 1;
                 let how = if matches!(n.op, OpSpec::Flatten) {
@@ -160,7 +222,9 @@ impl Plan {
             } else {
                 format!(" [{} side inputs, broadcast]", n.side_inputs.len())
             };
-            let _ = writeln!(out, "Stage {stage}: {}{marker}{sides}", n.describe());
+            // Element-wise chains run fused: each bundle through the whole chain at once.
+            let fusion = fused[i].map(|h| format!(" [fused into '{}']", self.nodes[h].name)).unwrap_or_default();
+            let _ = writeln!(out, "Stage {stage}: {}{marker}{sides}{fusion}", n.describe());
         }
         out
     }

@@ -58,6 +58,16 @@ pub(crate) struct SourceBatch {
     pub moved: bool,
     /// Records read per split or reader, logged so that a replay reads exactly the same.
     pub counts: Vec<usize>,
+    /// Minimum, maximum and sum of the element timestamps, and their count.
+    pub ts_stats: TsStats,
+}
+
+/// Minimum, maximum and sum of element timestamps, and their count.
+pub(crate) type TsStats = (Timestamp, Timestamp, i128, usize);
+
+/// Adds the stats of `b` to `acc`.
+fn add_stats(acc: &mut TsStats, b: TsStats) {
+    *acc = (acc.0.min(b.0), acc.1.max(b.1), acc.2 + b.2, acc.3 + b.3);
 }
 
 /// A source node's state across batches.
@@ -183,6 +193,9 @@ impl SourceState {
         let name = self.name.clone();
         let mut bundles: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
         let mut moved = false;
+        // Timestamp stats of bounded reads are taken per bundle as it is read (while it is in
+        // cache), not in a pass over the whole batch afterwards.
+        let mut read_stats: Option<TsStats> = None;
         let watermark = match &mut self.kind {
             Kind::Impulse { done } => {
                 if !*done {
@@ -229,6 +242,10 @@ impl SourceState {
                         match guarded(&name, "read", || reader.read_batch(want))? {
                             Some(b) => {
                                 let len = self.ops.len(&b);
+                                add_stats(
+                                    read_stats.get_or_insert((Timestamp::MAX, Timestamp::MIN, 0, 0)),
+                                    self.ops.timestamp_stats(&b),
+                                );
                                 s.read += len as u64;
                                 counts[i] += len;
                                 bundles[i % partitions].push(b);
@@ -310,7 +327,15 @@ impl SourceState {
         self.watermark = self.watermark.max(watermark);
         let rows: usize = bundles.iter().flatten().map(|b| self.ops.len(b)).sum();
         moved |= rows > 0;
+        let ts_stats = read_stats.unwrap_or_else(|| {
+            let mut acc = (Timestamp::MAX, Timestamp::MIN, 0, 0);
+            for b in bundles.iter().flatten() {
+                add_stats(&mut acc, self.ops.timestamp_stats(b));
+            }
+            acc
+        });
         Ok(SourceBatch {
+            ts_stats,
             bundles,
             rows,
             watermark: self.watermark,

@@ -122,6 +122,9 @@ fn explain_shows_stages_exchanges_and_native_composites() {
         "{plan}"
     );
     assert!(plan.contains("Stage 0: Scan[bounded] 'Create/Read'"), "{plan}");
+    // The element-wise chain before the exchange runs fused; a stateful node ends a chain.
+    assert!(plan.contains("Stage 0: ParDo[MapFn] 'Key/ParDo' [fused into 'Window']"), "{plan}");
+    assert!(plan.contains("Stage 1: ParDo[MapFn] 'Format/ParDo'\n"), "{plan}");
     // Deduplicate runs as one native operator after an exchange by key.
     let p = Pipeline::new(options(&[]));
     p.apply("Create", Create::of(vec![1i64, 2, 1])).apply("Dedup", Deduplicate::values());
