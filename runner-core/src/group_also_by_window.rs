@@ -14,6 +14,7 @@ use crate::watermark::Watermarks;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use weir_sdk::kernel::{Batch, CombineKernel, EncodedGroup, EncodedKvBatch, GroupKernel};
 use weir_sdk::pane::{PaneInfo, Timing};
@@ -305,9 +306,8 @@ impl GroupAlsoByWindow {
         }
     }
 
+    /// Encodes `input` after what the scratch batch holds.
     fn encode(&mut self, input: Batch) -> Result<()> {
-        self.scratch.data.clear();
-        self.scratch.rows.clear();
         match &self.values {
             Values::Buffer(k) => k.encode(input, &mut self.scratch),
             Values::Combine(k) => k.encode(input, &mut self.scratch),
@@ -318,8 +318,19 @@ impl GroupAlsoByWindow {
     /// Groups a batch of `KV` input, which arrived at `processing_time`, and returns the panes
     /// that fired.
     pub fn process(&mut self, input: Batch, processing_time: Timestamp) -> Result<Batch> {
+        self.process_many(vec![input], processing_time)
+    }
+
+    /// Groups several batches that arrived together as one: each key and window's values of
+    /// all of them are added in one step (a combining GroupByKey decodes and encodes each
+    /// accumulator once, merging windows merge once per key).
+    pub fn process_many(&mut self, inputs: Vec<Batch>, processing_time: Timestamp) -> Result<Batch> {
         self.processing_time = self.processing_time.max(processing_time);
-        self.encode(input)?;
+        self.scratch.data.clear();
+        self.scratch.rows.clear();
+        for input in inputs {
+            self.encode(input)?;
+        }
         let scratch = std::mem::take(&mut self.scratch);
         let mut out = Vec::new();
         let result = self.process_rows(&scratch, &mut out);
@@ -330,35 +341,45 @@ impl GroupAlsoByWindow {
     }
 
     fn process_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        // Rows of one key and window are added together, in arrival order, so a combining
-        // GroupByKey decodes and encodes its accumulator once per batch, not per element. Rows
-        // are bucketed by group with a counting sort: no allocation per group.
-        let n = batch.rows.len();
-        let mut order: Vec<(&[u8], Window)> = Vec::new();
-        let mut ids: hashbrown::HashMap<(&[u8], Window), u32> = hashbrown::HashMap::with_capacity(n.min(1 << 16));
-        let mut group_of: Vec<u32> = Vec::with_capacity(n);
-        let mut kept: Vec<u32> = Vec::with_capacity(n);
         if self.strategy.needs_merge() {
             return self.process_merging_rows(batch, out);
         }
+        // Rows of one key and window are added together, in arrival order, so a combining
+        // GroupByKey decodes and encodes its accumulator once per batch, not per element. Rows
+        // are bucketed by group with a counting sort: no allocation per group. The table holds
+        // each group's hash and first row, so a lookup compares hashes before any bytes.
+        let n = batch.rows.len();
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let mut table: hashbrown::HashTable<(u64, u32, u32)> = hashbrown::HashTable::with_capacity(n.min(1 << 16));
+        let mut firsts: Vec<u32> = Vec::new();
+        let mut group_of: Vec<u32> = Vec::with_capacity(n);
+        let mut kept: Vec<u32> = Vec::with_capacity(n);
         for i in 0..n {
-            let key = batch.key(i);
-            let window = batch.rows[i].window;
+            let (key, window) = (batch.key(i), batch.rows[i].window);
             if self.strategy.gc_time(&window) < self.watermarks.input() {
                 self.dropped.late += 1;
                 continue;
             }
-            let id = *ids.entry((key, window)).or_insert_with(|| {
-                order.push((key, window));
-                (order.len() - 1) as u32
-            });
-            group_of.push(id);
+            let h = hasher.hash_one((key, window));
+            let same = |e: &(u64, u32, u32)| {
+                e.0 == h && batch.rows[e.1 as usize].window == window && batch.key(e.1 as usize) == key
+            };
+            let g = match table.find(h, same) {
+                Some(e) => e.2,
+                None => {
+                    let g = firsts.len() as u32;
+                    table.insert_unique(h, (h, i as u32, g), |e| e.0);
+                    firsts.push(i as u32);
+                    g
+                }
+            };
+            group_of.push(g);
             kept.push(i as u32);
         }
-        let (starts, sorted) = bucket(order.len(), &group_of, &kept);
-        for (g, (key, window)) in order.into_iter().enumerate() {
-            let idx = &sorted[starts[g]..starts[g + 1]];
-            self.add_rows(key, window, batch, idx)?;
+        let (starts, sorted) = bucket(firsts.len(), &group_of, &kept);
+        for (g, &first) in firsts.iter().enumerate() {
+            let (key, window) = (batch.key(first as usize), batch.rows[first as usize].window);
+            self.add_rows(key, window, batch, &sorted[starts[g]..starts[g + 1]])?;
             self.maybe_fire(key, window, out)?;
         }
         Ok(())

@@ -29,6 +29,21 @@ pub struct OpContext<'a> {
 pub trait Operator: Send {
     /// Processes one bundle of main input; returns one batch per output.
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>>;
+    /// Processes several bundles of main input that arrived together; returns per output the
+    /// batches produced. Operators that gain from seeing them at once (grouping combines each
+    /// key's values of all bundles in one step) override it.
+    fn process_bundles(&mut self, bundles: Vec<Batch>, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        let mut outputs: Vec<Vec<Batch>> = Vec::new();
+        for b in bundles {
+            for (port, out) in self.process(b, ctx)?.into_iter().enumerate() {
+                if outputs.len() <= port {
+                    outputs.resize_with(port + 1, Vec::new);
+                }
+                outputs[port].push(out);
+            }
+        }
+        Ok(outputs)
+    }
     /// Moves the input watermark and processing time, firing what they release.
     fn advance(&mut self, _input_watermark: Timestamp, _ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         Ok(Vec::new())
@@ -199,6 +214,10 @@ impl Operator for GroupOperator {
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(ctx.metrics.clone());
         Ok(vec![self.engine.process(input, ctx.processing_time)?])
+    }
+    fn process_bundles(&mut self, bundles: Vec<Batch>, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        Ok(vec![vec![self.engine.process_many(bundles, ctx.processing_time)?]])
     }
     fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(ctx.metrics.clone());

@@ -1236,12 +1236,17 @@ impl PartitionTask<'_> {
                 op.advance_side(k, *wm);
             }
             let t = Instant::now();
-            for b in self.bundles {
-                if let Some(ops) = self.in_ops {
-                    system_metrics::count_batch(&metrics, &**ops, &b, false);
+            if let Some(ops) = self.in_ops {
+                for b in &self.bundles {
+                    system_metrics::count_batch(&metrics, &**ops, b, false);
                 }
-                for (port, out) in op.process(b, &ctx)?.into_iter().enumerate() {
-                    outputs[port].push(out);
+            }
+            // All of the batch's bundles at once: grouping operators group them together.
+            if !self.bundles.is_empty() {
+                for (port, outs) in op.process_bundles(self.bundles, &ctx)?.into_iter().enumerate() {
+                    if let Some(o) = outputs.get_mut(port) {
+                        o.extend(outs);
+                    }
                 }
             }
             let update_ms = t.elapsed().as_millis() as u64;
