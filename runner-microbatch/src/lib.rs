@@ -14,9 +14,13 @@
 //! not by input.
 //!
 //! The plan partitions every stage into `--parallelism` partitions that run in parallel; keyed
-//! operators (GroupByKey, Combine.perKey, stateful ParDo) are preceded by an exchange that
-//! hash-partitions by encoded key. Semantics (windows, triggers, state, timers, side inputs) come
-//! from runner-core's operators; this crate only decides where data lives and when work runs.
+//! operators (GroupByKey, Combine.perKey, Deduplicate, stateful ParDo) are preceded by an exchange
+//! that hash-partitions by encoded key. Chains of element-wise transforms run fused (each bundle
+//! through the whole chain before the next), and a grouping operator groups all of a batch's
+//! bundles at once. Composites translated natively: Combine.perKey (one accumulator per key and
+//! window), Reshuffle (an exchange only) and Deduplicate (a streaming deduplicate operator).
+//! Semantics (windows, triggers, state, timers, side inputs) come from runner-core's operators;
+//! this crate only decides where data lives and when work runs.
 
 #![deny(missing_docs)]
 
