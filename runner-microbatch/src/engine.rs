@@ -23,7 +23,7 @@ use weir_runner_core::operator::{count_drops, OpContext, Operator};
 use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
-use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::kernel::{Batch, CollectionOps, EncodedKvBatch, EncodedKvOps};
 use weir_sdk::metrics::MetricResults;
 use weir_sdk::options::StreamingTrigger;
 use weir_sdk::runner::{PipelineResult, PipelineState};
@@ -427,12 +427,23 @@ impl Engine {
     }
 
     /// A copy of every node's pending input (the batch's data, before it is processed).
+    /// The operations on node `i`'s pending main-input batches: its input's, or encoded rows
+    /// for a natively translated CoGroupByKey (its inputs are encoded on the way in).
+    fn main_ops(&self, i: usize) -> Option<Arc<dyn CollectionOps>> {
+        let spec = &self.plan.nodes[i];
+        if matches!(spec.op, OpSpec::CoGroupByKey(..)) {
+            return Some(Arc::new(EncodedKvOps));
+        }
+        spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone())
+    }
+
     fn clone_pending(&self) -> BatchInput {
         self.nodes
             .iter()
             .zip(&self.plan.nodes)
-            .map(|(n, spec)| {
-                let main = spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone());
+            .enumerate()
+            .map(|(i, (n, spec))| {
+                let main = self.main_ops(i);
                 let pending = n
                     .pending
                     .iter()
@@ -488,8 +499,8 @@ impl Engine {
         }
         if let Some(input) = input {
             for (i, (pending, sides)) in input.iter().enumerate() {
+                let main = self.main_ops(i);
                 let spec = &self.plan.nodes[i];
-                let main = spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone());
                 self.nodes[i].pending = pending
                     .iter()
                     .map(|bs| bs.iter().filter_map(|b| main.as_ref().map(|o| o.clone_batch(b))).collect())
@@ -766,6 +777,31 @@ impl Engine {
     /// Routes output bundles (one list per partition) of node `i`'s output `port` to its
     /// consumers: through an exchange for keyed consumers, partition to partition otherwise,
     /// broadcast for side inputs.
+    /// Encodes batches of input `pc` of the CoGroupByKey node `c` with that input's tag, and
+    /// partitions the encoded rows by key into the node's pending input.
+    fn route_co_group(&mut self, c: usize, pc: PCollectionId, batches: Vec<Batch>) -> Result<()> {
+        let spec = &self.plan.nodes[c];
+        let OpSpec::CoGroupByKey(encoders, _) = &spec.op else { return Ok(()) };
+        let encoder =
+            spec.inputs.iter().position(|&x| x == pc).and_then(|port| encoders.get(port)).cloned().ok_or_else(
+                || Error::Internal {
+                    component: "micro-batch engine".into(),
+                    message: format!("{} has no input {pc:?}", spec.name),
+                },
+            )?;
+        let name = spec.name.clone();
+        for b in batches {
+            let mut rows = EncodedKvBatch::default();
+            encoder.encode(b, &mut rows).map_err(|source| Error::Coder { step: name.clone(), source })?;
+            for (q, part) in rows.partition(self.partitions).into_iter().enumerate() {
+                if !part.rows.is_empty() {
+                    self.nodes[c].pending[q].push(Box::new(part));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn route(&mut self, i: usize, port: usize, per_partition: Vec<Vec<Batch>>) -> Result<()> {
         let Some(&pc) = self.plan.nodes[i].outputs.get(port) else { return Ok(()) };
         let ops = self.graph.pcollection(pc).ops.clone();
@@ -791,6 +827,9 @@ impl Engine {
                     for b in data.into_iter().flatten() {
                         self.nodes[c].side_pending.push((k, b));
                     }
+                }
+                None if matches!(self.plan.nodes[c].op, OpSpec::CoGroupByKey(..)) => {
+                    self.route_co_group(c, pc, data.into_iter().flatten().collect())?;
                 }
                 None => match self.plan.nodes[c].partitioner.clone() {
                     Some(partitioner) => {
@@ -908,7 +947,7 @@ impl Engine {
             spec.inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).min().unwrap_or(MAX_TIMESTAMP);
         let side_wms: Vec<Timestamp> =
             spec.side_inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).collect();
-        let in_ops = spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone());
+        let in_ops = self.main_ops(i);
         let side_ops: Vec<_> = spec.side_inputs.iter().map(|&pc| self.graph.pcollection(pc).ops.clone()).collect();
         let n_outputs = spec.outputs.len();
         let now = self.clock.now();

@@ -13,6 +13,7 @@ use weir_sdk::kernel::{
     AssignKernel, CombineKernel, ErasedBoundedSource, ErasedUnboundedSource, GroupKernel, KeyPartitioner,
     TestStreamEvent,
 };
+use weir_sdk::transforms::co_group_by_key::UnionEncoder;
 use weir_sdk::transforms::deduplicate::DedupKernel;
 
 /// What a node does.
@@ -24,6 +25,9 @@ pub(crate) enum OpSpec {
     ParDo(ParDoPayload),
     GroupByKey(Arc<dyn GroupKernel>),
     CombinePerKey(Arc<dyn CombineKernel>),
+    /// CoGroupByKey: every input encoded (and tagged) on its way to the exchange, grouped by
+    /// the buffering engine, each key's result built from its group buffer.
+    CoGroupByKey(Vec<Arc<dyn UnionEncoder>>, Arc<dyn GroupKernel>),
     /// Streaming deduplicate: first element per key and window, keys remembered for a duration.
     Deduplicate(Arc<dyn DedupKernel>, i64),
     Flatten,
@@ -48,8 +52,10 @@ impl OpSpec {
 
     /// Whether the node keeps state per key (and is reported among the state operators).
     pub(crate) fn is_stateful(&self) -> bool {
-        matches!(self, OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_) | OpSpec::Deduplicate(..))
-            || matches!(self, OpSpec::ParDo(p) if p.stateful)
+        matches!(
+            self,
+            OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_) | OpSpec::CoGroupByKey(..) | OpSpec::Deduplicate(..)
+        ) || matches!(self, OpSpec::ParDo(p) if p.stateful)
     }
 }
 
@@ -76,6 +82,7 @@ impl NodeSpec {
             OpSpec::ParDo(p) => Box::new(ParDoOperator::new(node, p, graph)),
             OpSpec::GroupByKey(k) => Box::new(GroupOperator::new(node, graph, Values::Buffer(k.clone()))),
             OpSpec::CombinePerKey(k) => Box::new(GroupOperator::new(node, graph, Values::Combine(k.clone()))),
+            OpSpec::CoGroupByKey(_, k) => Box::new(GroupOperator::new(node, graph, Values::Buffer(k.clone()))),
             OpSpec::Deduplicate(k, duration_ms) => Box::new(DedupOperator::new(
                 &node.full_name,
                 graph.pcollection(node.inputs[0]).windowing.clone(),
@@ -100,6 +107,7 @@ impl NodeSpec {
             OpSpec::GroupByKey(_) => "group-by-key",
             OpSpec::CombinePerKey(_) => "combine-per-key",
             OpSpec::Deduplicate(..) => "deduplicate",
+            OpSpec::CoGroupByKey(..) => "co-group-by-key",
             OpSpec::Flatten => "flatten",
             OpSpec::WindowInto(_) => "window-into",
             OpSpec::JsonLinesSink(_) => "json-lines-sink",
@@ -118,6 +126,7 @@ impl NodeSpec {
             OpSpec::GroupByKey(_) => "GroupAlsoByWindow[buffering]".to_string(),
             OpSpec::CombinePerKey(_) => "GroupAlsoByWindow[combining]".to_string(),
             OpSpec::Deduplicate(_, ms) => format!("StreamingDeduplicate[within {ms} ms]"),
+            OpSpec::CoGroupByKey(inputs, _) => format!("GroupAlsoByWindow[co-group of {} inputs]", inputs.len()),
             OpSpec::Flatten if self.native.is_some() => "Redistribute".to_string(),
             OpSpec::Flatten => "Union".to_string(),
             OpSpec::WindowInto(_) => "AssignWindows".to_string(),
@@ -203,7 +212,7 @@ impl Plan {
             }
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.partitioner.is_some() {
+            if n.partitioner.is_some() || matches!(n.op, OpSpec::CoGroupByKey(..)) {
                 stage += 1;
                 let how = if matches!(n.op, OpSpec::Flatten) {
                     "roundrobinpartitioning"

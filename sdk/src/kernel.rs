@@ -304,7 +304,7 @@ pub struct EncodedRow {
 }
 
 /// KV elements with keys and values encoded into one buffer (no allocation per element).
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub struct EncodedKvBatch {
     /// Encoded keys and values, back to back.
     pub data: Vec<u8>,
@@ -343,6 +343,40 @@ impl EncodedKvBatch {
         Ok(())
     }
 
+    /// Appends the rows of `other` (moving its buffer when this batch is empty).
+    pub fn extend(&mut self, other: EncodedKvBatch) {
+        if self.rows.is_empty() {
+            *self = other;
+            return;
+        }
+        let base = self.data.len();
+        self.data.extend_from_slice(&other.data);
+        self.rows.extend(other.rows.into_iter().map(|mut r| {
+            r.key = (r.key.0 + base, r.key.1 + base);
+            r.value = (r.value.0 + base, r.value.1 + base);
+            r
+        }));
+    }
+
+    /// Splits the rows into `n` batches by the partition of their encoded key (as
+    /// [`partition_of`] assigns keys), keeping their order.
+    pub fn partition(self, n: usize) -> Vec<EncodedKvBatch> {
+        if n <= 1 {
+            return vec![self];
+        }
+        let mut parts: Vec<EncodedKvBatch> = (0..n).map(|_| EncodedKvBatch::default()).collect();
+        for r in &self.rows {
+            let (key, value) = (&self.data[r.key.0..r.key.1], &self.data[r.value.0..r.value.1]);
+            let part = &mut parts[partition_of(key, n)];
+            let k0 = part.data.len();
+            part.data.extend_from_slice(key);
+            let k1 = part.data.len();
+            part.data.extend_from_slice(value);
+            part.rows.push(EncodedRow { key: (k0, k1), value: (k1, part.data.len()), ..r.clone() });
+        }
+        parts
+    }
+
     /// The encoded key of row `i`.
     pub fn key(&self, i: usize) -> &[u8] {
         let (a, b) = self.rows[i].key;
@@ -352,6 +386,119 @@ impl EncodedKvBatch {
     pub fn value(&self, i: usize) -> &[u8] {
         let (a, b) = self.rows[i].value;
         &self.data[a..b]
+    }
+}
+
+/// [`CollectionOps`] for batches of [`EncodedKvBatch`]: the input of a grouping operator whose
+/// inputs were encoded on the way in (a natively translated CoGroupByKey).
+pub struct EncodedKvOps;
+
+fn encoded(b: &Batch) -> &EncodedKvBatch {
+    b.downcast_ref::<EncodedKvBatch>().unwrap_or_else(|| panic!("internal error: batch is not an EncodedKvBatch"))
+}
+
+fn take_encoded(b: Batch) -> EncodedKvBatch {
+    *b.downcast::<EncodedKvBatch>().unwrap_or_else(|_| panic!("internal error: batch is not an EncodedKvBatch"))
+}
+
+impl EncodedKvBatch {
+    /// A new batch of the rows `keep` selects (by index and row), in order.
+    fn select(&self, mut keep: impl FnMut(usize, &EncodedRow) -> bool) -> EncodedKvBatch {
+        let mut out = EncodedKvBatch::default();
+        for (i, r) in self.rows.iter().enumerate() {
+            if !keep(i, r) {
+                continue;
+            }
+            let k0 = out.data.len();
+            out.data.extend_from_slice(&self.data[r.key.0..r.key.1]);
+            let k1 = out.data.len();
+            out.data.extend_from_slice(&self.data[r.value.0..r.value.1]);
+            out.rows.push(EncodedRow { key: (k0, k1), value: (k1, out.data.len()), ..r.clone() });
+        }
+        out
+    }
+}
+
+impl CollectionOps for EncodedKvOps {
+    fn type_name(&self) -> &'static str {
+        "encoded key-value rows"
+    }
+    fn empty(&self) -> Batch {
+        Box::new(EncodedKvBatch::default())
+    }
+    fn len(&self, b: &Batch) -> usize {
+        encoded(b).rows.len()
+    }
+    fn clone_batch(&self, b: &Batch) -> Batch {
+        Box::new(encoded(b).clone())
+    }
+    fn concat(&self, parts: Vec<Batch>) -> Batch {
+        let mut out = EncodedKvBatch::default();
+        for p in parts {
+            out.extend(take_encoded(p));
+        }
+        Box::new(out)
+    }
+    fn split(&self, b: Batch, max_len: usize) -> Vec<Batch> {
+        let b = take_encoded(b);
+        let max_len = max_len.max(1);
+        if b.rows.len() <= max_len {
+            return vec![Box::new(b)];
+        }
+        (0..b.rows.len())
+            .step_by(max_len)
+            .map(|start| {
+                let range = start..(start + max_len).min(b.rows.len());
+                let part = EncodedKvBatch { data: b.data.clone(), rows: b.rows[range].to_vec() };
+                Box::new(part.select(|_, _| true)) as Batch
+            })
+            .collect()
+    }
+    fn shuffle(&self, b: &mut Batch, seed: u64) {
+        if let Some(e) = b.downcast_mut::<EncodedKvBatch>() {
+            e.rows.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+        }
+    }
+    fn check_encodable(&self, _: &Batch) -> Result<(), CoderError> {
+        Ok(())
+    }
+    fn describe(&self, b: &Batch, limit: usize) -> Vec<String> {
+        let e = encoded(b);
+        (0..e.rows.len().min(limit)).map(|i| format!("key {:?} value {:?}", e.key(i), e.value(i))).collect()
+    }
+    fn min_timestamp(&self, b: &Batch) -> Option<Timestamp> {
+        encoded(b).rows.iter().map(|r| r.timestamp).min()
+    }
+    fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize) {
+        encoded(b).rows.iter().fold((Timestamp::MAX, Timestamp::MIN, 0i128, 0usize), |(lo, hi, sum, n), r| {
+            (lo.min(r.timestamp), hi.max(r.timestamp), sum + i128::from(r.timestamp), n + 1)
+        })
+    }
+    fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
+        let e = take_encoded(b);
+        let mut windows: Vec<(Window, i64)> = Vec::new();
+        for r in &e.rows {
+            let pane = if r.pane.timing == crate::pane::Timing::Unknown { -1 } else { r.pane.index };
+            match windows.iter_mut().find(|w| w.0 == r.window) {
+                Some(w) => w.1 = w.1.max(pane),
+                None => windows.push((r.window, pane)),
+            }
+        }
+        windows.into_iter().map(|(w, p)| (w, p, Box::new(e.select(|_, r| r.window == w)) as Batch)).collect()
+    }
+    fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch) {
+        let e = take_encoded(b);
+        let flags: Vec<bool> = e.rows.iter().map(|r| keep(&r.window)).collect();
+        (Box::new(e.select(|i, _| flags[i])), Box::new(e.select(|i, _| !flags[i])))
+    }
+    fn estimated_bytes(&self, b: &Batch) -> usize {
+        encoded(b).data.len()
+    }
+    fn encode_batch(&self, _: &Batch) -> Result<Vec<u8>, CoderError> {
+        Err(CoderError::new("encoded key-value rows are not written to checkpoints"))
+    }
+    fn decode_batch(&self, _: &[u8]) -> Result<Batch, CoderError> {
+        Err(CoderError::new("encoded key-value rows are not read from checkpoints"))
     }
 }
 

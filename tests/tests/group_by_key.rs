@@ -116,6 +116,30 @@ conformance! {
         p.run();
     }
 
+    fn co_group_by_key_of_a_collection_with_itself_and_in_windows(p) {
+        // The same collection under two tags (each value in both), and fixed windows: a key's
+        // values from different windows are never joined.
+        let (left, right) = (TupleTag::<i64>::new("left"), TupleTag::<i64>::new("right"));
+        let pc = p
+            .apply("Create", Create::timestamped(vec![
+                TimestampedValue::new(KV::new("k".to_string(), 1i64), 5),
+                TimestampedValue::new(KV::new("k".to_string(), 2), 15),
+                TimestampedValue::new(KV::new("j".to_string(), 3), 7),
+            ]))
+            .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(10))));
+        let joined = KeyedPCollectionTuple::of(&left, &pc).and(&right, &pc).apply("SelfJoin", CoGroupByKey);
+        let (l, r) = (left.clone(), right.clone());
+        let rendered = joined.apply("Render", TryMap::new(move |kv: KV<String, CoGbkResult>| -> UserResult<(String, Vec<i64>, Vec<i64>)> {
+            Ok((kv.key, kv.value.get_all(&l)?, kv.value.get_all(&r)?))
+        }));
+        assert_that(&rendered).contains_in_any_order(vec![
+            ("k".to_string(), vec![1], vec![1]),
+            ("k".to_string(), vec![2], vec![2]),
+            ("j".to_string(), vec![3], vec![3]),
+        ]);
+        p.run();
+    }
+
     fn flatten_unions_inputs(p) {
         let a = p.apply("A", Create::of(vec![1, 2, 3]));
         let b = p.apply("B", Create::of(vec![4, 5]));

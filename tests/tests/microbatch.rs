@@ -125,6 +125,20 @@ fn explain_shows_stages_exchanges_and_native_composites() {
     // The element-wise chain before the exchange runs fused; a stateful node ends a chain.
     assert!(plan.contains("Stage 0: ParDo[MapFn] 'Key/ParDo' [fused into 'Window']"), "{plan}");
     assert!(plan.contains("Stage 1: ParDo[MapFn] 'Format/ParDo'\n"), "{plan}");
+    // CoGroupByKey: its inputs are encoded and tagged on their way into one grouping node.
+    let p = Pipeline::new(options(&[]));
+    let (a, b) = (TupleTag::<i64>::new("a"), TupleTag::<i64>::new("b"));
+    let pa = p.apply("A", Create::of(vec![KV::new(1i64, 10i64)]));
+    let pb = p.apply("B", Create::of(vec![KV::new(1i64, 20i64)]));
+    KeyedPCollectionTuple::of(&a, &pa).and(&b, &pb).apply("Join", CoGroupByKey);
+    let plan = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
+    assert!(
+        plan.contains(
+            "GroupAlsoByWindow[co-group of 2 inputs] 'Join' (native weir:transform:co_group_by_key:v1) [stateful]"
+        ),
+        "{plan}"
+    );
+    assert!(!plan.contains("MakeUnion"), "{plan}");
     // Deduplicate runs as one native operator after an exchange by key.
     let p = Pipeline::new(options(&[]));
     p.apply("Create", Create::of(vec![1i64, 2, 1])).apply("Dedup", Deduplicate::values());

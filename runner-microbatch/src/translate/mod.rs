@@ -1,6 +1,7 @@
 //! Translation into the physical plan: a registry of translators keyed by URN, one file per
 //! translator, applied composite-first (DESIGN D3).
 
+mod co_group_by_key;
 mod combine_per_key;
 mod deduplicate;
 mod flatten;
@@ -58,6 +59,7 @@ fn registry() -> TranslatorRegistry<Builder> {
         .register(urns::GROUP_BY_KEY, group_by_key::GroupByKeyTranslator)
         .register(urns::COMBINE_PER_KEY, combine_per_key::CombinePerKeyTranslator)
         .register(urns::DEDUPLICATE, deduplicate::DeduplicateTranslator)
+        .register(urns::CO_GROUP_BY_KEY, co_group_by_key::CoGroupByKeyTranslator)
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
         .register(urns::WRITE_JSON_LINES, write_json_lines::WriteJsonLinesTranslator)

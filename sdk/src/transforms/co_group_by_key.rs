@@ -89,6 +89,70 @@ pub struct KeyedPCollectionTuple<K> {
     tags: Vec<String>,
     inputs: Vec<PCollection<KV<K, RawUnion>>>,
     pending: Vec<UnionMaker<K>>,
+    /// The keyed inputs as given, and how each is encoded by a native translation.
+    ids: Vec<crate::graph::PCollectionId>,
+    encoders: Vec<Arc<dyn UnionEncoder>>,
+}
+
+/// The inputs of a CoGroupByKey, for the graph: the composite consumes every keyed input.
+#[derive(Clone)]
+pub struct CoGbkInputs(Vec<crate::graph::PCollectionId>);
+
+impl crate::pipeline::PInput for CoGbkInputs {
+    fn pcollection_ids(&self) -> Vec<crate::graph::PCollectionId> {
+        self.0.clone()
+    }
+}
+
+/// Encodes one input of a CoGroupByKey for a native translation: keys as the key coder
+/// encodes them, values tagged with the input's index exactly as the expansion's
+/// GroupByKey encodes its `RawUnion`s, so one group buffer holds every input's values.
+pub trait UnionEncoder: Send + Sync {
+    /// Appends a batch of this input's `KV<K, V>` to `out`.
+    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError>;
+}
+
+struct UnionEncoderImpl<K, V> {
+    index: u32,
+    _t: PhantomData<fn(K, V)>,
+}
+
+impl<K: Element, V: Element> UnionEncoder for UnionEncoderImpl<K, V> {
+    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
+        let input = crate::kernel::downcast_batch::<KV<K, V>>(input)?;
+        let (key, value) = (ElementCoder::<K>::new(), ElementCoder::<V>::new());
+        let mut scratch = Vec::new();
+        out.rows.reserve(input.len());
+        for wv in input {
+            let k0 = out.data.len();
+            key.encode(&wv.value.key, &mut out.data)?;
+            let k1 = out.data.len();
+            scratch.clear();
+            value.encode_outer(&wv.value.value, &mut scratch)?;
+            // RawUnion { index, bytes } as postcard writes it, without building one.
+            let data = std::mem::take(&mut out.data);
+            out.data = postcard::to_extend(&(self.index, serde_bytes::Bytes::new(&scratch)), data)
+                .map_err(|e| CoderError::new(format!("cannot encode a CoGroupByKey value: {e}")))?;
+            out.rows.push(crate::kernel::EncodedRow {
+                key: (k0, k1),
+                value: (k1, out.data.len()),
+                timestamp: wv.timestamp,
+                window: wv.window,
+                pane: wv.pane,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What runners need to run a CoGroupByKey natively: per input an encoder, and the grouping
+/// kernel that builds each key's [`CoGbkResult`] from its group (it also accepts
+/// [`EncodedKvBatch`]es the encoders made).
+pub struct CoGroupByKeyPayload {
+    /// One encoder per input, in the composite's input order.
+    pub encoders: Vec<Arc<dyn UnionEncoder>>,
+    /// Groups tagged values into results.
+    pub kernel: Arc<dyn GroupKernel>,
 }
 
 #[derive(Clone)]
@@ -111,13 +175,22 @@ impl<K: Element, V: Element> DoFn for ToUnionFn<K, V> {
 impl<K: Element> KeyedPCollectionTuple<K> {
     /// A tuple with one input.
     pub fn of<V: Element>(tag: &TupleTag<V>, pc: &PCollection<KV<K, V>>) -> Self {
-        KeyedPCollectionTuple { pipeline: pc.pipeline().clone(), tags: vec![], inputs: vec![], pending: vec![] }
-            .and(tag, pc)
+        KeyedPCollectionTuple {
+            pipeline: pc.pipeline().clone(),
+            tags: vec![],
+            inputs: vec![],
+            pending: vec![],
+            ids: vec![],
+            encoders: vec![],
+        }
+        .and(tag, pc)
     }
     /// Adds an input.
     pub fn and<V: Element>(mut self, tag: &TupleTag<V>, pc: &PCollection<KV<K, V>>) -> Self {
         let index = self.tags.len() as u32;
         self.tags.push(tag.id().to_string());
+        self.ids.push(pc.id());
+        self.encoders.push(Arc::new(UnionEncoderImpl::<K, V> { index, _t: PhantomData }));
         let pc = pc.clone();
         self.pending
             .push(Box::new(move |name: &str| pc.apply(name, ParDo::of(ToUnionFn::<K, V> { index, _t: PhantomData }))));
@@ -126,7 +199,8 @@ impl<K: Element> KeyedPCollectionTuple<K> {
     /// Applies CoGroupByKey: `KeyedPCollectionTuple::of(&a, &pa).and(&b, &pb).apply("Join", CoGroupByKey)`.
     pub fn apply(self, name: &str, t: CoGroupByKey) -> PCollection<KV<K, CoGbkResult>> {
         let p = self.pipeline.clone();
-        p.apply_transform(name, crate::pipeline::PBegin::from_pipeline(&p), CoGbkApplied { tuple: self, _t: t })
+        let inputs = CoGbkInputs(self.ids.clone());
+        p.apply_transform(name, inputs, CoGbkApplied { tuple: self, _t: t })
     }
 }
 
@@ -164,7 +238,14 @@ struct CoGbkKernel<K> {
 
 impl<K: Element> GroupKernel for CoGbkKernel<K> {
     fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
-        out.append::<K, RawUnion>(input, &self.key, &ElementCoder::<RawUnion>::new())
+        // Natively translated, the batch was encoded by the inputs' `UnionEncoder`s already.
+        match input.downcast::<EncodedKvBatch>() {
+            Ok(encoded) => {
+                out.extend(*encoded);
+                Ok(())
+            }
+            Err(input) => out.append::<K, RawUnion>(input, &self.key, &ElementCoder::<RawUnion>::new()),
+        }
     }
 
     fn decode_groups(&self, groups: Vec<EncodedGroup>) -> Result<Batch, CoderError> {
@@ -196,12 +277,16 @@ impl<K: Element> GroupKernel for CoGbkKernel<K> {
     }
 }
 
-impl<K: Element> PTransform<crate::pipeline::PBegin> for CoGbkApplied<K> {
+impl<K: Element> PTransform<CoGbkInputs> for CoGbkApplied<K> {
     type Output = PCollection<KV<K, CoGbkResult>>;
-    fn expand(self, _: crate::pipeline::PBegin) -> Self::Output {
+    fn expand(self, _: CoGbkInputs) -> Self::Output {
         let mut tuple = self.tuple;
         let p = tuple.pipeline.clone();
         let tags = Arc::new(tuple.tags.clone());
+        p.set_composite_payload(Arc::new(CoGroupByKeyPayload {
+            encoders: std::mem::take(&mut tuple.encoders),
+            kernel: Arc::new(CoGbkKernel::<K> { tags: tags.clone(), key: ElementCoder::new() }),
+        }));
         for (i, make) in std::mem::take(&mut tuple.pending).into_iter().enumerate() {
             tuple.inputs.push(make(&format!("MakeUnion{i}")));
         }
