@@ -130,20 +130,50 @@ impl KeyWindows {
 /// Returns each bucket's start in the sorted rows (plus the end) and the rows, each bucket in
 /// arrival order. No allocation per bucket.
 fn bucket(groups: usize, group_of: &[u32], rows: &[u32]) -> (Vec<usize>, Vec<usize>) {
-    let mut starts = vec![0usize; groups + 1];
+    let (mut starts, mut fill, mut sorted) = (Vec::new(), Vec::new(), Vec::new());
+    bucket_into(groups, group_of, rows, &mut starts, &mut fill, &mut sorted);
+    (starts, sorted)
+}
+
+/// [`bucket`] into buffers the caller keeps (`fill` is working space).
+fn bucket_into(
+    groups: usize,
+    group_of: &[u32],
+    rows: &[u32],
+    starts: &mut Vec<usize>,
+    fill: &mut Vec<usize>,
+    sorted: &mut Vec<usize>,
+) {
+    starts.clear();
+    starts.resize(groups + 1, 0);
     for &g in group_of {
         starts[g as usize + 1] += 1;
     }
     for g in 0..groups {
         starts[g + 1] += starts[g];
     }
-    let mut fill = starts.clone();
-    let mut sorted = vec![0usize; rows.len()];
+    fill.clear();
+    fill.extend_from_slice(starts);
+    sorted.clear();
+    sorted.resize(rows.len(), 0);
     for (&g, &i) in group_of.iter().zip(rows) {
         sorted[fill[g as usize]] = i as usize;
         fill[g as usize] += 1;
     }
-    (starts, sorted)
+}
+
+/// Buffers of the grouping pass, kept between batches: a large batch would otherwise allocate
+/// (and have the kernel zero) fresh memory for them every time.
+#[derive(Default)]
+struct GroupScratch {
+    /// (hash, first row, group) per group.
+    table: hashbrown::HashTable<(u64, u32, u32)>,
+    firsts: Vec<u32>,
+    group_of: Vec<u32>,
+    kept: Vec<u32>,
+    starts: Vec<usize>,
+    fill: Vec<usize>,
+    sorted: Vec<usize>,
 }
 
 /// One GroupByKey's grouping state and time.
@@ -167,6 +197,7 @@ pub struct GroupAlsoByWindow {
     processing_time: Timestamp,
     dropped: DropCounts,
     scratch: EncodedKvBatch,
+    grouping: GroupScratch,
     changes: StateChanges,
     /// Current change epoch: a state whose `updated_in` differs is not counted yet.
     epoch: u64,
@@ -189,6 +220,7 @@ impl GroupAlsoByWindow {
             processing_time: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
             scratch: EncodedKvBatch::default(),
+            grouping: GroupScratch::default(),
             changes: StateChanges::default(),
             epoch: 1,
         }
@@ -344,16 +376,23 @@ impl GroupAlsoByWindow {
         if self.strategy.needs_merge() {
             return self.process_merging_rows(batch, out);
         }
-        // Rows of one key and window are added together, in arrival order, so a combining
-        // GroupByKey decodes and encodes its accumulator once per batch, not per element. Rows
-        // are bucketed by group with a counting sort: no allocation per group. The table holds
-        // each group's hash and first row, so a lookup compares hashes before any bytes.
+        let mut scratch = std::mem::take(&mut self.grouping);
+        let result = self.group_rows(batch, out, &mut scratch);
+        self.grouping = scratch;
+        result
+    }
+
+    /// Rows of one key and window are added together, in arrival order, so a combining
+    /// GroupByKey decodes and encodes its accumulator once per batch, not per element. Rows
+    /// are bucketed by group with a counting sort: no allocation per group. The table holds
+    /// each group's hash and first row, so a lookup compares hashes before any bytes.
+    fn group_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>, s: &mut GroupScratch) -> Result<()> {
         let n = batch.rows.len();
         let hasher = hashbrown::DefaultHashBuilder::default();
-        let mut table: hashbrown::HashTable<(u64, u32, u32)> = hashbrown::HashTable::with_capacity(n.min(1 << 16));
-        let mut firsts: Vec<u32> = Vec::new();
-        let mut group_of: Vec<u32> = Vec::with_capacity(n);
-        let mut kept: Vec<u32> = Vec::with_capacity(n);
+        s.table.clear();
+        s.firsts.clear();
+        s.group_of.clear();
+        s.kept.clear();
         for i in 0..n {
             let (key, window) = (batch.key(i), batch.rows[i].window);
             if self.strategy.gc_time(&window) < self.watermarks.input() {
@@ -364,22 +403,22 @@ impl GroupAlsoByWindow {
             let same = |e: &(u64, u32, u32)| {
                 e.0 == h && batch.rows[e.1 as usize].window == window && batch.key(e.1 as usize) == key
             };
-            let g = match table.find(h, same) {
+            let g = match s.table.find(h, same) {
                 Some(e) => e.2,
                 None => {
-                    let g = firsts.len() as u32;
-                    table.insert_unique(h, (h, i as u32, g), |e| e.0);
-                    firsts.push(i as u32);
+                    let g = s.firsts.len() as u32;
+                    s.table.insert_unique(h, (h, i as u32, g), |e| e.0);
+                    s.firsts.push(i as u32);
                     g
                 }
             };
-            group_of.push(g);
-            kept.push(i as u32);
+            s.group_of.push(g);
+            s.kept.push(i as u32);
         }
-        let (starts, sorted) = bucket(firsts.len(), &group_of, &kept);
-        for (g, &first) in firsts.iter().enumerate() {
+        bucket_into(s.firsts.len(), &s.group_of, &s.kept, &mut s.starts, &mut s.fill, &mut s.sorted);
+        for (g, &first) in s.firsts.iter().enumerate() {
             let (key, window) = (batch.key(first as usize), batch.rows[first as usize].window);
-            self.add_rows(key, window, batch, &sorted[starts[g]..starts[g + 1]])?;
+            self.add_rows(key, window, batch, &s.sorted[s.starts[g]..s.starts[g + 1]])?;
             self.maybe_fire(key, window, out)?;
         }
         Ok(())
