@@ -404,11 +404,13 @@ fn take_encoded(b: Batch) -> EncodedKvBatch {
 impl EncodedKvBatch {
     /// A new batch of the rows `keep` selects (by index and row), in order.
     fn select(&self, mut keep: impl FnMut(usize, &EncodedRow) -> bool) -> EncodedKvBatch {
+        self.copy_rows(self.rows.iter().enumerate().filter(|(i, r)| keep(*i, r)).map(|(_, r)| r))
+    }
+
+    /// A new batch holding copies of `rows` (rows of this batch).
+    fn copy_rows<'a>(&self, rows: impl Iterator<Item = &'a EncodedRow>) -> EncodedKvBatch {
         let mut out = EncodedKvBatch::default();
-        for (i, r) in self.rows.iter().enumerate() {
-            if !keep(i, r) {
-                continue;
-            }
+        for r in rows {
             let k0 = out.data.len();
             out.data.extend_from_slice(&self.data[r.key.0..r.key.1]);
             let k1 = out.data.len();
@@ -447,11 +449,7 @@ impl CollectionOps for EncodedKvOps {
         }
         (0..b.rows.len())
             .step_by(max_len)
-            .map(|start| {
-                let range = start..(start + max_len).min(b.rows.len());
-                let part = EncodedKvBatch { data: b.data.clone(), rows: b.rows[range].to_vec() };
-                Box::new(part.select(|_, _| true)) as Batch
-            })
+            .map(|start| Box::new(b.copy_rows(b.rows[start..(start + max_len).min(b.rows.len())].iter())) as Batch)
             .collect()
     }
     fn shuffle(&self, b: &mut Batch, seed: u64) {
@@ -659,5 +657,52 @@ impl std::fmt::Debug for TestStreamEvent {
             TestStreamEvent::Watermark(t) => write!(f, "Watermark({t})"),
             TestStreamEvent::ProcessingTime(d) => write!(f, "ProcessingTime(+{d})"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::{Coder, ElementCoder};
+    use crate::kv::KV;
+    use crate::window::IntervalWindow;
+
+    /// Rows (key, value, window start) of an encoded batch, decoded.
+    fn rows(b: &EncodedKvBatch) -> Vec<(i64, String, Timestamp)> {
+        (0..b.rows.len())
+            .map(|i| {
+                let k = ElementCoder::<i64>::new().decode_outer(b.key(i)).unwrap();
+                let v = ElementCoder::<String>::new().decode_outer(b.value(i)).unwrap();
+                (k, v, b.rows[i].window.max_timestamp())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn encoded_rows_split_concat_partition_and_select_by_window() {
+        let input: Vec<WindowedValue<KV<i64, String>>> = (0..10i64)
+            .map(|i| {
+                let mut wv = WindowedValue::timestamped(KV::new(i % 4, format!("v{i}")), i);
+                wv.window = Window::Interval(IntervalWindow::new(i / 5 * 5, i / 5 * 5 + 5));
+                wv
+            })
+            .collect();
+        let mut batch = EncodedKvBatch::default();
+        batch.append::<i64, String>(Box::new(input), &ElementCoder::new(), &ElementCoder::new()).unwrap();
+        let all = rows(&batch);
+        let ops = EncodedKvOps;
+        let parts = ops.split(Box::new(batch.clone()), 3);
+        assert_eq!(parts.iter().map(|p| ops.len(p)).collect::<Vec<_>>(), [3, 3, 3, 1]);
+        let joined = ops.concat(parts);
+        assert_eq!(rows(joined.downcast_ref::<EncodedKvBatch>().unwrap()), all);
+        // By key partition: every row once, each where its key belongs, in order.
+        let by_key = batch.clone().partition(3);
+        assert_eq!(by_key.iter().map(|p| p.rows.len()).sum::<usize>(), 10);
+        for (q, p) in by_key.iter().enumerate() {
+            assert!((0..p.rows.len()).all(|i| partition_of(p.key(i), 3) == q));
+        }
+        let (early, late) = ops.partition_by_window(Box::new(batch), &mut |w| w.max_timestamp() < 5);
+        assert_eq!(rows(early.downcast_ref::<EncodedKvBatch>().unwrap()), all[..5]);
+        assert_eq!(rows(late.downcast_ref::<EncodedKvBatch>().unwrap()), all[5..]);
     }
 }
