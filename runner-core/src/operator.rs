@@ -194,20 +194,22 @@ impl GroupOperator {
 pub const SYSTEM_NAMESPACE: &str = "weir";
 
 /// Counts, in the step's metrics, what an operator dropped during one call (`before` is
-/// [`Operator::dropped`] before the call).
-pub fn count_drops(op: &dyn Operator, before: DropCounts, metrics: &MetricsContainerImpl) {
+/// [`Operator::dropped`] before the call); returns how many elements that was.
+pub fn count_drops(op: &dyn Operator, before: DropCounts, metrics: &MetricsContainerImpl) -> u64 {
     use weir_sdk::metrics::{MetricName, MetricsContainer};
     let after = op.dropped();
-    for (name, delta) in [
+    let deltas = [
         ("droppedDueToLateness", after.late.saturating_sub(before.late)),
         ("droppedDueToClosedWindow", after.closed.saturating_sub(before.closed)),
-    ] {
+    ];
+    for (name, delta) in deltas {
         if delta > 0 {
             if let Ok(n) = MetricName::new(SYSTEM_NAMESPACE, name) {
                 metrics.inc_counter(&std::sync::Arc::new(n), delta as i64);
             }
         }
     }
+    deltas.iter().map(|d| d.1).sum()
 }
 
 impl Operator for GroupOperator {

@@ -112,8 +112,8 @@ impl KeyedStateEnv for Env<'_> {
     fn state(&mut self, key: &[u8], window: &Window) -> (&mut KeyedState, StateTime) {
         let gc = self.strategy.gc_time(window);
         let kw = (key.to_vec(), *window);
-        if !self.touched.contains_key(&kw) {
-            self.touched.insert(kw.clone(), self.store.states.contains_key(&kw));
+        if let std::collections::hash_map::Entry::Vacant(first) = self.touched.entry(kw.clone()) {
+            first.insert(self.store.states.contains_key(&kw));
             self.store.unindex(&kw, gc);
         }
         let time = StateTime {

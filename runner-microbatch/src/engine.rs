@@ -11,7 +11,7 @@ use crate::plan::{OpSpec, Plan};
 use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
 };
-use crate::source::{Clock, SourceState};
+use crate::source::{add_stats, Clock, SourceState, TsStats};
 use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -427,6 +427,22 @@ impl Engine {
     }
 
     /// A copy of every node's pending input (the batch's data, before it is processed).
+    /// The input watermark of node `i`: the minimum output watermark of its main inputs'
+    /// producers.
+    fn upstream_watermark(&self, i: usize) -> Timestamp {
+        self.plan.nodes[i]
+            .inputs
+            .iter()
+            .map(|pc| self.nodes[self.producer[pc]].wm.output())
+            .min()
+            .unwrap_or(MAX_TIMESTAMP)
+    }
+
+    /// Node `i`'s pending main-input bundles per partition, leaving it none.
+    fn take_pending(&mut self, i: usize) -> Vec<Vec<Batch>> {
+        std::mem::replace(&mut self.nodes[i].pending, (0..self.partitions).map(|_| Vec::new()).collect())
+    }
+
     /// The operations on node `i`'s pending main-input batches: its input's, or encoded rows
     /// for a natively translated CoGroupByKey (its inputs are encoded on the way in).
     fn main_ops(&self, i: usize) -> Option<Arc<dyn CollectionOps>> {
@@ -633,7 +649,7 @@ impl Engine {
         let mut moved = false;
         let mut sources = Vec::new();
         let mut input_rows = 0u64;
-        let mut ts_stats: (Timestamp, Timestamp, i128, usize) = (Timestamp::MAX, Timestamp::MIN, 0, 0);
+        let mut ts_stats: TsStats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
         for i in 0..self.nodes.len() {
             let Some(src) = self.nodes[i].source.as_mut() else { continue };
             // User code in sources runs with the step's metrics container bound.
@@ -656,8 +672,7 @@ impl Engine {
             let sb = sb?;
             moved |= sb.moved;
             input_rows += sb.rows as u64;
-            let (lo, hi, sum, n) = sb.ts_stats;
-            ts_stats = (ts_stats.0.min(lo), ts_stats.1.max(hi), ts_stats.2 + sum, ts_stats.3 + n);
+            add_stats(&mut ts_stats, sb.ts_stats);
             sources.push((i, sb.rows, sb.start_offset.clone(), sb.end_offset.clone()));
             logged_sources.push(SourceOffsets {
                 name: self.plan.nodes[i].name.clone(),
@@ -859,14 +874,9 @@ impl Engine {
     /// Renders a sink node's pending input into its per-partition buffers (written at commit).
     fn run_sink(&mut self, i: usize) -> Result<usize> {
         let name = self.plan.nodes[i].name.clone();
-        let upstream = self.plan.nodes[i]
-            .inputs
-            .iter()
-            .map(|pc| self.nodes[self.producer[pc]].wm.output())
-            .min()
-            .unwrap_or(MAX_TIMESTAMP);
+        let upstream = self.upstream_watermark(i);
+        let pending = self.take_pending(i);
         let node = &mut self.nodes[i];
-        let pending = std::mem::replace(&mut node.pending, (0..self.partitions).map(|_| Vec::new()).collect());
         let mut rows = 0;
         for (p, bundles) in pending.into_iter().enumerate() {
             for b in bundles {
@@ -943,17 +953,16 @@ impl Engine {
         }
         let spec = &self.plan.nodes[i];
         let name = spec.name.clone();
-        let upstream =
-            spec.inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).min().unwrap_or(MAX_TIMESTAMP);
+        let upstream = self.upstream_watermark(i);
         let side_wms: Vec<Timestamp> =
             spec.side_inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).collect();
         let in_ops = self.main_ops(i);
         let side_ops: Vec<_> = spec.side_inputs.iter().map(|&pc| self.graph.pcollection(pc).ops.clone()).collect();
         let n_outputs = spec.outputs.len();
         let now = self.clock.now();
+        let pending = self.take_pending(i);
         let node = &mut self.nodes[i];
         let side_pending = std::mem::take(&mut node.side_pending);
-        let pending = std::mem::replace(&mut node.pending, (0..self.partitions).map(|_| Vec::new()).collect());
         stats.input_rows = match &in_ops {
             Some(ops) => pending.iter().flatten().map(|b| ops.len(b) as u64).sum(),
             None => 0,
@@ -1043,12 +1052,7 @@ impl Engine {
     ) -> Result<usize> {
         let (head, tail) = (chain[0], chain[chain.len() - 1]);
         // Element-wise nodes hold nothing back: every member's input watermark is the head's.
-        let upstream = self.plan.nodes[head]
-            .inputs
-            .iter()
-            .map(|pc| self.nodes[self.producer[pc]].wm.output())
-            .min()
-            .unwrap_or(MAX_TIMESTAMP);
+        let upstream = self.upstream_watermark(head);
         let now = self.clock.now();
         let names: Vec<String> = chain.iter().map(|&i| self.plan.nodes[i].name.clone()).collect();
         let in_ops: Vec<Arc<dyn CollectionOps>> =
@@ -1057,8 +1061,7 @@ impl Engine {
             .iter()
             .map(|&i| self.plan.nodes[i].outputs.iter().map(|&o| self.graph.pcollection(o).ops.clone()).collect())
             .collect();
-        let pending =
-            std::mem::replace(&mut self.nodes[head].pending, (0..self.partitions).map(|_| Vec::new()).collect());
+        let pending = self.take_pending(head);
         let mut member_ops: Vec<Vec<Box<dyn Operator>>> =
             chain.iter().map(|&i| std::mem::take(&mut self.nodes[i].ops)).collect();
         let mut per_partition: Vec<Vec<&mut dyn Operator>> = (0..self.partitions).map(|_| Vec::new()).collect();
@@ -1225,7 +1228,7 @@ struct ProgressInput {
     started_at: Timestamp,
     since_last: Option<f64>,
     input_rows: u64,
-    ts_stats: (Timestamp, Timestamp, i128, usize),
+    ts_stats: TsStats,
     sources: Vec<(usize, usize, serde_json::Value, serde_json::Value)>,
     stats: Vec<NodeStats>,
     sink_rows: i64,
@@ -1297,8 +1300,7 @@ impl PartitionTask<'_> {
         };
         let result = work();
         let changes = op.take_state_changes();
-        count_drops(op, before, &metrics);
-        let dropped = (op.dropped().late + op.dropped().closed).saturating_sub(before.late + before.closed);
+        let dropped = count_drops(op, before, &metrics);
         match result {
             Ok((update_ms, removal_ms)) => {
                 Ok(PartitionDone { outputs, metrics, update_ms, removal_ms, dropped, changes })
@@ -1401,9 +1403,7 @@ impl ChainTask<'_> {
         };
         let result = work();
         for (j, op) in ops.iter().enumerate() {
-            count_drops(&**op, before[j], &members[j].metrics);
-            let now = op.dropped();
-            members[j].dropped = (now.late + now.closed).saturating_sub(before[j].late + before[j].closed);
+            members[j].dropped = count_drops(&**op, before[j], &members[j].metrics);
         }
         (ChainDone { members, outputs }, result.err())
     }

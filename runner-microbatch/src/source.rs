@@ -66,7 +66,7 @@ pub(crate) struct SourceBatch {
 pub(crate) type TsStats = (Timestamp, Timestamp, i128, usize);
 
 /// Adds the stats of `b` to `acc`.
-fn add_stats(acc: &mut TsStats, b: TsStats) {
+pub(crate) fn add_stats(acc: &mut TsStats, b: TsStats) {
     *acc = (acc.0.min(b.0), acc.1.max(b.1), acc.2 + b.2, acc.3 + b.3);
 }
 

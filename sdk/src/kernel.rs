@@ -324,13 +324,23 @@ impl EncodedKvBatch {
         K: 'static,
         V: 'static,
     {
+        self.append_with::<K, V>(input, key, |v, data| value.encode(v, data))
+    }
+
+    /// [`EncodedKvBatch::append`] with values written by `value` (which may keep scratch space).
+    pub fn append_with<K: 'static, V: 'static>(
+        &mut self,
+        input: Batch,
+        key: &impl crate::coders::Coder<K>,
+        mut value: impl FnMut(&V, &mut Vec<u8>) -> Result<(), CoderError>,
+    ) -> Result<(), CoderError> {
         let input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
         self.rows.reserve(input.len());
         for wv in input {
             let k0 = self.data.len();
             key.encode(&wv.value.key, &mut self.data)?;
             let k1 = self.data.len();
-            value.encode(&wv.value.value, &mut self.data)?;
+            value(&wv.value.value, &mut self.data)?;
             let v1 = self.data.len();
             self.rows.push(EncodedRow {
                 key: (k0, k1),
@@ -366,13 +376,7 @@ impl EncodedKvBatch {
         }
         let mut parts: Vec<EncodedKvBatch> = (0..n).map(|_| EncodedKvBatch::default()).collect();
         for r in &self.rows {
-            let (key, value) = (&self.data[r.key.0..r.key.1], &self.data[r.value.0..r.value.1]);
-            let part = &mut parts[partition_of(key, n)];
-            let k0 = part.data.len();
-            part.data.extend_from_slice(key);
-            let k1 = part.data.len();
-            part.data.extend_from_slice(value);
-            part.rows.push(EncodedRow { key: (k0, k1), value: (k1, part.data.len()), ..r.clone() });
+            parts[partition_of(&self.data[r.key.0..r.key.1], n)].push_copy(&self.data, r);
         }
         parts
     }
@@ -411,13 +415,18 @@ impl EncodedKvBatch {
     fn copy_rows<'a>(&self, rows: impl Iterator<Item = &'a EncodedRow>) -> EncodedKvBatch {
         let mut out = EncodedKvBatch::default();
         for r in rows {
-            let k0 = out.data.len();
-            out.data.extend_from_slice(&self.data[r.key.0..r.key.1]);
-            let k1 = out.data.len();
-            out.data.extend_from_slice(&self.data[r.value.0..r.value.1]);
-            out.rows.push(EncodedRow { key: (k0, k1), value: (k1, out.data.len()), ..r.clone() });
+            out.push_copy(&self.data, r);
         }
         out
+    }
+
+    /// Appends a copy of row `r` of another batch whose buffer is `data`.
+    fn push_copy(&mut self, data: &[u8], r: &EncodedRow) {
+        let k0 = self.data.len();
+        self.data.extend_from_slice(&data[r.key.0..r.key.1]);
+        let k1 = self.data.len();
+        self.data.extend_from_slice(&data[r.value.0..r.value.1]);
+        self.rows.push(EncodedRow { key: (k0, k1), value: (k1, self.data.len()), ..r.clone() });
     }
 }
 

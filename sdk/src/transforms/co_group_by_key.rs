@@ -119,29 +119,16 @@ struct UnionEncoderImpl<K, V> {
 
 impl<K: Element, V: Element> UnionEncoder for UnionEncoderImpl<K, V> {
     fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
-        let input = crate::kernel::downcast_batch::<KV<K, V>>(input)?;
-        let (key, value) = (ElementCoder::<K>::new(), ElementCoder::<V>::new());
+        let value = ElementCoder::<V>::new();
         let mut scratch = Vec::new();
-        out.rows.reserve(input.len());
-        for wv in input {
-            let k0 = out.data.len();
-            key.encode(&wv.value.key, &mut out.data)?;
-            let k1 = out.data.len();
+        out.append_with::<K, V>(input, &ElementCoder::<K>::new(), |v, data| {
             scratch.clear();
-            value.encode_outer(&wv.value.value, &mut scratch)?;
+            value.encode_outer(v, &mut scratch)?;
             // RawUnion { index, bytes } as postcard writes it, without building one.
-            let data = std::mem::take(&mut out.data);
-            out.data = postcard::to_extend(&(self.index, serde_bytes::Bytes::new(&scratch)), data)
+            *data = postcard::to_extend(&(self.index, serde_bytes::Bytes::new(&scratch)), std::mem::take(data))
                 .map_err(|e| CoderError::new(format!("cannot encode a CoGroupByKey value: {e}")))?;
-            out.rows.push(crate::kernel::EncodedRow {
-                key: (k0, k1),
-                value: (k1, out.data.len()),
-                timestamp: wv.timestamp,
-                window: wv.window,
-                pane: wv.pane,
-            });
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
