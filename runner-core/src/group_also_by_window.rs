@@ -126,6 +126,14 @@ impl KeyWindows {
     }
 }
 
+/// Event timers are kept in buckets of 2^this many milliseconds.
+const TIMER_BUCKET_BITS: u32 = 10;
+
+/// What one key and window's state counts for in [`GroupAlsoByWindow::state_bytes`].
+fn state_bytes(key: &[u8], state: &WindowState) -> usize {
+    key.len() + state.values.len() + 96
+}
+
 /// Counting sort of rows into `groups` buckets: `group_of[j]` is the bucket of row `rows[j]`.
 /// Returns each bucket's start in the sorted rows (plus the end) and the rows, each bucket in
 /// arrival order. No allocation per bucket.
@@ -185,9 +193,11 @@ pub struct GroupAlsoByWindow {
     keys: hashbrown::HashMap<Key, KeyWindows>,
     /// Number of key-window states in `keys`.
     windows: usize,
-    /// End-of-window and garbage-collection timers by time. Timers are never removed before
-    /// they are due: one whose window is gone fires as a no-op, and duplicates fire once.
-    event_timers: BTreeMap<Timestamp, Vec<(Key, Window)>>,
+    /// End-of-window and garbage-collection timers in buckets of 2^[`TIMER_BUCKET_BITS`] ms
+    /// (one allocation per bucket, not per distinct time; sorted when they fire). Timers are
+    /// never removed before they are due: one whose window is gone fires as a no-op, and
+    /// duplicates fire once.
+    event_timers: BTreeMap<Timestamp, Vec<TimerKey>>,
     processing_timers: BTreeSet<TimerKey>,
     /// Element holds, earliest first, kept lazily: an entry counts only while its window still
     /// holds exactly that time; stale entries are dropped when they reach the top (after every
@@ -199,6 +209,8 @@ pub struct GroupAlsoByWindow {
     scratch: EncodedKvBatch,
     grouping: GroupScratch,
     changes: StateChanges,
+    /// [`GroupAlsoByWindow::state_bytes`], kept up to date as states change.
+    bytes: usize,
     /// Current change epoch: a state whose `updated_in` differs is not counted yet.
     epoch: u64,
 }
@@ -222,6 +234,7 @@ impl GroupAlsoByWindow {
             scratch: EncodedKvBatch::default(),
             grouping: GroupScratch::default(),
             changes: StateChanges::default(),
+            bytes: 0,
             epoch: 1,
         }
     }
@@ -259,7 +272,18 @@ impl GroupAlsoByWindow {
 
     /// Approximate bytes of state held (keys, buffered values or accumulators).
     pub fn state_bytes(&self) -> usize {
-        self.keys.iter().map(|(k, ws)| ws.iter().map(|(_, w)| k.len() + w.values.len() + 96).sum::<usize>()).sum()
+        // Every test run checks the running count against a full recount.
+        debug_assert_eq!(self.bytes, self.counted_bytes(), "state bytes of {}", self.step);
+        self.bytes
+    }
+
+    fn counted_bytes(&self) -> usize {
+        self.keys.iter().map(|(k, ws)| ws.iter().map(|(_, w)| state_bytes(k, w)).sum::<usize>()).sum()
+    }
+
+    /// Recounts [`GroupAlsoByWindow::state_bytes`] from the states.
+    fn recount_bytes(&mut self) {
+        self.bytes = self.counted_bytes();
     }
 
     /// The engine's state as entries: one per key and window (its buffer or accumulator,
@@ -321,6 +345,7 @@ impl GroupAlsoByWindow {
                 self.holds.push(Reverse((h, key.clone(), window)));
             }
         }
+        self.recount_bytes();
         self.clean_holds();
         Ok(())
     }
@@ -360,6 +385,16 @@ impl GroupAlsoByWindow {
         self.processing_time = self.processing_time.max(processing_time);
         self.scratch.data.clear();
         self.scratch.rows.clear();
+        let mut inputs = inputs;
+        // Rows encoded on the way in (a native CoGroupByKey's exchange) are not copied again:
+        // the largest batch becomes the one grouped, the others are appended to it.
+        if inputs.iter().all(|b| b.is::<EncodedKvBatch>()) {
+            let largest = (0..inputs.len())
+                .max_by_key(|&i| inputs[i].downcast_ref::<EncodedKvBatch>().map_or(0, |b| b.rows.len()));
+            if let Some(Ok(base)) = largest.map(|i| inputs.swap_remove(i).downcast::<EncodedKvBatch>()) {
+                self.scratch = *base;
+            }
+        }
         for input in inputs {
             self.encode(input)?;
         }
@@ -505,6 +540,7 @@ impl GroupAlsoByWindow {
         let mut ws = WindowState { non_speculative_index: -1, updated_in: self.epoch, ..Default::default() };
         ws.trigger = self.machine.new_state();
         self.changes.updated += 1;
+        self.bytes += state_bytes(key, &ws);
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
         entry.into_mut().insert(window, ws);
@@ -521,6 +557,7 @@ impl GroupAlsoByWindow {
         let k = k.clone();
         let ws = windows.remove(window)?;
         self.windows -= 1;
+        self.bytes -= state_bytes(&k, &ws);
         self.changes.removed += 1;
         if windows.is_empty() {
             self.keys.remove(key);
@@ -624,9 +661,14 @@ impl GroupAlsoByWindow {
         state.updated_in = self.epoch;
         self.changes.updated += 1;
         let (hold, pt) = (state.hold, state.pt_timer);
+        self.bytes += state_bytes(key, &state);
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
-        if entry.into_mut().insert(window, state) {
+        let windows = entry.into_mut();
+        if let Some(old) = windows.get(&window) {
+            self.bytes -= state_bytes(&k, old);
+        }
+        if windows.insert(window, state) {
             self.windows += 1;
         }
         self.event_timer((window.max_timestamp(), k.clone(), window));
@@ -663,6 +705,7 @@ impl GroupAlsoByWindow {
             ws.updated_in = self.epoch;
             self.changes.updated += 1;
         }
+        self.bytes -= ws.values.len();
         match &self.values {
             Values::Buffer(_) => {
                 for &i in idx {
@@ -672,9 +715,16 @@ impl GroupAlsoByWindow {
             Values::Combine(k) => {
                 let acc = (ws.count > 0).then_some(ws.values.as_slice());
                 let mut inputs = idx.iter().map(|&i| batch.value(i));
-                ws.values = k.add_inputs(acc, &mut inputs).with_step(&self.step)?;
+                match k.add_inputs(acc, &mut inputs) {
+                    Ok(values) => ws.values = values,
+                    Err(e) => {
+                        self.bytes += ws.values.len();
+                        return Err(e).with_step(&self.step);
+                    }
+                }
             }
         }
+        self.bytes += ws.values.len();
         ws.count += idx.len();
         ws.added_since_fire += idx.len();
         // Element holds (spec §4.2): at the (shifted) element time for EARLIEST/LATEST, at the
@@ -741,6 +791,7 @@ impl GroupAlsoByWindow {
     fn close(&mut self, key: &[u8], window: Window) {
         if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
             ws.closed = true;
+            self.bytes -= ws.values.len();
             ws.values = Vec::new();
             ws.count = 0;
             if let Some(t) = ws.pt_timer.take() {
@@ -773,6 +824,7 @@ impl GroupAlsoByWindow {
             || (timing == Timing::OnTime && strategy.on_time_behavior == OnTimeBehavior::FireAlways)
             || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
         let released = ws.hold.take();
+        self.bytes -= ws.values.len();
         if needed {
             let non_speculative_index = if timing == Timing::Early { -1 } else { ws.non_speculative_index + 1 };
             let pane = PaneInfo {
@@ -802,6 +854,7 @@ impl GroupAlsoByWindow {
             ws.values.clear();
             ws.count = 0;
         }
+        self.bytes += ws.values.len();
         Ok(())
     }
 
@@ -838,24 +891,42 @@ impl GroupAlsoByWindow {
             self.maybe_fire(&key, window, out)?;
             self.refresh_pt_timer(&key, window);
         }
-        while let Some(entry) = self.event_timers.first_entry() {
-            if *entry.key() >= self.watermarks.input() {
-                break;
+        // Firing a window's timers sets no event timer, so every due timer is taken at once,
+        // then fired in (time, key, window) order, each once.
+        let (wm, mut due) = (self.watermarks.input(), Vec::new());
+        while let Some(mut bucket) = self.event_timers.first_entry() {
+            match (*bucket.key()).cmp(&(wm >> TIMER_BUCKET_BITS)) {
+                // Every time in the bucket is before the watermark.
+                std::cmp::Ordering::Less => due.extend(bucket.remove()),
+                // The watermark's own bucket: what is before it.
+                std::cmp::Ordering::Equal => {
+                    let timers = bucket.get_mut();
+                    let mut i = 0;
+                    while i < timers.len() {
+                        if timers[i].0 < wm {
+                            due.push(timers.swap_remove(i));
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    if timers.is_empty() {
+                        bucket.remove();
+                    }
+                    break;
+                }
+                std::cmp::Ordering::Greater => break,
             }
-            // Firing a window's timers sets no event timer, so a due time is taken whole; in
-            // (key, window) order, each timer once.
-            let mut due = entry.remove();
-            due.sort_unstable();
-            due.dedup();
-            for (key, window) in due {
-                self.on_event_timer(&key, window, out)?;
-            }
+        }
+        due.sort_unstable();
+        due.dedup();
+        for (_, key, window) in due {
+            self.on_event_timer(&key, window, out)?;
         }
         Ok(())
     }
 
-    fn event_timer(&mut self, (time, key, window): TimerKey) {
-        self.event_timers.entry(time).or_default().push((key, window));
+    fn event_timer(&mut self, timer: TimerKey) {
+        self.event_timers.entry(timer.0 >> TIMER_BUCKET_BITS).or_default().push(timer);
     }
 
     /// Drops stale holds from the top of the hold queue (so [`GroupAlsoByWindow::hold`] is

@@ -181,10 +181,25 @@ impl Pushback {
             }
         }
         if let Some(b) = input {
-            for (w, _, part) in self.ops.group_by_window(b) {
-                if sides.is_ready(&w)? {
-                    ready.push(part);
-                } else {
+            // One verdict per distinct window, one pass over the elements: with sessions almost
+            // every element has a window of its own, so splitting by window first costs more
+            // than the join itself.
+            let mut verdicts: HashMap<Window, bool> = HashMap::new();
+            let mut failure = None;
+            let (now, later) = self.ops.partition_by_window(b, &mut |w| {
+                *verdicts.entry(*w).or_insert_with(|| {
+                    sides.is_ready(w).unwrap_or_else(|e| {
+                        failure.get_or_insert(e);
+                        false
+                    })
+                })
+            });
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            ready.push(now);
+            if self.ops.len(&later) > 0 {
+                for (w, _, part) in self.ops.group_by_window(later) {
                     self.wait(w, part);
                 }
             }

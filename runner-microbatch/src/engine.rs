@@ -805,13 +805,15 @@ impl Engine {
                 },
             )?;
         let name = spec.name.clone();
+        // The bundles of one call are encoded into one batch and partitioned once: the
+        // grouping operator then takes few, large batches as they are.
+        let mut rows = EncodedKvBatch::default();
         for b in batches {
-            let mut rows = EncodedKvBatch::default();
             encoder.encode(b, &mut rows).map_err(|source| Error::Coder { step: name.clone(), source })?;
-            for (q, part) in rows.partition(self.partitions).into_iter().enumerate() {
-                if !part.rows.is_empty() {
-                    self.nodes[c].pending[q].push(Box::new(part));
-                }
+        }
+        for (q, part) in rows.partition(self.partitions).into_iter().enumerate() {
+            if !part.rows.is_empty() {
+                self.nodes[c].pending[q].push(Box::new(part));
             }
         }
         Ok(())

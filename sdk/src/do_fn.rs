@@ -308,6 +308,10 @@ pub(crate) struct DoFnKernel<F: DoFn> {
     pub(crate) fn_: F,
     pub(crate) tag_ids: std::sync::Arc<[String]>,
     pub(crate) key_of: Option<KeyOf<F::In>>,
+    /// Main outputs per input element in the previous batch (at least 1): a DoFn that
+    /// outputs several elements per input (a group's values) gets room for them up front
+    /// instead of growing, and copying, its output buffer batch after batch.
+    pub(crate) fan_out: f64,
 }
 
 type SplitOutputs<'a, O> = (&'a mut Vec<WindowedValue<O>>, &'a mut [Batch]);
@@ -334,7 +338,8 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
             // A stateful ParDo run without state: the runner did not translate it as stateful.
             return Err("internal error: a stateful DoFn must be run with its keyed state".into());
         }
-        main.reserve(input.len());
+        let (before, n) = (main.len(), input.len());
+        main.reserve((n as f64 * self.fan_out) as usize);
         let mut ctx = ProcessContext {
             sides,
             state: StateScope::none(StateTime {
@@ -354,6 +359,9 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
             ctx.window = wv.window;
             ctx.pane = wv.pane;
             self.fn_.process(wv.value, &mut ctx)?;
+        }
+        if n > 0 {
+            self.fan_out = ((ctx.out.main.len() - before) as f64 / n as f64).clamp(1.0, 1024.0);
         }
         Ok(())
     }

@@ -143,16 +143,17 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
         let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
         let mut groups: Vec<(Window, i64, Vec<WindowedValue<T>>)> = Vec::new();
+        // Sessions give a side input thousands of windows per batch: found by hash, not scan.
+        let mut index: std::collections::HashMap<Window, usize> = std::collections::HashMap::new();
         for wv in v {
             // Elements no trigger produced (e.g. straight from a source) carry no pane: -1.
             let pane = if wv.pane.timing == crate::pane::Timing::Unknown { -1 } else { wv.pane.index };
-            match groups.iter_mut().find(|g| g.0 == wv.window) {
-                Some(g) => {
-                    g.1 = g.1.max(pane);
-                    g.2.push(wv);
-                }
-                None => groups.push((wv.window, pane, vec![wv])),
-            }
+            let g = *index.entry(wv.window).or_insert_with(|| {
+                groups.push((wv.window, pane, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1 = groups[g].1.max(pane);
+            groups[g].2.push(wv);
         }
         groups.into_iter().map(|(w, p, v)| (w, p, Box::new(v) as Batch)).collect()
     }
@@ -483,15 +484,18 @@ impl CollectionOps for EncodedKvOps {
     }
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
         let e = take_encoded(b);
-        let mut windows: Vec<(Window, i64)> = Vec::new();
+        let mut groups: Vec<(Window, i64, EncodedKvBatch)> = Vec::new();
+        let mut index: std::collections::HashMap<Window, usize> = std::collections::HashMap::new();
         for r in &e.rows {
             let pane = if r.pane.timing == crate::pane::Timing::Unknown { -1 } else { r.pane.index };
-            match windows.iter_mut().find(|w| w.0 == r.window) {
-                Some(w) => w.1 = w.1.max(pane),
-                None => windows.push((r.window, pane)),
-            }
+            let g = *index.entry(r.window).or_insert_with(|| {
+                groups.push((r.window, pane, EncodedKvBatch::default()));
+                groups.len() - 1
+            });
+            groups[g].1 = groups[g].1.max(pane);
+            groups[g].2.push_copy(&e.data, r);
         }
-        windows.into_iter().map(|(w, p)| (w, p, Box::new(e.select(|_, r| r.window == w)) as Batch)).collect()
+        groups.into_iter().map(|(w, p, b)| (w, p, Box::new(b) as Batch)).collect()
     }
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch) {
         let e = take_encoded(b);

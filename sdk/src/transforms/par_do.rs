@@ -106,7 +106,7 @@ fn factory<F: DoFn>(fn_: F, tag_ids: Vec<String>, key_of: Option<KeyOf<F::In>>) 
     let tag_ids: Arc<[String]> = tag_ids.into();
     Arc::new(move || {
         let fn_ = proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        Box::new(DoFnKernel { fn_, tag_ids: tag_ids.clone(), key_of }) as Box<dyn ErasedDoFn>
+        Box::new(DoFnKernel { fn_, tag_ids: tag_ids.clone(), key_of, fan_out: 1.0 }) as Box<dyn ErasedDoFn>
     })
 }
 
