@@ -211,6 +211,9 @@ pub struct GroupAlsoByWindow {
     changes: StateChanges,
     /// [`GroupAlsoByWindow::state_bytes`], kept up to date as states change.
     bytes: usize,
+    /// Combiner lifting: input rows are partial accumulators with their input counts
+    /// ([`weir_sdk::kernel::lifted_value`]), merged instead of added.
+    lifted: bool,
     /// Current change epoch: a state whose `updated_in` differs is not counted yet.
     epoch: u64,
 }
@@ -235,8 +238,28 @@ impl GroupAlsoByWindow {
             grouping: GroupScratch::default(),
             changes: StateChanges::default(),
             bytes: 0,
+            lifted: false,
             epoch: 1,
         }
+    }
+
+    /// Takes partial accumulators instead of inputs (combiner lifting; see
+    /// [`weir_sdk::kernel::CombineKernel::partial`]). Only for a combining engine whose
+    /// windows do not merge and whose timestamp combiner is the end of the window, where
+    /// lifting changes no pane, hold or count.
+    pub fn lifted(mut self) -> Self {
+        self.lifted = matches!(self.values, Values::Combine(_));
+        self
+    }
+
+    /// The number of inputs row `i` stands for: its count when lifted, else 1.
+    fn inputs_of(&self, batch: &EncodedKvBatch, i: usize) -> Result<u64> {
+        if !self.lifted {
+            return Ok(1);
+        }
+        let (count, _) = weir_sdk::kernel::lifted_value(batch.value(i))
+            .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+        Ok(count)
     }
 
     /// The input and output watermarks.
@@ -365,6 +388,13 @@ impl GroupAlsoByWindow {
 
     /// Encodes `input` after what the scratch batch holds.
     fn encode(&mut self, input: Batch) -> Result<()> {
+        let input = match input.downcast::<EncodedKvBatch>() {
+            Ok(rows) => {
+                self.scratch.extend(*rows);
+                return Ok(());
+            }
+            Err(input) => input,
+        };
         match &self.values {
             Values::Buffer(k) => k.encode(input, &mut self.scratch),
             Values::Combine(k) => k.encode(input, &mut self.scratch),
@@ -431,7 +461,7 @@ impl GroupAlsoByWindow {
         for i in 0..n {
             let (key, window) = (batch.key(i), batch.rows[i].window);
             if self.strategy.gc_time(&window) < self.watermarks.input() {
-                self.dropped.late += 1;
+                self.dropped.late += self.inputs_of(batch, i)?;
                 continue;
             }
             let h = hasher.hash_one((key, window));
@@ -510,7 +540,7 @@ impl GroupAlsoByWindow {
                     }
                 }
                 if self.strategy.gc_time(&window) < self.watermarks.input() {
-                    self.dropped.late += 1;
+                    self.dropped.late += self.inputs_of(batch, i)?;
                     continue;
                 }
                 let g = *group_index.entry(window).or_insert_with(|| {
@@ -691,6 +721,13 @@ impl GroupAlsoByWindow {
         let eow = window.max_timestamp();
         let combiner = self.strategy.timestamp_combiner;
         let window_fn = self.strategy.window_fn.clone();
+        let mut inputs = idx.len() as u64;
+        if self.lifted {
+            inputs = 0;
+            for &i in idx {
+                inputs += self.inputs_of(batch, i)?;
+            }
+        }
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else {
             return Err(Error::Internal {
                 component: "GroupAlsoByWindow".into(),
@@ -698,7 +735,7 @@ impl GroupAlsoByWindow {
             });
         };
         if ws.closed {
-            self.dropped.closed += idx.len() as u64;
+            self.dropped.closed += inputs;
             return Ok(());
         }
         if ws.updated_in != self.epoch {
@@ -710,6 +747,27 @@ impl GroupAlsoByWindow {
             Values::Buffer(_) => {
                 for &i in idx {
                     ws.values.extend_from_slice(batch.value(i));
+                }
+            }
+            Values::Combine(k) if self.lifted => {
+                let mut accs: Vec<&[u8]> = Vec::with_capacity(idx.len() + 1);
+                if ws.count > 0 {
+                    accs.push(&ws.values);
+                }
+                for &i in idx {
+                    // Counted above, so every lifted value is well-formed here.
+                    accs.extend(weir_sdk::kernel::lifted_value(batch.value(i)).ok().map(|(_, acc)| acc));
+                }
+                let merged = match accs[..] {
+                    [only] => Ok(only.to_vec()),
+                    _ => k.merge_accumulators(&accs),
+                };
+                match merged {
+                    Ok(values) => ws.values = values,
+                    Err(e) => {
+                        self.bytes += ws.values.len();
+                        return Err(e).with_step(&self.step);
+                    }
                 }
             }
             Values::Combine(k) => {
@@ -725,8 +783,8 @@ impl GroupAlsoByWindow {
             }
         }
         self.bytes += ws.values.len();
-        ws.count += idx.len();
-        ws.added_since_fire += idx.len();
+        ws.count += inputs as usize;
+        ws.added_since_fire += inputs as usize;
         // Element holds (spec §4.2): at the (shifted) element time for EARLIEST/LATEST, at the
         // end of the window otherwise; none for data already behind the output watermark.
         let old_hold = ws.hold;
@@ -744,7 +802,7 @@ impl GroupAlsoByWindow {
                 (Some(o), _) => o.min(h),
             });
         }
-        self.machine.on_elements(&mut ws.trigger, idx.len() as i64, &ctx);
+        self.machine.on_elements(&mut ws.trigger, inputs as i64, &ctx);
         let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
         let old_pt = std::mem::replace(&mut ws.pt_timer, pt);
         let new_hold = ws.hold;

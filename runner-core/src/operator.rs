@@ -184,10 +184,25 @@ impl GroupOperator {
         GroupOperator { engine: GroupAlsoByWindow::new(&node.full_name, strategy, values) }
     }
 
+    /// The same operator taking partial accumulators (combiner lifting); see
+    /// [`can_lift_combine`].
+    pub fn lifted(self) -> Self {
+        GroupOperator { engine: self.engine.lifted() }
+    }
+
     /// The engine, for state metrics.
     pub fn engine(&self) -> &GroupAlsoByWindow {
         &self.engine
     }
+}
+
+/// Whether a Combine.perKey over input windowed by `strategy` can be lifted (partial combine
+/// before the exchange) without changing its output: windows that do not merge (a partial
+/// accumulator never spans windows that later merge) and the end-of-window timestamp
+/// combiner (every input holds the pane at the same time, so which inputs a partial
+/// accumulator covers does not matter). Triggers see the same input counts either way.
+pub fn can_lift_combine(strategy: &weir_sdk::window_fn::WindowingStrategy) -> bool {
+    !strategy.needs_merge() && strategy.timestamp_combiner == weir_sdk::trigger::TimestampCombiner::EndOfWindow
 }
 
 /// Namespace of the metrics Weir reports about pipelines (beyond user metrics).

@@ -447,8 +447,10 @@ impl Engine {
     /// for a natively translated CoGroupByKey (its inputs are encoded on the way in).
     fn main_ops(&self, i: usize) -> Option<Arc<dyn CollectionOps>> {
         let spec = &self.plan.nodes[i];
-        if matches!(spec.op, OpSpec::CoGroupByKey(..)) {
-            return Some(Arc::new(EncodedKvOps));
+        match spec.op {
+            OpSpec::CoGroupByKey(..) => return Some(Arc::new(EncodedKvOps::default())),
+            OpSpec::CombinePerKey(_, true) => return Some(Arc::new(EncodedKvOps::lifted())),
+            _ => {}
         }
         spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone())
     }
@@ -819,6 +821,24 @@ impl Engine {
         Ok(())
     }
 
+    /// Combiner lifting: the batches going to the lifted Combine.perKey `c` are combined per
+    /// key and window into partial accumulators, which alone are encoded and exchanged.
+    fn route_lifted(&mut self, c: usize, batches: Vec<Batch>) -> Result<()> {
+        let spec = &self.plan.nodes[c];
+        let OpSpec::CombinePerKey(kernel, true) = &spec.op else { return Ok(()) };
+        let kernel = kernel.clone();
+        let mut rows = EncodedKvBatch::default();
+        weir_runner_core::do_fn_runner::guarded(&spec.name, "partial combine", || {
+            kernel.partial(batches, &mut rows).map(|_| ())
+        })?;
+        for (q, part) in rows.partition(self.partitions).into_iter().enumerate() {
+            if !part.rows.is_empty() {
+                self.nodes[c].pending[q].push(Box::new(part));
+            }
+        }
+        Ok(())
+    }
+
     fn route(&mut self, i: usize, port: usize, per_partition: Vec<Vec<Batch>>) -> Result<()> {
         let Some(&pc) = self.plan.nodes[i].outputs.get(port) else { return Ok(()) };
         let ops = self.graph.pcollection(pc).ops.clone();
@@ -847,6 +867,9 @@ impl Engine {
                 }
                 None if matches!(self.plan.nodes[c].op, OpSpec::CoGroupByKey(..)) => {
                     self.route_co_group(c, pc, data.into_iter().flatten().collect())?;
+                }
+                None if matches!(self.plan.nodes[c].op, OpSpec::CombinePerKey(_, true)) => {
+                    self.route_lifted(c, data.into_iter().flatten().collect())?;
                 }
                 None => match self.plan.nodes[c].partitioner.clone() {
                     Some(partitioner) => {

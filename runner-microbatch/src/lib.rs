@@ -18,7 +18,9 @@
 //! that hash-partitions by encoded key. Chains of element-wise transforms run fused (each bundle
 //! through the whole chain before the next), and a grouping operator groups all of a batch's
 //! bundles at once. Composites translated natively: Combine.perKey (one accumulator per key and
-//! window), CoGroupByKey (inputs encoded and tagged on their way into one grouping node),
+//! window; with combiner lifting where windows do not merge and panes are stamped at the end of
+//! the window: each batch's inputs are combined per key and window before the exchange, and only
+//! partial accumulators are encoded, exchanged and merged), CoGroupByKey (inputs encoded and tagged on their way into one grouping node),
 //! Reshuffle (an exchange only) and Deduplicate (a streaming deduplicate operator).
 //! Semantics (windows, triggers, state, timers, side inputs) come from runner-core's operators;
 //! this crate only decides where data lives and when work runs.

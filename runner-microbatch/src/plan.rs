@@ -24,7 +24,9 @@ pub(crate) enum OpSpec {
     TestStream(Arc<Vec<TestStreamEvent>>),
     ParDo(ParDoPayload),
     GroupByKey(Arc<dyn GroupKernel>),
-    CombinePerKey(Arc<dyn CombineKernel>),
+    /// Combine.perKey; when lifted (the flag), inputs are combined partially on their way to
+    /// the exchange and the engine merges the partial accumulators.
+    CombinePerKey(Arc<dyn CombineKernel>, bool),
     /// CoGroupByKey: every input encoded (and tagged) on its way to the exchange, grouped by
     /// the buffering engine, each key's result built from its group buffer.
     CoGroupByKey(Vec<Arc<dyn UnionEncoder>>, Arc<dyn GroupKernel>),
@@ -54,7 +56,7 @@ impl OpSpec {
     pub(crate) fn is_stateful(&self) -> bool {
         matches!(
             self,
-            OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(_) | OpSpec::CoGroupByKey(..) | OpSpec::Deduplicate(..)
+            OpSpec::GroupByKey(_) | OpSpec::CombinePerKey(..) | OpSpec::CoGroupByKey(..) | OpSpec::Deduplicate(..)
         ) || matches!(self, OpSpec::ParDo(p) if p.stateful)
     }
 }
@@ -81,7 +83,10 @@ impl NodeSpec {
             OpSpec::ParDo(p) if p.stateful => Box::new(StatefulParDoOperator::new(node, p, graph)),
             OpSpec::ParDo(p) => Box::new(ParDoOperator::new(node, p, graph)),
             OpSpec::GroupByKey(k) => Box::new(GroupOperator::new(node, graph, Values::Buffer(k.clone()))),
-            OpSpec::CombinePerKey(k) => Box::new(GroupOperator::new(node, graph, Values::Combine(k.clone()))),
+            OpSpec::CombinePerKey(k, false) => Box::new(GroupOperator::new(node, graph, Values::Combine(k.clone()))),
+            OpSpec::CombinePerKey(k, true) => {
+                Box::new(GroupOperator::new(node, graph, Values::Combine(k.clone())).lifted())
+            }
             OpSpec::CoGroupByKey(_, k) => Box::new(GroupOperator::new(node, graph, Values::Buffer(k.clone()))),
             OpSpec::Deduplicate(k, duration_ms) => Box::new(DedupOperator::new(
                 &node.full_name,
@@ -105,7 +110,7 @@ impl NodeSpec {
             OpSpec::ParDo(p) if p.stateful => "stateful-pardo",
             OpSpec::ParDo(_) => "pardo",
             OpSpec::GroupByKey(_) => "group-by-key",
-            OpSpec::CombinePerKey(_) => "combine-per-key",
+            OpSpec::CombinePerKey(..) => "combine-per-key",
             OpSpec::Deduplicate(..) => "deduplicate",
             OpSpec::CoGroupByKey(..) => "co-group-by-key",
             OpSpec::Flatten => "flatten",
@@ -124,7 +129,10 @@ impl NodeSpec {
             OpSpec::ParDo(p) if p.stateful => format!("StatefulParDo[{}]", short(p.fn_name)),
             OpSpec::ParDo(p) => format!("ParDo[{}]", short(p.fn_name)),
             OpSpec::GroupByKey(_) => "GroupAlsoByWindow[buffering]".to_string(),
-            OpSpec::CombinePerKey(_) => "GroupAlsoByWindow[combining]".to_string(),
+            OpSpec::CombinePerKey(_, false) => "GroupAlsoByWindow[combining]".to_string(),
+            OpSpec::CombinePerKey(_, true) => {
+                "GroupAlsoByWindow[combining partial accumulators, combined before the exchange]".to_string()
+            }
             OpSpec::Deduplicate(_, ms) => format!("StreamingDeduplicate[within {ms} ms]"),
             OpSpec::CoGroupByKey(inputs, _) => format!("GroupAlsoByWindow[co-group of {} inputs]", inputs.len()),
             OpSpec::Flatten if self.native.is_some() => "Redistribute".to_string(),

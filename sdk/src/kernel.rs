@@ -354,6 +354,29 @@ impl EncodedKvBatch {
         Ok(())
     }
 
+    /// Appends one row: `key`'s bytes, and a value `value` writes after them.
+    pub fn push_row<E>(
+        &mut self,
+        key: &[u8],
+        timestamp: Timestamp,
+        window: Window,
+        value: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let k0 = self.data.len();
+        self.data.extend_from_slice(key);
+        let k1 = self.data.len();
+        value(&mut self.data)?;
+        let v1 = self.data.len();
+        self.rows.push(EncodedRow {
+            key: (k0, k1),
+            value: (k1, v1),
+            timestamp,
+            window,
+            pane: crate::pane::PaneInfo::NO_FIRING,
+        });
+        Ok(())
+    }
+
     /// Appends the rows of `other` (moving its buffer when this batch is empty).
     pub fn extend(&mut self, other: EncodedKvBatch) {
         if self.rows.is_empty() {
@@ -396,7 +419,18 @@ impl EncodedKvBatch {
 
 /// [`CollectionOps`] for batches of [`EncodedKvBatch`]: the input of a grouping operator whose
 /// inputs were encoded on the way in (a natively translated CoGroupByKey).
-pub struct EncodedKvOps;
+#[derive(Default)]
+pub struct EncodedKvOps {
+    lifted: bool,
+}
+
+impl EncodedKvOps {
+    /// Operations on [lifted rows](lifted_value): a batch's length is the number of inputs
+    /// its partial accumulators combine, so element counts stay those of the input.
+    pub fn lifted() -> Self {
+        EncodedKvOps { lifted: true }
+    }
+}
 
 fn encoded(b: &Batch) -> &EncodedKvBatch {
     b.downcast_ref::<EncodedKvBatch>().unwrap_or_else(|| panic!("internal error: batch is not an EncodedKvBatch"))
@@ -439,7 +473,11 @@ impl CollectionOps for EncodedKvOps {
         Box::new(EncodedKvBatch::default())
     }
     fn len(&self, b: &Batch) -> usize {
-        encoded(b).rows.len()
+        let e = encoded(b);
+        if !self.lifted {
+            return e.rows.len();
+        }
+        (0..e.rows.len()).map(|i| lifted_value(e.value(i)).map_or(1, |(n, _)| n as usize)).sum()
     }
     fn clone_batch(&self, b: &Batch) -> Batch {
         Box::new(encoded(b).clone())
@@ -620,6 +658,20 @@ pub trait CombineKernel: Send + Sync {
     fn merge_accumulators(&self, accs: &[&[u8]]) -> Result<Vec<u8>, UserError>;
     /// Builds `KV<K, Out>` from groups whose `values` hold one encoded accumulator each.
     fn extract(&self, groups: Vec<EncodedGroup>) -> Result<Batch, UserError>;
+    /// Combiner lifting's first half (Beam's partial combine before the shuffle): combines
+    /// batches of `KV<K, In>` per encoded key and window into accumulators, and appends one
+    /// [lifted row](lifted_value) per key and window to `out`, stamped with the earliest
+    /// input's timestamp. Returns the number of inputs combined.
+    fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<u64, UserError>;
+}
+
+/// The value of a lifted row: the number of inputs it combines (8 bytes, little-endian), then
+/// the encoded accumulator. Returns `(count, accumulator)`.
+pub fn lifted_value(value: &[u8]) -> Result<(u64, &[u8]), CoderError> {
+    match value.split_first_chunk::<8>() {
+        Some((count, acc)) => Ok((u64::from_le_bytes(*count), acc)),
+        None => Err(CoderError::new(format!("a lifted combine row of {} bytes has no input count", value.len()))),
+    }
 }
 
 /// The runner-visible payload of `Combine.perKey`, for runners that translate it natively.
@@ -703,7 +755,7 @@ mod tests {
         let mut batch = EncodedKvBatch::default();
         batch.append::<i64, String>(Box::new(input), &ElementCoder::new(), &ElementCoder::new()).unwrap();
         let all = rows(&batch);
-        let ops = EncodedKvOps;
+        let ops = EncodedKvOps::default();
         let parts = ops.split(Box::new(batch.clone()), 3);
         assert_eq!(parts.iter().map(|p| ops.len(p)).collect::<Vec<_>>(), [3, 3, 3, 1]);
         let joined = ops.concat(parts);

@@ -117,10 +117,21 @@ fn explain_shows_stages_exchanges_and_native_composites() {
     windowed_counts(&p);
     let plan = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
     assert!(plan.contains("Exchange hashpartitioning(encoded key, 2)"), "{plan}");
+    // Fixed windows and the default timestamp combiner: the combiner is lifted.
     assert!(
-        plan.contains("GroupAlsoByWindow[combining] 'Count' (native beam:transform:combine_per_key:v1) [stateful]"),
+        plan.contains(
+            "GroupAlsoByWindow[combining partial accumulators, combined before the exchange] 'Count' \
+             (native beam:transform:combine_per_key:v1) [stateful]"
+        ),
         "{plan}"
     );
+    // Sessions merge, so a partial accumulator could span sessions that never merge: not lifted.
+    let p = Pipeline::new(options(&[]));
+    p.apply("Create", Create::timestamped((0..10i64).map(|i| TimestampedValue::new(KV::new(i % 2, i), i))))
+        .apply("Sessions", Window::into(Sessions::with_gap_duration(Duration::from_millis(5))))
+        .apply("Count", Count::per_key());
+    let sessions = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
+    assert!(sessions.contains("GroupAlsoByWindow[combining] 'Count'"), "{sessions}");
     assert!(plan.contains("Stage 0: Scan[bounded] 'Create/Read'"), "{plan}");
     // The element-wise chain before the exchange runs fused; a stateful node ends a chain.
     assert!(plan.contains("Stage 0: ParDo[MapFn] 'Key/ParDo' [fused into 'Window']"), "{plan}");

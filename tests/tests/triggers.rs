@@ -129,6 +129,28 @@ conformance! {
         assert_eq!(dropped.counters[0].attempted, 1);
     }
 
+    fn late_inputs_of_one_key_are_dropped_and_counted_one_by_one(p) {
+        // Three late inputs of one key and window arrive together, after two on-time ones: a
+        // runner that combines inputs before the exchange (combiner lifting) still drops and
+        // counts each input, and counts each one in.
+        let stream = TestStream::create()
+            .add_elements(vec![tv(1, 1), tv(2, 2)])
+            .advance_watermark_to(20)
+            .add_elements(vec![tv(3, 3), tv(4, 4), tv(5, 5), tv(6, 25)])
+            .advance_watermark_to_infinity();
+        let sums = p
+            .apply("Stream", stream)
+            .apply("Window", Window::into(FixedWindows::of(ms(10))))
+            .apply("Sum", Sum::per_key());
+        assert_that(&sums).in_window(iw(0, 10)).contains_in_any_order(vec![k(3)]);
+        assert_that(&sums).in_window(iw(20, 30)).contains_in_any_order(vec![k(6)]);
+        let result = Pipeline::run(p).unwrap();
+        assert_eq!(result.wait_until_finish(None).unwrap(), PipelineState::Done);
+        let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+        let counter = |name: &str| m.counter("Sum", "weir", name).map(|c| c.attempted).unwrap_or(-1);
+        assert_eq!(counter("droppedDueToLateness"), 3, "{m:?}");
+    }
+
     fn late_firings_accumulating_versus_discarding(p) {
         for (name, accumulating, expected) in [("Acc", true, vec![1, 3, 6]), ("Disc", false, vec![1, 2, 3])] {
             let stream = TestStream::create()

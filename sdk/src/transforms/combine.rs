@@ -230,6 +230,10 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
         Ok(out)
     }
 
+    fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<u64, UserError> {
+        self.combine_partially(inputs, out)
+    }
+
     fn extract(&self, groups: Vec<EncodedGroup>) -> Result<Batch, UserError> {
         let mut out: Vec<WindowedValue<KV<K, F::Out>>> = Vec::with_capacity(groups.len());
         for g in groups {
@@ -244,6 +248,62 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
             });
         }
         Ok(Box::new(out))
+    }
+}
+
+impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
+    /// [`CombineKernel::partial`]: groups by (encoded key, window) in a hash table over an
+    /// arena of encoded keys, one typed accumulator per group, each encoded once at the end.
+    fn combine_partially(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<u64, UserError> {
+        use std::hash::BuildHasher;
+        struct Group<A> {
+            key: (usize, usize),
+            window: crate::window::Window,
+            acc: A,
+            count: u64,
+            first: crate::time::Timestamp,
+        }
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let mut table: hashbrown::HashTable<(u64, u32)> = hashbrown::HashTable::new();
+        let (mut keys, mut scratch) = (Vec::new(), Vec::new());
+        let mut groups: Vec<Group<F::Accum>> = Vec::new();
+        let mut total = 0u64;
+        for input in inputs {
+            for wv in crate::kernel::downcast_batch::<KV<K, F::In>>(input)? {
+                scratch.clear();
+                self.key.encode(&wv.value.key, &mut scratch)?;
+                let window = wv.window;
+                let h = hasher.hash_one((&scratch[..], window));
+                let same = |e: &(u64, u32)| {
+                    let g = &groups[e.1 as usize];
+                    e.0 == h && g.window == window && keys[g.key.0..g.key.1] == scratch[..]
+                };
+                let g = match table.find(h, same) {
+                    Some(e) => e.1 as usize,
+                    None => {
+                        let k0 = keys.len();
+                        keys.extend_from_slice(&scratch);
+                        let acc = self.fn_.create_accumulator();
+                        groups.push(Group { key: (k0, keys.len()), window, acc, count: 0, first: wv.timestamp });
+                        table.insert_unique(h, (h, (groups.len() - 1) as u32), |e| e.0);
+                        groups.len() - 1
+                    }
+                };
+                let group = &mut groups[g];
+                self.fn_.add_input(&mut group.acc, wv.value.value);
+                group.count += 1;
+                group.first = group.first.min(wv.timestamp);
+                total += 1;
+            }
+        }
+        out.rows.reserve(groups.len());
+        for g in groups {
+            out.push_row(&keys[g.key.0..g.key.1], g.first, g.window, |data| {
+                data.extend_from_slice(&g.count.to_le_bytes());
+                self.acc.encode(&g.acc, data)
+            })?;
+        }
+        Ok(total)
     }
 }
 
