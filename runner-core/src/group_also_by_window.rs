@@ -85,9 +85,11 @@ type Key = Arc<[u8]>;
 type TimerKey = (Timestamp, Key, Window);
 
 /// The windows of one key, sorted by window. Most keys hold one or a few windows, so a sorted
-/// vector beats a tree map; states are boxed so that inserting and removing moves little.
+/// sequence beats a tree map; states are boxed so that inserting and removing moves little. A
+/// ring buffer, because windows mostly arrive at the end and expire at the front: a hot key
+/// with thousands of windows does not shift them all on every expiry.
 #[derive(Default)]
-struct KeyWindows(Vec<(Window, Box<WindowState>)>);
+struct KeyWindows(std::collections::VecDeque<(Window, Box<WindowState>)>);
 
 impl KeyWindows {
     fn find(&self, window: &Window) -> std::result::Result<usize, usize> {
@@ -116,13 +118,80 @@ impl KeyWindows {
         }
     }
     fn remove(&mut self, window: &Window) -> Option<WindowState> {
-        self.find(window).ok().map(|i| *self.0.remove(i).1)
+        self.find(window).ok().and_then(|i| self.0.remove(i)).map(|(_, s)| *s)
     }
     fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
     fn iter(&self) -> impl Iterator<Item = (&Window, &WindowState)> {
         self.0.iter().map(|(w, s)| (w, &**s))
+    }
+}
+
+/// What emitting a pane needs besides the window's state.
+struct PaneContext<'a> {
+    strategy: &'a WindowingStrategy,
+    watermarks: Watermarks,
+    epoch: u64,
+    changes: &'a mut StateChanges,
+}
+
+/// Emits a pane of the window whose state is `ws` (spec §3.5, §3.6) and releases its hold.
+fn emit_pane(
+    c: &mut PaneContext<'_>,
+    ws: &mut WindowState,
+    key: &[u8],
+    window: Window,
+    is_final: bool,
+    out: &mut Vec<EncodedGroup>,
+) {
+    let (input_wm, output_wm, strategy) = (c.watermarks.input(), c.watermarks.output(), c.strategy);
+    if ws.updated_in != c.epoch {
+        ws.updated_in = c.epoch;
+        c.changes.updated += 1;
+    }
+    let eow = window.max_timestamp();
+    let timing = if output_wm > eow || ws.non_early_emitted {
+        Timing::Late
+    } else if input_wm <= eow {
+        Timing::Early
+    } else {
+        Timing::OnTime
+    };
+    let non_empty = ws.added_since_fire > 0;
+    ws.added_since_fire = 0;
+    let needed = non_empty
+        || (timing == Timing::OnTime && strategy.on_time_behavior == OnTimeBehavior::FireAlways)
+        || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
+    let released = ws.hold.take();
+    if needed {
+        let non_speculative_index = if timing == Timing::Early { -1 } else { ws.non_speculative_index + 1 };
+        let pane = PaneInfo {
+            is_first: ws.pane_index == 0,
+            is_last: is_final,
+            timing,
+            index: ws.pane_index,
+            non_speculative_index,
+        };
+        ws.pane_index += 1;
+        if timing != Timing::Early {
+            ws.non_speculative_index = non_speculative_index;
+            ws.non_early_emitted = true;
+        }
+        let timestamp = match released {
+            Some(h) if h <= eow => h,
+            _ => eow,
+        };
+        let discard = is_final || strategy.accumulation_mode == AccumulationMode::Discarding;
+        let (values, count) = if discard {
+            (std::mem::take(&mut ws.values), std::mem::take(&mut ws.count))
+        } else {
+            (ws.values.clone(), ws.count)
+        };
+        out.push(EncodedGroup { key: key.to_vec(), values, count, timestamp, window, pane });
+    } else if is_final || strategy.accumulation_mode == AccumulationMode::Discarding {
+        ws.values.clear();
+        ws.count = 0;
     }
 }
 
@@ -512,8 +581,11 @@ impl GroupAlsoByWindow {
         let mut distinct: Vec<Window> = Vec::new();
         let mut seen: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
         let mut moved: hashbrown::HashMap<Window, Window> = hashbrown::HashMap::new();
-        let mut group_index: hashbrown::HashMap<Window, usize> = hashbrown::HashMap::new();
-        let mut groups: Vec<(Window, Vec<usize>)> = Vec::new();
+        let mut group_index: hashbrown::HashMap<Window, u32> = hashbrown::HashMap::new();
+        // One key's groups: their windows, each kept row's group, bucketed (no allocation
+        // per group).
+        let (mut group_windows, mut group_of, mut kept) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut group_starts, mut fill, mut grouped) = (Vec::new(), Vec::new(), Vec::new());
         for (k, key) in keys.into_iter().enumerate() {
             let rows = &sorted[starts[k]..starts[k + 1]];
             distinct.clear();
@@ -530,6 +602,9 @@ impl GroupAlsoByWindow {
                 }
             }
             group_index.clear();
+            group_windows.clear();
+            group_of.clear();
+            kept.clear();
             for &i in rows {
                 let mut window = batch.rows[i].window;
                 // Merged windows only grow, so following the moves always ends.
@@ -544,13 +619,15 @@ impl GroupAlsoByWindow {
                     continue;
                 }
                 let g = *group_index.entry(window).or_insert_with(|| {
-                    groups.push((window, Vec::new()));
-                    groups.len() - 1
+                    group_windows.push(window);
+                    (group_windows.len() - 1) as u32
                 });
-                groups[g].1.push(i);
+                group_of.push(g);
+                kept.push(i as u32);
             }
-            for (window, idx) in groups.drain(..) {
-                self.add_rows(key, window, batch, &idx)?;
+            bucket_into(group_windows.len(), &group_of, &kept, &mut group_starts, &mut fill, &mut grouped);
+            for (g, &window) in group_windows.iter().enumerate() {
+                self.add_rows(key, window, batch, &grouped[group_starts[g]..group_starts[g + 1]])?;
                 self.maybe_fire(key, window, out)?;
             }
         }
@@ -564,16 +641,19 @@ impl GroupAlsoByWindow {
 
     /// Creates the state of a new window with its timers.
     fn ensure_window(&mut self, key: &[u8], window: Window) {
-        if self.keys.get(key).is_some_and(|w| w.contains_key(&window)) {
-            return;
-        }
-        let mut ws = WindowState { non_speculative_index: -1, updated_in: self.epoch, ..Default::default() };
-        ws.trigger = self.machine.new_state();
+        // One lookup: a key without windows is never kept, so an empty entry is a new key.
+        let entry = self.keys.entry_ref(key).or_default_entry();
+        let Err(at) = entry.get().find(&window) else { return };
+        let k = entry.key().clone();
+        let ws = WindowState {
+            non_speculative_index: -1,
+            updated_in: self.epoch,
+            trigger: self.machine.new_state(),
+            ..Default::default()
+        };
         self.changes.updated += 1;
         self.bytes += state_bytes(key, &ws);
-        let entry = self.keys.entry_ref(key).or_default_entry();
-        let k = entry.key().clone();
-        entry.into_mut().insert(window, ws);
+        entry.into_mut().0.insert(at, (window, Box::new(ws)));
         self.windows += 1;
         let gc = self.strategy.gc_time(&window);
         if gc != window.max_timestamp() {
@@ -745,6 +825,9 @@ impl GroupAlsoByWindow {
         self.bytes -= ws.values.len();
         match &self.values {
             Values::Buffer(_) => {
+                if idx.len() > 1 {
+                    ws.values.reserve(idx.iter().map(|&i| batch.value(i).len()).sum());
+                }
                 for &i in idx {
                     ws.values.extend_from_slice(batch.value(i));
                 }
@@ -860,58 +943,15 @@ impl GroupAlsoByWindow {
 
     /// Emits a pane of the window (spec §3.5, §3.6) and releases its hold.
     fn emit(&mut self, key: &[u8], window: Window, is_final: bool, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        let input_wm = self.watermarks.input();
-        let output_wm = self.watermarks.output();
-        let strategy = &self.strategy;
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
-        if ws.updated_in != self.epoch {
-            ws.updated_in = self.epoch;
-            self.changes.updated += 1;
-        }
-        let eow = window.max_timestamp();
-        let timing = if output_wm > eow || ws.non_early_emitted {
-            Timing::Late
-        } else if input_wm <= eow {
-            Timing::Early
-        } else {
-            Timing::OnTime
-        };
-        let non_empty = ws.added_since_fire > 0;
-        ws.added_since_fire = 0;
-        let needed = non_empty
-            || (timing == Timing::OnTime && strategy.on_time_behavior == OnTimeBehavior::FireAlways)
-            || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
-        let released = ws.hold.take();
         self.bytes -= ws.values.len();
-        if needed {
-            let non_speculative_index = if timing == Timing::Early { -1 } else { ws.non_speculative_index + 1 };
-            let pane = PaneInfo {
-                is_first: ws.pane_index == 0,
-                is_last: is_final,
-                timing,
-                index: ws.pane_index,
-                non_speculative_index,
-            };
-            ws.pane_index += 1;
-            if timing != Timing::Early {
-                ws.non_speculative_index = non_speculative_index;
-                ws.non_early_emitted = true;
-            }
-            let timestamp = match released {
-                Some(h) if h <= eow => h,
-                _ => eow,
-            };
-            let discard = is_final || strategy.accumulation_mode == AccumulationMode::Discarding;
-            let (values, count) = if discard {
-                (std::mem::take(&mut ws.values), std::mem::take(&mut ws.count))
-            } else {
-                (ws.values.clone(), ws.count)
-            };
-            out.push(EncodedGroup { key: key.to_vec(), values, count, timestamp, window, pane });
-        } else if is_final || strategy.accumulation_mode == AccumulationMode::Discarding {
-            ws.values.clear();
-            ws.count = 0;
-        }
+        let mut ctx = PaneContext {
+            strategy: &self.strategy,
+            watermarks: self.watermarks,
+            epoch: self.epoch,
+            changes: &mut self.changes,
+        };
+        emit_pane(&mut ctx, ws, key, window, is_final, out);
         self.bytes += ws.values.len();
         Ok(())
     }
@@ -977,6 +1017,7 @@ impl GroupAlsoByWindow {
         }
         due.sort_unstable();
         due.dedup();
+        out.reserve(due.len());
         for (_, key, window) in due {
             self.on_event_timer(&key, window, out)?;
         }
@@ -1024,31 +1065,28 @@ impl GroupAlsoByWindow {
     /// An event-time timer of the window: classified by the window's state, not by which timer
     /// it was (spec §3.4).
     fn on_event_timer(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        let Some((closed, counted)) =
-            self.keys.get(key).and_then(|w| w.get(&window)).map(|ws| (ws.closed, ws.updated_in == self.epoch))
-        else {
-            return Ok(());
-        };
-        let is_gc = self.watermarks.input() > self.strategy.gc_time(&window);
-        if is_gc {
-            if !closed {
-                // The last pane of an expiring window removes the row: not also an update.
-                if !counted {
-                    if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
-                        ws.updated_in = self.epoch;
-                    }
-                }
-                let ctx = self.ctx(&window);
-                if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
-                    if self.machine.should_fire(&ws.trigger, &ctx) {
-                        self.machine.on_fire(&mut ws.trigger, &ctx);
-                    }
-                }
-                self.emit(key, window, true, out)?;
+        if self.watermarks.input() <= self.strategy.gc_time(&window) {
+            if self.keys.get(key).and_then(|w| w.get(&window)).is_some_and(|ws| !ws.closed) {
+                self.maybe_fire(key, window, out)?;
             }
-            self.remove_window(key, &window);
-        } else if !closed {
-            self.maybe_fire(key, window, out)?;
+            return Ok(());
+        }
+        // Expiry: the state leaves the map (one lookup), and its last pane is emitted from it.
+        let Some(mut ws) = self.remove_window(key, &window) else { return Ok(()) };
+        if !ws.closed {
+            // The last pane of an expiring window removes the row: not also an update.
+            ws.updated_in = self.epoch;
+            let ctx = self.ctx(&window);
+            if self.machine.should_fire(&ws.trigger, &ctx) {
+                self.machine.on_fire(&mut ws.trigger, &ctx);
+            }
+            let mut c = PaneContext {
+                strategy: &self.strategy,
+                watermarks: self.watermarks,
+                epoch: self.epoch,
+                changes: &mut self.changes,
+            };
+            emit_pane(&mut c, &mut ws, key, window, true, out);
         }
         Ok(())
     }

@@ -337,7 +337,13 @@ impl EncodedKvBatch {
     ) -> Result<(), CoderError> {
         let input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
         self.rows.reserve(input.len());
-        for wv in input {
+        let (n, start) = (input.len(), self.data.len());
+        for (i, wv) in input.into_iter().enumerate() {
+            if i == 64 && n > 128 {
+                // Room for the rest at the first rows' size: the buffer does not grow (and
+                // copy itself) a dozen times over a large batch.
+                self.data.reserve((self.data.len() - start) / 64 * (n - 64) * 9 / 8);
+            }
             let k0 = self.data.len();
             key.encode(&wv.value.key, &mut self.data)?;
             let k1 = self.data.len();
