@@ -93,6 +93,19 @@ struct KeyWindows(std::collections::VecDeque<(Window, Box<WindowState>)>);
 
 impl KeyWindows {
     fn find(&self, window: &Window) -> std::result::Result<usize, usize> {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        // The ends first: timers expire the earliest window, new windows come last.
+        match self.0.front().map(|(w, _)| w.cmp(window)) {
+            None | Some(Greater) => return Err(0),
+            Some(Equal) => return Ok(0),
+            Some(Less) => {}
+        }
+        let last = self.0.len() - 1;
+        match self.0.back().map(|(w, _)| w.cmp(window)) {
+            Some(Less) => return Err(last + 1),
+            Some(Equal) => return Ok(last),
+            _ => {}
+        }
         self.0.binary_search_by(|(w, _)| w.cmp(window))
     }
     fn get(&self, window: &Window) -> Option<&WindowState> {

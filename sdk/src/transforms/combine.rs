@@ -255,70 +255,82 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
     /// [`CombineKernel::partial`]: groups by (encoded key, window) in a hash table over an
     /// arena of encoded keys, one typed accumulator per group, each encoded once at the end.
     fn combine_partially(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<u64, UserError> {
+        use crate::window::Window;
         use std::hash::BuildHasher;
-        /// Keys of up to 16 bytes (any integer key) are kept in the group, longer ones in an
-        /// arena: comparing a small key touches no second cache line.
-        struct Group<A> {
-            inline: [u8; 16],
-            key: (usize, usize),
-            window: crate::window::Window,
-            acc: A,
-            count: u64,
-            first: crate::time::Timestamp,
-        }
+        // The data a probe touches is kept apart and small: a table entry holds the hash, the
+        // group and the group's window (as an index into the few distinct windows), a key of
+        // up to 16 bytes (any integer key) sits in a 16-byte slot, longer keys in an arena, and
+        // accumulators in their own vector. What only the output needs is kept apart too.
         let hasher = hashbrown::DefaultHashBuilder::default();
-        let mut table: hashbrown::HashTable<(u64, u32)> = hashbrown::HashTable::new();
-        let (mut keys, mut scratch) = (Vec::new(), Vec::new());
-        let mut groups: Vec<Group<F::Accum>> = Vec::new();
+        let mut table: hashbrown::HashTable<(u64, u32, u32)> = hashbrown::HashTable::new();
+        let (mut windows, mut window_ids): (Vec<Window>, hashbrown::HashMap<Window, u32>) = Default::default();
+        let mut last_window: Option<(Window, u32)> = None;
+        let (mut slots, mut long_keys, mut scratch): (Vec<([u8; 16], usize, usize)>, Vec<u8>, Vec<u8>) =
+            Default::default();
+        let (mut accs, mut counts, mut firsts): (Vec<F::Accum>, Vec<u64>, Vec<crate::time::Timestamp>) =
+            Default::default();
         let mut total = 0u64;
         for input in inputs {
             for wv in crate::kernel::downcast_batch::<KV<K, F::In>>(input)? {
                 scratch.clear();
                 self.key.encode(&wv.value.key, &mut scratch)?;
-                let window = wv.window;
-                let h = hasher.hash_one((&scratch[..], window));
-                let same = |e: &(u64, u32)| {
-                    let g = &groups[e.1 as usize];
-                    e.0 == h && g.window == window && {
-                        let len = g.key.1 - g.key.0;
-                        if len <= 16 {
-                            g.inline[..len] == scratch[..]
+                let w = match last_window {
+                    Some((last, id)) if last == wv.window => id,
+                    _ => {
+                        let id = *window_ids.entry(wv.window).or_insert_with(|| {
+                            windows.push(wv.window);
+                            (windows.len() - 1) as u32
+                        });
+                        last_window = Some((wv.window, id));
+                        id
+                    }
+                };
+                let h = hasher.hash_one((&scratch[..], w));
+                let same = |e: &(u64, u32, u32)| {
+                    e.0 == h && e.2 == w && {
+                        let (inline, start, len) = &slots[e.1 as usize];
+                        if *len <= 16 {
+                            inline[..*len] == scratch[..]
                         } else {
-                            keys[g.key.0..g.key.1] == scratch[..]
+                            long_keys[*start..start + len] == scratch[..]
                         }
                     }
                 };
                 let g = match table.find(h, same) {
                     Some(e) => e.1 as usize,
                     None => {
-                        let mut inline = [0u8; 16];
-                        let key = if scratch.len() <= 16 {
+                        let (mut inline, start) = ([0u8; 16], long_keys.len());
+                        if scratch.len() <= 16 {
                             inline[..scratch.len()].copy_from_slice(&scratch);
-                            (0, scratch.len())
                         } else {
-                            keys.extend_from_slice(&scratch);
-                            (keys.len() - scratch.len(), keys.len())
-                        };
-                        let acc = self.fn_.create_accumulator();
-                        groups.push(Group { inline, key, window, acc, count: 0, first: wv.timestamp });
-                        table.insert_unique(h, (h, (groups.len() - 1) as u32), |e| e.0);
-                        groups.len() - 1
+                            long_keys.extend_from_slice(&scratch);
+                        }
+                        slots.push((inline, start, scratch.len()));
+                        accs.push(self.fn_.create_accumulator());
+                        counts.push(0);
+                        firsts.push(wv.timestamp);
+                        table.insert_unique(h, (h, (accs.len() - 1) as u32, w), |e| e.0);
+                        accs.len() - 1
                     }
                 };
-                let group = &mut groups[g];
-                self.fn_.add_input(&mut group.acc, wv.value.value);
-                group.count += 1;
-                group.first = group.first.min(wv.timestamp);
+                self.fn_.add_input(&mut accs[g], wv.value.value);
+                counts[g] += 1;
+                firsts[g] = firsts[g].min(wv.timestamp);
                 total += 1;
             }
         }
-        out.rows.reserve(groups.len());
-        for g in groups {
-            let len = g.key.1 - g.key.0;
-            let key = if len <= 16 { &g.inline[..len] } else { &keys[g.key.0..g.key.1] };
-            out.push_row(key, g.first, g.window, |data| {
-                data.extend_from_slice(&g.count.to_le_bytes());
-                self.acc.encode(&g.acc, data)
+        // Each group's window, from the table.
+        let mut window_of = vec![0u32; accs.len()];
+        for e in table.iter() {
+            window_of[e.1 as usize] = e.2;
+        }
+        out.rows.reserve(accs.len());
+        for (g, acc) in accs.into_iter().enumerate() {
+            let (inline, start, len) = &slots[g];
+            let key = if *len <= 16 { &inline[..*len] } else { &long_keys[*start..start + len] };
+            out.push_row(key, firsts[g], windows[window_of[g] as usize], |data| {
+                data.extend_from_slice(&counts[g].to_le_bytes());
+                self.acc.encode(&acc, data)
             })?;
         }
         Ok(total)
