@@ -265,8 +265,9 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
         let mut table: hashbrown::HashTable<(u64, u32, u32)> = hashbrown::HashTable::new();
         let (mut windows, mut window_ids): (Vec<Window>, hashbrown::HashMap<Window, u32>) = Default::default();
         let mut last_window: Option<(Window, u32)> = None;
-        let (mut slots, mut long_keys, mut scratch): (Vec<([u8; 16], usize, usize)>, Vec<u8>, Vec<u8>) =
-            Default::default();
+        // Per group: the key inline (when short), its start in `long_keys`, its length.
+        let mut slots: Vec<([u8; 16], usize, usize)> = Vec::new();
+        let (mut long_keys, mut scratch) = (Vec::new(), Vec::new());
         let (mut accs, mut counts, mut firsts): (Vec<F::Accum>, Vec<u64>, Vec<crate::time::Timestamp>) =
             Default::default();
         let mut total = 0u64;
