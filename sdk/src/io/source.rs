@@ -59,8 +59,13 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
         let Some(reader) = self.0.as_mut() else {
             return Ok(None);
         };
-        let mut out: Vec<WindowedValue<R::Output>> = Vec::with_capacity(max.min(4096));
+        let mut out: Vec<WindowedValue<R::Output>> = Vec::with_capacity(max.min(FIRST_CHUNK));
         while out.len() < max {
+            if out.len() == FIRST_CHUNK {
+                // A reader with more than a chunk to give: room for the rest of the bundle at
+                // once instead of doubling (and copying) the buffer several times.
+                out.reserve(max.min(MAX_BUNDLE_RESERVE).saturating_sub(FIRST_CHUNK));
+            }
             match reader.next()? {
                 Some((v, ts)) => out.push(WindowedValue::timestamped(v, ts)),
                 None => {
@@ -75,6 +80,11 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
         Ok(Some(Box::new(out)))
     }
 }
+
+/// Elements a reader's bundle buffer starts with: small sources allocate little.
+const FIRST_CHUNK: usize = 4096;
+/// Most elements a bundle buffer reserves at once once a reader proves larger.
+const MAX_BUNDLE_RESERVE: usize = 1 << 16;
 
 /// The Read primitive: `p.apply("Read", Read::from(source))`.
 pub struct Read<S> {
@@ -160,6 +170,9 @@ impl<R: UnboundedReader> crate::kernel::ErasedUnboundedReader for UnboundedReade
     fn read_batch(&mut self, max: usize) -> Result<Batch, UserError> {
         let mut out: Vec<WindowedValue<R::Output>> = Vec::new();
         while out.len() < max {
+            if out.len() == FIRST_CHUNK {
+                out.reserve(max.min(MAX_BUNDLE_RESERVE).saturating_sub(FIRST_CHUNK));
+            }
             match self.0.advance()? {
                 Some((v, ts)) => out.push(WindowedValue::timestamped(v, ts)),
                 None => break,
