@@ -498,15 +498,9 @@ impl GroupAlsoByWindow {
         self.scratch.data.clear();
         self.scratch.rows.clear();
         let mut inputs = inputs;
-        // Rows encoded on the way in (a native CoGroupByKey's exchange) are not copied again:
-        // the largest batch becomes the one grouped, the others are appended to it.
-        if inputs.iter().all(|b| b.is::<EncodedKvBatch>()) {
-            let largest = (0..inputs.len())
-                .max_by_key(|&i| inputs[i].downcast_ref::<EncodedKvBatch>().map_or(0, |b| b.rows.len()));
-            if let Some(Ok(base)) = largest.map(|i| inputs.swap_remove(i).downcast::<EncodedKvBatch>()) {
-                self.scratch = *base;
-            }
-        }
+        // Rows encoded on the way in (a native exchange) are not copied again: the largest
+        // such batch goes first and moves into the empty scratch batch (see `encode`).
+        inputs.sort_by_key(|b| Reverse(b.downcast_ref::<EncodedKvBatch>().map_or(0, |e| e.rows.len())));
         for input in inputs {
             self.encode(input)?;
         }
@@ -814,11 +808,16 @@ impl GroupAlsoByWindow {
         let eow = window.max_timestamp();
         let combiner = self.strategy.timestamp_combiner;
         let window_fn = self.strategy.window_fn.clone();
+        // Lifted rows: the partial accumulators and the inputs they stand for.
+        let mut lifted: Vec<&[u8]> = Vec::new();
         let mut inputs = idx.len() as u64;
         if self.lifted {
             inputs = 0;
             for &i in idx {
-                inputs += self.inputs_of(batch, i)?;
+                let (count, acc) = weir_sdk::kernel::lifted_value(batch.value(i))
+                    .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+                inputs += count;
+                lifted.push(acc);
             }
         }
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else {
@@ -835,7 +834,7 @@ impl GroupAlsoByWindow {
             ws.updated_in = self.epoch;
             self.changes.updated += 1;
         }
-        self.bytes -= ws.values.len();
+        let before = ws.values.len();
         match &self.values {
             Values::Buffer(_) => {
                 if idx.len() > 1 {
@@ -846,39 +845,21 @@ impl GroupAlsoByWindow {
                 }
             }
             Values::Combine(k) if self.lifted => {
-                let mut accs: Vec<&[u8]> = Vec::with_capacity(idx.len() + 1);
                 if ws.count > 0 {
-                    accs.push(&ws.values);
+                    lifted.insert(0, &ws.values);
                 }
-                for &i in idx {
-                    // Counted above, so every lifted value is well-formed here.
-                    accs.extend(weir_sdk::kernel::lifted_value(batch.value(i)).ok().map(|(_, acc)| acc));
-                }
-                let merged = match accs[..] {
-                    [only] => Ok(only.to_vec()),
-                    _ => k.merge_accumulators(&accs),
+                ws.values = match lifted[..] {
+                    [only] => only.to_vec(),
+                    _ => k.merge_accumulators(&lifted).with_step(&self.step)?,
                 };
-                match merged {
-                    Ok(values) => ws.values = values,
-                    Err(e) => {
-                        self.bytes += ws.values.len();
-                        return Err(e).with_step(&self.step);
-                    }
-                }
             }
             Values::Combine(k) => {
                 let acc = (ws.count > 0).then_some(ws.values.as_slice());
                 let mut inputs = idx.iter().map(|&i| batch.value(i));
-                match k.add_inputs(acc, &mut inputs) {
-                    Ok(values) => ws.values = values,
-                    Err(e) => {
-                        self.bytes += ws.values.len();
-                        return Err(e).with_step(&self.step);
-                    }
-                }
+                ws.values = k.add_inputs(acc, &mut inputs).with_step(&self.step)?;
             }
         }
-        self.bytes += ws.values.len();
+        self.bytes = self.bytes + ws.values.len() - before;
         ws.count += inputs as usize;
         ws.added_since_fire += inputs as usize;
         // Element holds (spec §4.2): at the (shifted) element time for EARLIEST/LATEST, at the

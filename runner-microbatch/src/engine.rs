@@ -813,12 +813,17 @@ impl Engine {
         for b in batches {
             encoder.encode(b, &mut rows).map_err(|source| Error::Coder { step: name.clone(), source })?;
         }
+        self.exchange_encoded(c, rows);
+        Ok(())
+    }
+
+    /// Partitions rows encoded on their way to node `c` by key into its pending input.
+    fn exchange_encoded(&mut self, c: usize, rows: EncodedKvBatch) {
         for (q, part) in rows.partition(self.partitions).into_iter().enumerate() {
             if !part.rows.is_empty() {
                 self.nodes[c].pending[q].push(Box::new(part));
             }
         }
-        Ok(())
     }
 
     /// Combiner lifting: the batches going to the lifted Combine.perKey `c` are combined per
@@ -828,14 +833,8 @@ impl Engine {
         let OpSpec::CombinePerKey(kernel, true) = &spec.op else { return Ok(()) };
         let kernel = kernel.clone();
         let mut rows = EncodedKvBatch::default();
-        weir_runner_core::do_fn_runner::guarded(&spec.name, "partial combine", || {
-            kernel.partial(batches, &mut rows).map(|_| ())
-        })?;
-        for (q, part) in rows.partition(self.partitions).into_iter().enumerate() {
-            if !part.rows.is_empty() {
-                self.nodes[c].pending[q].push(Box::new(part));
-            }
-        }
+        weir_runner_core::do_fn_runner::guarded(&spec.name, "partial combine", || kernel.partial(batches, &mut rows))?;
+        self.exchange_encoded(c, rows);
         Ok(())
     }
 

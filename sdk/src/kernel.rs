@@ -667,8 +667,8 @@ pub trait CombineKernel: Send + Sync {
     /// Combiner lifting's first half (Beam's partial combine before the shuffle): combines
     /// batches of `KV<K, In>` per encoded key and window into accumulators, and appends one
     /// [lifted row](lifted_value) per key and window to `out`, stamped with the earliest
-    /// input's timestamp. Returns the number of inputs combined.
-    fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<u64, UserError>;
+    /// input's timestamp.
+    fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<(), UserError>;
 }
 
 /// The value of a lifted row: the number of inputs it combines (8 bytes, little-endian), then

@@ -198,23 +198,10 @@ mod deduplicate {
                 .apply("Stream", stream)
                 .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
                 .apply("Dedup", Deduplicate::values())
-                .apply("Stamp", ParDo::of(Stamp));
+                .apply("Reify", ParDo::of(weir_sdk::transforms::combiners::ReifyTimestampsFn::<String>::default()))
+                .apply("Stamp", Map::new(|tv: TimestampedValue<String>| format!("{}@{}", tv.value, tv.timestamp)));
             assert_that(&out).contains_in_any_order(s(&["a@10", "b@30", "a@150"]));
             p.run();
-        }
-    }
-
-    /// Renders an element with its timestamp.
-    #[derive(Clone)]
-    struct Stamp;
-
-    impl DoFn for Stamp {
-        type In = String;
-        type Out = String;
-        fn process(&mut self, e: String, ctx: &mut ProcessContext<'_, String>) -> UserResult {
-            let ts = ctx.timestamp();
-            ctx.output(format!("{e}@{ts}"));
-            Ok(())
         }
     }
 }

@@ -230,7 +230,7 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
         Ok(out)
     }
 
-    fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<u64, UserError> {
+    fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<(), UserError> {
         self.combine_partially(inputs, out)
     }
 
@@ -254,7 +254,7 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
 impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
     /// [`CombineKernel::partial`]: groups by (encoded key, window) in a hash table over an
     /// arena of encoded keys, one typed accumulator per group, each encoded once at the end.
-    fn combine_partially(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<u64, UserError> {
+    fn combine_partially(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<(), UserError> {
         use crate::window::Window;
         use std::hash::BuildHasher;
         // The data a probe touches is kept apart and small: a table entry holds the hash, the
@@ -270,7 +270,7 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
         let (mut long_keys, mut scratch) = (Vec::new(), Vec::new());
         let (mut accs, mut counts, mut firsts): (Vec<F::Accum>, Vec<u64>, Vec<crate::time::Timestamp>) =
             Default::default();
-        let mut total = 0u64;
+        let mut window_of: Vec<u32> = Vec::new();
         for input in inputs {
             for wv in crate::kernel::downcast_batch::<KV<K, F::In>>(input)? {
                 scratch.clear();
@@ -310,6 +310,7 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
                         accs.push(self.fn_.create_accumulator());
                         counts.push(0);
                         firsts.push(wv.timestamp);
+                        window_of.push(w);
                         table.insert_unique(h, (h, (accs.len() - 1) as u32, w), |e| e.0);
                         accs.len() - 1
                     }
@@ -317,13 +318,7 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
                 self.fn_.add_input(&mut accs[g], wv.value.value);
                 counts[g] += 1;
                 firsts[g] = firsts[g].min(wv.timestamp);
-                total += 1;
             }
-        }
-        // Each group's window, from the table.
-        let mut window_of = vec![0u32; accs.len()];
-        for e in table.iter() {
-            window_of[e.1 as usize] = e.2;
         }
         out.rows.reserve(accs.len());
         for (g, acc) in accs.into_iter().enumerate() {
@@ -334,7 +329,7 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
                 self.acc.encode(&acc, data)
             })?;
         }
-        Ok(total)
+        Ok(())
     }
 }
 
