@@ -331,7 +331,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         self.fn_.start_bundle()
     }
     fn process_batch(&mut self, input: Batch, outputs: &mut [Batch], sides: &dyn SideInputReader) -> UserResult {
-        let input = crate::kernel::downcast_batch::<F::In>(input)?;
+        let mut input = crate::kernel::downcast_batch::<F::In>(input)?;
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;
         let skew = self.fn_.allowed_timestamp_skew_millis();
         if self.key_of.is_some() {
@@ -339,7 +339,12 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
             return Err("internal error: a stateful DoFn must be run with its keyed state".into());
         }
         let (before, n) = (main.len(), input.len());
-        main.reserve((n as f64 * self.fan_out) as usize);
+        let wanted = (n as f64 * self.fan_out) as usize;
+        if main.capacity() == 0 {
+            *main = crate::kernel::recycle::take(wanted);
+        } else {
+            main.reserve(wanted);
+        }
         let mut ctx = ProcessContext {
             sides,
             state: StateScope::none(StateTime {
@@ -354,12 +359,13 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
             skew,
             out: Outputs { main, tagged, tag_ids: &self.tag_ids },
         };
-        for wv in input {
+        for wv in input.drain(..) {
             ctx.timestamp = wv.timestamp;
             ctx.window = wv.window;
             ctx.pane = wv.pane;
             self.fn_.process(wv.value, &mut ctx)?;
         }
+        crate::kernel::recycle::give(input);
         if n > 0 {
             self.fan_out = ((ctx.out.main.len() - before) as f64 / n as f64).clamp(1.0, 1024.0);
         }

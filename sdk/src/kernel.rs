@@ -15,6 +15,8 @@ use rand::SeedableRng;
 use std::any::Any;
 use std::sync::Arc;
 
+pub mod recycle;
+
 /// A batch of elements of one PCollection: `Vec<WindowedValue<T>>`, type-erased.
 pub type Batch = Box<dyn Any + Send>;
 
@@ -322,23 +324,23 @@ impl EncodedKvBatch {
         value: &impl crate::coders::Coder<V>,
     ) -> Result<(), CoderError>
     where
-        K: 'static,
-        V: 'static,
+        K: Send + 'static,
+        V: Send + 'static,
     {
         self.append_with::<K, V>(input, key, |v, data| value.encode(v, data))
     }
 
     /// [`EncodedKvBatch::append`] with values written by `value` (which may keep scratch space).
-    pub fn append_with<K: 'static, V: 'static>(
+    pub fn append_with<K: Send + 'static, V: Send + 'static>(
         &mut self,
         input: Batch,
         key: &impl crate::coders::Coder<K>,
         mut value: impl FnMut(&V, &mut Vec<u8>) -> Result<(), CoderError>,
     ) -> Result<(), CoderError> {
-        let input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
+        let mut input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
         self.rows.reserve(input.len());
         let (n, start) = (input.len(), self.data.len());
-        for (i, wv) in input.into_iter().enumerate() {
+        for (i, wv) in input.drain(..).enumerate() {
             if i == 64 && n > 128 {
                 // Room for the rest at the first rows' size: the buffer does not grow (and
                 // copy itself) a dozen times over a large batch.
@@ -357,6 +359,7 @@ impl EncodedKvBatch {
                 pane: wv.pane,
             });
         }
+        recycle::give(input);
         Ok(())
     }
 

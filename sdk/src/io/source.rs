@@ -59,7 +59,7 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
         let Some(reader) = self.0.as_mut() else {
             return Ok(None);
         };
-        let mut out: Vec<WindowedValue<R::Output>> = Vec::with_capacity(max.min(FIRST_CHUNK));
+        let mut out: Vec<WindowedValue<R::Output>> = crate::kernel::recycle::take(max.min(FIRST_CHUNK));
         while out.len() < max {
             if out.len() == FIRST_CHUNK {
                 // A reader with more than a chunk to give: room for the rest of the bundle at
@@ -75,7 +75,15 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
             }
         }
         if out.is_empty() && self.0.is_none() {
+            crate::kernel::recycle::give(out);
             return Ok(None);
+        }
+        if out.capacity() > 4 * out.len().max(FIRST_CHUNK) {
+            // A short read into a large recycled buffer: the buffer goes back for reuse and
+            // the bundle gets one its size (what consumes it may keep it).
+            let mut fitted = Vec::with_capacity(out.len());
+            fitted.append(&mut out);
+            crate::kernel::recycle::give(std::mem::replace(&mut out, fitted));
         }
         Ok(Some(Box::new(out)))
     }

@@ -197,11 +197,19 @@ pub(crate) struct CombineKernelImpl<K, F: CombineFn> {
     key: ElementCoder<K>,
     input: ElementCoder<F::In>,
     acc: ElementCoder<F::Accum>,
+    /// How many groups the last partial combine made (see `combine_partially`).
+    groups_hint: std::sync::atomic::AtomicUsize,
 }
 
 impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
     pub(crate) fn new(fn_: F) -> Self {
-        CombineKernelImpl { fn_, key: ElementCoder::new(), input: ElementCoder::new(), acc: ElementCoder::new() }
+        CombineKernelImpl {
+            fn_,
+            key: ElementCoder::new(),
+            input: ElementCoder::new(),
+            acc: ElementCoder::new(),
+            groups_hint: Default::default(),
+        }
     }
 }
 
@@ -252,29 +260,38 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
 }
 
 impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
-    /// [`CombineKernel::partial`]: groups by (encoded key, window) in a hash table over an
-    /// arena of encoded keys, one typed accumulator per group, each encoded once at the end.
+    /// [`CombineKernel::partial`]: groups by (encoded key, window). The hash table is small
+    /// (4 bytes an entry: the group's index), so that it stays in cache;
+    /// the groups sit in a vector in the order they were made, each with all it needs in one
+    /// place: the hash, the window (an index into the few distinct windows), a key of up to 16
+    /// bytes (any integer key) inline or else its place in an arena of longer keys, the input
+    /// count, the earliest timestamp and the typed accumulator, encoded once at the end.
     fn combine_partially(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<(), UserError> {
         use crate::window::Window;
         use std::hash::BuildHasher;
-        // The data a probe touches is kept apart and small: a table entry holds the hash, the
-        // group and the group's window (as an index into the few distinct windows), a key of
-        // up to 16 bytes (any integer key) sits in a 16-byte slot, longer keys in an arena, and
-        // accumulators in their own vector. What only the output needs is kept apart too.
         let hasher = hashbrown::DefaultHashBuilder::default();
-        let mut table: hashbrown::HashTable<(u64, u32, u32)> = hashbrown::HashTable::new();
+        // Sized for as many groups as the previous call made: no rehashing as it fills.
+        let hint = self.groups_hint.load(std::sync::atomic::Ordering::Relaxed);
+        let mut table: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(hint);
+        let mut groups: Vec<PartialGroup<F::Accum>> = Vec::with_capacity(hint);
         let (mut windows, mut window_ids): (Vec<Window>, hashbrown::HashMap<Window, u32>) = Default::default();
         let mut last_window: Option<(Window, u32)> = None;
-        // Per group: the key inline (when short), its start in `long_keys`, its length.
-        let mut slots: Vec<([u8; 16], usize, usize)> = Vec::new();
         let (mut long_keys, mut scratch) = (Vec::new(), Vec::new());
-        let (mut accs, mut counts, mut firsts): (Vec<F::Accum>, Vec<u64>, Vec<crate::time::Timestamp>) =
-            Default::default();
-        let mut window_of: Vec<u32> = Vec::new();
         for input in inputs {
-            for wv in crate::kernel::downcast_batch::<KV<K, F::In>>(input)? {
-                scratch.clear();
-                self.key.encode(&wv.value.key, &mut scratch)?;
+            let mut input = crate::kernel::downcast_batch::<KV<K, F::In>>(input)?;
+            for wv in input.drain(..) {
+                // A key of up to 16 bytes is encoded straight into its slot, and hashed and
+                // compared as one 128-bit word; a longer one goes through `scratch`.
+                let mut inline = [0u8; 16];
+                let len = match postcard::to_slice(&wv.value.key, &mut inline) {
+                    Ok(k) => k.len(),
+                    Err(_) => {
+                        inline = [0; 16];
+                        scratch.clear();
+                        self.key.encode(&wv.value.key, &mut scratch)?;
+                        scratch.len()
+                    }
+                };
                 let w = match last_window {
                     Some((last, id)) if last == wv.window => id,
                     _ => {
@@ -286,50 +303,80 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
                         id
                     }
                 };
-                let h = hasher.hash_one((&scratch[..], w));
-                let same = |e: &(u64, u32, u32)| {
-                    e.0 == h && e.2 == w && {
-                        let (inline, start, len) = &slots[e.1 as usize];
-                        if *len <= 16 {
-                            inline[..*len] == scratch[..]
-                        } else {
-                            long_keys[*start..start + len] == scratch[..]
-                        }
-                    }
+                let short = len <= 16;
+                let hash = if short {
+                    hasher.hash_one((u128::from_le_bytes(inline), len as u32, w))
+                } else {
+                    hasher.hash_one((&scratch[..], w))
                 };
-                let g = match table.find(h, same) {
-                    Some(e) => e.1 as usize,
+                let same = |&g: &u32| {
+                    let g = &groups[g as usize];
+                    g.hash == hash
+                        && g.window == w
+                        && g.len == len as u32
+                        && if short { g.key == inline } else { g.key(&long_keys) == &scratch[..] }
+                };
+                let group = match table.find(hash, same) {
+                    Some(&g) => &mut groups[g as usize],
                     None => {
-                        let (mut inline, start) = ([0u8; 16], long_keys.len());
-                        if scratch.len() <= 16 {
-                            inline[..scratch.len()].copy_from_slice(&scratch);
-                        } else {
+                        if !short {
+                            inline[..8].copy_from_slice(&(long_keys.len() as u64).to_le_bytes());
                             long_keys.extend_from_slice(&scratch);
                         }
-                        slots.push((inline, start, scratch.len()));
-                        accs.push(self.fn_.create_accumulator());
-                        counts.push(0);
-                        firsts.push(wv.timestamp);
-                        window_of.push(w);
-                        table.insert_unique(h, (h, (accs.len() - 1) as u32, w), |e| e.0);
-                        accs.len() - 1
+                        groups.push(PartialGroup {
+                            hash,
+                            window: w,
+                            len: len as u32,
+                            key: inline,
+                            count: 0,
+                            first: wv.timestamp,
+                            acc: self.fn_.create_accumulator(),
+                        });
+                        let g = groups.len() - 1;
+                        table.insert_unique(hash, g as u32, |&g| groups[g as usize].hash);
+                        &mut groups[g]
                     }
                 };
-                self.fn_.add_input(&mut accs[g], wv.value.value);
-                counts[g] += 1;
-                firsts[g] = firsts[g].min(wv.timestamp);
+                self.fn_.add_input(&mut group.acc, wv.value.value);
+                group.count += 1;
+                group.first = group.first.min(wv.timestamp);
             }
+            crate::kernel::recycle::give(input);
         }
-        out.rows.reserve(accs.len());
-        for (g, acc) in accs.into_iter().enumerate() {
-            let (inline, start, len) = &slots[g];
-            let key = if *len <= 16 { &inline[..*len] } else { &long_keys[*start..start + len] };
-            out.push_row(key, firsts[g], windows[window_of[g] as usize], |data| {
-                data.extend_from_slice(&counts[g].to_le_bytes());
-                self.acc.encode(&acc, data)
+        self.groups_hint.store(groups.len(), std::sync::atomic::Ordering::Relaxed);
+        out.rows.reserve(groups.len());
+        for g in groups {
+            out.push_row(g.key(&long_keys), g.first, windows[g.window as usize], |data| {
+                data.extend_from_slice(&g.count.to_le_bytes());
+                self.acc.encode(&g.acc, data)
             })?;
         }
         Ok(())
+    }
+}
+
+/// One group of [`CombineKernelImpl::combine_partially`].
+struct PartialGroup<A> {
+    hash: u64,
+    window: u32,
+    /// The encoded key's length.
+    len: u32,
+    /// The key itself when it has at most 16 bytes, else its start in the arena of long keys.
+    key: [u8; 16],
+    count: u64,
+    first: crate::time::Timestamp,
+    acc: A,
+}
+
+impl<A> PartialGroup<A> {
+    fn key<'a>(&'a self, long_keys: &'a [u8]) -> &'a [u8] {
+        let len = self.len as usize;
+        if len <= 16 {
+            &self.key[..len]
+        } else {
+            let start = u64::from_le_bytes(self.key[..8].try_into().expect("8 bytes")) as usize;
+            &long_keys[start..start + len]
+        }
     }
 }
 
@@ -454,5 +501,60 @@ impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::COMBINE_GLOBALLY)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::Coder;
+    use crate::kernel::{lifted_value, CombineKernel};
+    use crate::transforms::combiners::SumFn;
+    use crate::window::{IntervalWindow, Window};
+    use crate::windowed_value::WindowedValue;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn partial_combine_groups_short_and_long_keys_per_window() {
+        let kernel = CombineKernelImpl::<String, SumFn<i64>>::new(SumFn::default());
+        let (w1, w2) = (Window::Interval(IntervalWindow::new(0, 10)), Window::Interval(IntervalWindow::new(10, 20)));
+        // Keys of 1 and 40 bytes, and two long keys that differ only in their last byte.
+        let long_a = format!("{}a", "k".repeat(39));
+        let long_b = format!("{}b", "k".repeat(39));
+        let input = |items: &[(&str, i64, i64, Window)]| -> Batch {
+            let v: Vec<WindowedValue<KV<String, i64>>> = items
+                .iter()
+                .map(|(k, v, ts, w)| WindowedValue {
+                    value: KV::new(k.to_string(), *v),
+                    timestamp: *ts,
+                    window: *w,
+                    pane: crate::pane::PaneInfo::NO_FIRING,
+                })
+                .collect();
+            Box::new(v)
+        };
+        let inputs = vec![
+            input(&[("x", 1, 5, w1), (&long_a, 2, 4, w1), (&long_b, 4, 3, w1), ("x", 8, 2, w1)]),
+            input(&[(&long_a, 16, 12, w2), (&long_a, 32, 1, w1), ("x", 64, 11, w2)]),
+        ];
+        let mut out = EncodedKvBatch::default();
+        kernel.partial(inputs, &mut out).unwrap();
+        let key_coder = ElementCoder::<String>::new();
+        let acc_coder = ElementCoder::<i64>::new();
+        let mut got = BTreeMap::new();
+        for i in 0..out.rows.len() {
+            let key = key_coder.decode(&mut out.key(i)).unwrap();
+            let (count, mut acc) = lifted_value(out.value(i)).unwrap();
+            let row = &out.rows[i];
+            got.insert((key, row.window), (count, acc_coder.decode(&mut acc).unwrap(), row.timestamp));
+        }
+        let want = BTreeMap::from([
+            (("x".to_string(), w1), (2, 9, 2)),
+            (("x".to_string(), w2), (1, 64, 11)),
+            ((long_a.clone(), w1), (2, 34, 1)),
+            ((long_a, w2), (1, 16, 12)),
+            ((long_b, w1), (1, 4, 3)),
+        ]);
+        assert_eq!(got, want);
     }
 }

@@ -1,0 +1,118 @@
+//! Recycled bundle buffers.
+//!
+//! A batch flows through the engine as bundles of up to 64 k elements: a source fills a buffer,
+//! a DoFn reads it and fills another, and so on. Each of those buffers is large (megabytes),
+//! and an allocator that hands such blocks back to the kernel (glibc does) makes every batch
+//! page-fault its buffers in afresh. Kernels that consume a bundle give its emptied buffer
+//! back here, and kernels that fill one take a buffer of the same element type from here, so a
+//! pipeline in its steady state reuses the memory it already touched.
+//!
+//! What is kept is bounded ([`MAX_KEPT_BYTES`] in all, [`MAX_KEPT_PER_TYPE`] buffers per element
+//! type); buffers below [`MIN_BYTES`] are left to the allocator, which reuses small blocks well.
+
+use crate::windowed_value::WindowedValue;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Buffers smaller than this are not kept.
+pub const MIN_BYTES: usize = 256 << 10;
+/// Most bytes kept over all element types.
+pub const MAX_KEPT_BYTES: usize = 1 << 30;
+/// Most buffers kept per element type.
+pub const MAX_KEPT_PER_TYPE: usize = 128;
+
+struct Pool {
+    /// Emptied buffers (`Vec<WindowedValue<T>>`) per element type.
+    spare: HashMap<TypeId, Vec<Box<dyn Any + Send>>>,
+    bytes: usize,
+}
+
+static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+fn bytes_of<T>(v: &Vec<WindowedValue<T>>) -> usize {
+    v.capacity() * std::mem::size_of::<WindowedValue<T>>()
+}
+
+/// An empty buffer with room for at least `min_capacity` elements: a kept one when there is
+/// one that large, else a new one.
+pub fn take<T: Send + 'static>(min_capacity: usize) -> Vec<WindowedValue<T>> {
+    if min_capacity * std::mem::size_of::<WindowedValue<T>>() >= MIN_BYTES {
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = pool.as_mut() {
+            if let Some(list) = pool.spare.get_mut(&TypeId::of::<Vec<WindowedValue<T>>>()) {
+                let fits = |b: &Box<dyn Any + Send>| {
+                    b.downcast_ref::<Vec<WindowedValue<T>>>().is_some_and(|v| v.capacity() >= min_capacity)
+                };
+                if let Some(i) = list.iter().position(fits) {
+                    let v = *list.swap_remove(i).downcast::<Vec<WindowedValue<T>>>().expect("kept by element type");
+                    pool.bytes -= bytes_of(&v);
+                    return v;
+                }
+            }
+        }
+    }
+    Vec::with_capacity(min_capacity)
+}
+
+/// Gives a consumed buffer back for reuse (its elements are dropped here).
+pub fn give<T: Send + 'static>(mut v: Vec<WindowedValue<T>>) {
+    let bytes = bytes_of(&v);
+    if bytes < MIN_BYTES {
+        return;
+    }
+    v.clear();
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let pool = pool.get_or_insert_with(|| Pool { spare: HashMap::new(), bytes: 0 });
+    if pool.bytes + bytes > MAX_KEPT_BYTES {
+        return;
+    }
+    let list = pool.spare.entry(TypeId::of::<Vec<WindowedValue<T>>>()).or_default();
+    if list.len() < MAX_KEPT_PER_TYPE {
+        list.push(Box::new(v));
+        pool.bytes += bytes;
+    }
+}
+
+/// Bytes currently kept for reuse.
+pub fn kept_bytes() -> usize {
+    POOL.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |p| p.bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_buffer_is_taken_again_by_its_element_type_only() {
+        // A type of its own, so that other tests running at the same time cannot take it.
+        #[derive(Clone)]
+        struct Own(#[allow(dead_code)] [u64; 4]);
+        let n = MIN_BYTES / std::mem::size_of::<WindowedValue<Own>>() + 1;
+        let mut v: Vec<WindowedValue<Own>> = Vec::with_capacity(n);
+        v.push(WindowedValue::timestamped(Own([1; 4]), 0));
+        let ptr = v.as_ptr();
+        give(v);
+        // Another element type gets a new buffer.
+        let other: Vec<WindowedValue<[u64; 4]>> = take(n);
+        assert_ne!(other.as_ptr() as usize, ptr as usize);
+        // The same type gets the kept buffer, emptied.
+        let again: Vec<WindowedValue<Own>> = take(n);
+        assert_eq!(again.as_ptr(), ptr);
+        assert!(again.is_empty() && again.capacity() >= n);
+        // A request larger than any kept buffer gets a new one.
+        give(again);
+        let bigger: Vec<WindowedValue<Own>> = take(n * 4);
+        assert_ne!(bigger.as_ptr(), ptr);
+    }
+
+    #[test]
+    fn small_buffers_are_left_to_the_allocator() {
+        #[derive(Clone)]
+        struct Small;
+        let v: Vec<WindowedValue<Small>> = Vec::with_capacity(4);
+        give(v);
+        let pool = POOL.lock().unwrap();
+        assert!(pool.as_ref().is_none_or(|p| !p.spare.contains_key(&TypeId::of::<Vec<WindowedValue<Small>>>())));
+    }
+}
