@@ -308,9 +308,10 @@ pub(crate) struct DoFnKernel<F: DoFn> {
     pub(crate) fn_: F,
     pub(crate) tag_ids: std::sync::Arc<[String]>,
     pub(crate) key_of: Option<KeyOf<F::In>>,
-    /// Main outputs per input element in the previous batch (at least 1): a DoFn that
-    /// outputs several elements per input (a group's values) gets room for them up front
-    /// instead of growing, and copying, its output buffer batch after batch.
+    /// Main outputs per input element in the previous batch (1 before the first): a DoFn
+    /// that outputs several elements per input (a group's values) gets room for them up front
+    /// instead of growing, and copying, its output buffer batch after batch, and one that
+    /// outputs few (a filter, a sink) does not hold a large buffer it will not fill.
     pub(crate) fan_out: f64,
 }
 
@@ -367,7 +368,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         }
         crate::kernel::recycle::give(input);
         if n > 0 {
-            self.fan_out = ((ctx.out.main.len() - before) as f64 / n as f64).clamp(1.0, 1024.0);
+            self.fan_out = ((ctx.out.main.len() - before) as f64 / n as f64).clamp(0.0, 1024.0);
         }
         Ok(())
     }

@@ -59,7 +59,8 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
         let Some(reader) = self.0.as_mut() else {
             return Ok(None);
         };
-        let mut out: Vec<WindowedValue<R::Output>> = crate::kernel::recycle::take(max.min(FIRST_CHUNK));
+        let mut out: Vec<WindowedValue<R::Output>> =
+            crate::kernel::recycle::take_or_start(max.min(MAX_BUNDLE_RESERVE), max.min(FIRST_CHUNK));
         while out.len() < max {
             if out.len() == FIRST_CHUNK {
                 // A reader with more than a chunk to give: room for the rest of the bundle at

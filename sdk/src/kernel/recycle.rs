@@ -37,6 +37,16 @@ fn bytes_of<T>(v: &Vec<WindowedValue<T>>) -> usize {
 /// An empty buffer with room for at least `min_capacity` elements: a kept one when there is
 /// one that large, else a new one.
 pub fn take<T: Send + 'static>(min_capacity: usize) -> Vec<WindowedValue<T>> {
+    take_kept(min_capacity).unwrap_or_else(|| Vec::with_capacity(min_capacity))
+}
+
+/// A kept buffer with room for `preferred` elements when there is one, else a new one with
+/// room for `first` (for a writer that does not know how much it will write).
+pub fn take_or_start<T: Send + 'static>(preferred: usize, first: usize) -> Vec<WindowedValue<T>> {
+    take_kept(preferred).unwrap_or_else(|| Vec::with_capacity(first))
+}
+
+fn take_kept<T: Send + 'static>(min_capacity: usize) -> Option<Vec<WindowedValue<T>>> {
     if min_capacity * std::mem::size_of::<WindowedValue<T>>() >= MIN_BYTES {
         let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(pool) = pool.as_mut() {
@@ -47,12 +57,12 @@ pub fn take<T: Send + 'static>(min_capacity: usize) -> Vec<WindowedValue<T>> {
                 if let Some(i) = list.iter().position(fits) {
                     let v = *list.swap_remove(i).downcast::<Vec<WindowedValue<T>>>().expect("kept by element type");
                     pool.bytes -= bytes_of(&v);
-                    return v;
+                    return Some(v);
                 }
             }
         }
     }
-    Vec::with_capacity(min_capacity)
+    None
 }
 
 /// Gives a consumed buffer back for reuse (its elements are dropped here).

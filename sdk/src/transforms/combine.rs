@@ -283,9 +283,9 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
                 // A key of up to 16 bytes is encoded straight into its slot, and hashed and
                 // compared as one 128-bit word; a longer one goes through `scratch`.
                 let mut inline = [0u8; 16];
-                let len = match postcard::to_slice(&wv.value.key, &mut inline) {
-                    Ok(k) => k.len(),
-                    Err(_) => {
+                let len = match self.key.encode_small(&wv.value.key, &mut inline) {
+                    Some(len) => len,
+                    None => {
                         inline = [0; 16];
                         scratch.clear();
                         self.key.encode(&wv.value.key, &mut scratch)?;
