@@ -51,8 +51,10 @@ fn take_kept<T: Send + 'static>(min_capacity: usize) -> Option<Vec<WindowedValue
         let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(pool) = pool.as_mut() {
             if let Some(list) = pool.spare.get_mut(&TypeId::of::<Vec<WindowedValue<T>>>()) {
+                // Not much larger than asked for either: what fills the buffer may keep it.
                 let fits = |b: &Box<dyn Any + Send>| {
-                    b.downcast_ref::<Vec<WindowedValue<T>>>().is_some_and(|v| v.capacity() >= min_capacity)
+                    b.downcast_ref::<Vec<WindowedValue<T>>>()
+                        .is_some_and(|v| (min_capacity..=min_capacity.saturating_mul(4)).contains(&v.capacity()))
                 };
                 if let Some(i) = list.iter().position(fits) {
                     let v = *list.swap_remove(i).downcast::<Vec<WindowedValue<T>>>().expect("kept by element type");
@@ -110,10 +112,19 @@ mod tests {
         let again: Vec<WindowedValue<Own>> = take(n);
         assert_eq!(again.as_ptr(), ptr);
         assert!(again.is_empty() && again.capacity() >= n);
-        // A request larger than any kept buffer gets a new one.
+        // A request larger than any kept buffer gets a new one, and so does one for much less.
         give(again);
         let bigger: Vec<WindowedValue<Own>> = take(n * 4);
         assert_ne!(bigger.as_ptr(), ptr);
+        let big_enough = n * 8;
+        let mut large: Vec<WindowedValue<Own>> = Vec::with_capacity(big_enough);
+        large.push(WindowedValue::timestamped(Own([2; 4]), 0));
+        let large_ptr = large.as_ptr();
+        give(large);
+        let small: Vec<WindowedValue<Own>> = take(n);
+        assert_ne!(small.as_ptr(), large_ptr);
+        let again = take::<Own>(big_enough);
+        assert_eq!(again.as_ptr(), large_ptr);
     }
 
     #[test]
