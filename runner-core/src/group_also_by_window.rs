@@ -79,8 +79,83 @@ pub struct DropCounts {
     pub closed: u64,
 }
 
-/// A key shared by the key map and the timer and hold sets (no copy per timer).
-type Key = Arc<[u8]>;
+/// A key of the key map, also held by the timer and hold sets: inline when short (any integer
+/// key: no allocation, and comparing it touches no other memory), else shared (no copy per
+/// timer). Hashes, compares and orders as its bytes.
+#[derive(Clone)]
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Shared(Arc<[u8]>),
+}
+
+/// The longest key kept inline: what fits beside the length in the size of a shared key.
+const INLINE_KEY: usize = 22;
+
+impl Key {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..*len as usize],
+            Key::Shared(k) => k,
+        }
+    }
+}
+
+impl From<&[u8]> for Key {
+    fn from(key: &[u8]) -> Self {
+        if key.len() <= INLINE_KEY {
+            let mut bytes = [0; INLINE_KEY];
+            bytes[..key.len()].copy_from_slice(key);
+            Key::Inline { len: key.len() as u8, bytes }
+        } else {
+            Key::Shared(Arc::from(key))
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state)
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_bytes().fmt(f)
+    }
+}
 
 type TimerKey = (Timestamp, Key, Window);
 
@@ -432,7 +507,7 @@ impl GroupAlsoByWindow {
                 continue;
             }
             let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
-            let key: Key = Arc::from(key);
+            let key: Key = Key::from(&key[..]);
             let state: WindowState = crate::checkpoint::decode(&self.step, &value)?;
             let (closed, pt_timer, hold) = (state.closed, state.pt_timer, state.hold);
             if self.keys.entry(key.clone()).or_default().insert(window, state) {
@@ -643,7 +718,7 @@ impl GroupAlsoByWindow {
 
     /// The shared form of `key`: the key map's own when the key is known.
     fn arc_key(&self, key: &[u8]) -> Key {
-        self.keys.get_key_value(key).map_or_else(|| Arc::from(key), |(k, _)| k.clone())
+        self.keys.get_key_value(key).map_or_else(|| Key::from(key), |(k, _)| k.clone())
     }
 
     /// Creates the state of a new window with its timers.
@@ -1090,5 +1165,36 @@ impl GroupAlsoByWindow {
             Values::Buffer(k) => k.decode_groups(groups).with_step(&self.step),
             Values::Combine(k) => k.extract(groups).with_step(&self.step),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn keys_hash_compare_and_order_as_their_bytes_inline_or_shared() {
+        let short: &[u8] = b"k";
+        let edge = [7u8; INLINE_KEY];
+        let long = [7u8; INLINE_KEY + 1];
+        let keys: Vec<Key> = [short, &edge[..], &long[..], b""].iter().map(|k| Key::from(*k)).collect();
+        assert!(matches!(keys[0], Key::Inline { .. }) && matches!(keys[1], Key::Inline { .. }));
+        assert!(matches!(keys[2], Key::Shared(_)));
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        for (k, bytes) in keys.iter().zip([short, &edge[..], &long[..], b""]) {
+            assert_eq!(&**k, bytes);
+            assert_eq!(hasher.hash_one(k), hasher.hash_one(bytes));
+        }
+        // Found in a map by their bytes, whichever form they take.
+        let map: hashbrown::HashMap<Key, usize> = keys.iter().cloned().zip(0..).collect();
+        assert_eq!(map.get(&long[..]), Some(&2));
+        assert_eq!(map.get(&edge[..]), Some(&1));
+        assert_eq!(map.get(&b"x"[..]), None);
+        // Ordered as byte strings: a prefix first, across the two forms.
+        let mut sorted = keys.clone();
+        sorted.sort();
+        let order: Vec<&[u8]> = sorted.iter().map(|k| &**k).collect();
+        assert_eq!(order, vec![&b""[..], &edge[..], &long[..], short]);
     }
 }
