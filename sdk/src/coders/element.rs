@@ -80,14 +80,7 @@ impl<T: Element> Coder<T> for ElementCoder<T> {
             out.extend_from_slice(&buf[..n]);
             return Ok(());
         }
-        let taken = std::mem::take(out);
-        match postcard::to_extend(value, taken) {
-            Ok(v) => {
-                *out = v;
-                Ok(())
-            }
-            Err(e) => Err(CoderError::new(format!("cannot encode {value:?}: {e}"))),
-        }
+        super::postcard_into(value, out).map_err(|e| CoderError::new(format!("cannot encode {value:?}: {e}")))
     }
 
     fn decode(&self, input: &mut &[u8]) -> Result<T, CoderError> {

@@ -78,6 +78,35 @@ pub fn write_varint(mut v: u64, out: &mut Vec<u8>) {
     out.push(v as u8);
 }
 
+/// Appends `value` to `out` in postcard's format.
+///
+/// postcard's own `to_extend` copies strings and byte strings into a `Vec` one byte at a time
+/// (a quarter of Nexmark Q15's time went there), and its `to_allocvec` cannot append; this
+/// writes slices with one copy each, in place.
+pub fn postcard_into<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> postcard::Result<()> {
+    postcard::serialize_with_flavor(value, AppendVec(out))
+}
+
+/// A postcard output appending to a borrowed `Vec`.
+struct AppendVec<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for AppendVec<'_> {
+    type Output = ();
+    #[inline(always)]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(data);
+        Ok(())
+    }
+    #[inline(always)]
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
 /// Reads an unsigned LEB128 varint of at most 10 bytes.
 pub fn read_varint(input: &mut &[u8]) -> Result<u64, CoderError> {
     let mut result: u64 = 0;
@@ -142,4 +171,26 @@ pub fn check_roundtrip<T: Debug, C: Coder<T> + ?Sized>(coder: &C, value: &T) -> 
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postcard_into_appends_what_postcard_writes() {
+        #[derive(serde::Serialize)]
+        struct Row<'a> {
+            id: i64,
+            name: String,
+            #[serde(with = "serde_bytes")]
+            blob: &'a [u8],
+            tags: Vec<&'a str>,
+        }
+        let row = Row { id: -7, name: "x".repeat(300), blob: &[1, 2, 3], tags: vec!["a", "bc"] };
+        let mut out = vec![0xAA, 0xBB];
+        postcard_into(&row, &mut out).unwrap();
+        assert_eq!(&out[..2], &[0xAA, 0xBB]);
+        assert_eq!(&out[2..], &postcard::to_stdvec(&row).unwrap()[..]);
+    }
 }

@@ -125,7 +125,7 @@ impl<K: Element, V: Element> UnionEncoder for UnionEncoderImpl<K, V> {
             scratch.clear();
             value.encode_outer(v, &mut scratch)?;
             // RawUnion { index, bytes } as postcard writes it, without building one.
-            *data = postcard::to_extend(&(self.index, serde_bytes::Bytes::new(&scratch)), std::mem::take(data))
+            crate::coders::postcard_into(&(self.index, serde_bytes::Bytes::new(&scratch)), data)
                 .map_err(|e| CoderError::new(format!("cannot encode a CoGroupByKey value: {e}")))?;
             Ok(())
         })
