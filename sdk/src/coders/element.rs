@@ -63,6 +63,50 @@ fn encode_integer<T: 'static>(value: &T, buf: &mut [u8; 16]) -> Option<usize> {
     }
 }
 
+/// Reads a postcard varint of at most `max_bytes` bytes whose value fits in `bits` bits, and
+/// advances `input` past it; `None` (and `input` untouched) when it is malformed.
+#[inline]
+fn take_varint(input: &mut &[u8], max_bytes: usize, bits: u32) -> Option<u64> {
+    let mut v: u64 = 0;
+    for (i, &b) in input.iter().take(max_bytes).enumerate() {
+        v |= u64::from(b & 0x7F) << (7 * i);
+        if b & 0x80 == 0 {
+            if 7 * (i as u32 + 1) > bits && u64::from(b) >> (bits - 7 * i as u32) != 0 {
+                return None;
+            }
+            *input = &input[i + 1..];
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// `value` as a `T` when `T` is `U`.
+#[inline]
+fn cast<T: 'static, U: 'static>(value: U) -> Option<T> {
+    let mut slot = Some(value);
+    (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<T>>().and_then(Option::take)
+}
+
+/// The inverse of [`encode_integer`]: `None` for other types and for malformed input (which
+/// then goes through postcard, for its error).
+#[inline]
+fn decode_integer<T: 'static>(input: &mut &[u8]) -> Option<T> {
+    use std::any::TypeId;
+    let t = TypeId::of::<T>();
+    if t == TypeId::of::<i64>() {
+        take_varint(input, 10, 64).and_then(|u| cast((u >> 1) as i64 ^ -((u & 1) as i64)))
+    } else if t == TypeId::of::<u64>() {
+        take_varint(input, 10, 64).and_then(cast)
+    } else if t == TypeId::of::<i32>() {
+        take_varint(input, 5, 32).and_then(|u| cast((u >> 1) as u32 as i32 ^ -((u & 1) as i32)))
+    } else if t == TypeId::of::<u32>() {
+        take_varint(input, 5, 32).and_then(|u| cast(u as u32))
+    } else {
+        None
+    }
+}
+
 impl<T: Element> ElementCoder<T> {
     /// Encodes `value` into `buf` when its encoding takes at most 16 bytes (any integer, and
     /// short strings and keys); returns the length, or `None` when it does not fit (or cannot
@@ -84,6 +128,9 @@ impl<T: Element> Coder<T> for ElementCoder<T> {
     }
 
     fn decode(&self, input: &mut &[u8]) -> Result<T, CoderError> {
+        if let Some(v) = decode_integer::<T>(input) {
+            return Ok(v);
+        }
         let (v, rest) = postcard::take_from_bytes::<T>(input)
             .map_err(|e| CoderError::new(format!("cannot decode {}: {e}", std::any::type_name::<T>())))?;
         *input = rest;
@@ -175,6 +222,20 @@ mod tests {
             }
         }
         check(&[0i64, 1, -1, 63, -64, 64, -65, 1 << 20, -(1 << 40), i64::MAX, i64::MIN]);
+        // Malformed input is an error, as postcard reports it, and consumes nothing.
+        for bad in
+            [&[0x80u8][..], &[], &[0xFF; 11][..], &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02][..]]
+        {
+            let mut input = bad;
+            assert!(ElementCoder::<i64>::new().decode(&mut input).is_err(), "{bad:?}");
+            assert!(postcard::from_bytes::<i64>(bad).is_err(), "{bad:?}");
+        }
+        let mut input = &[0xFF, 0xFF, 0xFF, 0xFF, 0x10][..];
+        assert!(ElementCoder::<u32>::new().decode(&mut input).is_err());
+        // Decoding consumes exactly the value.
+        let mut input = &[0x96, 0x01, 0x07][..];
+        assert_eq!(ElementCoder::<u64>::new().decode(&mut input).unwrap(), 150);
+        assert_eq!(input, &[0x07]);
         check(&[0u64, 1, 127, 128, 1 << 35, u64::MAX]);
         check(&[0i32, 1, -1, 1000, -1000, i32::MAX, i32::MIN]);
         check(&[0u32, 127, 128, u32::MAX]);
