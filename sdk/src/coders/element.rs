@@ -31,35 +31,20 @@ impl<T> Default for ElementCoder<T> {
     }
 }
 
-/// Writes `v` as postcard's varint into `buf`; returns the bytes written.
+/// The unsigned varint postcard writes for an integer value (the usual key types: zigzag for
+/// the signed ones), found without serde; `None` for other types. The type tests are on
+/// constants and fold away for each `T`.
 #[inline]
-fn varint_into(mut v: u64, buf: &mut [u8; 16]) -> usize {
-    let mut n = 0;
-    while v >= 0x80 {
-        buf[n] = (v as u8) | 0x80;
-        v >>= 7;
-        n += 1;
-    }
-    buf[n] = v as u8;
-    n + 1
-}
-
-/// postcard's encoding of an integer value (the usual key types), written directly instead of
-/// through serde: the same bytes, a fraction of the work. `None` for other types. The type
-/// tests are on constants and fold away for each `T`.
-#[inline]
-fn encode_integer<T: 'static>(value: &T, buf: &mut [u8; 16]) -> Option<usize> {
+fn integer_varint<T: 'static>(value: &T) -> Option<u64> {
     let any = value as &dyn std::any::Any;
     if let Some(&v) = any.downcast_ref::<i64>() {
-        Some(varint_into(((v << 1) ^ (v >> 63)) as u64, buf))
+        Some(((v << 1) ^ (v >> 63)) as u64)
     } else if let Some(&v) = any.downcast_ref::<u64>() {
-        Some(varint_into(v, buf))
+        Some(v)
     } else if let Some(&v) = any.downcast_ref::<i32>() {
-        Some(varint_into(((v << 1) ^ (v >> 31)) as u32 as u64, buf))
-    } else if let Some(&v) = any.downcast_ref::<u32>() {
-        Some(varint_into(u64::from(v), buf))
+        Some(((v << 1) ^ (v >> 31)) as u32 as u64)
     } else {
-        None
+        any.downcast_ref::<u32>().map(|&v| u64::from(v))
     }
 }
 
@@ -88,7 +73,7 @@ fn cast<T: 'static, U: 'static>(value: U) -> Option<T> {
     (&mut slot as &mut dyn std::any::Any).downcast_mut::<Option<T>>().and_then(Option::take)
 }
 
-/// The inverse of [`encode_integer`]: `None` for other types and for malformed input (which
+/// The inverse of [`integer_varint`]: `None` for other types and for malformed input (which
 /// then goes through postcard, for its error).
 #[inline]
 fn decode_integer<T: 'static>(input: &mut &[u8]) -> Option<T> {
@@ -113,15 +98,17 @@ impl<T: Element> ElementCoder<T> {
     /// be encoded: [`Coder::encode`] reports why).
     #[inline]
     pub fn encode_small(&self, value: &T, buf: &mut [u8; 16]) -> Option<usize> {
-        encode_integer(value, buf).or_else(|| postcard::to_slice(value, buf).ok().map(|b| b.len()))
+        match integer_varint(value) {
+            Some(v) => Some(super::varint_into(v, buf)),
+            None => postcard::to_slice(value, buf).ok().map(|b| b.len()),
+        }
     }
 }
 
 impl<T: Element> Coder<T> for ElementCoder<T> {
     fn encode(&self, value: &T, out: &mut Vec<u8>) -> Result<(), CoderError> {
-        let mut buf = [0u8; 16];
-        if let Some(n) = encode_integer(value, &mut buf) {
-            out.extend_from_slice(&buf[..n]);
+        if let Some(v) = integer_varint(value) {
+            super::write_varint(v, out);
             return Ok(());
         }
         super::postcard_into(value, out).map_err(|e| CoderError::new(format!("cannot encode {value:?}: {e}")))
@@ -205,6 +192,7 @@ fn check_container(c: &ContainerFormat, reg: &Registry, seen: &mut Vec<String>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
 
     #[test]
     fn integers_are_encoded_as_postcard_encodes_them() {
@@ -222,6 +210,9 @@ mod tests {
             }
         }
         check(&[0i64, 1, -1, 63, -64, 64, -65, 1 << 20, -(1 << 40), i64::MAX, i64::MIN]);
+        check(&[0u64, 1, 127, 128, 1 << 35, u64::MAX]);
+        check(&[0i32, 1, -1, 1000, -1000, i32::MAX, i32::MIN]);
+        check(&[0u32, 127, 128, u32::MAX]);
         // Malformed input is an error, as postcard reports it, and consumes nothing.
         for bad in
             [&[0x80u8][..], &[], &[0xFF; 11][..], &[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02][..]]
@@ -236,9 +227,6 @@ mod tests {
         let mut input = &[0x96, 0x01, 0x07][..];
         assert_eq!(ElementCoder::<u64>::new().decode(&mut input).unwrap(), 150);
         assert_eq!(input, &[0x07]);
-        check(&[0u64, 1, 127, 128, 1 << 35, u64::MAX]);
-        check(&[0i32, 1, -1, 1000, -1000, i32::MAX, i32::MIN]);
-        check(&[0u32, 127, 128, u32::MAX]);
         // Other types go through serde, into the slot when they fit.
         let coder = ElementCoder::<String>::new();
         let mut buf = [0u8; 16];
@@ -246,7 +234,6 @@ mod tests {
         assert_eq!(&buf[..4], &[3, b'a', b'b', b'c']);
         assert_eq!(coder.encode_small(&"x".repeat(16), &mut buf), None);
     }
-    use serde::Deserialize;
 
     #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
     struct Person {

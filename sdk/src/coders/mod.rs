@@ -70,12 +70,24 @@ pub fn encode_to_vec<T, C: Coder<T> + ?Sized>(coder: &C, value: &T) -> Result<Ve
 }
 
 /// Appends `v` as an unsigned LEB128 varint.
-pub fn write_varint(mut v: u64, out: &mut Vec<u8>) {
+pub fn write_varint(v: u64, out: &mut Vec<u8>) {
+    let mut buf = [0u8; 16];
+    let n = varint_into(v, &mut buf);
+    out.extend_from_slice(&buf[..n]);
+}
+
+/// Writes `v` as an unsigned LEB128 varint (postcard's too) into `buf`; returns the bytes
+/// written (at most 10).
+#[inline]
+pub(crate) fn varint_into(mut v: u64, buf: &mut [u8; 16]) -> usize {
+    let mut n = 0;
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        buf[n] = (v as u8) | 0x80;
         v >>= 7;
+        n += 1;
     }
-    out.push(v as u8);
+    buf[n] = v as u8;
+    n + 1
 }
 
 /// Appends `value` to `out` in postcard's format.

@@ -86,11 +86,6 @@ pub fn give<T: Send + 'static>(mut v: Vec<WindowedValue<T>>) {
     }
 }
 
-/// Bytes currently kept for reuse.
-pub fn kept_bytes() -> usize {
-    POOL.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map_or(0, |p| p.bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
