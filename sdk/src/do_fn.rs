@@ -2,7 +2,7 @@
 
 use crate::coders::Element;
 use crate::error::{UserError, UserResult};
-use crate::kernel::{Batch, ErasedDoFn, KeyedStateEnv, SideInputReader};
+use crate::kernel::{Batch, ErasedDoFn, KeyedStateEnv, SideInputReader, UniformBatch};
 use crate::pane::PaneInfo;
 use crate::state::{KeyedState, StateAccess, StateScope, StateTime, TimeDomain};
 use crate::time::Timestamp;
@@ -174,6 +174,9 @@ impl<T: Element> TupleTag<T> {
 /// Where the outputs of one `process` call go.
 pub(crate) struct Outputs<'a, O> {
     pub(crate) main: &'a mut Vec<WindowedValue<O>>,
+    /// The main output's values when it is a [`crate::kernel::UniformBatch`] with the input's
+    /// metadata: `output` appends here, outputs with other metadata go to `main`.
+    pub(crate) values: Option<&'a mut Vec<O>>,
     pub(crate) tagged: &'a mut [Batch],
     pub(crate) tag_ids: &'a [String],
 }
@@ -229,7 +232,15 @@ impl<O: Element> ProcessContext<'_, O> {
     /// Outputs `value` with the input's timestamp, window and pane.
     #[inline]
     pub fn output(&mut self, value: O) {
-        self.out.main.push(WindowedValue { value, timestamp: self.timestamp, window: self.window, pane: self.pane });
+        match &mut self.out.values {
+            Some(values) => values.push(value),
+            None => self.out.main.push(WindowedValue {
+                value,
+                timestamp: self.timestamp,
+                window: self.window,
+                pane: self.pane,
+            }),
+        }
     }
 
     fn check_timestamp(&self, ts: Timestamp) -> UserResult {
@@ -319,9 +330,83 @@ type SplitOutputs<'a, O> = (&'a mut Vec<WindowedValue<O>>, &'a mut [Batch]);
 
 fn split_outputs<O: Element>(outputs: &mut [Batch]) -> Result<SplitOutputs<'_, O>, UserError> {
     let (main, tagged) = outputs.split_first_mut().ok_or("internal error: no main output buffer")?;
-    let main =
-        main.downcast_mut::<Vec<WindowedValue<O>>>().ok_or("internal error: main output buffer of the wrong type")?;
+    let main = crate::kernel::rows_mut::<O>(main).ok_or("internal error: main output buffer of the wrong type")?;
     Ok((main, tagged))
+}
+
+/// The values of the main output buffer for outputs with `input`'s metadata: an empty buffer
+/// becomes a [`UniformBatch`] with room for `wanted` values. `None` when the buffer holds
+/// elements with other metadata (they then all go in rows).
+fn uniform_output<'a, I, O: Element>(
+    main: &'a mut Batch,
+    input: &UniformBatch<I>,
+    wanted: usize,
+) -> Option<&'a mut Vec<O>> {
+    if main.downcast_ref::<Vec<WindowedValue<O>>>().is_some_and(Vec::is_empty) {
+        *main = Box::new(UniformBatch::like(input, crate::kernel::recycle::take::<O>(wanted)));
+    }
+    match main.downcast_mut::<UniformBatch<O>>() {
+        Some(u) if u.same_metadata(input) => {
+            u.values.reserve(wanted);
+            Some(&mut u.values)
+        }
+        _ => None,
+    }
+}
+
+/// The state scope of a DoFn outside a stateful ParDo.
+fn stateless() -> StateScope<'static> {
+    StateScope::none(StateTime {
+        input_watermark: MIN_TIMESTAMP,
+        processing_time: 0,
+        element_timestamp: 0,
+        gc_time: MIN_TIMESTAMP,
+    })
+}
+
+impl<F: DoFn> DoFnKernel<F> {
+    /// Processes values sharing one timestamp, window and pane: the context's metadata is set
+    /// once, and `output` appends bare values to a uniform main output. Outputs with another
+    /// timestamp (or when the main output already holds other elements) go in rows.
+    fn process_uniform(
+        &mut self,
+        mut input: UniformBatch<F::In>,
+        outputs: &mut [Batch],
+        sides: &dyn SideInputReader,
+    ) -> UserResult {
+        let (main, tagged) = outputs.split_first_mut().ok_or("internal error: no main output buffer")?;
+        let n = input.values.len();
+        let wanted = (n as f64 * self.fan_out) as usize;
+        let mut spill: Vec<WindowedValue<F::Out>> = Vec::new();
+        let Some(values) = uniform_output::<_, F::Out>(main, &input, wanted) else {
+            let rows = crate::kernel::Bundle::Uniform(input).into_rows();
+            return self.process_batch(Box::new(rows), outputs, sides);
+        };
+        let before = values.len();
+        let mut ctx = ProcessContext {
+            sides,
+            state: stateless(),
+            timestamp: input.timestamp,
+            window: input.window,
+            pane: input.pane,
+            skew: self.fn_.allowed_timestamp_skew_millis(),
+            out: Outputs { main: &mut spill, values: Some(values), tagged, tag_ids: &self.tag_ids },
+        };
+        for v in input.values.drain(..) {
+            self.fn_.process(v, &mut ctx)?;
+        }
+        let produced = ctx.out.values.as_ref().map_or(0, |v| v.len() - before) + ctx.out.main.len();
+        crate::kernel::recycle::give(input.values);
+        if n > 0 {
+            self.fan_out = (produced as f64 / n as f64).clamp(0.0, 1024.0);
+        }
+        if !spill.is_empty() {
+            crate::kernel::rows_mut::<F::Out>(main)
+                .ok_or("internal error: main output buffer of the wrong type")?
+                .append(&mut spill);
+        }
+        Ok(())
+    }
 }
 
 impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
@@ -332,13 +417,16 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         self.fn_.start_bundle()
     }
     fn process_batch(&mut self, input: Batch, outputs: &mut [Batch], sides: &dyn SideInputReader) -> UserResult {
-        let mut input = crate::kernel::downcast_batch::<F::In>(input)?;
-        let (main, tagged) = split_outputs::<F::Out>(outputs)?;
-        let skew = self.fn_.allowed_timestamp_skew_millis();
         if self.key_of.is_some() {
             // A stateful ParDo run without state: the runner did not translate it as stateful.
             return Err("internal error: a stateful DoFn must be run with its keyed state".into());
         }
+        let mut input = match crate::kernel::Bundle::<F::In>::from_batch(input)? {
+            crate::kernel::Bundle::Uniform(u) => return self.process_uniform(u, outputs, sides),
+            crate::kernel::Bundle::Rows(rows) => rows,
+        };
+        let (main, tagged) = split_outputs::<F::Out>(outputs)?;
+        let skew = self.fn_.allowed_timestamp_skew_millis();
         let (before, n) = (main.len(), input.len());
         let wanted = (n as f64 * self.fan_out) as usize;
         if main.capacity() == 0 {
@@ -348,17 +436,12 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         }
         let mut ctx = ProcessContext {
             sides,
-            state: StateScope::none(StateTime {
-                input_watermark: MIN_TIMESTAMP,
-                processing_time: 0,
-                element_timestamp: 0,
-                gc_time: MIN_TIMESTAMP,
-            }),
+            state: stateless(),
             timestamp: 0,
             window: Window::Global,
             pane: PaneInfo::NO_FIRING,
             skew,
-            out: Outputs { main, tagged, tag_ids: &self.tag_ids },
+            out: Outputs { main, values: None, tagged, tag_ids: &self.tag_ids },
         };
         for wv in input.drain(..) {
             ctx.timestamp = wv.timestamp;
@@ -396,7 +479,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
                 window: wv.window,
                 pane: wv.pane,
                 skew,
-                out: Outputs { main: &mut *main, tagged: &mut *tagged, tag_ids: &self.tag_ids },
+                out: Outputs { main: &mut *main, values: None, tagged: &mut *tagged, tag_ids: &self.tag_ids },
             };
             self.fn_.process(wv.value, &mut ctx)?;
         }
@@ -418,7 +501,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         };
         time.element_timestamp = timestamp.unwrap_or(time.input_watermark);
         let mut ctx = OnTimerContext {
-            out: Outputs { main, tagged, tag_ids: &self.tag_ids },
+            out: Outputs { main, values: None, tagged, tag_ids: &self.tag_ids },
             state: StateScope { state: Some(state), time },
             key,
             window,
@@ -431,11 +514,88 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         }
     }
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
-        let (main, tagged) = split_outputs::<F::Out>(outputs)?;
-        let mut ctx = FinishBundleContext { out: Outputs { main, tagged, tag_ids: &self.tag_ids } };
-        self.fn_.finish_bundle(&mut ctx)
+        // What finish_bundle outputs goes in rows; a uniform main output becomes rows only if
+        // there is something to add to it.
+        let (main, tagged) = outputs.split_first_mut().ok_or("internal error: no main output buffer")?;
+        let mut extra: Vec<WindowedValue<F::Out>> = Vec::new();
+        let mut ctx =
+            FinishBundleContext { out: Outputs { main: &mut extra, values: None, tagged, tag_ids: &self.tag_ids } };
+        self.fn_.finish_bundle(&mut ctx)?;
+        if !extra.is_empty() {
+            crate::kernel::rows_mut::<F::Out>(main)
+                .ok_or("internal error: main output buffer of the wrong type")?
+                .append(&mut extra);
+        }
+        Ok(())
     }
     fn teardown(&mut self) -> UserResult {
         self.fn_.teardown()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{downcast_batch, NoSideInputs};
+
+    /// Outputs each element; a multiple of 3 also one millisecond later; 1000 at bundle end
+    /// when asked to.
+    #[derive(Clone)]
+    struct Probe {
+        finish_output: bool,
+    }
+
+    impl DoFn for Probe {
+        type In = i64;
+        type Out = i64;
+        fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+            ctx.output(e * 10);
+            if e % 3 == 0 {
+                ctx.output_with_timestamp(e, ctx.timestamp() + 1)?;
+            }
+            Ok(())
+        }
+        fn finish_bundle(&mut self, ctx: &mut FinishBundleContext<'_, i64>) -> UserResult {
+            if self.finish_output {
+                ctx.output(1000, 0, Window::Global);
+            }
+            Ok(())
+        }
+    }
+
+    fn kernel(finish_output: bool) -> DoFnKernel<Probe> {
+        DoFnKernel { fn_: Probe { finish_output }, tag_ids: Vec::new().into(), key_of: None, fan_out: 1.0 }
+    }
+
+    fn uniform(values: Vec<i64>, timestamp: Timestamp) -> Batch {
+        Box::new(UniformBatch { values, timestamp, window: Window::Global, pane: PaneInfo::NO_FIRING })
+    }
+
+    fn sorted(b: Batch) -> Vec<(i64, Timestamp)> {
+        let mut v: Vec<_> = downcast_batch::<i64>(b).unwrap().into_iter().map(|wv| (wv.value, wv.timestamp)).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_uniform_input_gives_a_uniform_output_unless_metadata_differs() {
+        // Only plain outputs: the output stays uniform, with the input's metadata.
+        let mut k = kernel(false);
+        let mut out: Vec<Batch> = vec![Box::new(Vec::<WindowedValue<i64>>::new())];
+        k.process_batch(uniform(vec![1, 2], 5), &mut out, &NoSideInputs).unwrap();
+        k.process_batch(uniform(vec![4], 5), &mut out, &NoSideInputs).unwrap();
+        k.finish_bundle(&mut out).unwrap();
+        let u = out[0].downcast_ref::<UniformBatch<i64>>().expect("uniform output");
+        assert_eq!((u.values.clone(), u.timestamp), (vec![10, 20, 40], 5));
+
+        // Outputs at another timestamp, inputs with other metadata, and finish_bundle outputs
+        // all end up as rows, none lost.
+        let mut k = kernel(true);
+        let mut out: Vec<Batch> = vec![Box::new(Vec::<WindowedValue<i64>>::new())];
+        k.process_batch(uniform(vec![1, 3], 5), &mut out, &NoSideInputs).unwrap();
+        k.process_batch(uniform(vec![2], 7), &mut out, &NoSideInputs).unwrap();
+        k.process_batch(Box::new(vec![WindowedValue::timestamped(6i64, 9)]), &mut out, &NoSideInputs).unwrap();
+        k.finish_bundle(&mut out).unwrap();
+        assert_eq!(sorted(out.pop().unwrap()), vec![(3, 6), (6, 10), (10, 5), (20, 7), (30, 5), (60, 9), (1000, 0)]);
     }
 }

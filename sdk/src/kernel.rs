@@ -17,17 +17,158 @@ use std::sync::Arc;
 
 pub mod recycle;
 
-/// A batch of elements of one PCollection: `Vec<WindowedValue<T>>`, type-erased.
+/// A batch of elements of one PCollection, type-erased: a `Vec<WindowedValue<T>>` (rows) or a
+/// [`UniformBatch<T>`] (values sharing one timestamp, window and pane).
 pub type Batch = Box<dyn Any + Send>;
 
-/// Downcasts a batch to its typed form.
+/// Elements that share one timestamp, window and pane, stored as their values alone.
+///
+/// A source whose elements all have one timestamp (`Create`, `GenerateSequence` without
+/// timestamps) reads into this, and a stateless DoFn given one outputs one with
+/// `ProcessContext::output`: a chain of element-wise transforms then moves values, not
+/// windowed values four or five times their size, and runs tight loops over them. Every kernel
+/// and [`CollectionOps`] accepts both forms of a batch; [`downcast_batch`] turns either into rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UniformBatch<T> {
+    /// The elements' values.
+    pub values: Vec<T>,
+    /// Their event timestamp.
+    pub timestamp: Timestamp,
+    /// Their window.
+    pub window: Window,
+    /// The pane that produced them.
+    pub pane: PaneInfo,
+}
+
+impl<T> UniformBatch<T> {
+    /// An empty batch with `values`' room and the metadata of `like`.
+    pub fn like<U>(like: &UniformBatch<U>, values: Vec<T>) -> Self {
+        UniformBatch { values, timestamp: like.timestamp, window: like.window, pane: like.pane }
+    }
+    /// Whether `other` has the same timestamp, window and pane.
+    pub fn same_metadata<U>(&self, other: &UniformBatch<U>) -> bool {
+        self.timestamp == other.timestamp && self.window == other.window && self.pane == other.pane
+    }
+}
+
+/// A batch taken out of its box: rows, or a [`UniformBatch`].
+pub enum Bundle<T> {
+    /// One windowed value per element.
+    Rows(Vec<WindowedValue<T>>),
+    /// Values sharing their metadata.
+    Uniform(UniformBatch<T>),
+}
+
+impl<T: Send + 'static> Bundle<T> {
+    /// Unboxes a batch of element type `T`.
+    ///
+    /// Kernels are built for one element type, so a mismatch is a bug in a runner (it passed a
+    /// batch to the wrong kernel); the error names the type.
+    pub fn from_batch(b: Batch) -> Result<Self, CoderError> {
+        match b.downcast::<Vec<WindowedValue<T>>>() {
+            Ok(rows) => Ok(Bundle::Rows(*rows)),
+            Err(b) => b.downcast::<UniformBatch<T>>().map(|u| Bundle::Uniform(*u)).map_err(|_| {
+                CoderError::new(format!("internal error: batch is not of element type {}", std::any::type_name::<T>()))
+            }),
+        }
+    }
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Bundle::Rows(r) => r.len(),
+            Bundle::Uniform(u) => u.values.len(),
+        }
+    }
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// One windowed value per element (a uniform batch's values buffer goes back for reuse).
+    pub fn into_rows(self) -> Vec<WindowedValue<T>> {
+        match self {
+            Bundle::Rows(r) => r,
+            Bundle::Uniform(mut u) => {
+                let mut rows: Vec<WindowedValue<T>> = recycle::take(u.values.len());
+                let (timestamp, window, pane) = (u.timestamp, u.window, u.pane);
+                rows.extend(u.values.drain(..).map(|value| WindowedValue { value, timestamp, window, pane }));
+                recycle::give(u.values);
+                rows
+            }
+        }
+    }
+    /// Calls `f` with every element, in order, and gives the emptied buffer back for reuse.
+    pub fn try_for_each<E>(self, mut f: impl FnMut(WindowedValue<T>) -> Result<(), E>) -> Result<(), E> {
+        match self {
+            Bundle::Rows(mut r) => {
+                for wv in r.drain(..) {
+                    f(wv)?;
+                }
+                recycle::give(r);
+            }
+            Bundle::Uniform(mut u) => {
+                let (timestamp, window, pane) = (u.timestamp, u.window, u.pane);
+                for value in u.values.drain(..) {
+                    f(WindowedValue { value, timestamp, window, pane })?;
+                }
+                recycle::give(u.values);
+            }
+        }
+        Ok(())
+    }
+    /// Boxes the bundle again.
+    pub fn into_batch(self) -> Batch {
+        match self {
+            Bundle::Rows(r) => Box::new(r),
+            Bundle::Uniform(u) => Box::new(u),
+        }
+    }
+}
+
+/// Downcasts a batch to rows (a [`UniformBatch`] is expanded).
 ///
 /// Kernels are built for one element type, so a mismatch is a bug in a runner (it passed a
 /// batch to the wrong kernel); the error names both types.
-pub fn downcast_batch<T: 'static>(b: Batch) -> Result<Vec<WindowedValue<T>>, CoderError> {
-    b.downcast::<Vec<WindowedValue<T>>>().map(|b| *b).map_err(|_| {
-        CoderError::new(format!("internal error: batch is not of element type {}", std::any::type_name::<T>()))
-    })
+pub fn downcast_batch<T: Send + 'static>(b: Batch) -> Result<Vec<WindowedValue<T>>, CoderError> {
+    Bundle::from_batch(b).map(Bundle::into_rows)
+}
+
+/// The rows of an output buffer, turning a [`UniformBatch`] into rows in place first; `None`
+/// when the buffer holds neither form of element type `T`.
+pub fn rows_mut<T: Send + 'static>(b: &mut Batch) -> Option<&mut Vec<WindowedValue<T>>> {
+    if b.is::<UniformBatch<T>>() {
+        let u = std::mem::replace(b, Box::new(Vec::<WindowedValue<T>>::new()));
+        *b = Box::new(Bundle::<T>::from_batch(u).ok()?.into_rows());
+    }
+    b.downcast_mut::<Vec<WindowedValue<T>>>()
+}
+
+/// A borrowed batch of either form.
+enum BatchRef<'a, T> {
+    Rows(&'a [WindowedValue<T>]),
+    Uniform(&'a UniformBatch<T>),
+}
+
+impl<'a, T> BatchRef<'a, T> {
+    fn len(&self) -> usize {
+        match self {
+            BatchRef::Rows(r) => r.len(),
+            BatchRef::Uniform(u) => u.values.len(),
+        }
+    }
+    /// The values, in order.
+    fn values(&self) -> Box<dyn Iterator<Item = &'a T> + 'a> {
+        match *self {
+            BatchRef::Rows(r) => Box::new(r.iter().map(|wv| &wv.value)),
+            BatchRef::Uniform(u) => Box::new(u.values.iter()),
+        }
+    }
+    /// Every element's value, timestamp, window and pane, in order.
+    fn for_each(&self, mut f: impl FnMut(&T, Timestamp, &Window, &PaneInfo)) {
+        match self {
+            BatchRef::Rows(r) => r.iter().for_each(|wv| f(&wv.value, wv.timestamp, &wv.window, &wv.pane)),
+            BatchRef::Uniform(u) => u.values.iter().for_each(|v| f(v, u.timestamp, &u.window, &u.pane)),
+        }
+    }
 }
 
 /// Operations on the batches of one PCollection, built when its element type was known.
@@ -80,9 +221,18 @@ impl<T: Element> TypedCollectionOps<T> {
     }
 }
 
-fn as_vec<T: 'static>(b: &Batch) -> &Vec<WindowedValue<T>> {
-    b.downcast_ref::<Vec<WindowedValue<T>>>()
-        .unwrap_or_else(|| panic!("internal error: batch is not of type {}", std::any::type_name::<T>()))
+fn batch_ref<T: 'static>(b: &Batch) -> BatchRef<'_, T> {
+    if let Some(rows) = b.downcast_ref::<Vec<WindowedValue<T>>>() {
+        return BatchRef::Rows(rows);
+    }
+    match b.downcast_ref::<UniformBatch<T>>() {
+        Some(u) => BatchRef::Uniform(u),
+        None => panic!("internal error: batch is not of type {}", std::any::type_name::<T>()),
+    }
+}
+
+fn unbox<T: Send + 'static>(b: Batch) -> Bundle<T> {
+    Bundle::from_batch(b).unwrap_or_else(|e| panic!("{e}"))
 }
 
 impl<T: Element> CollectionOps for TypedCollectionOps<T> {
@@ -93,63 +243,120 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         Box::new(Vec::<WindowedValue<T>>::new())
     }
     fn len(&self, b: &Batch) -> usize {
-        as_vec::<T>(b).len()
+        batch_ref::<T>(b).len()
     }
     fn clone_batch(&self, b: &Batch) -> Batch {
-        Box::new(as_vec::<T>(b).clone())
+        match batch_ref::<T>(b) {
+            BatchRef::Rows(r) => Box::new(r.to_vec()),
+            BatchRef::Uniform(u) => Box::new(u.clone()),
+        }
     }
     fn concat(&self, parts: Vec<Batch>) -> Batch {
+        let mut parts: Vec<Bundle<T>> = parts.into_iter().map(unbox).filter(|p| !p.is_empty()).collect();
+        // Uniform parts with one metadata stay uniform.
+        if let Some(Bundle::Uniform(first)) = parts.first() {
+            if parts.iter().all(|p| matches!(p, Bundle::Uniform(u) if u.same_metadata(first))) {
+                let mut out: Option<UniformBatch<T>> = None;
+                for p in parts {
+                    let Bundle::Uniform(u) = p else { unreachable!("checked above") };
+                    match out.as_mut() {
+                        None => out = Some(u),
+                        Some(o) => o.values.extend(u.values),
+                    }
+                }
+                return Box::new(out.expect("at least one part"));
+            }
+        }
+        if parts.len() == 1 {
+            return Box::new(parts.pop().expect("one part").into_rows());
+        }
         let mut out: Vec<WindowedValue<T>> = Vec::new();
         for p in parts {
-            let v = p.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
             if out.is_empty() {
-                out = *v;
+                out = p.into_rows();
             } else {
-                out.extend(*v);
+                match p {
+                    Bundle::Rows(r) => out.extend(r),
+                    Bundle::Uniform(u) => out.extend(u.values.into_iter().map(|v| WindowedValue {
+                        value: v,
+                        timestamp: u.timestamp,
+                        window: u.window,
+                        pane: u.pane,
+                    })),
+                }
             }
         }
         Box::new(out)
     }
     fn split(&self, b: Batch, max_len: usize) -> Vec<Batch> {
-        let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
-        if v.len() <= max_len.max(1) {
-            return vec![Box::new(v)];
+        let max_len = max_len.max(1);
+        fn chunks<E>(v: Vec<E>, max_len: usize, mut make: impl FnMut(Vec<E>) -> Batch) -> Vec<Batch> {
+            if v.len() <= max_len {
+                return vec![make(v)];
+            }
+            let mut out: Vec<Batch> = Vec::new();
+            let mut it = v.into_iter().peekable();
+            while it.peek().is_some() {
+                out.push(make(it.by_ref().take(max_len).collect()));
+            }
+            out
         }
-        let mut out: Vec<Batch> = Vec::new();
-        let mut it = v.into_iter().peekable();
-        while it.peek().is_some() {
-            let chunk: Vec<WindowedValue<T>> = it.by_ref().take(max_len.max(1)).collect();
-            out.push(Box::new(chunk));
+        match unbox::<T>(b) {
+            Bundle::Rows(r) => chunks(r, max_len, |c| Box::new(c)),
+            Bundle::Uniform(mut u) => {
+                let values = std::mem::take(&mut u.values);
+                chunks(values, max_len, |c| Box::new(UniformBatch::like(&u, c)))
+            }
         }
-        out
     }
     fn shuffle(&self, b: &mut Batch, seed: u64) {
-        let v = b.downcast_mut::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
-        v.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        if let Some(u) = b.downcast_mut::<UniformBatch<T>>() {
+            u.values.shuffle(&mut rng);
+        } else {
+            let v = b.downcast_mut::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
+            v.shuffle(&mut rng);
+        }
     }
     fn check_encodable(&self, b: &Batch) -> Result<(), CoderError> {
-        as_vec::<T>(b).iter().try_for_each(|wv| check_roundtrip(&*self.coder, &wv.value))
+        batch_ref::<T>(b).values().try_for_each(|v| check_roundtrip(&*self.coder, v))
     }
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String> {
-        as_vec::<T>(b).iter().take(limit).map(|wv| format!("{:?}", wv.value)).collect()
+        batch_ref::<T>(b).values().take(limit).map(|v| format!("{v:?}")).collect()
     }
     fn min_timestamp(&self, b: &Batch) -> Option<Timestamp> {
-        as_vec::<T>(b).iter().map(|wv| wv.timestamp).min()
+        match batch_ref::<T>(b) {
+            BatchRef::Rows(r) => r.iter().map(|wv| wv.timestamp).min(),
+            BatchRef::Uniform(u) => (!u.values.is_empty()).then_some(u.timestamp),
+        }
     }
     fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize) {
-        let v = as_vec::<T>(b);
-        v.iter().fold((Timestamp::MAX, Timestamp::MIN, 0i128, 0usize), |(lo, hi, sum, n), wv| {
-            (lo.min(wv.timestamp), hi.max(wv.timestamp), sum + i128::from(wv.timestamp), n + 1)
-        })
+        match batch_ref::<T>(b) {
+            BatchRef::Rows(r) => {
+                r.iter().fold((Timestamp::MAX, Timestamp::MIN, 0i128, 0usize), |(lo, hi, sum, n), wv| {
+                    (lo.min(wv.timestamp), hi.max(wv.timestamp), sum + i128::from(wv.timestamp), n + 1)
+                })
+            }
+            BatchRef::Uniform(u) if u.values.is_empty() => (Timestamp::MAX, Timestamp::MIN, 0, 0),
+            BatchRef::Uniform(u) => {
+                let n = u.values.len();
+                (u.timestamp, u.timestamp, i128::from(u.timestamp) * n as i128, n)
+            }
+        }
     }
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
-        let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
+        // Elements no trigger produced (e.g. straight from a source) carry no pane: -1.
+        let pane_of = |p: &PaneInfo| if p.timing == crate::pane::Timing::Unknown { -1 } else { p.index };
+        let v = match unbox::<T>(b) {
+            Bundle::Uniform(u) if u.values.is_empty() => return Vec::new(),
+            Bundle::Uniform(u) => return vec![(u.window, pane_of(&u.pane), Box::new(u) as Batch)],
+            Bundle::Rows(r) => r,
+        };
         let mut groups: Vec<(Window, i64, Vec<WindowedValue<T>>)> = Vec::new();
         // Sessions give a side input thousands of windows per batch: found by hash, not scan.
         let mut index: std::collections::HashMap<Window, usize> = std::collections::HashMap::new();
         for wv in v {
-            // Elements no trigger produced (e.g. straight from a source) carry no pane: -1.
-            let pane = if wv.pane.timing == crate::pane::Timing::Unknown { -1 } else { wv.pane.index };
+            let pane = pane_of(&wv.pane);
             let g = *index.entry(wv.window).or_insert_with(|| {
                 groups.push((wv.window, pane, Vec::new()));
                 groups.len() - 1
@@ -160,29 +367,34 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         groups.into_iter().map(|(w, p, v)| (w, p, Box::new(v) as Batch)).collect()
     }
     fn estimated_bytes(&self, b: &Batch) -> usize {
-        let v = as_vec::<T>(b);
-        let sample = v.len().min(16);
+        let b = batch_ref::<T>(b);
+        let sample = b.len().min(16);
         if sample == 0 {
             return 0;
         }
         let mut buf = Vec::new();
-        for wv in &v[..sample] {
+        for v in b.values().take(sample) {
             // An unencodable element counts as nothing here; encodability is checked elsewhere.
-            let _ = self.coder.encode(&wv.value, &mut buf);
+            let _ = self.coder.encode(v, &mut buf);
         }
-        buf.len() * v.len() / sample
+        buf.len() * b.len() / sample
     }
     fn encode_batch(&self, b: &Batch) -> Result<Vec<u8>, CoderError> {
-        let v = as_vec::<T>(b);
+        let b = batch_ref::<T>(b);
         let mut out = Vec::new();
-        crate::coders::write_varint(v.len() as u64, &mut out);
-        for wv in v {
-            self.coder.encode(&wv.value, &mut out)?;
-            let meta = postcard::to_stdvec(&(wv.timestamp, wv.window, wv.pane))
-                .map_err(|e| CoderError::new(format!("cannot encode element metadata: {e}")))?;
-            out.extend_from_slice(&meta);
-        }
-        Ok(out)
+        crate::coders::write_varint(b.len() as u64, &mut out);
+        let mut result = Ok(());
+        b.for_each(|value, timestamp, window, pane| {
+            if result.is_ok() {
+                result = self.coder.encode(value, &mut out).and_then(|()| {
+                    let meta = postcard::to_stdvec(&(timestamp, window, pane))
+                        .map_err(|e| CoderError::new(format!("cannot encode element metadata: {e}")))?;
+                    out.extend_from_slice(&meta);
+                    Ok(())
+                });
+            }
+        });
+        result.map(|()| out)
     }
     fn decode_batch(&self, bytes: &[u8]) -> Result<Batch, CoderError> {
         let mut rest = bytes;
@@ -199,9 +411,19 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         Ok(Box::new(out))
     }
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch) {
-        let v = *b.downcast::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
-        let (yes, no): (Vec<_>, Vec<_>) = v.into_iter().partition(|wv| keep(&wv.window));
-        (Box::new(yes), Box::new(no))
+        match unbox::<T>(b) {
+            Bundle::Uniform(u) => {
+                if keep(&u.window) {
+                    (Box::new(u), self.empty())
+                } else {
+                    (self.empty(), Box::new(u))
+                }
+            }
+            Bundle::Rows(v) => {
+                let (yes, no): (Vec<_>, Vec<_>) = v.into_iter().partition(|wv| keep(&wv.window));
+                (Box::new(yes), Box::new(no))
+            }
+        }
     }
 }
 
@@ -337,15 +559,17 @@ impl EncodedKvBatch {
         key: &impl crate::coders::Coder<K>,
         mut value: impl FnMut(&V, &mut Vec<u8>) -> Result<(), CoderError>,
     ) -> Result<(), CoderError> {
-        let mut input = downcast_batch::<crate::kv::KV<K, V>>(input)?;
-        self.rows.reserve(input.len());
+        let input = Bundle::<crate::kv::KV<K, V>>::from_batch(input)?;
         let (n, start) = (input.len(), self.data.len());
-        for (i, wv) in input.drain(..).enumerate() {
+        self.rows.reserve(n);
+        let mut i = 0;
+        input.try_for_each(|wv| {
             if i == 64 && n > 128 {
                 // Room for the rest at the first rows' size: the buffer does not grow (and
                 // copy itself) a dozen times over a large batch.
                 self.data.reserve((self.data.len() - start) / 64 * (n - 64) * 9 / 8);
             }
+            i += 1;
             let k0 = self.data.len();
             key.encode(&wv.value.key, &mut self.data)?;
             let k1 = self.data.len();
@@ -358,9 +582,8 @@ impl EncodedKvBatch {
                 window: wv.window,
                 pane: wv.pane,
             });
-        }
-        recycle::give(input);
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Appends one row: `key`'s bytes, and a value `value` writes after them.
@@ -778,5 +1001,69 @@ mod tests {
         let (early, late) = ops.partition_by_window(Box::new(batch), &mut |w| w.max_timestamp() < 5);
         assert_eq!(rows(early.downcast_ref::<EncodedKvBatch>().unwrap()), all[..5]);
         assert_eq!(rows(late.downcast_ref::<EncodedKvBatch>().unwrap()), all[5..]);
+    }
+
+    fn uniform(values: Vec<i64>, timestamp: Timestamp, window: Window) -> UniformBatch<i64> {
+        UniformBatch { values, timestamp, window, pane: PaneInfo::NO_FIRING }
+    }
+
+    fn rows_of(ops: &TypedCollectionOps<i64>, b: &Batch) -> Vec<WindowedValue<i64>> {
+        downcast_batch::<i64>(ops.clone_batch(b)).unwrap()
+    }
+
+    #[test]
+    fn uniform_batches_are_collections_like_rows() {
+        let ops = TypedCollectionOps::<i64>::new(Arc::new(ElementCoder::new()));
+        let w = Window::Interval(IntervalWindow::new(0, 10));
+        let b: Batch = Box::new(uniform(vec![1, 2, 3], 7, w));
+        let expanded: Vec<WindowedValue<i64>> = [1, 2, 3]
+            .into_iter()
+            .map(|value| WindowedValue { value, timestamp: 7, window: w, pane: PaneInfo::NO_FIRING })
+            .collect();
+        assert_eq!(rows_of(&ops, &b), expanded);
+        assert_eq!(ops.len(&b), 3);
+        assert_eq!(ops.min_timestamp(&b), Some(7));
+        assert_eq!(ops.timestamp_stats(&b), (7, 7, 21, 3));
+        assert_eq!(ops.describe(&b, 2), vec!["1", "2"]);
+        assert!(ops.estimated_bytes(&b) > 0);
+        // Encoded like the rows they stand for.
+        let bytes = ops.encode_batch(&b).unwrap();
+        assert_eq!(bytes, ops.encode_batch(&(Box::new(expanded.clone()) as Batch)).unwrap());
+        assert_eq!(rows_of(&ops, &ops.decode_batch(&bytes).unwrap()), expanded);
+        // Split stays uniform; concat of parts with one metadata too, else rows.
+        let parts = ops.split(ops.clone_batch(&b), 2);
+        assert_eq!(parts.len(), 2);
+        assert!(parts.iter().all(|p| p.is::<UniformBatch<i64>>()));
+        let joined = ops.concat(parts);
+        assert_eq!(joined.downcast_ref::<UniformBatch<i64>>().map(|u| u.values.clone()), Some(vec![1, 2, 3]));
+        let other: Batch = Box::new(uniform(vec![4], 8, w));
+        let mixed = ops.concat(vec![ops.clone_batch(&b), other, Box::new(vec![WindowedValue::timestamped(5i64, 9)])]);
+        let mut got: Vec<(i64, Timestamp)> = rows_of(&ops, &mixed).iter().map(|wv| (wv.value, wv.timestamp)).collect();
+        got.sort();
+        assert_eq!(got, vec![(1, 7), (2, 7), (3, 7), (4, 8), (5, 9)]);
+        // One window: one group, kept uniform; partitioned whole.
+        let groups = ops.group_by_window(ops.clone_batch(&b));
+        assert_eq!(groups.len(), 1);
+        assert_eq!((groups[0].0, groups[0].1, ops.len(&groups[0].2)), (w, -1, 3));
+        let (yes, no) = ops.partition_by_window(ops.clone_batch(&b), &mut |x| *x == w);
+        assert_eq!((ops.len(&yes), ops.len(&no)), (3, 0));
+        let (yes, no) = ops.partition_by_window(ops.clone_batch(&b), &mut |x| *x != w);
+        assert_eq!((ops.len(&yes), ops.len(&no)), (0, 3));
+        // An output buffer holding a uniform batch turns into rows in place.
+        let mut out = ops.clone_batch(&b);
+        rows_mut::<i64>(&mut out).unwrap().push(WindowedValue::timestamped(9, 1));
+        assert_eq!(rows_of(&ops, &out).len(), 4);
+        assert!(rows_mut::<String>(&mut out).is_none());
+        // Keys and values encode from either form alike.
+        let kvs: Batch = Box::new(UniformBatch {
+            values: vec![KV::new(1i64, "a".to_string())],
+            timestamp: 3,
+            window: w,
+            pane: PaneInfo::NO_FIRING,
+        });
+        let mut enc = EncodedKvBatch::default();
+        enc.append::<i64, String>(kvs, &ElementCoder::new(), &ElementCoder::new()).unwrap();
+        assert_eq!(rows(&enc), vec![(1, "a".to_string(), 9)]);
+        assert_eq!(enc.rows[0].timestamp, 3);
     }
 }

@@ -3,7 +3,7 @@
 use crate::coders::Element;
 use crate::error::{UserError, UserResult};
 use crate::graph::{Boundedness, Payload, ReadPayload};
-use crate::kernel::{Batch, ErasedBoundedReader, ErasedBoundedSource};
+use crate::kernel::{Batch, ErasedBoundedReader, ErasedBoundedSource, UniformBatch};
 use crate::pipeline::{PBegin, PCollection, PTransform};
 use crate::time::Timestamp;
 use crate::window_fn::WindowingStrategy;
@@ -59,35 +59,81 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
         let Some(reader) = self.0.as_mut() else {
             return Ok(None);
         };
-        let mut out: Vec<WindowedValue<R::Output>> =
+        // Elements read with the first one's timestamp are kept as bare values (a uniform
+        // batch) until one comes with another timestamp; then all become rows.
+        let mut values: Vec<R::Output> =
             crate::kernel::recycle::take_or_start(max.min(MAX_BUNDLE_RESERVE), max.min(FIRST_CHUNK));
-        while out.len() < max {
-            if out.len() == FIRST_CHUNK {
+        let mut first_ts = None;
+        let mut rows: Option<Vec<WindowedValue<R::Output>>> = None;
+        let mut done = false;
+        while values.len() < max {
+            if values.len() == FIRST_CHUNK {
                 // A reader with more than a chunk to give: room for the rest of the bundle at
                 // once instead of doubling (and copying) the buffer several times.
-                out.reserve(max.min(MAX_BUNDLE_RESERVE).saturating_sub(FIRST_CHUNK));
+                values.reserve(max.min(MAX_BUNDLE_RESERVE).saturating_sub(FIRST_CHUNK));
             }
             match reader.next()? {
-                Some((v, ts)) => out.push(WindowedValue::timestamped(v, ts)),
+                Some((v, ts)) if *first_ts.get_or_insert(ts) == ts => values.push(v),
+                Some((v, ts)) => {
+                    let uniform = UniformBatch {
+                        values: std::mem::take(&mut values),
+                        timestamp: first_ts.unwrap_or(ts),
+                        window: crate::window::Window::Global,
+                        pane: crate::pane::PaneInfo::NO_FIRING,
+                    };
+                    let mut r = crate::kernel::Bundle::Uniform(uniform).into_rows();
+                    r.reserve(max.min(MAX_BUNDLE_RESERVE).saturating_sub(r.len()));
+                    r.push(WindowedValue::timestamped(v, ts));
+                    rows = Some(r);
+                    break;
+                }
                 None => {
-                    self.0 = None;
+                    done = true;
                     break;
                 }
             }
         }
-        if out.is_empty() && self.0.is_none() {
-            crate::kernel::recycle::give(out);
+        if let Some(mut rows) = rows {
+            // The rest of the bundle, as rows.
+            while rows.len() < max {
+                match reader.next()? {
+                    Some((v, ts)) => rows.push(WindowedValue::timestamped(v, ts)),
+                    None => {
+                        done = true;
+                        break;
+                    }
+                }
+            }
+            if done {
+                self.0 = None;
+            }
+            return Ok(Some(Box::new(fitted(rows))));
+        }
+        if done {
+            self.0 = None;
+        }
+        if values.is_empty() && self.0.is_none() {
+            crate::kernel::recycle::give(values);
             return Ok(None);
         }
-        if out.capacity() > 4 * out.len().max(FIRST_CHUNK) {
-            // A short read into a large recycled buffer: the buffer goes back for reuse and
-            // the bundle gets one its size (what consumes it may keep it).
-            let mut fitted = Vec::with_capacity(out.len());
-            fitted.append(&mut out);
-            crate::kernel::recycle::give(std::mem::replace(&mut out, fitted));
-        }
-        Ok(Some(Box::new(out)))
+        Ok(Some(Box::new(UniformBatch {
+            values: fitted(values),
+            timestamp: first_ts.unwrap_or(crate::time::MIN_TIMESTAMP),
+            window: crate::window::Window::Global,
+            pane: crate::pane::PaneInfo::NO_FIRING,
+        })))
     }
+}
+
+/// A short read into a large recycled buffer: the buffer goes back for reuse and the bundle
+/// gets one its size (what consumes it may keep it).
+fn fitted<E: Send + 'static>(mut out: Vec<E>) -> Vec<E> {
+    if out.capacity() > 4 * out.len().max(FIRST_CHUNK) {
+        let mut fitted = Vec::with_capacity(out.len());
+        fitted.append(&mut out);
+        crate::kernel::recycle::give(std::mem::replace(&mut out, fitted));
+    }
+    out
 }
 
 /// Elements a reader's bundle buffer starts with: small sources allocate little.
@@ -225,5 +271,49 @@ impl<S: UnboundedSource> PTransform<PBegin> for ReadUnbounded<S> {
             Payload::Read(ReadPayload::Unbounded(Arc::new(UnboundedKernel(Arc::new(self.source))))),
         );
         p.new_output(node, "out", Boundedness::Unbounded, WindowingStrategy::global())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::downcast_batch;
+
+    struct Listed(std::vec::IntoIter<(i64, Timestamp)>);
+
+    impl BoundedReader for Listed {
+        type Output = i64;
+        fn next(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
+            Ok(self.0.next())
+        }
+    }
+
+    fn read_all(items: Vec<(i64, Timestamp)>, max: usize) -> Vec<Batch> {
+        let mut r = ReaderKernel(Some(Listed(items.into_iter())));
+        let mut out = Vec::new();
+        while let Some(b) = r.read_batch(max).unwrap() {
+            out.push(b);
+        }
+        out
+    }
+
+    #[test]
+    fn reads_with_one_timestamp_are_uniform_and_others_rows() {
+        // One timestamp: uniform bundles of at most `max`.
+        let b = read_all((0..5).map(|i| (i, 3)).collect(), 2);
+        assert_eq!(b.len(), 3);
+        assert!(b.iter().all(|b| b.is::<UniformBatch<i64>>()));
+        let got: Vec<(i64, Timestamp)> =
+            b.into_iter().flat_map(|b| downcast_batch::<i64>(b).unwrap()).map(|wv| (wv.value, wv.timestamp)).collect();
+        assert_eq!(got, (0..5).map(|i| (i, 3)).collect::<Vec<_>>());
+        // A second timestamp mid-bundle: that bundle is rows, in order, nothing lost.
+        let items = vec![(0, 1), (1, 1), (2, 2), (3, 1), (4, 1), (5, 1)];
+        let b = read_all(items.clone(), 4);
+        assert!(b[0].is::<Vec<WindowedValue<i64>>>());
+        assert!(b[1].is::<UniformBatch<i64>>());
+        let got: Vec<(i64, Timestamp)> =
+            b.into_iter().flat_map(|b| downcast_batch::<i64>(b).unwrap()).map(|wv| (wv.value, wv.timestamp)).collect();
+        assert_eq!(got, items);
+        assert!(read_all(Vec::new(), 4).is_empty());
     }
 }

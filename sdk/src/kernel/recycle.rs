@@ -10,7 +10,6 @@
 //! What is kept is bounded ([`MAX_KEPT_BYTES`] in all, [`MAX_KEPT_PER_TYPE`] buffers per element
 //! type); buffers below [`MIN_BYTES`] are left to the allocator, which reuses small blocks well.
 
-use crate::windowed_value::WindowedValue;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -23,41 +22,42 @@ pub const MAX_KEPT_BYTES: usize = 1 << 30;
 pub const MAX_KEPT_PER_TYPE: usize = 128;
 
 struct Pool {
-    /// Emptied buffers (`Vec<WindowedValue<T>>`) per element type.
+    /// Emptied buffers (`Vec<E>`) per element type `E` (a `WindowedValue<T>` for a bundle of
+    /// rows, `T` for the values of a uniform bundle).
     spare: HashMap<TypeId, Vec<Box<dyn Any + Send>>>,
     bytes: usize,
 }
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
 
-fn bytes_of<T>(v: &Vec<WindowedValue<T>>) -> usize {
-    v.capacity() * std::mem::size_of::<WindowedValue<T>>()
+fn bytes_of<E>(v: &Vec<E>) -> usize {
+    v.capacity() * std::mem::size_of::<E>()
 }
 
 /// An empty buffer with room for at least `min_capacity` elements: a kept one when there is
 /// one that large, else a new one.
-pub fn take<T: Send + 'static>(min_capacity: usize) -> Vec<WindowedValue<T>> {
+pub fn take<E: Send + 'static>(min_capacity: usize) -> Vec<E> {
     take_kept(min_capacity).unwrap_or_else(|| Vec::with_capacity(min_capacity))
 }
 
 /// A kept buffer with room for `preferred` elements when there is one, else a new one with
 /// room for `first` (for a writer that does not know how much it will write).
-pub fn take_or_start<T: Send + 'static>(preferred: usize, first: usize) -> Vec<WindowedValue<T>> {
+pub fn take_or_start<E: Send + 'static>(preferred: usize, first: usize) -> Vec<E> {
     take_kept(preferred).unwrap_or_else(|| Vec::with_capacity(first))
 }
 
-fn take_kept<T: Send + 'static>(min_capacity: usize) -> Option<Vec<WindowedValue<T>>> {
-    if min_capacity * std::mem::size_of::<WindowedValue<T>>() >= MIN_BYTES {
+fn take_kept<E: Send + 'static>(min_capacity: usize) -> Option<Vec<E>> {
+    if min_capacity * std::mem::size_of::<E>() >= MIN_BYTES {
         let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(pool) = pool.as_mut() {
-            if let Some(list) = pool.spare.get_mut(&TypeId::of::<Vec<WindowedValue<T>>>()) {
+            if let Some(list) = pool.spare.get_mut(&TypeId::of::<Vec<E>>()) {
                 // Not much larger than asked for either: what fills the buffer may keep it.
                 let fits = |b: &Box<dyn Any + Send>| {
-                    b.downcast_ref::<Vec<WindowedValue<T>>>()
+                    b.downcast_ref::<Vec<E>>()
                         .is_some_and(|v| (min_capacity..=min_capacity.saturating_mul(4)).contains(&v.capacity()))
                 };
                 if let Some(i) = list.iter().position(fits) {
-                    let v = *list.swap_remove(i).downcast::<Vec<WindowedValue<T>>>().expect("kept by element type");
+                    let v = *list.swap_remove(i).downcast::<Vec<E>>().expect("kept by element type");
                     pool.bytes -= bytes_of(&v);
                     return Some(v);
                 }
@@ -68,7 +68,7 @@ fn take_kept<T: Send + 'static>(min_capacity: usize) -> Option<Vec<WindowedValue
 }
 
 /// Gives a consumed buffer back for reuse (its elements are dropped here).
-pub fn give<T: Send + 'static>(mut v: Vec<WindowedValue<T>>) {
+pub fn give<E: Send + 'static>(mut v: Vec<E>) {
     let bytes = bytes_of(&v);
     if bytes < MIN_BYTES {
         return;
@@ -79,7 +79,7 @@ pub fn give<T: Send + 'static>(mut v: Vec<WindowedValue<T>>) {
     if pool.bytes + bytes > MAX_KEPT_BYTES {
         return;
     }
-    let list = pool.spare.entry(TypeId::of::<Vec<WindowedValue<T>>>()).or_default();
+    let list = pool.spare.entry(TypeId::of::<Vec<E>>()).or_default();
     if list.len() < MAX_KEPT_PER_TYPE {
         list.push(Box::new(v));
         pool.bytes += bytes;
@@ -89,6 +89,7 @@ pub fn give<T: Send + 'static>(mut v: Vec<WindowedValue<T>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::windowed_value::WindowedValue;
 
     #[test]
     fn a_given_buffer_is_taken_again_by_its_element_type_only() {
@@ -118,7 +119,7 @@ mod tests {
         give(large);
         let small: Vec<WindowedValue<Own>> = take(n);
         assert_ne!(small.as_ptr(), large_ptr);
-        let again = take::<Own>(big_enough);
+        let again = take::<WindowedValue<Own>>(big_enough);
         assert_eq!(again.as_ptr(), large_ptr);
     }
 

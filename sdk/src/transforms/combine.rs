@@ -278,8 +278,7 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
         let mut last_window: Option<(Window, u32)> = None;
         let (mut long_keys, mut scratch) = (Vec::new(), Vec::new());
         for input in inputs {
-            let mut input = crate::kernel::downcast_batch::<KV<K, F::In>>(input)?;
-            for wv in input.drain(..) {
+            crate::kernel::Bundle::<KV<K, F::In>>::from_batch(input)?.try_for_each(|wv| -> Result<(), UserError> {
                 // A key of up to 16 bytes is encoded straight into its slot, and hashed and
                 // compared as one 128-bit word; a longer one goes through `scratch`.
                 let mut inline = [0u8; 16];
@@ -340,8 +339,8 @@ impl<K: Element, F: CombineFn> CombineKernelImpl<K, F> {
                 self.fn_.add_input(&mut group.acc, wv.value.value);
                 group.count += 1;
                 group.first = group.first.min(wv.timestamp);
-            }
-            crate::kernel::recycle::give(input);
+                Ok(())
+            })?;
         }
         self.groups_hint.store(groups.len(), std::sync::atomic::Ordering::Relaxed);
         out.rows.reserve(groups.len());
