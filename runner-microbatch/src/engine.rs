@@ -11,7 +11,7 @@ use crate::plan::{OpSpec, Plan};
 use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
 };
-use crate::source::{add_stats, Clock, SourceState, TsStats};
+use crate::source::{add_stats, bundle_len, Clock, DeferredRead, SourceState, TsStats};
 use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -255,6 +255,8 @@ pub(crate) struct Engine {
     chains: Vec<Vec<usize>>,
     chain_at: Vec<Option<usize>>,
     fused_follower: Vec<bool>,
+    /// Event-time stats of the elements planned reads delivered in this batch.
+    deferred_stats: TsStats,
 }
 
 type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
@@ -352,6 +354,7 @@ impl Engine {
             chain_at,
             fused_follower,
             chains,
+            deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
         };
         if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
             engine.recover(&dir)?;
@@ -429,6 +432,17 @@ impl Engine {
     /// A copy of every node's pending input (the batch's data, before it is processed).
     /// The input watermark of node `i`: the minimum output watermark of its main inputs'
     /// producers.
+    /// Whether source node `i` plans its reads and leaves the reading to the fused chain it
+    /// feeds: it has one consumer, the head of a chain, and a failed batch is not retried (a
+    /// retry needs the batch's input kept whole).
+    fn defers_reads(&self, i: usize) -> bool {
+        let Some(pc) = self.plan.nodes[i].outputs.first() else { return false };
+        match self.consumers.get(pc).map(Vec::as_slice) {
+            Some(&[(c, None)]) => self.chain_at[c].is_some() && self.options.microbatch.max_batch_retries == 0,
+            _ => false,
+        }
+    }
+
     fn upstream_watermark(&self, i: usize) -> Timestamp {
         self.plan.nodes[i]
             .inputs
@@ -652,21 +666,27 @@ impl Engine {
         let mut sources = Vec::new();
         let mut input_rows = 0u64;
         let mut ts_stats: TsStats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
+        self.deferred_stats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
         for i in 0..self.nodes.len() {
-            let Some(src) = self.nodes[i].source.as_mut() else { continue };
+            if self.nodes[i].source.is_none() {
+                continue;
+            }
             // User code in sources runs with the step's metrics container bound.
             let container = MetricsContainerImpl::new();
             let name = self.plan.nodes[i].name.clone();
             let counts = replay
                 .as_ref()
                 .map(|r| r.sources.iter().find(|s| s.name == name).map(|s| s.counts.clone()).unwrap_or_default());
+            let defer = self.defers_reads(i);
+            let Some(src) = self.nodes[i].source.as_mut() else { continue };
             let sb = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(self.partitions, max, counts.as_deref(), &mut self.clock)
+                src.next(self.partitions, max, counts.as_deref(), &mut self.clock, defer)
             };
             if let (Ok(sb), Some(&pc)) = (&sb, self.plan.nodes[i].outputs.first()) {
                 let ops = self.graph.pcollection(pc).ops.clone();
-                for b in sb.bundles.iter().flatten() {
+                // Planned reads are counted as the chain reads them.
+                for b in sb.bundles.iter().flatten().filter(|b| !b.is::<DeferredRead>()) {
                     system_metrics::count_batch(&container, &*ops, b, true);
                 }
             }
@@ -760,6 +780,7 @@ impl Engine {
         if self.options.microbatch.max_batch_retries > 0 {
             self.save_retry_base()?;
         }
+        add_stats(&mut ts_stats, self.deferred_stats);
         let progress = self.progress(ProgressInput {
             started_at: wall_start,
             since_last,
@@ -846,7 +867,7 @@ impl Engine {
             return Ok(());
         }
         let per_partition: Vec<Vec<Batch>> =
-            per_partition.into_iter().map(|bs| bs.into_iter().filter(|b| ops.len(b) > 0).collect()).collect();
+            per_partition.into_iter().map(|bs| bs.into_iter().filter(|b| bundle_len(&*ops, b) > 0).collect()).collect();
         let last = consumers.len() - 1;
         let mut owned = Some(per_partition);
         for (n, (c, side)) in consumers.into_iter().enumerate() {
@@ -1106,6 +1127,8 @@ impl Engine {
         let mut outputs: Vec<Vec<Vec<Batch>>> = (0..out_ops[chain.len() - 1].len()).map(|_| Vec::new()).collect();
         let mut first_error = None;
         for (done, error) in results {
+            containers.extend(done.sources);
+            add_stats(&mut self.deferred_stats, done.read_stats);
             for (j, member) in done.members.into_iter().enumerate() {
                 let st = &mut stats[chain[j]];
                 st.input_rows += member.input_rows;
@@ -1336,6 +1359,11 @@ impl PartitionTask<'_> {
 
 /// One partition of a fused chain: its operators (one per node, head first) and the head's
 /// input bundles.
+/// Elements a fused chain reads from a planned source read at a time: small enough that every
+/// member's input and output stay in cache, large enough to amortize each member's per-bundle
+/// work.
+const DEFERRED_PIECE: usize = 16_384;
+
 struct ChainTask<'a> {
     ops: Vec<&'a mut dyn Operator>,
     in_ops: &'a [Arc<dyn CollectionOps>],
@@ -1354,6 +1382,10 @@ struct ChainMember {
 
 struct ChainDone {
     members: Vec<ChainMember>,
+    /// Metrics of the sources whose planned reads the chain carried out, by source step.
+    sources: Vec<(String, Arc<MetricsContainerImpl>)>,
+    /// Event-time stats of what those reads delivered.
+    read_stats: TsStats,
     /// The last node's output batches, per output.
     outputs: Vec<Vec<Batch>>,
 }
@@ -1416,9 +1448,20 @@ impl ChainTask<'_> {
                     j += 1;
                 }
             };
+        let mut sources: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
+        let mut read_stats: TsStats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
         let work = || -> Result<()> {
             for b in bundles {
-                feed(&mut ops, 0, b, false)?;
+                match b.downcast::<DeferredRead>() {
+                    // A planned read: piece by piece, each through the whole chain while it is
+                    // in cache.
+                    Ok(d) => {
+                        let metrics = MetricsContainerImpl::new();
+                        sources.push((d.step().to_string(), metrics.clone()));
+                        d.read(DEFERRED_PIECE, &metrics, &mut read_stats, |piece| feed(&mut ops, 0, piece, false))?;
+                    }
+                    Err(b) => feed(&mut ops, 0, b, false)?,
+                }
             }
             for j in 0..k {
                 feed(&mut ops, j, Box::new(()), true)?;
@@ -1429,7 +1472,7 @@ impl ChainTask<'_> {
         for (j, op) in ops.iter().enumerate() {
             members[j].dropped = count_drops(&**op, before[j], &members[j].metrics);
         }
-        (ChainDone { members, outputs }, result.err())
+        (ChainDone { members, sources, read_stats, outputs }, result.err())
     }
 }
 

@@ -2,7 +2,7 @@
 //! report and a watermark.
 
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use weir_runner_core::do_fn_runner::guarded;
 use weir_sdk::kernel::{
@@ -34,9 +34,92 @@ impl Clock {
 
 struct BoundedSplit {
     source: Arc<dyn ErasedBoundedSource>,
-    reader: Option<Box<dyn ErasedBoundedReader>>,
+    reader: Option<SharedReader>,
     read: u64,
     done: bool,
+}
+
+/// A split's reader and how many elements it has delivered, shared with the [`DeferredRead`]s
+/// that read from it during a batch.
+type SharedReader = Arc<Mutex<ReaderSlot>>;
+
+struct ReaderSlot {
+    reader: Box<dyn ErasedBoundedReader>,
+    delivered: u64,
+}
+
+fn shared(reader: Box<dyn ErasedBoundedReader>) -> SharedReader {
+    Arc::new(Mutex::new(ReaderSlot { reader, delivered: 0 }))
+}
+
+fn lock(r: &SharedReader) -> std::sync::MutexGuard<'_, ReaderSlot> {
+    r.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A planned read: `count` elements of a bounded split whose reader knows how many it has left
+/// ([`ErasedBoundedReader::remaining`]). The batch logs the count before anything is read, and
+/// the fused chain the source feeds reads the elements in pieces small enough to stay in cache
+/// while the whole chain runs over them (Spark's lazy `getBatch`).
+pub(crate) struct DeferredRead {
+    step: String,
+    reader: SharedReader,
+    count: usize,
+    ops: Arc<dyn CollectionOps>,
+}
+
+impl DeferredRead {
+    /// The number of elements planned.
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// The source step's name.
+    pub(crate) fn step(&self) -> &str {
+        &self.step
+    }
+
+    /// Reads the planned elements in pieces of at most `piece`, handing each to `f` with the
+    /// piece's timestamp stats added to `stats`; user code in the reader runs with `metrics`
+    /// bound, and the source's output counts go there too.
+    pub(crate) fn read(
+        self,
+        piece: usize,
+        metrics: &Arc<weir_runner_core::metrics::MetricsContainerImpl>,
+        stats: &mut TsStats,
+        mut f: impl FnMut(Batch) -> Result<()>,
+    ) -> Result<()> {
+        let mut left = self.count;
+        while left > 0 {
+            let b = {
+                let _scope = weir_sdk::metrics::scoped_container(metrics.clone());
+                let mut slot = lock(&self.reader);
+                let b = guarded(&self.step, "read", || slot.reader.read_batch(left.min(piece)))?;
+                let n = b.as_ref().map_or(0, |b| self.ops.len(b));
+                slot.delivered += n as u64;
+                b.filter(|_| n > 0)
+            };
+            let Some(b) = b else {
+                return Err(weir_sdk::Error::execution(
+                    &self.step,
+                    format!("read failed: the reader ended {left} elements short of the count it reported remaining"),
+                ));
+            };
+            let n = self.ops.len(&b);
+            left = left.saturating_sub(n);
+            weir_runner_core::system_metrics::count_batch(metrics, &*self.ops, &b, true);
+            add_stats(stats, self.ops.timestamp_stats(&b));
+            f(b)?;
+        }
+        Ok(())
+    }
+}
+
+/// The number of elements of a source bundle: a batch, or a [`DeferredRead`].
+pub(crate) fn bundle_len(ops: &dyn CollectionOps, b: &Batch) -> usize {
+    match b.downcast_ref::<DeferredRead>() {
+        Some(d) => d.len(),
+        None => ops.len(b),
+    }
 }
 
 enum Kind {
@@ -123,6 +206,8 @@ impl SourceState {
                         let mut reader = guarded(&name, "open reader", || split.source.reader())?;
                         // Skip what earlier batches read.
                         let _ = guarded(&name, "read", || reader.read_batch(read as usize))?;
+                        let reader = shared(reader);
+                        lock(&reader).delivered = read;
                         split.reader = Some(reader);
                     }
                     restored.push(split);
@@ -185,6 +270,7 @@ impl SourceState {
         max: usize,
         replay: Option<&[usize]>,
         clock: &mut Clock,
+        defer: bool,
     ) -> Result<SourceBatch> {
         let limit =
             |i: usize, live: usize| replay.map(|r| r.get(i).copied().unwrap_or(0)).unwrap_or(max.div_ceil(live.max(1)));
@@ -231,15 +317,46 @@ impl SourceState {
                         continue;
                     }
                     if s.reader.is_none() {
-                        s.reader = Some(guarded(&name, "open reader", || s.source.reader())?);
+                        s.reader = Some(shared(guarded(&name, "open reader", || s.source.reader())?));
                     }
-                    let reader = s.reader.as_mut().expect("set above");
+                    let shared_reader = s.reader.clone().expect("set above");
+                    let mut slot = lock(&shared_reader);
+                    if slot.delivered != s.read {
+                        // A planned read of an earlier batch was not carried out: reading on
+                        // would skip or repeat elements.
+                        return Err(weir_sdk::Error::execution(
+                            &name,
+                            format!(
+                                "internal error: split {i} delivered {} elements, but {} were planned",
+                                slot.delivered, s.read
+                            ),
+                        ));
+                    }
                     let n = limit(i, live).max(1);
+                    moved = true;
+                    if let (true, Some(remaining)) = (defer, slot.reader.remaining()) {
+                        // Planned now, read while the chain runs.
+                        let n = n.min(remaining as usize);
+                        if n == 0 {
+                            s.done = true;
+                            s.reader = None;
+                            continue;
+                        }
+                        s.read += n as u64;
+                        counts[i] = n;
+                        bundles[i % partitions].push(Box::new(DeferredRead {
+                            step: name.clone(),
+                            reader: shared_reader.clone(),
+                            count: n,
+                            ops: self.ops.clone(),
+                        }));
+                        continue;
+                    }
                     // Bundles of at most BUNDLE elements keep allocations cache- and
                     // allocator-friendly however large the batch is.
                     while counts[i] < n {
                         let want = (n - counts[i]).min(BUNDLE);
-                        match guarded(&name, "read", || reader.read_batch(want))? {
+                        match guarded(&name, "read", || slot.reader.read_batch(want))? {
                             Some(b) => {
                                 let len = self.ops.len(&b);
                                 add_stats(
@@ -247,6 +364,7 @@ impl SourceState {
                                     self.ops.timestamp_stats(&b),
                                 );
                                 s.read += len as u64;
+                                slot.delivered += len as u64;
                                 counts[i] += len;
                                 bundles[i % partitions].push(b);
                                 if len < want {
@@ -254,13 +372,13 @@ impl SourceState {
                                 }
                             }
                             None => {
+                                drop(slot);
                                 s.done = true;
                                 s.reader = None;
                                 break;
                             }
                         }
                     }
-                    moved = true;
                 }
                 // The watermark stays at the beginning of time until every split is exhausted.
                 if splits.iter().all(|s| s.done) {
@@ -325,11 +443,11 @@ impl SourceState {
         };
         moved |= watermark != self.watermark;
         self.watermark = self.watermark.max(watermark);
-        let rows: usize = bundles.iter().flatten().map(|b| self.ops.len(b)).sum();
+        let rows: usize = bundles.iter().flatten().map(|b| bundle_len(&*self.ops, b)).sum();
         moved |= rows > 0;
         let ts_stats = read_stats.unwrap_or_else(|| {
             let mut acc = (Timestamp::MAX, Timestamp::MIN, 0, 0);
-            for b in bundles.iter().flatten() {
+            for b in bundles.iter().flatten().filter(|b| !b.is::<DeferredRead>()) {
                 add_stats(&mut acc, self.ops.timestamp_stats(b));
             }
             acc

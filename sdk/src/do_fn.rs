@@ -38,6 +38,14 @@ pub trait DoFn: Clone + Send + 'static {
     }
     /// Called for every element.
     fn process(&mut self, element: Self::In, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult;
+    /// A whole-bundle form of [`DoFn::process`] for values that share one timestamp, window and
+    /// pane, each output with that metadata: drains `input` into `out` and returns `Some`, or
+    /// returns `None` (the default) with `input` untouched, and `process` is called per element.
+    /// Map, FlatMap, TryMap and Filter implement it as tight loops over their closures.
+    #[doc(hidden)]
+    fn process_values(&mut self, _input: &mut Vec<Self::In>, _out: &mut Vec<Self::Out>) -> Option<UserResult> {
+        None
+    }
     /// Called at the end of every bundle; outputs need an explicit timestamp and window.
     fn finish_bundle(&mut self, _ctx: &mut FinishBundleContext<'_, Self::Out>) -> UserResult {
         Ok(())
@@ -392,8 +400,17 @@ impl<F: DoFn> DoFnKernel<F> {
             skew: self.fn_.allowed_timestamp_skew_millis(),
             out: Outputs { main: &mut spill, values: Some(values), tagged, tag_ids: &self.tag_ids },
         };
-        for v in input.values.drain(..) {
-            self.fn_.process(v, &mut ctx)?;
+        let bulk = match ctx.out.values.as_deref_mut() {
+            Some(values) => self.fn_.process_values(&mut input.values, values),
+            None => None,
+        };
+        match bulk {
+            Some(result) => result?,
+            None => {
+                for v in input.values.drain(..) {
+                    self.fn_.process(v, &mut ctx)?;
+                }
+            }
         }
         let produced = ctx.out.values.as_ref().map_or(0, |v| v.len() - before) + ctx.out.main.len();
         crate::kernel::recycle::give(input.values);

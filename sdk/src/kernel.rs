@@ -869,6 +869,11 @@ pub trait ErasedBoundedSource: Send + Sync {
 pub trait ErasedBoundedReader: Send {
     /// Reads up to `max` elements; `None` once exhausted.
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, UserError>;
+    /// The exact number of elements left to read, when the reader knows it without reading
+    /// ([`crate::io::BoundedReader::remaining`]).
+    fn remaining(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Assigns windows to a batch (the typed side of WindowInto).

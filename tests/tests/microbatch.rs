@@ -308,3 +308,86 @@ fn a_failed_batch_is_retried_and_counted_once_as_committed() {
     let err = Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap_err().to_string();
     assert!(err.contains("FailOnce") && err.contains("transient failure"), "{err}");
 }
+
+/// A source that knows how many elements it has left is planned at getBatch and read by the
+/// fused chain it feeds, piece by piece: every element arrives once, batches are bounded as
+/// before, and progress, offsets and source metrics count what was read. The same pipeline
+/// read eagerly (with retries on, which keep a batch's input whole) gives the same.
+#[test]
+fn planned_source_reads_deliver_every_element_once() {
+    weir_tests::register_runners();
+    let n = 100_000i64;
+    let expected: i64 = (0..n).map(|x| x * 3).filter(|x| x % 2 == 0).map(|x| x + 1).sum();
+    for extra in [&[][..], &["--max-batch-retries", "1"][..]] {
+        let mut args = vec!["--max-batch-size", "30000"];
+        args.extend_from_slice(extra);
+        let p = Pipeline::new(options(&args));
+        let sum = p
+            .apply("Numbers", weir_sdk::io::GenerateSequence::from_to(0, n))
+            .apply("Times3", Map::new(|x: i64| x * 3))
+            .apply("Even", Filter::by(|x: &i64| x % 2 == 0))
+            .apply("Plus1", Map::new(|x: i64| x + 1))
+            .apply("Sum", Sum::globally());
+        assert_that(&sum).contains_in_any_order(vec![expected]);
+        let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+        assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done, "{extra:?}");
+        let recent = query.recent_progress();
+        // Rows read from "Numbers" per batch (assert_that and the global sum add sources of
+        // their own).
+        let rows: Vec<u64> = recent
+            .iter()
+            .map(|p| p.sources.iter().filter(|s| s.description.starts_with("Numbers")).map(|s| s.num_input_rows).sum())
+            .collect();
+        assert_eq!(rows.iter().sum::<u64>(), n as u64, "{extra:?}: {rows:?}");
+        assert!(rows.iter().all(|&r| r <= 30_000), "{extra:?}: {rows:?}");
+        let first = recent.iter().find(|p| p.num_input_rows > 0).unwrap();
+        assert_eq!(first.event_time.min, Some(weir_sdk::time::iso8601(weir_sdk::time::MIN_TIMESTAMP)), "{extra:?}");
+        let m = query.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+        assert_eq!(m.counter("Numbers/Read", "weir", "elementsOut").map(|c| c.attempted), Some(n), "{extra:?}");
+        assert_eq!(m.counter("Times3/ParDo", "weir", "elementsIn").map(|c| c.attempted), Some(n), "{extra:?}");
+    }
+}
+
+/// Reads 0..3 but claims one more element than it has.
+#[derive(Clone)]
+struct Overclaiming;
+
+struct OverclaimingReader(i64);
+
+impl weir_sdk::io::BoundedSource for Overclaiming {
+    type Output = i64;
+    type Reader = OverclaimingReader;
+    fn split(&self, _: u64) -> UserResult<Vec<Self>> {
+        Ok(vec![Overclaiming])
+    }
+    fn estimated_size_bytes(&self) -> UserResult<u64> {
+        Ok(24)
+    }
+    fn create_reader(&self) -> UserResult<OverclaimingReader> {
+        Ok(OverclaimingReader(0))
+    }
+}
+
+impl weir_sdk::io::BoundedReader for OverclaimingReader {
+    type Output = i64;
+    fn next(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
+        self.0 += 1;
+        Ok((self.0 <= 3).then_some((self.0, 0)))
+    }
+    fn remaining(&self) -> Option<u64> {
+        Some((4 - self.0).max(0) as u64)
+    }
+}
+
+/// A reader that delivers fewer elements than the count it reported fails the query with an
+/// error naming the source, instead of a batch that silently lacks them.
+#[test]
+fn a_reader_short_of_its_reported_count_is_an_error() {
+    weir_tests::register_runners();
+    let p = Pipeline::new(options(&[]));
+    p.apply("Lying", weir_sdk::io::Read::from(Overclaiming))
+        .apply("A", Map::new(|x: i64| x + 1))
+        .apply("B", Map::new(|x: i64| x * 2));
+    let err = Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap_err().to_string();
+    assert!(err.contains("Lying") && err.contains("1 elements short"), "{err}");
+}

@@ -68,6 +68,18 @@ impl BoundedReader for SequenceReader {
         self.next += 1;
         Ok(Some((n, self.period_ms.map_or(MIN_TIMESTAMP, |p| n.saturating_mul(p)))))
     }
+    fn remaining(&self) -> Option<u64> {
+        Some(self.to.saturating_sub(self.next).max(0) as u64)
+    }
+    fn next_values(&mut self, max: usize, out: &mut Vec<i64>) -> UserResult<Option<Timestamp>> {
+        if self.period_ms.is_some() {
+            return Ok(None);
+        }
+        let end = self.to.min(self.next.saturating_add(max as i64));
+        out.extend(self.next..end);
+        self.next = end.max(self.next);
+        Ok(Some(MIN_TIMESTAMP))
+    }
 }
 
 impl PTransform<PBegin> for GenerateSequence {

@@ -31,6 +31,20 @@ pub trait BoundedReader: Send + 'static {
     type Output: Element;
     /// The next element and its timestamp, or `None` at the end.
     fn next(&mut self) -> UserResult<Option<(Self::Output, Timestamp)>>;
+    /// Optional bulk read: appends up to `max` next values that share one timestamp to `out`
+    /// and returns that timestamp (with nothing appended at the end of input). `None` (the
+    /// default) means the reader does not read in bulk here, and [`BoundedReader::next`] is
+    /// called instead; a reader may decline at any point.
+    fn next_values(&mut self, _max: usize, _out: &mut Vec<Self::Output>) -> UserResult<Option<Timestamp>> {
+        Ok(None)
+    }
+    /// The exact number of elements left, when known without reading them (an offset-based
+    /// source: a range of numbers, a slice of a list). A runner may then plan how much a batch
+    /// reads before reading it, and read it later in small pieces. `None` (the default): not
+    /// known. A reader that reports a count must deliver exactly that many elements.
+    fn remaining(&self) -> Option<u64> {
+        None
+    }
 }
 
 struct SourceKernel<S>(Arc<S>);
@@ -55,6 +69,12 @@ impl<S: BoundedSource> ErasedBoundedSource for SourceKernel<S> {
 struct ReaderKernel<R>(Option<R>);
 
 impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
+    fn remaining(&self) -> Option<u64> {
+        match &self.0 {
+            Some(r) => r.remaining(),
+            None => Some(0),
+        }
+    }
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, UserError> {
         let Some(reader) = self.0.as_mut() else {
             return Ok(None);
@@ -63,6 +83,19 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
         // batch) until one comes with another timestamp; then all become rows.
         let mut values: Vec<R::Output> =
             crate::kernel::recycle::take_or_start(max.min(MAX_BUNDLE_RESERVE), max.min(FIRST_CHUNK));
+        if let Some(timestamp) = if max > 0 { reader.next_values(max, &mut values)? } else { None } {
+            if values.is_empty() {
+                crate::kernel::recycle::give(values);
+                self.0 = None;
+                return Ok(None);
+            }
+            return Ok(Some(Box::new(UniformBatch {
+                values: fitted(values),
+                timestamp,
+                window: crate::window::Window::Global,
+                pane: crate::pane::PaneInfo::NO_FIRING,
+            })));
+        }
         let mut first_ts = None;
         let mut rows: Option<Vec<WindowedValue<R::Output>>> = None;
         let mut done = false;

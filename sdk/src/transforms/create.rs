@@ -97,6 +97,21 @@ impl<T: Element> BoundedReader for CreateReader<T> {
         self.pos += 1;
         Ok(Some((v.value.clone(), v.timestamp)))
     }
+    fn remaining(&self) -> Option<u64> {
+        Some(self.end.saturating_sub(self.pos) as u64)
+    }
+    fn next_values(&mut self, max: usize, out: &mut Vec<T>) -> UserResult<Option<Timestamp>> {
+        let Some(first) = self.values.get(self.pos).filter(|_| self.pos < self.end) else {
+            return Ok(Some(crate::time::MIN_TIMESTAMP));
+        };
+        let ts = first.timestamp;
+        let run =
+            self.values[self.pos..self.end.min(self.pos.saturating_add(max))].iter().take_while(|v| v.timestamp == ts);
+        let before = out.len();
+        out.extend(run.map(|v| v.value.clone()));
+        self.pos += out.len() - before;
+        Ok(Some(ts))
+    }
 }
 
 impl<T: Element> PTransform<PBegin> for Create<T> {

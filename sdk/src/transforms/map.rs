@@ -8,7 +8,8 @@ use crate::transforms::par_do::ParDo;
 use std::marker::PhantomData;
 
 macro_rules! element_wise {
-    ($(#[$doc:meta])* $name:ident, $fn_name:ident, $bound:path, |$f:ident, $e:ident, $ctx:ident| $body:expr) => {
+    ($(#[$doc:meta])* $name:ident, $fn_name:ident, $bound:path, |$f:ident, $e:ident, $ctx:ident| $body:expr,
+     |$vf:ident, $input:ident, $out:ident| $values:expr) => {
         $(#[$doc])*
         pub struct $name<F, I, O> {
             f: F,
@@ -35,6 +36,11 @@ macro_rules! element_wise {
                 let $f = &self.f;
                 $body
             }
+            #[inline]
+            fn process_values(&mut self, $input: &mut Vec<I>, $out: &mut Vec<O>) -> Option<UserResult> {
+                let $vf = &self.f;
+                Some($values)
+            }
         }
 
         impl<I: Element, O: Element, F: $bound + Clone + Send + 'static> PTransform<PCollection<I>> for $name<F, I, O> {
@@ -51,6 +57,17 @@ element_wise!(
     Map, MapFn, Fn(I) -> O, |f, e, ctx| {
         ctx.output(f(e));
         Ok(())
+    },
+    |f, input, out| {
+        if std::mem::size_of::<I>() == std::mem::size_of::<O>() && std::mem::align_of::<I>() == std::mem::align_of::<O>() {
+            // Collected in place (`I` and `O` have one layout), and moved whole into an empty
+            // `out`.
+            let mapped: Vec<O> = std::mem::take(input).into_iter().map(f).collect();
+            append_values(out, mapped);
+        } else {
+            out.extend(input.drain(..).map(f));
+        }
+        Ok(())
     }
 );
 
@@ -62,6 +79,12 @@ element_wise!(
             ctx.output(o);
         }
         Ok(())
+    },
+    |f, input, out| {
+        for e in input.drain(..) {
+            out.extend(f(e));
+        }
+        Ok(())
     }
 );
 
@@ -71,8 +94,26 @@ element_wise!(
     TryMap, TryMapFn, Fn(I) -> UserResult<O>, |f, e, ctx| {
         ctx.output(f(e)?);
         Ok(())
+    },
+    |f, input, out| {
+        out.reserve(input.len());
+        input.drain(..).try_for_each(|e| {
+            out.push(f(e)?);
+            Ok(())
+        })
     }
 );
+
+/// Appends `values` to `out`, moving the buffer when `out` is empty (its own buffer goes back
+/// for reuse).
+fn append_values<O: Send + 'static>(out: &mut Vec<O>, mut values: Vec<O>) {
+    if out.is_empty() {
+        crate::kernel::recycle::give(std::mem::replace(out, values));
+    } else {
+        out.append(&mut values);
+        crate::kernel::recycle::give(values);
+    }
+}
 
 impl<F, I, O> Map<F, I, O> {
     /// Maps with `f`.
@@ -129,6 +170,13 @@ impl<T: Element, F: Fn(&T) -> bool + Clone + Send + 'static> DoFn for FilterFn<F
             ctx.output(e);
         }
         Ok(())
+    }
+    #[inline]
+    fn process_values(&mut self, input: &mut Vec<T>, out: &mut Vec<T>) -> Option<UserResult> {
+        let mut kept = std::mem::take(input);
+        kept.retain(|e| (self.f)(e));
+        append_values(out, kept);
+        Some(Ok(()))
     }
 }
 
