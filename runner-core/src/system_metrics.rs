@@ -10,8 +10,27 @@ use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::metrics::{MetricName, MetricsContainer};
 use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 
+/// Every system metric's name.
+const NAMES: [&str; 9] = [
+    "elementsIn",
+    "elementsOut",
+    "bytesIn",
+    "bytesOut",
+    "inputWatermark",
+    "outputWatermark",
+    "watermarkLagMs",
+    "stateRows",
+    "stateBytes",
+];
+
+/// The metric `n` (one of [`NAMES`]), built once: these are counted for every bundle of
+/// every step.
 fn name(n: &str) -> Option<Arc<MetricName>> {
-    MetricName::new(crate::operator::SYSTEM_NAMESPACE, n).ok().map(Arc::new)
+    static BUILT: std::sync::OnceLock<Vec<Option<Arc<MetricName>>>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        NAMES.iter().map(|n| MetricName::new(crate::operator::SYSTEM_NAMESPACE, *n).ok().map(Arc::new)).collect()
+    });
+    NAMES.iter().position(|k| *k == n).and_then(|i| built[i].clone())
 }
 
 /// Adds a batch to the step's `elementsIn`/`bytesIn` (or `elementsOut`/`bytesOut`) counters.

@@ -1362,7 +1362,7 @@ impl PartitionTask<'_> {
 /// Elements a fused chain reads from a planned source read at a time: small enough that every
 /// member's input and output stay in cache, large enough to amortize each member's per-bundle
 /// work.
-const DEFERRED_PIECE: usize = 16_384;
+const DEFERRED_PIECE: usize = 32_768;
 
 struct ChainTask<'a> {
     ops: Vec<&'a mut dyn Operator>,

@@ -372,7 +372,7 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         if sample == 0 {
             return 0;
         }
-        let mut buf = Vec::new();
+        let mut buf = Vec::with_capacity(1024);
         for v in b.values().take(sample) {
             // An unencodable element counts as nothing here; encodability is checked elsewhere.
             let _ = self.coder.encode(v, &mut buf);
