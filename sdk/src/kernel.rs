@@ -41,6 +41,10 @@ pub struct UniformBatch<T> {
 }
 
 impl<T> UniformBatch<T> {
+    /// `values` at `timestamp` in the global window, not from any firing (what a source reads).
+    pub fn global(values: Vec<T>, timestamp: Timestamp) -> Self {
+        UniformBatch { values, timestamp, window: Window::Global, pane: PaneInfo::NO_FIRING }
+    }
     /// An empty batch with `values`' room and the metadata of `like`.
     pub fn like<U>(like: &UniformBatch<U>, values: Vec<T>) -> Self {
         UniformBatch { values, timestamp: like.timestamp, window: like.window, pane: like.pane }

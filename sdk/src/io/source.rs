@@ -62,99 +62,110 @@ impl<S: BoundedSource> ErasedBoundedSource for SourceKernel<S> {
         self.0.estimated_size_bytes()
     }
     fn reader(&self) -> Result<Box<dyn ErasedBoundedReader>, UserError> {
-        Ok(Box::new(ReaderKernel(Some(self.0.create_reader()?))))
+        Ok(Box::new(ReaderKernel::new(self.0.create_reader()?)))
     }
 }
 
-struct ReaderKernel<R>(Option<R>);
+struct ReaderKernel<R> {
+    reader: Option<R>,
+    /// Whether the reader has given elements with different timestamps: its bundles are rows
+    /// from then on.
+    varied: bool,
+}
+
+impl<R> ReaderKernel<R> {
+    fn new(reader: R) -> Self {
+        ReaderKernel { reader: Some(reader), varied: false }
+    }
+}
 
 impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
     fn remaining(&self) -> Option<u64> {
-        match &self.0 {
+        match &self.reader {
             Some(r) => r.remaining(),
             None => Some(0),
         }
     }
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, UserError> {
-        let Some(reader) = self.0.as_mut() else {
+        use crate::kernel::recycle;
+        let Some(reader) = self.reader.as_mut() else {
             return Ok(None);
         };
-        // Elements read with the first one's timestamp are kept as bare values (a uniform
-        // batch) until one comes with another timestamp; then all become rows.
-        let mut values: Vec<R::Output> =
-            crate::kernel::recycle::take_or_start(max.min(MAX_BUNDLE_RESERVE), max.min(FIRST_CHUNK));
-        if let Some(timestamp) = if max > 0 { reader.next_values(max, &mut values)? } else { None } {
-            if values.is_empty() {
-                crate::kernel::recycle::give(values);
-                self.0 = None;
-                return Ok(None);
-            }
-            return Ok(Some(Box::new(UniformBatch {
-                values: fitted(values),
-                timestamp,
-                window: crate::window::Window::Global,
-                pane: crate::pane::PaneInfo::NO_FIRING,
-            })));
-        }
-        let mut first_ts = None;
-        let mut rows: Option<Vec<WindowedValue<R::Output>>> = None;
+        let reserve = max.min(MAX_BUNDLE_RESERVE);
         let mut done = false;
-        while values.len() < max {
-            if values.len() == FIRST_CHUNK {
-                // A reader with more than a chunk to give: room for the rest of the bundle at
-                // once instead of doubling (and copying) the buffer several times.
-                values.reserve(max.min(MAX_BUNDLE_RESERVE).saturating_sub(FIRST_CHUNK));
-            }
-            match reader.next()? {
-                Some((v, ts)) if *first_ts.get_or_insert(ts) == ts => values.push(v),
-                Some((v, ts)) => {
-                    let uniform = UniformBatch {
-                        values: std::mem::take(&mut values),
-                        timestamp: first_ts.unwrap_or(ts),
-                        window: crate::window::Window::Global,
-                        pane: crate::pane::PaneInfo::NO_FIRING,
-                    };
-                    let mut r = crate::kernel::Bundle::Uniform(uniform).into_rows();
-                    r.reserve(max.min(MAX_BUNDLE_RESERVE).saturating_sub(r.len()));
-                    r.push(WindowedValue::timestamped(v, ts));
-                    rows = Some(r);
-                    break;
+        let mut rows: Vec<WindowedValue<R::Output>>;
+        if self.varied {
+            rows = recycle::take_or_start(reserve, max.min(FIRST_CHUNK));
+        } else {
+            // Elements with the first one's timestamp are kept as bare values (a uniform
+            // batch) until one comes with another timestamp.
+            let mut values: Vec<R::Output> = recycle::take_or_start(reserve, max.min(FIRST_CHUNK));
+            if let Some(timestamp) = if max > 0 { reader.next_values(max, &mut values)? } else { None } {
+                if values.is_empty() {
+                    recycle::give(values);
+                    self.reader = None;
+                    return Ok(None);
                 }
-                None => {
-                    done = true;
-                    break;
-                }
+                return Ok(Some(Box::new(UniformBatch::global(fitted(values), timestamp))));
             }
-        }
-        if let Some(mut rows) = rows {
-            // The rest of the bundle, as rows.
-            while rows.len() < max {
+            let (mut first_ts, mut odd) = (None, None);
+            while values.len() < max {
+                if values.len() == FIRST_CHUNK {
+                    // A reader with more than a chunk to give: room for the rest of the bundle
+                    // at once instead of doubling (and copying) the buffer several times.
+                    values.reserve(reserve.saturating_sub(FIRST_CHUNK));
+                }
                 match reader.next()? {
-                    Some((v, ts)) => rows.push(WindowedValue::timestamped(v, ts)),
+                    Some((v, ts)) if *first_ts.get_or_insert(ts) == ts => values.push(v),
+                    Some(other) => {
+                        odd = Some(other);
+                        break;
+                    }
                     None => {
                         done = true;
                         break;
                     }
                 }
             }
-            if done {
-                self.0 = None;
+            let Some((v, ts)) = odd else {
+                if done {
+                    self.reader = None;
+                    if values.is_empty() {
+                        recycle::give(values);
+                        return Ok(None);
+                    }
+                }
+                let timestamp = first_ts.unwrap_or(crate::time::MIN_TIMESTAMP);
+                return Ok(Some(Box::new(UniformBatch::global(fitted(values), timestamp))));
+            };
+            // Timestamps vary: this bundle and the reader's next ones are rows.
+            self.varied = true;
+            rows = recycle::take_or_start(reserve, max.min(FIRST_CHUNK).max(values.len() + 1));
+            let first = first_ts.unwrap_or(ts);
+            rows.extend(values.drain(..).map(|v| WindowedValue::timestamped(v, first)));
+            recycle::give(values);
+            rows.push(WindowedValue::timestamped(v, ts));
+        }
+        while rows.len() < max {
+            if rows.len() == FIRST_CHUNK {
+                rows.reserve(reserve.saturating_sub(FIRST_CHUNK));
             }
-            return Ok(Some(Box::new(fitted(rows))));
+            match reader.next()? {
+                Some((v, ts)) => rows.push(WindowedValue::timestamped(v, ts)),
+                None => {
+                    done = true;
+                    break;
+                }
+            }
         }
         if done {
-            self.0 = None;
+            self.reader = None;
+            if rows.is_empty() {
+                recycle::give(rows);
+                return Ok(None);
+            }
         }
-        if values.is_empty() && self.0.is_none() {
-            crate::kernel::recycle::give(values);
-            return Ok(None);
-        }
-        Ok(Some(Box::new(UniformBatch {
-            values: fitted(values),
-            timestamp: first_ts.unwrap_or(crate::time::MIN_TIMESTAMP),
-            window: crate::window::Window::Global,
-            pane: crate::pane::PaneInfo::NO_FIRING,
-        })))
+        Ok(Some(Box::new(fitted(rows))))
     }
 }
 
@@ -322,7 +333,7 @@ mod tests {
     }
 
     fn read_all(items: Vec<(i64, Timestamp)>, max: usize) -> Vec<Batch> {
-        let mut r = ReaderKernel(Some(Listed(items.into_iter())));
+        let mut r = ReaderKernel::new(Listed(items.into_iter()));
         let mut out = Vec::new();
         while let Some(b) = r.read_batch(max).unwrap() {
             out.push(b);
@@ -339,11 +350,12 @@ mod tests {
         let got: Vec<(i64, Timestamp)> =
             b.into_iter().flat_map(|b| downcast_batch::<i64>(b).unwrap()).map(|wv| (wv.value, wv.timestamp)).collect();
         assert_eq!(got, (0..5).map(|i| (i, 3)).collect::<Vec<_>>());
-        // A second timestamp mid-bundle: that bundle is rows, in order, nothing lost.
+        // A second timestamp mid-bundle: that bundle and the reader's later ones are rows, in
+        // order, nothing lost.
         let items = vec![(0, 1), (1, 1), (2, 2), (3, 1), (4, 1), (5, 1)];
         let b = read_all(items.clone(), 4);
         assert!(b[0].is::<Vec<WindowedValue<i64>>>());
-        assert!(b[1].is::<UniformBatch<i64>>());
+        assert!(b[1].is::<Vec<WindowedValue<i64>>>());
         let got: Vec<(i64, Timestamp)> =
             b.into_iter().flat_map(|b| downcast_batch::<i64>(b).unwrap()).map(|wv| (wv.value, wv.timestamp)).collect();
         assert_eq!(got, items);
