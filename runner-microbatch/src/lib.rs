@@ -17,7 +17,11 @@
 //! operators (GroupByKey, Combine.perKey, Deduplicate, stateful ParDo) are preceded by an exchange
 //! that hash-partitions by encoded key. Chains of element-wise transforms run fused (each bundle
 //! through the whole chain before the next), and a grouping operator groups all of a batch's
-//! bundles at once. Composites translated natively: Combine.perKey (one accumulator per key and
+//! bundles at once. A source whose reader knows how many elements it has left (GenerateSequence,
+//! Create) and that feeds a fused chain is read lazily, as Spark's `getBatch` is: the batch's
+//! counts are planned and logged first, and the chain reads the elements in cache-sized pieces,
+//! each through the whole chain. Elements that share one timestamp, window and pane travel as
+//! bare values ([`weir_sdk::kernel::UniformBatch`]), so Map and Filter run tight loops over them. Composites translated natively: Combine.perKey (one accumulator per key and
 //! window; with combiner lifting where windows do not merge and panes are stamped at the end of
 //! the window: each batch's inputs are combined per key and window before the exchange, and only
 //! partial accumulators are encoded, exchanged and merged), CoGroupByKey (inputs encoded and tagged on their way into one grouping node),
