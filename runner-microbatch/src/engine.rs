@@ -1071,12 +1071,33 @@ impl Engine {
             system_metrics::state(&system, rows as usize, bytes as usize, now);
         }
         let mut out_rows = 0;
-        for (port, per_partition) in outputs.into_iter().enumerate() {
+        let grouping = self.plan.nodes[i].op.is_stateful();
+        for (port, mut per_partition) in outputs.into_iter().enumerate() {
             if let Some(&pc) = self.plan.nodes[i].outputs.get(port) {
                 let ops = self.graph.pcollection(pc).ops.clone();
                 for b in per_partition.iter().flatten() {
                     out_rows += ops.len(b);
                     system_metrics::count_batch(&system, &*ops, b, true);
+                }
+                if grouping {
+                    // What a stateful node fires (at the end of a bounded input: every window
+                    // at once) goes on in bundles of groups, so what consumes it learns its
+                    // fan-out on the first and sizes its output for the rest, and a chain
+                    // after it reuses one bundle's buffers for the next.
+                    per_partition = per_partition
+                        .into_iter()
+                        .map(|bs| {
+                            bs.into_iter()
+                                .flat_map(|b| {
+                                    if ops.len(&b) > 2 * FIRED_BUNDLE {
+                                        ops.split(b, FIRED_BUNDLE)
+                                    } else {
+                                        vec![b]
+                                    }
+                                })
+                                .collect()
+                        })
+                        .collect();
                 }
             }
             self.route(i, port, per_partition)?;
@@ -1357,13 +1378,16 @@ impl PartitionTask<'_> {
     }
 }
 
-/// One partition of a fused chain: its operators (one per node, head first) and the head's
-/// input bundles.
+/// Most groups in one bundle of what a stateful node fires.
+const FIRED_BUNDLE: usize = 4096;
+
 /// Elements a fused chain reads from a planned source read at a time: small enough that every
 /// member's input and output stay in cache, large enough to amortize each member's per-bundle
 /// work.
 const DEFERRED_PIECE: usize = 32_768;
 
+/// One partition of a fused chain: its operators (one per node, head first) and the head's
+/// input bundles.
 struct ChainTask<'a> {
     ops: Vec<&'a mut dyn Operator>,
     in_ops: &'a [Arc<dyn CollectionOps>],

@@ -294,15 +294,16 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     }
     fn split(&self, b: Batch, max_len: usize) -> Vec<Batch> {
         let max_len = max_len.max(1);
-        fn chunks<E>(v: Vec<E>, max_len: usize, mut make: impl FnMut(Vec<E>) -> Batch) -> Vec<Batch> {
-            if v.len() <= max_len {
-                return vec![make(v)];
+        /// Pieces cut from the end, so that every element is moved once; the first piece keeps
+        /// the original buffer.
+        fn chunks<E>(mut v: Vec<E>, max_len: usize, mut make: impl FnMut(Vec<E>) -> Batch) -> Vec<Batch> {
+            let mut out: Vec<Batch> = Vec::with_capacity(v.len().div_ceil(max_len).max(1));
+            while v.len() > max_len {
+                let at = (v.len() - 1) / max_len * max_len;
+                out.push(make(v.split_off(at)));
             }
-            let mut out: Vec<Batch> = Vec::new();
-            let mut it = v.into_iter().peekable();
-            while it.peek().is_some() {
-                out.push(make(it.by_ref().take(max_len).collect()));
-            }
+            out.push(make(v));
+            out.reverse();
             out
         }
         match unbox::<T>(b) {
@@ -1039,6 +1040,12 @@ mod tests {
         let bytes = ops.encode_batch(&b).unwrap();
         assert_eq!(bytes, ops.encode_batch(&(Box::new(expanded.clone()) as Batch)).unwrap());
         assert_eq!(rows_of(&ops, &ops.decode_batch(&bytes).unwrap()), expanded);
+        // Rows split into pieces in order, every piece but the last full.
+        let ten: Batch = Box::new((0..10i64).map(|i| WindowedValue::timestamped(i, i)).collect::<Vec<_>>());
+        let pieces = ops.split(ten, 3);
+        assert_eq!(pieces.iter().map(|p| ops.len(p)).collect::<Vec<_>>(), vec![3, 3, 3, 1]);
+        let values: Vec<i64> = pieces.iter().flat_map(|p| rows_of(&ops, p)).map(|wv| wv.value).collect();
+        assert_eq!(values, (0..10).collect::<Vec<_>>());
         // Split stays uniform; concat of parts with one metadata too, else rows.
         let parts = ops.split(ops.clone_batch(&b), 2);
         assert_eq!(parts.len(), 2);

@@ -391,3 +391,24 @@ fn a_reader_short_of_its_reported_count_is_an_error() {
     let err = Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap_err().to_string();
     assert!(err.contains("Lying") && err.contains("1 elements short"), "{err}");
 }
+
+/// What a grouping node fires at the end of a bounded input (here 20 000 groups, more than one
+/// bundle of them) reaches the nodes after it whole, in pieces.
+#[test]
+fn many_fired_groups_are_delivered_whole() {
+    weir_tests::register_runners();
+    for parallelism in ["1", "3"] {
+        let p = Pipeline::new(
+            PipelineOptions::from_args(["--runner", "microbatch", "--parallelism", parallelism]).unwrap(),
+        );
+        let sizes = p
+            .apply("Create", Create::of(0..60_000i64))
+            .apply("Key", Map::new(|x: i64| KV::new(x % 20_000, x)))
+            .apply("Group", GroupByKey::create())
+            .apply("Size", Map::new(|kv: KV<i64, Vec<i64>>| KV::new(kv.value.len() as i64, 1i64)))
+            .apply("Totals", Sum::per_key());
+        // Every one of the 20 000 groups, each with its 3 values.
+        assert_that(&sizes).contains_in_any_order(vec![KV::new(3, 20_000)]);
+        assert_eq!(Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap(), PipelineState::Done);
+    }
+}

@@ -106,7 +106,16 @@ impl postcard::ser_flavors::Flavor for AppendVec<'_> {
     type Output = ();
     #[inline(always)]
     fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
-        self.0.extend_from_slice(data);
+        if data.len() <= 10 {
+            // Varints (postcard writes each through here): a call to memcpy costs more than
+            // copying a few bytes.
+            self.0.reserve(10);
+            for &b in data {
+                self.0.push(b);
+            }
+        } else {
+            self.0.extend_from_slice(data);
+        }
         Ok(())
     }
     #[inline(always)]
