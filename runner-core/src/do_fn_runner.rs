@@ -42,6 +42,9 @@ pub struct DoFnRunner {
     step: String,
     instance: Box<dyn ErasedDoFn>,
     outputs: Vec<Arc<dyn CollectionOps>>,
+    /// Elements each additional output got in the last bundle: the room its buffer starts with
+    /// in the next (the main output's room is the DoFn kernel's to size).
+    last_sizes: Vec<usize>,
     state: Lifecycle,
 }
 
@@ -52,6 +55,7 @@ impl DoFnRunner {
             step: node.full_name.clone(),
             instance: (payload.factory)(),
             outputs: node.outputs.iter().map(|&o| graph.pcollection(o).ops.clone()).collect(),
+            last_sizes: vec![0; node.outputs.len()],
             state: Lifecycle::New,
         }
     }
@@ -117,10 +121,19 @@ impl DoFnRunner {
             self.state = Lifecycle::SetUp;
             guarded(&step, "setup", || self.instance.setup())?;
         }
-        let mut outputs: Vec<Batch> = self.outputs.iter().map(|o| o.empty()).collect();
+        let mut outputs: Vec<Batch> = self
+            .outputs
+            .iter()
+            .zip(&self.last_sizes)
+            .enumerate()
+            .map(|(i, (o, &n))| if i == 0 || n == 0 { o.empty() } else { o.empty_with_capacity(n) })
+            .collect();
         guarded(&step, "start_bundle", || self.instance.start_bundle())?;
         body(&step, self.instance.as_mut(), &mut outputs)?;
         guarded(&step, "finish_bundle", || self.instance.finish_bundle(&mut outputs))?;
+        for ((size, o), b) in self.last_sizes.iter_mut().zip(&self.outputs).zip(&outputs).skip(1) {
+            *size = o.len(b);
+        }
         Ok(outputs)
     }
 

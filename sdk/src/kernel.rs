@@ -181,6 +181,11 @@ pub trait CollectionOps: Send + Sync {
     fn type_name(&self) -> &'static str;
     /// A new empty batch.
     fn empty(&self) -> Batch;
+    /// A new empty batch with room for `n` elements (a recycled buffer when one fits).
+    fn empty_with_capacity(&self, n: usize) -> Batch {
+        let _ = n;
+        self.empty()
+    }
     /// Number of elements in a batch.
     fn len(&self, b: &Batch) -> usize;
     /// A copy of a batch (for a PCollection with several consumers).
@@ -245,6 +250,9 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     }
     fn empty(&self) -> Batch {
         Box::new(Vec::<WindowedValue<T>>::new())
+    }
+    fn empty_with_capacity(&self, n: usize) -> Batch {
+        Box::new(recycle::take::<WindowedValue<T>>(n))
     }
     fn len(&self, b: &Batch) -> usize {
         batch_ref::<T>(b).len()

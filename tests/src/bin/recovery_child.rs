@@ -4,7 +4,8 @@
 //! key (i % 3) in 100 ms windows on the micro-batch runner with a checkpoint directory, and writes
 //! `key window-start sum` lines with the exactly-once JSON-lines sink. Crash injection comes from
 //! `WEIR_CRASH_AT` (see the runner's fault points); the `variant` argument builds a pipeline with a
-//! different stateful shape, which a checkpoint of the normal one must refuse.
+//! different stateful shape, which a checkpoint of the normal one must refuse. With
+//! `WEIR_CHILD_SOURCE=bounded` the numbers come from a bounded `GenerateSequence` instead.
 
 use std::time::Duration;
 use weir_sdk::io::{ReadUnbounded, WriteJsonLines};
@@ -49,8 +50,13 @@ fn main() {
         }
     };
     let p = Pipeline::new(options);
-    let windowed = p
-        .apply("Read", ReadUnbounded::from(Numbers::new(Some(events), false)))
+    // WEIR_CHILD_SOURCE=bounded: the same numbers from a bounded source (planned reads).
+    let numbers = if std::env::var("WEIR_CHILD_SOURCE").as_deref() == Ok("bounded") {
+        p.apply("Read", weir_sdk::io::GenerateSequence::from_to(0, events).with_timestamps_every(10))
+    } else {
+        p.apply("Read", ReadUnbounded::from(Numbers::new(Some(events), false)))
+    };
+    let windowed = numbers
         .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
         .apply("Key", Map::new(|i: i64| KV::new(i % 3, i)));
     let summed = if args.get(4).map(String::as_str) == Some("variant") {
