@@ -195,6 +195,9 @@ struct NodeRt {
     sink_buffers: Vec<Vec<u8>>,
     /// For batch sinks: the batch's output, delivered at commit.
     sink_batches: Vec<Batch>,
+    /// For a natively translated CoGroupByKey: per input, the rows and bytes its last batch
+    /// encoded to.
+    encoded_sizes: HashMap<PCollectionId, (usize, usize)>,
     /// State rows and bytes of the operators as of their last watermark advance, measured
     /// once per batch for the metrics and the progress report (`None`: not measured yet).
     state_size: Option<(u64, u64)>,
@@ -318,6 +321,7 @@ impl Engine {
                 side_pending: Vec::new(),
                 sink_buffers: (0..partitions).map(|_| Vec::new()).collect(),
                 sink_batches: Vec::new(),
+                encoded_sizes: HashMap::new(),
                 state_size: None,
             });
         }
@@ -829,11 +833,14 @@ impl Engine {
             )?;
         let name = spec.name.clone();
         // The bundles of one call are encoded into one batch and partitioned once: the
-        // grouping operator then takes few, large batches as they are.
-        let mut rows = EncodedKvBatch::default();
+        // grouping operator then takes few, large batches as they are. The batch starts with
+        // room for what this input gave last time, in buffers the grouping operator gave back.
+        let (hint_rows, hint_bytes) = self.nodes[c].encoded_sizes.get(&pc).copied().unwrap_or_default();
+        let mut rows = EncodedKvBatch::with_capacity(hint_rows, hint_bytes);
         for b in batches {
             encoder.encode(b, &mut rows).map_err(|source| Error::Coder { step: name.clone(), source })?;
         }
+        self.nodes[c].encoded_sizes.insert(pc, (rows.rows.len(), rows.data.len()));
         self.exchange_encoded(c, rows);
         Ok(())
     }

@@ -622,19 +622,33 @@ impl EncodedKvBatch {
         Ok(())
     }
 
-    /// Appends the rows of `other` (moving its buffer when this batch is empty).
-    pub fn extend(&mut self, other: EncodedKvBatch) {
+    /// An empty batch with room for `rows` rows of `bytes` bytes in all, in recycled buffers
+    /// when there are some that size.
+    pub fn with_capacity(rows: usize, bytes: usize) -> Self {
+        EncodedKvBatch { data: recycle::take(bytes), rows: recycle::take(rows) }
+    }
+
+    /// Gives the batch's buffers back for reuse.
+    pub fn recycle(self) {
+        recycle::give(self.data);
+        recycle::give(self.rows);
+    }
+
+    /// Appends the rows of `other` (moving its buffers when this batch is empty); the buffers
+    /// left over go back for reuse.
+    pub fn extend(&mut self, mut other: EncodedKvBatch) {
         if self.rows.is_empty() {
-            *self = other;
+            std::mem::replace(self, other).recycle();
             return;
         }
         let base = self.data.len();
         self.data.extend_from_slice(&other.data);
-        self.rows.extend(other.rows.into_iter().map(|mut r| {
+        self.rows.extend(other.rows.drain(..).map(|mut r| {
             r.key = (r.key.0 + base, r.key.1 + base);
             r.value = (r.value.0 + base, r.value.1 + base);
             r
         }));
+        other.recycle();
     }
 
     /// Splits the rows into `n` batches by the partition of their encoded key (as
@@ -647,6 +661,7 @@ impl EncodedKvBatch {
         for r in &self.rows {
             parts[partition_of(&self.data[r.key.0..r.key.1], n)].push_copy(&self.data, r);
         }
+        self.recycle();
         parts
     }
 
