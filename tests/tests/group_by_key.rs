@@ -104,7 +104,13 @@ conformance! {
         let joined = KeyedPCollectionTuple::of(&emails, &pe).and(&phones, &pp).apply("Join", CoGroupByKey);
         let (e, ph) = (emails.clone(), phones.clone());
         let rendered = joined.apply("Render", TryMap::new(move |kv: KV<String, CoGbkResult>| -> UserResult<(String, Vec<String>, Vec<String>)> {
-            Ok((kv.key, sorted(kv.value.get_all(&e)?), sorted(kv.value.get_all(&ph)?)))
+            // Read in place (borrowed &str), the values are the same as decoded whole.
+            let borrowed: Vec<&str> = kv.value.get_all_borrowed(&ph)?;
+            let phones = kv.value.get_all(&ph)?;
+            if borrowed != phones.iter().map(String::as_str).collect::<Vec<_>>() {
+                return Err(format!("borrowed {borrowed:?} differ from decoded {phones:?}").into());
+            }
+            Ok((kv.key, sorted(kv.value.get_all(&e)?), sorted(phones)))
         }));
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_that(&rendered).contains_in_any_order(vec![

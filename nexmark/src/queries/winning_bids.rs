@@ -178,17 +178,59 @@ impl crate::queries::KnownSize for SellerPrice {
 /// Whether bid `a` beats bid `b` for an auction: Beam's `PRICE_THEN_DESCENDING_TIME` (higher
 /// price, then earlier time), then — where Beam keeps whichever came first — the lower bidder
 /// and the smaller `extra`, so that the winner does not depend on arrival order.
-pub fn beats(a: &Bid, b: &Bid) -> bool {
-    a.price.cmp(&b.price).then(b.date_time.cmp(&a.date_time)).then(b.bidder.cmp(&a.bidder)).then(b.extra.cmp(&a.extra))
-        == Ordering::Greater
+pub fn beats<B: Ranked>(a: &B, b: &B) -> bool {
+    let (a, b) = (a.rank(), b.rank());
+    a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(b.3.cmp(a.3)) == Ordering::Greater
+}
+
+/// What ranks a bid: price, time, bidder and `extra`.
+pub trait Ranked {
+    /// (price, date_time, bidder, extra).
+    fn rank(&self) -> (i64, i64, i64, &str);
+}
+
+impl Ranked for Bid {
+    fn rank(&self) -> (i64, i64, i64, &str) {
+        (self.price, self.date_time, self.bidder, &self.extra)
+    }
+}
+
+/// A bid read in place from a CoGroupByKey result ([`CoGbkResult::get_all_borrowed`]): its
+/// fields in [`Bid`]'s order, `extra` borrowed.
+#[derive(Deserialize)]
+struct BidRef<'a> {
+    auction: i64,
+    bidder: i64,
+    price: i64,
+    date_time: i64,
+    #[serde(borrow)]
+    extra: &'a str,
+}
+
+impl Ranked for BidRef<'_> {
+    fn rank(&self) -> (i64, i64, i64, &str) {
+        (self.price, self.date_time, self.bidder, self.extra)
+    }
+}
+
+impl BidRef<'_> {
+    fn to_bid(&self) -> Bid {
+        Bid {
+            auction: self.auction,
+            bidder: self.bidder,
+            price: self.price,
+            date_time: self.date_time,
+            extra: self.extra.to_string(),
+        }
+    }
 }
 
 /// The winning bid of `auction` among `bids` (all placed before it expired): the best bid at or
 /// above the reserve, if any.
-pub fn winner<'a>(auction: &Auction, bids: impl IntoIterator<Item = &'a Bid>) -> Option<&'a Bid> {
-    let mut best: Option<&Bid> = None;
+pub fn winner<'a, B: Ranked>(auction: &Auction, bids: impl IntoIterator<Item = &'a B>) -> Option<&'a B> {
+    let mut best: Option<&B> = None;
     for bid in bids {
-        if bid.price >= auction.reserve && best.is_none_or(|b| beats(bid, b)) {
+        if bid.rank().0 >= auction.reserve && best.is_none_or(|b| beats(bid, b)) {
             best = Some(bid);
         }
     }
@@ -215,7 +257,8 @@ impl DoFn for Join {
             self.no_auction.inc();
             return Ok(());
         };
-        let bids = kv.value.get_all(&self.bids)?;
+        // Bids are looked at in place; only the winner is built.
+        let bids: Vec<BidRef<'_>> = kv.value.get_all_borrowed(&self.bids)?;
         if let Some(late) = bids.iter().find(|b| b.date_time >= auction.expires) {
             return Err(format!(
                 "bid at {} merged into auction {} which expired at {}",
@@ -226,7 +269,7 @@ impl DoFn for Join {
         self.under_reserve.inc_by(bids.iter().filter(|b| b.price < auction.reserve).count() as i64);
         match winner(&auction, &bids) {
             Some(best) => {
-                let bid = best.clone();
+                let bid = best.to_bid();
                 ctx.output(AuctionBid { auction, bid });
             }
             None => self.no_valid_bids.inc(),

@@ -61,13 +61,29 @@ impl CoGbkResult {
 
     /// All values of the input tagged `tag` (empty if it had none for this key).
     pub fn get_all<V: Element>(&self, tag: &TupleTag<V>) -> Result<Vec<V>, CoderError> {
-        let i = self
-            .tags
-            .iter()
-            .position(|t| t == tag.id())
-            .ok_or_else(|| CoderError::new(format!("CoGbkResult has no tag '{}'", tag.id())))?;
+        let i = self.tag_index(tag.id())?;
         let coder = ElementCoder::<V>::new();
         self.encoded(i).map(|b| coder.decode_outer(b)).collect()
+    }
+    /// All values of the input tagged `tag`, each decoded as `B`: a type serialized as `V` is
+    /// (the same fields in the same order) whose fields may borrow from this result, such as
+    /// `&str` for a `String`. Looking at many large values then allocates and copies nothing
+    /// per value; [`CoGbkResult::get_all`] decodes them whole.
+    pub fn get_all_borrowed<'a, V: Element, B: serde::Deserialize<'a>>(
+        &'a self,
+        tag: &TupleTag<V>,
+    ) -> Result<Vec<B>, CoderError> {
+        let i = self.tag_index(tag.id())?;
+        // Values are encoded by ElementCoder: postcard's serde form (integers included).
+        self.encoded(i)
+            .map(|b| {
+                postcard::from_bytes(b)
+                    .map_err(|e| CoderError::new(format!("cannot decode a value of tag '{}': {e}", tag.id())))
+            })
+            .collect()
+    }
+    fn tag_index(&self, id: &str) -> Result<usize, CoderError> {
+        self.tags.iter().position(|t| t == id).ok_or_else(|| CoderError::new(format!("CoGbkResult has no tag '{id}'")))
     }
     /// The single value of `tag`, `None` if there is none, an error if there are several.
     pub fn get_only<V: Element>(&self, tag: &TupleTag<V>) -> Result<Option<V>, CoderError> {
