@@ -795,9 +795,12 @@ impl GroupAlsoByWindow {
                 self.ensure_window(key, *merged);
                 continue;
             }
-            states.extend(self.remove_window(key, merged));
+            // The merged window's own state, if it had one: its timers and hold are queued.
+            let own = self.remove_window(key, merged);
+            let queued = own.as_ref().map(|s| s.hold);
+            states.extend(own);
             let state = self.merge_states(merged, states)?;
-            self.install(key, *merged, state);
+            self.install(key, *merged, state, queued);
         }
         for w in fresh.into_iter().filter(|w| !placed.contains(w)) {
             self.ensure_window(key, w);
@@ -855,8 +858,12 @@ impl GroupAlsoByWindow {
         Ok(out)
     }
 
-    /// Puts a (merged) window state in place with its timers and hold.
-    fn install(&mut self, key: &[u8], window: Window, mut state: WindowState) {
+    /// Puts a (merged) window state in place with its timers and hold. `queued` is the hold of
+    /// the window's previous state when it had one just before: its event timers are queued
+    /// already (they are never removed early, and time only moves on), and so is that hold (a
+    /// live window's hold always has its entry in the queue), so a session or auction window
+    /// that absorbs new elements every batch does not queue them again every batch.
+    fn install(&mut self, key: &[u8], window: Window, mut state: WindowState, queued: Option<Option<Timestamp>>) {
         state.pt_timer = self.machine.next_processing_time(&state.trigger, self.processing_time);
         state.updated_in = self.epoch;
         self.changes.updated += 1;
@@ -871,12 +878,14 @@ impl GroupAlsoByWindow {
         if windows.insert(window, state) {
             self.windows += 1;
         }
-        self.event_timer((window.max_timestamp(), k.clone(), window));
-        let gc = self.strategy.gc_time(&window);
-        if gc != window.max_timestamp() {
-            self.event_timer((gc, k.clone(), window));
+        if queued.is_none() {
+            self.event_timer((window.max_timestamp(), k.clone(), window));
+            let gc = self.strategy.gc_time(&window);
+            if gc != window.max_timestamp() {
+                self.event_timer((gc, k.clone(), window));
+            }
         }
-        if let Some(h) = hold {
+        if let (Some(h), true) = (hold, queued != Some(hold)) {
             self.holds.push(Reverse((h, k.clone(), window)));
         }
         if let Some(t) = pt {
