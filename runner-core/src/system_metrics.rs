@@ -23,14 +23,16 @@ const NAMES: [&str; 9] = [
     "stateBytes",
 ];
 
-/// The metric `n` (one of [`NAMES`]), built once: these are counted for every bundle of
-/// every step.
+/// The metric `n`: one of [`NAMES`] is built once (these are counted for every bundle of every
+/// step), any other each time.
 fn name(n: &str) -> Option<Arc<MetricName>> {
+    let build = |n: &str| MetricName::new(crate::operator::SYSTEM_NAMESPACE, n).ok().map(Arc::new);
     static BUILT: std::sync::OnceLock<Vec<Option<Arc<MetricName>>>> = std::sync::OnceLock::new();
-    let built = BUILT.get_or_init(|| {
-        NAMES.iter().map(|n| MetricName::new(crate::operator::SYSTEM_NAMESPACE, *n).ok().map(Arc::new)).collect()
-    });
-    NAMES.iter().position(|k| *k == n).and_then(|i| built[i].clone())
+    let built = BUILT.get_or_init(|| NAMES.iter().map(|n| build(n)).collect());
+    match NAMES.iter().position(|k| *k == n) {
+        Some(i) => built[i].clone(),
+        None => build(n),
+    }
 }
 
 /// Adds a batch to the step's `elementsIn`/`bytesIn` (or `elementsOut`/`bytesOut`) counters.

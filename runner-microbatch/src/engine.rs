@@ -260,6 +260,8 @@ pub(crate) struct Engine {
     fused_follower: Vec<bool>,
     /// Event-time stats of the elements planned reads delivered in this batch.
     deferred_stats: TsStats,
+    /// Per node: a source whose reads are planned and left to the chain it feeds.
+    defer_reads: Vec<bool>,
 }
 
 type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
@@ -359,7 +361,9 @@ impl Engine {
             fused_follower,
             chains,
             deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
+            defer_reads: Vec::new(),
         };
+        engine.defer_reads = (0..engine.nodes.len()).map(|i| engine.defers_reads(i)).collect();
         if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }
@@ -433,12 +437,9 @@ impl Engine {
         Ok(())
     }
 
-    /// A copy of every node's pending input (the batch's data, before it is processed).
-    /// The input watermark of node `i`: the minimum output watermark of its main inputs'
-    /// producers.
     /// Whether source node `i` plans its reads and leaves the reading to the fused chain it
     /// feeds: it has one consumer, the head of a chain, and a failed batch is not retried (a
-    /// retry needs the batch's input kept whole).
+    /// retry needs the batch's input kept whole). Decided once, with the plan.
     fn defers_reads(&self, i: usize) -> bool {
         let Some(pc) = self.plan.nodes[i].outputs.first() else { return false };
         match self.consumers.get(pc).map(Vec::as_slice) {
@@ -447,6 +448,8 @@ impl Engine {
         }
     }
 
+    /// The input watermark of node `i`: the minimum output watermark of its main inputs'
+    /// producers.
     fn upstream_watermark(&self, i: usize) -> Timestamp {
         self.plan.nodes[i]
             .inputs
@@ -473,6 +476,7 @@ impl Engine {
         spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone())
     }
 
+    /// A copy of every node's pending input (the batch's data, before it is processed).
     fn clone_pending(&self) -> BatchInput {
         self.nodes
             .iter()
@@ -672,20 +676,16 @@ impl Engine {
         let mut ts_stats: TsStats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
         self.deferred_stats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
         for i in 0..self.nodes.len() {
-            if self.nodes[i].source.is_none() {
-                continue;
-            }
+            let Some(src) = self.nodes[i].source.as_mut() else { continue };
             // User code in sources runs with the step's metrics container bound.
             let container = MetricsContainerImpl::new();
             let name = self.plan.nodes[i].name.clone();
             let counts = replay
                 .as_ref()
                 .map(|r| r.sources.iter().find(|s| s.name == name).map(|s| s.counts.clone()).unwrap_or_default());
-            let defer = self.defers_reads(i);
-            let Some(src) = self.nodes[i].source.as_mut() else { continue };
             let sb = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(self.partitions, max, counts.as_deref(), &mut self.clock, defer)
+                src.next(self.partitions, max, counts.as_deref(), &mut self.clock, self.defer_reads[i])
             };
             if let (Ok(sb), Some(&pc)) = (&sb, self.plan.nodes[i].outputs.first()) {
                 let ops = self.graph.pcollection(pc).ops.clone();
@@ -1091,20 +1091,7 @@ impl Engine {
                     // at once) goes on in bundles of groups, so what consumes it learns its
                     // fan-out on the first and sizes its output for the rest, and a chain
                     // after it reuses one bundle's buffers for the next.
-                    per_partition = per_partition
-                        .into_iter()
-                        .map(|bs| {
-                            bs.into_iter()
-                                .flat_map(|b| {
-                                    if ops.len(&b) > 2 * FIRED_BUNDLE {
-                                        ops.split(b, FIRED_BUNDLE)
-                                    } else {
-                                        vec![b]
-                                    }
-                                })
-                                .collect()
-                        })
-                        .collect();
+                    per_partition = per_partition.into_iter().map(|bs| in_fired_bundles(&*ops, bs)).collect();
                 }
             }
             self.route(i, port, per_partition)?;
@@ -1387,6 +1374,20 @@ impl PartitionTask<'_> {
 
 /// Most groups in one bundle of what a stateful node fires.
 const FIRED_BUNDLE: usize = 4096;
+
+/// `bundles` with every one of more than twice [`FIRED_BUNDLE`] elements split into bundles of
+/// that many.
+fn in_fired_bundles(ops: &dyn CollectionOps, bundles: Vec<Batch>) -> Vec<Batch> {
+    let mut out = Vec::with_capacity(bundles.len());
+    for b in bundles {
+        if ops.len(&b) > 2 * FIRED_BUNDLE {
+            out.extend(ops.split(b, FIRED_BUNDLE));
+        } else {
+            out.push(b);
+        }
+    }
+    out
+}
 
 /// Elements a fused chain reads from a planned source read at a time: small enough that every
 /// member's input and output stay in cache, large enough to amortize each member's per-bundle

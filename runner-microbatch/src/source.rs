@@ -90,13 +90,13 @@ impl DeferredRead {
     ) -> Result<()> {
         let mut left = self.count;
         while left > 0 {
-            let b = {
+            let (b, n) = {
                 let _scope = weir_sdk::metrics::scoped_container(metrics.clone());
                 let mut slot = lock(&self.reader);
                 let b = guarded(&self.step, "read", || slot.reader.read_batch(left.min(piece)))?;
                 let n = b.as_ref().map_or(0, |b| self.ops.len(b));
                 slot.delivered += n as u64;
-                b.filter(|_| n > 0)
+                (b.filter(|_| n > 0), n)
             };
             let Some(b) = b else {
                 return Err(weir_sdk::Error::execution(
@@ -104,7 +104,6 @@ impl DeferredRead {
                     format!("read failed: the reader ended {left} elements short of the count it reported remaining"),
                 ));
             };
-            let n = self.ops.len(&b);
             left = left.saturating_sub(n);
             weir_runner_core::system_metrics::count_batch(metrics, &*self.ops, &b, true);
             add_stats(stats, self.ops.timestamp_stats(&b));

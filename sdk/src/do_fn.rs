@@ -391,28 +391,24 @@ impl<F: DoFn> DoFnKernel<F> {
             return self.process_batch(Box::new(rows), outputs, sides);
         };
         let before = values.len();
-        let mut ctx = ProcessContext {
-            sides,
-            state: stateless(),
-            timestamp: input.timestamp,
-            window: input.window,
-            pane: input.pane,
-            skew: self.fn_.allowed_timestamp_skew_millis(),
-            out: Outputs { main: &mut spill, values: Some(values), tagged, tag_ids: &self.tag_ids },
-        };
-        let bulk = match ctx.out.values.as_deref_mut() {
-            Some(values) => self.fn_.process_values(&mut input.values, values),
-            None => None,
-        };
-        match bulk {
+        match self.fn_.process_values(&mut input.values, values) {
             Some(result) => result?,
             None => {
+                let mut ctx = ProcessContext {
+                    sides,
+                    state: stateless(),
+                    timestamp: input.timestamp,
+                    window: input.window,
+                    pane: input.pane,
+                    skew: self.fn_.allowed_timestamp_skew_millis(),
+                    out: Outputs { main: &mut spill, values: Some(&mut *values), tagged, tag_ids: &self.tag_ids },
+                };
                 for v in input.values.drain(..) {
                     self.fn_.process(v, &mut ctx)?;
                 }
             }
         }
-        let produced = ctx.out.values.as_ref().map_or(0, |v| v.len() - before) + ctx.out.main.len();
+        let produced = values.len() - before + spill.len();
         crate::kernel::recycle::give(input.values);
         if n > 0 {
             self.fan_out = (produced as f64 / n as f64).clamp(0.0, 1024.0);

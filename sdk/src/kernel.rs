@@ -91,12 +91,24 @@ impl<T: Send + 'static> Bundle<T> {
     pub fn into_rows(self) -> Vec<WindowedValue<T>> {
         match self {
             Bundle::Rows(r) => r,
+            uniform => {
+                let mut rows: Vec<WindowedValue<T>> = recycle::take(uniform.len());
+                uniform.append_rows_to(&mut rows);
+                rows
+            }
+        }
+    }
+    /// Appends one windowed value per element to `rows` (emptied buffers go back for reuse).
+    fn append_rows_to(self, rows: &mut Vec<WindowedValue<T>>) {
+        match self {
+            Bundle::Rows(mut r) => {
+                rows.append(&mut r);
+                recycle::give(r);
+            }
             Bundle::Uniform(mut u) => {
-                let mut rows: Vec<WindowedValue<T>> = recycle::take(u.values.len());
                 let (timestamp, window, pane) = (u.timestamp, u.window, u.pane);
                 rows.extend(u.values.drain(..).map(|value| WindowedValue { value, timestamp, window, pane }));
                 recycle::give(u.values);
-                rows
             }
         }
     }
@@ -118,13 +130,6 @@ impl<T: Send + 'static> Bundle<T> {
             }
         }
         Ok(())
-    }
-    /// Boxes the bundle again.
-    pub fn into_batch(self) -> Batch {
-        match self {
-            Bundle::Rows(r) => Box::new(r),
-            Bundle::Uniform(u) => Box::new(u),
-        }
     }
 }
 
@@ -159,18 +164,19 @@ impl<'a, T> BatchRef<'a, T> {
             BatchRef::Uniform(u) => u.values.len(),
         }
     }
-    /// The values, in order.
-    fn values(&self) -> Box<dyn Iterator<Item = &'a T> + 'a> {
-        match *self {
-            BatchRef::Rows(r) => Box::new(r.iter().map(|wv| &wv.value)),
-            BatchRef::Uniform(u) => Box::new(u.values.iter()),
-        }
+    /// The values, in order (one of the two slices is empty: no dynamic dispatch per value).
+    fn values(&self) -> impl Iterator<Item = &'a T> + 'a {
+        let (rows, values): (&'a [WindowedValue<T>], &'a [T]) = match *self {
+            BatchRef::Rows(r) => (r, &[]),
+            BatchRef::Uniform(u) => (&[], &u.values),
+        };
+        rows.iter().map(|wv| &wv.value).chain(values)
     }
-    /// Every element's value, timestamp, window and pane, in order.
-    fn for_each(&self, mut f: impl FnMut(&T, Timestamp, &Window, &PaneInfo)) {
+    /// Calls `f` with every element's value, timestamp, window and pane, in order.
+    fn try_for_each<E>(&self, mut f: impl FnMut(&T, Timestamp, &Window, &PaneInfo) -> Result<(), E>) -> Result<(), E> {
         match self {
-            BatchRef::Rows(r) => r.iter().for_each(|wv| f(&wv.value, wv.timestamp, &wv.window, &wv.pane)),
-            BatchRef::Uniform(u) => u.values.iter().for_each(|v| f(v, u.timestamp, &u.window, &u.pane)),
+            BatchRef::Rows(r) => r.iter().try_for_each(|wv| f(&wv.value, wv.timestamp, &wv.window, &wv.pane)),
+            BatchRef::Uniform(u) => u.values.iter().try_for_each(|v| f(v, u.timestamp, &u.window, &u.pane)),
         }
     }
 }
@@ -264,38 +270,25 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         }
     }
     fn concat(&self, parts: Vec<Batch>) -> Batch {
-        let mut parts: Vec<Bundle<T>> = parts.into_iter().map(unbox).filter(|p| !p.is_empty()).collect();
+        let parts: Vec<Bundle<T>> = parts.into_iter().map(unbox).filter(|p| !p.is_empty()).collect();
         // Uniform parts with one metadata stay uniform.
         if let Some(Bundle::Uniform(first)) = parts.first() {
             if parts.iter().all(|p| matches!(p, Bundle::Uniform(u) if u.same_metadata(first))) {
-                let mut out: Option<UniformBatch<T>> = None;
-                for p in parts {
-                    let Bundle::Uniform(u) = p else { unreachable!("checked above") };
-                    match out.as_mut() {
-                        None => out = Some(u),
-                        Some(o) => o.values.extend(u.values),
-                    }
-                }
-                return Box::new(out.expect("at least one part"));
+                let mut uniforms = parts.into_iter().map(|p| match p {
+                    Bundle::Uniform(u) => u,
+                    Bundle::Rows(_) => unreachable!("all parts are uniform"),
+                });
+                let mut out = uniforms.next().expect("a first part");
+                uniforms.for_each(|u| out.values.extend(u.values));
+                return Box::new(out);
             }
-        }
-        if parts.len() == 1 {
-            return Box::new(parts.pop().expect("one part").into_rows());
         }
         let mut out: Vec<WindowedValue<T>> = Vec::new();
         for p in parts {
             if out.is_empty() {
                 out = p.into_rows();
             } else {
-                match p {
-                    Bundle::Rows(r) => out.extend(r),
-                    Bundle::Uniform(u) => out.extend(u.values.into_iter().map(|v| WindowedValue {
-                        value: v,
-                        timestamp: u.timestamp,
-                        window: u.window,
-                        pane: u.pane,
-                    })),
-                }
+                p.append_rows_to(&mut out);
             }
         }
         Box::new(out)
@@ -396,18 +389,14 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         let b = batch_ref::<T>(b);
         let mut out = Vec::new();
         crate::coders::write_varint(b.len() as u64, &mut out);
-        let mut result = Ok(());
-        b.for_each(|value, timestamp, window, pane| {
-            if result.is_ok() {
-                result = self.coder.encode(value, &mut out).and_then(|()| {
-                    let meta = postcard::to_stdvec(&(timestamp, window, pane))
-                        .map_err(|e| CoderError::new(format!("cannot encode element metadata: {e}")))?;
-                    out.extend_from_slice(&meta);
-                    Ok(())
-                });
-            }
-        });
-        result.map(|()| out)
+        b.try_for_each(|value, timestamp, window, pane| {
+            self.coder.encode(value, &mut out)?;
+            let meta = postcard::to_stdvec(&(timestamp, window, pane))
+                .map_err(|e| CoderError::new(format!("cannot encode element metadata: {e}")))?;
+            out.extend_from_slice(&meta);
+            Ok(())
+        })?;
+        Ok(out)
     }
     fn decode_batch(&self, bytes: &[u8]) -> Result<Batch, CoderError> {
         let mut rest = bytes;

@@ -101,10 +101,10 @@ impl<T: Element> BoundedReader for CreateReader<T> {
         Some(self.end.saturating_sub(self.pos) as u64)
     }
     fn next_values(&mut self, max: usize, out: &mut Vec<T>) -> UserResult<Option<Timestamp>> {
-        let Some(first) = self.values.get(self.pos).filter(|_| self.pos < self.end) else {
-            return Ok(Some(crate::time::MIN_TIMESTAMP));
-        };
-        let ts = first.timestamp;
+        if self.pos >= self.end {
+            return Ok(Some(MIN_TIMESTAMP));
+        }
+        let ts = self.values[self.pos].timestamp;
         let run =
             self.values[self.pos..self.end.min(self.pos.saturating_add(max))].iter().take_while(|v| v.timestamp == ts);
         let before = out.len();
