@@ -13,7 +13,7 @@ use crate::trigger::{TriggerContext, TriggerMachine, TriggerState};
 use crate::watermark::Watermarks;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use weir_sdk::kernel::{Batch, CombineKernel, EncodedGroup, EncodedKvBatch, GroupKernel};
@@ -159,60 +159,125 @@ impl std::fmt::Debug for Key {
 
 type TimerKey = (Timestamp, Key, Window);
 
+/// The element holds of every window state, as a counted multiset of times: exact at all times
+/// (each change of a state's hold moves one count), so the earliest hold is the first entry.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Holds(BTreeMap<Timestamp, u32>);
+
+impl Holds {
+    fn add(&mut self, hold: Option<Timestamp>) {
+        if let Some(t) = hold {
+            *self.0.entry(t).or_insert(0) += 1;
+        }
+    }
+
+    fn remove(&mut self, hold: Option<Timestamp>) {
+        let Some(t) = hold else { return };
+        if let std::collections::btree_map::Entry::Occupied(mut e) = self.0.entry(t) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+
+    /// A state's hold moved from `old` to `new`.
+    fn change(&mut self, old: Option<Timestamp>, new: Option<Timestamp>) {
+        if old != new {
+            self.remove(old);
+            self.add(new);
+        }
+    }
+
+    fn earliest(&self) -> Option<Timestamp> {
+        self.0.first_key_value().map(|(t, _)| *t)
+    }
+}
+
 /// The windows of one key, sorted by window. Most keys hold one or a few windows, so a sorted
-/// sequence beats a tree map; states are boxed so that inserting and removing moves little. A
-/// ring buffer, because windows mostly arrive at the end and expire at the front: a hot key
-/// with thousands of windows does not shift them all on every expiry.
+/// sequence beats a tree map. A ring buffer, because windows mostly arrive at the end and
+/// expire at the front: a hot key with thousands of windows does not shift them all on every
+/// expiry, so states are kept in place (no allocation, and no pointer to follow, per window).
 #[derive(Default)]
-struct KeyWindows(std::collections::VecDeque<(Window, Box<WindowState>)>);
+struct KeyWindows {
+    windows: std::collections::VecDeque<(Window, WindowState)>,
+    /// How many of the states are closed: with none, the active (not closed) windows are
+    /// listed without reading any state (a cache miss each, for a key with thousands of
+    /// windows merged every batch).
+    closed: usize,
+}
 
 impl KeyWindows {
     fn find(&self, window: &Window) -> std::result::Result<usize, usize> {
         use std::cmp::Ordering::{Equal, Greater, Less};
         // The ends first: timers expire the earliest window, new windows come last.
-        match self.0.front().map(|(w, _)| w.cmp(window)) {
+        match self.windows.front().map(|(w, _)| w.cmp(window)) {
             None | Some(Greater) => return Err(0),
             Some(Equal) => return Ok(0),
             Some(Less) => {}
         }
-        let last = self.0.len() - 1;
-        match self.0.back().map(|(w, _)| w.cmp(window)) {
+        let last = self.windows.len() - 1;
+        match self.windows.back().map(|(w, _)| w.cmp(window)) {
             Some(Less) => return Err(last + 1),
             Some(Equal) => return Ok(last),
             _ => {}
         }
-        self.0.binary_search_by(|(w, _)| w.cmp(window))
+        self.windows.binary_search_by(|(w, _)| w.cmp(window))
     }
     fn get(&self, window: &Window) -> Option<&WindowState> {
-        self.find(window).ok().map(|i| &*self.0[i].1)
+        self.find(window).ok().map(|i| &self.windows[i].1)
     }
+    /// The state of `window`, to change anything but whether it is closed (see
+    /// [`KeyWindows::close`]).
     fn get_mut(&mut self, window: &Window) -> Option<&mut WindowState> {
-        self.find(window).ok().map(|i| &mut *self.0[i].1)
+        self.find(window).ok().map(|i| &mut self.windows[i].1)
+    }
+    /// Marks the state of `window` closed; returns it unless there is none.
+    fn close(&mut self, window: &Window) -> Option<&mut WindowState> {
+        let i = self.find(window).ok()?;
+        let ws = &mut self.windows[i].1;
+        if !ws.closed {
+            ws.closed = true;
+            self.closed += 1;
+        }
+        Some(ws)
     }
     fn contains_key(&self, window: &Window) -> bool {
         self.find(window).is_ok()
     }
     /// Inserts or replaces; returns whether the window is new.
     fn insert(&mut self, window: Window, state: WindowState) -> bool {
+        self.closed += usize::from(state.closed);
         match self.find(&window) {
             Ok(i) => {
-                *self.0[i].1 = state;
+                let old = std::mem::replace(&mut self.windows[i].1, state);
+                self.closed -= usize::from(old.closed);
                 false
             }
             Err(i) => {
-                self.0.insert(i, (window, Box::new(state)));
+                self.windows.insert(i, (window, state));
                 true
             }
         }
     }
     fn remove(&mut self, window: &Window) -> Option<WindowState> {
-        self.find(window).ok().and_then(|i| self.0.remove(i)).map(|(_, s)| *s)
+        let state = self.find(window).ok().and_then(|i| self.windows.remove(i)).map(|(_, s)| s)?;
+        self.closed -= usize::from(state.closed);
+        Some(state)
     }
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.windows.is_empty()
     }
     fn iter(&self) -> impl Iterator<Item = (&Window, &WindowState)> {
-        self.0.iter().map(|(w, s)| (w, &**s))
+        self.windows.iter().map(|(w, s)| (w, s))
+    }
+    /// The windows whose state is not closed.
+    fn active(&self, out: &mut Vec<Window>) {
+        if self.closed == 0 {
+            out.extend(self.windows.iter().map(|(w, _)| *w));
+        } else {
+            out.extend(self.windows.iter().filter(|(_, s)| !s.closed).map(|(w, _)| *w));
+        }
     }
 }
 
@@ -359,10 +424,8 @@ pub struct GroupAlsoByWindow {
     /// duplicates fire once.
     event_timers: BTreeMap<Timestamp, Vec<TimerKey>>,
     processing_timers: BTreeSet<TimerKey>,
-    /// Element holds, earliest first, kept lazily: an entry counts only while its window still
-    /// holds exactly that time; stale entries are dropped when they reach the top (after every
-    /// public call that changes state) or when they outnumber the windows.
-    holds: BinaryHeap<Reverse<TimerKey>>,
+    /// The holds of the states in `keys`.
+    holds: Holds,
     watermarks: Watermarks,
     processing_time: Timestamp,
     dropped: DropCounts,
@@ -390,7 +453,7 @@ impl GroupAlsoByWindow {
             windows: 0,
             event_timers: BTreeMap::new(),
             processing_timers: BTreeSet::new(),
-            holds: BinaryHeap::new(),
+            holds: Holds::default(),
             watermarks: Watermarks::new(),
             processing_time: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
@@ -440,7 +503,20 @@ impl GroupAlsoByWindow {
 
     /// The earliest watermark hold.
     pub fn hold(&self) -> Option<Timestamp> {
-        self.holds.peek().map(|h| h.0 .0)
+        // Every test run checks the running multiset against a full recount.
+        debug_assert_eq!(self.holds, self.counted_holds(), "holds of {}", self.step);
+        self.holds.earliest()
+    }
+
+    fn counted_holds(&self) -> Holds {
+        let mut holds = Holds::default();
+        for windows in self.keys.values() {
+            debug_assert_eq!(windows.closed, windows.iter().filter(|(_, s)| s.closed).count());
+            for (_, ws) in windows.iter() {
+                holds.add(ws.hold);
+            }
+        }
+        holds
     }
 
     /// The earliest processing-time timer, for runners that sleep until it.
@@ -499,7 +575,7 @@ impl GroupAlsoByWindow {
         self.windows = 0;
         self.event_timers.clear();
         self.processing_timers.clear();
-        self.holds.clear();
+        self.holds = Holds::default();
         for (entry, value) in entries {
             if entry.is_empty() {
                 let (input, output, pt, late, closed): (Timestamp, Timestamp, Timestamp, u64, u64) =
@@ -524,12 +600,9 @@ impl GroupAlsoByWindow {
             if let (Some(t), false) = (pt_timer, closed) {
                 self.processing_timers.insert((t, key.clone(), window));
             }
-            if let Some(h) = hold {
-                self.holds.push(Reverse((h, key.clone(), window)));
-            }
+            self.holds.add(hold);
         }
         self.recount_bytes();
-        self.clean_holds();
         Ok(())
     }
 
@@ -586,7 +659,6 @@ impl GroupAlsoByWindow {
         let mut out = Vec::new();
         let result = self.process_rows(&scratch, &mut out);
         self.scratch = scratch;
-        self.clean_holds();
         result?;
         self.finish(out)
     }
@@ -738,7 +810,7 @@ impl GroupAlsoByWindow {
         };
         self.changes.updated += 1;
         self.bytes += state_bytes(key, &ws);
-        entry.into_mut().0.insert(at, (window, Box::new(ws)));
+        entry.into_mut().windows.insert(at, (window, ws));
         self.windows += 1;
         let gc = self.strategy.gc_time(&window);
         if gc != window.max_timestamp() {
@@ -754,16 +826,17 @@ impl GroupAlsoByWindow {
         if windows.is_empty() {
             self.keys.remove(key);
         }
+        self.holds.remove(ws.hold);
         self.forget(k, window, &ws);
         Some(ws)
     }
 
-    /// The bookkeeping of a window state leaving the key map.
+    /// The bookkeeping of a window state leaving the key map, but for its hold.
     fn forget(&mut self, key: Key, window: &Window, ws: &WindowState) {
         self.windows -= 1;
         self.bytes -= state_bytes(&key, ws);
         self.changes.removed += 1;
-        // Event-time timers and holds are left in place (see their fields): merging replaces
+        // Event-time timers are left in place (see the field): merging replaces
         // windows every batch, and removing from the sets cost more than the rest of the merge.
         if let Some(t) = ws.pt_timer {
             self.processing_timers.remove(&(t, key, *window));
@@ -775,8 +848,10 @@ impl GroupAlsoByWindow {
     /// their own; a window already active keeps its state unless something merges into it.
     fn merge_new_windows(&mut self, key: &[u8], new: &[Window]) -> Result<Vec<Merge>> {
         let existing = self.keys.get(key);
-        let mut active: Vec<Window> =
-            existing.map(|ws| ws.iter().filter(|(_, s)| !s.closed).map(|(w, _)| *w).collect()).unwrap_or_default();
+        let mut active: Vec<Window> = Vec::new();
+        if let Some(ws) = existing {
+            ws.active(&mut active);
+        }
         let fresh: Vec<Window> =
             new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(w))).copied().collect();
         active.extend_from_slice(&fresh);
@@ -795,9 +870,9 @@ impl GroupAlsoByWindow {
                 self.ensure_window(key, *merged);
                 continue;
             }
-            // The merged window's own state, if it had one: its timers and hold are queued.
+            // The merged window's own state, if it had one: its timers are queued.
             let own = self.remove_window(key, merged);
-            let queued = own.as_ref().map(|s| s.hold);
+            let queued = own.is_some();
             states.extend(own);
             let state = self.merge_states(merged, states)?;
             self.install(key, *merged, state, queued);
@@ -858,12 +933,11 @@ impl GroupAlsoByWindow {
         Ok(out)
     }
 
-    /// Puts a (merged) window state in place with its timers and hold. `queued` is the hold of
-    /// the window's previous state when it had one just before: its event timers are queued
-    /// already (they are never removed early, and time only moves on), and so is that hold (a
-    /// live window's hold always has its entry in the queue), so a session or auction window
-    /// that absorbs new elements every batch does not queue them again every batch.
-    fn install(&mut self, key: &[u8], window: Window, mut state: WindowState, queued: Option<Option<Timestamp>>) {
+    /// Puts a (merged) window state in place with its timers and hold. `queued`: the window had
+    /// a state just before, so its event timers are queued already (they are never removed
+    /// early, and time only moves on), and a session or auction window that absorbs new
+    /// elements every batch does not queue them again every batch.
+    fn install(&mut self, key: &[u8], window: Window, mut state: WindowState, queued: bool) {
         state.pt_timer = self.machine.next_processing_time(&state.trigger, self.processing_time);
         state.updated_in = self.epoch;
         self.changes.updated += 1;
@@ -874,19 +948,18 @@ impl GroupAlsoByWindow {
         let windows = entry.into_mut();
         if let Some(old) = windows.get(&window) {
             self.bytes -= state_bytes(&k, old);
+            self.holds.remove(old.hold);
         }
+        self.holds.add(hold);
         if windows.insert(window, state) {
             self.windows += 1;
         }
-        if queued.is_none() {
+        if !queued {
             self.event_timer((window.max_timestamp(), k.clone(), window));
             let gc = self.strategy.gc_time(&window);
             if gc != window.max_timestamp() {
                 self.event_timer((gc, k.clone(), window));
             }
-        }
-        if let (Some(h), true) = (hold, queued != Some(hold)) {
-            self.holds.push(Reverse((h, k.clone(), window)));
         }
         if let Some(t) = pt {
             self.processing_timers.insert((t, k, window));
@@ -978,11 +1051,9 @@ impl GroupAlsoByWindow {
         if old_hold == new_hold && old_pt == pt {
             return Ok(());
         }
-        let k = self.arc_key(key);
-        if let (true, Some(h)) = (old_hold != new_hold, new_hold) {
-            self.holds.push(Reverse((h, k.clone(), window)));
-        }
+        self.holds.change(old_hold, new_hold);
         if old_pt != pt {
+            let k = self.arc_key(key);
             if let Some(t) = old_pt {
                 self.processing_timers.remove(&(t, k.clone(), window));
             }
@@ -1016,8 +1087,7 @@ impl GroupAlsoByWindow {
 
     /// Marks the window closed: its contents are gone and later data is dropped until expiry.
     fn close(&mut self, key: &[u8], window: Window) {
-        if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
-            ws.closed = true;
+        if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.close(&window)) {
             self.bytes -= ws.values.len();
             ws.values = Vec::new();
             ws.count = 0;
@@ -1031,6 +1101,7 @@ impl GroupAlsoByWindow {
     fn emit(&mut self, key: &[u8], window: Window, is_final: bool, out: &mut Vec<EncodedGroup>) -> Result<()> {
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
         self.bytes -= ws.values.len();
+        let hold = ws.hold;
         let mut ctx = PaneContext {
             strategy: &self.strategy,
             watermarks: self.watermarks,
@@ -1039,6 +1110,7 @@ impl GroupAlsoByWindow {
         };
         emit_pane(&mut ctx, ws, key, window, is_final, out);
         self.bytes += ws.values.len();
+        self.holds.change(hold, ws.hold);
         Ok(())
     }
 
@@ -1053,9 +1125,7 @@ impl GroupAlsoByWindow {
         wm.advance(input_watermark, None, Some(before));
         self.watermarks = wm;
         let mut out = Vec::new();
-        let result = self.fire_timers(&mut out);
-        self.clean_holds();
-        result?;
+        self.fire_timers(&mut out)?;
         let hold = self.hold();
         self.watermarks.advance(input_watermark, None, hold);
         self.finish(out)
@@ -1116,21 +1186,6 @@ impl GroupAlsoByWindow {
 
     fn event_timer(&mut self, timer: TimerKey) {
         self.event_timers.entry(timer.0 >> TIMER_BUCKET_BITS).or_default().push(timer);
-    }
-
-    /// Drops stale holds from the top of the hold queue (so [`GroupAlsoByWindow::hold`] is
-    /// exact), and rebuilds the queue when stale entries outnumber the windows.
-    fn clean_holds(&mut self) {
-        let live = |keys: &hashbrown::HashMap<Key, KeyWindows>, (t, key, window): &TimerKey| {
-            keys.get(key).and_then(|w| w.get(window)).is_some_and(|ws| ws.hold == Some(*t))
-        };
-        if self.holds.len() > 2 * self.windows + 1024 {
-            let keys = &self.keys;
-            self.holds.retain(|h| live(keys, &h.0));
-        }
-        while self.holds.peek().is_some_and(|h| !live(&self.keys, &h.0)) {
-            self.holds.pop();
-        }
     }
 
     fn refresh_pt_timer(&mut self, key: &[u8], window: Window) {
@@ -1196,10 +1251,11 @@ impl GroupAlsoByWindow {
     /// here, and in timer order each cost several cache misses).
     fn expire_all(&mut self, out: &mut Vec<EncodedGroup>) {
         self.event_timers.clear();
+        self.holds = Holds::default();
         for (key, windows) in std::mem::take(&mut self.keys) {
-            for (window, ws) in windows.0 {
+            for (window, ws) in windows.windows {
                 self.forget(key.clone(), &window, &ws);
-                self.expire(&key, window, *ws, out);
+                self.expire(&key, window, ws, out);
             }
         }
     }

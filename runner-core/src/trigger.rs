@@ -44,10 +44,58 @@ impl TriggerContext {
 /// Per-window state of a trigger.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TriggerState {
-    nodes: Vec<NodeState>,
+    nodes: Nodes,
 }
 
-/// The state of one node of the trigger tree (one allocation per window for all nodes).
+/// The nodes' states of one window, the root's inline: a window of a one-node trigger (the
+/// default trigger, a count, a processing-time delay) allocates nothing for it. Serialized as
+/// the sequence of every node's state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<NodeState>", into = "Vec<NodeState>")]
+struct Nodes {
+    root: NodeState,
+    rest: Vec<NodeState>,
+}
+
+impl Nodes {
+    fn new(n: usize) -> Self {
+        Nodes { root: NodeState::default(), rest: vec![NodeState::default(); n.saturating_sub(1)] }
+    }
+}
+
+impl From<Vec<NodeState>> for Nodes {
+    fn from(nodes: Vec<NodeState>) -> Self {
+        let mut nodes = nodes.into_iter();
+        Nodes { root: nodes.next().unwrap_or_default(), rest: nodes.collect() }
+    }
+}
+
+impl From<Nodes> for Vec<NodeState> {
+    fn from(nodes: Nodes) -> Self {
+        std::iter::once(nodes.root).chain(nodes.rest).collect()
+    }
+}
+
+impl std::ops::Index<usize> for Nodes {
+    type Output = NodeState;
+    fn index(&self, i: usize) -> &NodeState {
+        match i {
+            0 => &self.root,
+            _ => &self.rest[i - 1],
+        }
+    }
+}
+
+impl std::ops::IndexMut<usize> for Nodes {
+    fn index_mut(&mut self, i: usize) -> &mut NodeState {
+        match i {
+            0 => &mut self.root,
+            _ => &mut self.rest[i - 1],
+        }
+    }
+}
+
+/// The state of one node of the trigger tree.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct NodeState {
     finished: bool,
@@ -104,13 +152,12 @@ impl TriggerMachine {
 
     /// A fresh state.
     pub fn new_state(&self) -> TriggerState {
-        let n = self.nodes.len();
-        TriggerState { nodes: vec![NodeState::default(); n] }
+        TriggerState { nodes: Nodes::new(self.nodes.len()) }
     }
 
     /// Whether the root trigger has finished (the window is closed).
     pub fn is_finished(&self, s: &TriggerState) -> bool {
-        s.nodes.first().is_some_and(|n| n.finished)
+        s.nodes.root.finished
     }
 
     /// Records `n` new elements of the window.

@@ -24,46 +24,71 @@ pub struct RawUnion {
     pub bytes: Vec<u8>,
 }
 
-/// A [`RawUnion`] read in place from a group's buffer.
-#[derive(Deserialize)]
-struct RawUnionRef<'a> {
-    index: u32,
-    #[serde(borrow)]
-    bytes: &'a [u8],
+/// Reads one [`RawUnion`] in place from the front of `rest` (postcard's form: the index and
+/// the length as varints, then the bytes): its index and bytes.
+fn take_union<'a>(rest: &mut &'a [u8]) -> Result<(u32, &'a [u8]), CoderError> {
+    let index = crate::coders::read_varint(rest)?;
+    let index = u32::try_from(index).map_err(|_| CoderError::new(format!("union index {index} out of range")))?;
+    let len = crate::coders::read_varint(rest)?;
+    let len = usize::try_from(len).ok().filter(|&l| l <= rest.len()).ok_or_else(|| {
+        CoderError::new(format!("a CoGroupByKey value of {len} bytes overruns its group's {} bytes", rest.len()))
+    })?;
+    let (bytes, tail) = rest.split_at(len);
+    *rest = tail;
+    Ok((index, bytes))
 }
 
-/// The values of one key from every input of a CoGroupByKey: the group's encoded values in one
-/// buffer, and per input the ranges of its values (no copy per value).
+/// The values of one key from every input of a CoGroupByKey: the group's tagged, encoded
+/// values in one buffer as grouping left them (no copy, and no index built, per value), read
+/// in place when asked for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CoGbkResult {
     tags: Arc<Vec<String>>,
     #[serde(with = "serde_bytes")]
     data: Vec<u8>,
-    values: Vec<Vec<(usize, usize)>>,
+    /// Number of values in `data`.
+    count: usize,
 }
 
 impl PartialEq for CoGbkResult {
     /// Equal when every input has the same values (however the buffers are laid out).
     fn eq(&self, other: &Self) -> bool {
         self.tags == other.tags
-            && self.values.len() == other.values.len()
-            && (0..self.values.len()).all(|i| self.encoded(i).eq(other.encoded(i)))
+            && (0..self.tags.len()).all(|i| self.encoded(i).map(Result::ok).eq(other.encoded(i).map(Result::ok)))
     }
 }
 
 impl Eq for CoGbkResult {}
 
 impl CoGbkResult {
-    /// The encoded values of input `i`.
-    fn encoded(&self, i: usize) -> impl Iterator<Item = &[u8]> + '_ {
-        self.values[i].iter().map(move |&(a, b)| &self.data[a..b])
+    /// The encoded values of input `i`, in order; an error ends them.
+    fn encoded(&self, i: usize) -> impl Iterator<Item = Result<&[u8], CoderError>> + '_ {
+        let (mut rest, mut left) = (&self.data[..], self.count);
+        std::iter::from_fn(move || {
+            while left > 0 {
+                left -= 1;
+                let read = take_union(&mut rest).and_then(|(index, bytes)| match index as usize {
+                    n if n >= self.tags.len() => Err(CoderError::new(format!("union index {n} out of range"))),
+                    n => Ok((n, bytes)),
+                });
+                match read {
+                    Ok((n, bytes)) if n == i => return Some(Ok(bytes)),
+                    Ok(_) => {}
+                    Err(e) => {
+                        left = 0;
+                        return Some(Err(CoderError::new(format!("cannot decode a CoGroupByKey value: {e}"))));
+                    }
+                }
+            }
+            None
+        })
     }
 
     /// All values of the input tagged `tag` (empty if it had none for this key).
     pub fn get_all<V: Element>(&self, tag: &TupleTag<V>) -> Result<Vec<V>, CoderError> {
         let i = self.tag_index(tag.id())?;
         let coder = ElementCoder::<V>::new();
-        self.encoded(i).map(|b| coder.decode_outer(b)).collect()
+        self.encoded(i).map(|b| b.and_then(|b| coder.decode_outer(b))).collect()
     }
     /// All values of the input tagged `tag`, each decoded as `B`: a type serialized as `V` is
     /// (the same fields in the same order) whose fields may borrow from this result, such as
@@ -77,7 +102,7 @@ impl CoGbkResult {
         // Values are encoded by ElementCoder: postcard's serde form (integers included).
         self.encoded(i)
             .map(|b| {
-                postcard::from_bytes(b)
+                postcard::from_bytes(b?)
                     .map_err(|e| CoderError::new(format!("cannot decode a value of tag '{}': {e}", tag.id())))
             })
             .collect()
@@ -136,13 +161,22 @@ struct UnionEncoderImpl<K, V> {
 impl<K: Element, V: Element> UnionEncoder for UnionEncoderImpl<K, V> {
     fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
         let value = ElementCoder::<V>::new();
-        let mut scratch = Vec::new();
         out.append_with::<K, V>(input, &ElementCoder::<K>::new(), |v, data| {
-            scratch.clear();
-            value.encode_outer(v, &mut scratch)?;
-            // RawUnion { index, bytes } as postcard writes it, without building one.
-            crate::coders::postcard_into(&(self.index, serde_bytes::Bytes::new(&scratch)), data)
-                .map_err(|e| CoderError::new(format!("cannot encode a CoGroupByKey value: {e}")))?;
+            // RawUnion { index, bytes } as postcard writes it, without building one: the
+            // index, the value's length, the value. The value is encoded in place after a
+            // one-byte length, which widens (moving the value up) if the value is longer.
+            crate::coders::write_varint(u64::from(self.index), data);
+            let at = data.len();
+            data.push(0);
+            value.encode_outer(v, data)?;
+            let len = data.len() - at - 1;
+            let mut buf = [0u8; 16];
+            let n = crate::coders::varint_into(len as u64, &mut buf);
+            if n == 1 {
+                data[at] = buf[0];
+            } else {
+                data.splice(at..at + 1, buf[..n].iter().copied());
+            }
             Ok(())
         })
     }
@@ -255,20 +289,7 @@ impl<K: Element> GroupKernel for CoGbkKernel<K> {
         let mut out: Vec<WindowedValue<KV<K, CoGbkResult>>> = Vec::with_capacity(groups.len());
         for g in groups {
             let key = self.key.decode_outer(&g.key)?;
-            let mut values = vec![Vec::new(); self.tags.len()];
-            let base = g.values.as_ptr() as usize;
-            let mut rest = g.values.as_slice();
-            for _ in 0..g.count {
-                let (u, tail) = postcard::take_from_bytes::<RawUnionRef<'_>>(rest)
-                    .map_err(|e| CoderError::new(format!("cannot decode a CoGroupByKey value: {e}")))?;
-                let start = u.bytes.as_ptr() as usize - base;
-                values
-                    .get_mut(u.index as usize)
-                    .ok_or_else(|| CoderError::new(format!("union index {} out of range", u.index)))?
-                    .push((start, start + u.bytes.len()));
-                rest = tail;
-            }
-            let result = CoGbkResult { tags: self.tags.clone(), data: g.values, values };
+            let result = CoGbkResult { tags: self.tags.clone(), data: g.values, count: g.count };
             out.push(WindowedValue {
                 value: KV::new(key, result),
                 timestamp: g.timestamp,
@@ -299,5 +320,94 @@ impl<K: Element> PTransform<CoGbkInputs> for CoGbkApplied<K> {
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::CO_GROUP_BY_KEY)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_encoder_writes_what_raw_union_encodes_and_groups_read_it_back() {
+        // Lengths around each varint width: the value's length prefix widens in place.
+        let values: Vec<String> =
+            [0, 1, 120, 126, 127, 128, 300, 16_380, 16_384, 70_000].iter().map(|&n| "v".repeat(n)).collect();
+        let input: Vec<WindowedValue<KV<i64, String>>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| WindowedValue::in_global_window(KV::new(i as i64, v.clone())))
+            .collect();
+        let mut out = EncodedKvBatch::default();
+        UnionEncoderImpl::<i64, String> { index: 3, _t: PhantomData }.encode(Box::new(input), &mut out).unwrap();
+        let coder = ElementCoder::<String>::new();
+        let mut group = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            let mut bytes = Vec::new();
+            coder.encode_outer(v, &mut bytes).unwrap();
+            let expected = postcard::to_allocvec(&RawUnion { index: 3, bytes }).unwrap();
+            assert_eq!(out.value(i), &expected[..], "value of {} bytes", v.len());
+            group.extend_from_slice(out.value(i));
+        }
+        // Read back in place, one after another.
+        let mut rest = &group[..];
+        for v in &values {
+            let (index, bytes) = take_union(&mut rest).unwrap();
+            assert_eq!(index, 3);
+            assert_eq!(&coder.decode_outer(bytes).unwrap(), v);
+        }
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn results_read_each_tags_values_in_order_from_the_shared_buffer() {
+        let (a, b) = (TupleTag::<i64>::new("a"), TupleTag::<String>::new("b"));
+        let mut data = Vec::new();
+        let union = |index: u32, bytes: Vec<u8>| postcard::to_allocvec(&RawUnion { index, bytes }).unwrap();
+        let (ints, strs) = (ElementCoder::<i64>::new(), ElementCoder::<String>::new());
+        let enc_i = |v: i64| {
+            let mut out = Vec::new();
+            ints.encode_outer(&v, &mut out).unwrap();
+            out
+        };
+        let enc_s = |v: &str| {
+            let mut out = Vec::new();
+            strs.encode_outer(&v.to_string(), &mut out).unwrap();
+            out
+        };
+        for part in [union(1, enc_s("x")), union(0, enc_i(5)), union(1, enc_s("y")), union(0, enc_i(-3))] {
+            data.extend_from_slice(&part);
+        }
+        let tags = Arc::new(vec!["a".to_string(), "b".to_string()]);
+        let result = CoGbkResult { tags: tags.clone(), data: data.clone(), count: 4 };
+        assert_eq!(result.get_all(&a).unwrap(), vec![5, -3]);
+        assert_eq!(result.get_all(&b).unwrap(), vec!["x".to_string(), "y".to_string()]);
+        let borrowed: Vec<&str> = result.get_all_borrowed(&b).unwrap();
+        assert_eq!(borrowed, vec!["x", "y"]);
+        assert!(result.get_only(&a).unwrap_err().to_string().contains("2 values"));
+        // Same values per tag, laid out differently: equal.
+        let mut other = Vec::new();
+        for part in [union(0, enc_i(5)), union(0, enc_i(-3)), union(1, enc_s("x")), union(1, enc_s("y"))] {
+            other.extend_from_slice(&part);
+        }
+        assert_eq!(result, CoGbkResult { tags: tags.clone(), data: other, count: 4 });
+        // A value tagged with an input that does not exist, or a cut buffer: an error.
+        let mut bad = data.clone();
+        bad.extend_from_slice(&union(7, enc_i(1)));
+        let bad = CoGbkResult { tags: tags.clone(), data: bad, count: 5 };
+        assert!(bad.get_all(&a).unwrap_err().to_string().contains("union index 7 out of range"));
+        let cut = CoGbkResult { tags, data: data[..data.len() - 1].to_vec(), count: 4 };
+        assert!(cut.get_all(&a).unwrap_err().to_string().contains("cannot decode a CoGroupByKey value"));
+    }
+
+    #[test]
+    fn a_truncated_union_value_is_an_error_not_a_panic() {
+        let encoded = postcard::to_allocvec(&RawUnion { index: 1, bytes: vec![7; 200] }).unwrap();
+        for cut in 0..encoded.len() {
+            let mut rest = &encoded[..cut];
+            let err = take_union(&mut rest).unwrap_err().to_string();
+            assert!(err.contains("varint") || err.contains("overruns") || err.contains("end"), "{err}");
+        }
+        let huge_index = [0xff, 0xff, 0xff, 0xff, 0x7f, 0];
+        assert!(take_union(&mut &huge_index[..]).unwrap_err().to_string().contains("out of range"));
     }
 }
