@@ -381,6 +381,29 @@ mod tests {
     }
 
     #[test]
+    fn state_is_stored_as_the_sequence_of_every_nodes_state() {
+        // The form checkpoints have always held: a sequence with one entry per node.
+        #[derive(Serialize)]
+        struct AsStored {
+            nodes: Vec<NodeState>,
+        }
+        for trigger in [
+            Trigger::Default,
+            AfterPane::element_count_at_least(3),
+            AfterWatermark::past_end_of_window().with_early_firings(AfterPane::element_count_at_least(2)).into(),
+        ] {
+            let m = TriggerMachine::new(&trigger);
+            let mut s = m.new_state();
+            m.on_elements(&mut s, 2, &ctx(0, 0));
+            let nodes: Vec<NodeState> = s.nodes.clone().into();
+            assert_eq!(nodes.len(), m.nodes.len());
+            let bytes = postcard::to_allocvec(&s).unwrap();
+            assert_eq!(bytes, postcard::to_allocvec(&AsStored { nodes }).unwrap());
+            assert_eq!(postcard::from_bytes::<TriggerState>(&bytes).unwrap(), s);
+        }
+    }
+
+    #[test]
     fn count_fires_once() {
         let m = TriggerMachine::new(&AfterPane::element_count_at_least(2));
         let mut s = m.new_state();
