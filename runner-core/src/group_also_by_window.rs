@@ -439,7 +439,15 @@ pub struct GroupAlsoByWindow {
     lifted: bool,
     /// Current change epoch: a state whose `updated_in` differs is not counted yet.
     epoch: u64,
+    /// Fired groups finished into output bundles during the current call, and the most groups
+    /// per bundle (see [`GroupAlsoByWindow::spill`]).
+    fired: Vec<Batch>,
+    bundle_limit: usize,
 }
+
+/// Most groups in one output bundle of [`GroupAlsoByWindow::process_bundles`] and
+/// [`GroupAlsoByWindow::advance_bundles`].
+pub const FIRED_BUNDLE: usize = 4096;
 
 impl GroupAlsoByWindow {
     /// An empty engine for the step `step` with the input's windowing strategy.
@@ -463,6 +471,8 @@ impl GroupAlsoByWindow {
             bytes: 0,
             lifted: false,
             epoch: 1,
+            fired: Vec::new(),
+            bundle_limit: usize::MAX,
         }
     }
 
@@ -643,8 +653,45 @@ impl GroupAlsoByWindow {
 
     /// Groups several batches that arrived together as one: each key and window's values of
     /// all of them are added in one step (a combining GroupByKey decodes and encodes each
-    /// accumulator once, merging windows merge once per key).
+    /// accumulator once, merging windows merge once per key). Returns the panes that fired.
     pub fn process_many(&mut self, inputs: Vec<Batch>, processing_time: Timestamp) -> Result<Batch> {
+        let mut fired = self.bundled(usize::MAX, |gaw| gaw.process_inputs(inputs, processing_time))?;
+        Ok(fired.pop().expect("one bundle"))
+    }
+
+    /// [`GroupAlsoByWindow::process_many`], with the panes that fired in bundles of at most
+    /// [`FIRED_BUNDLE`] groups, each finished as soon as it fills: the groups of a large firing
+    /// (every window of a bounded input at its end) never sit in one buffer, and a consumer
+    /// takes them in cache-sized bundles.
+    pub fn process_bundles(&mut self, inputs: Vec<Batch>, processing_time: Timestamp) -> Result<Vec<Batch>> {
+        self.bundled(FIRED_BUNDLE, |gaw| gaw.process_inputs(inputs, processing_time))
+    }
+
+    /// Runs `f` with fired groups finished in bundles of at most `limit`; returns the bundles
+    /// (at least one, possibly empty).
+    fn bundled(&mut self, limit: usize, f: impl FnOnce(&mut Self) -> Result<Vec<EncodedGroup>>) -> Result<Vec<Batch>> {
+        self.bundle_limit = limit;
+        self.fired.clear();
+        let rest = f(self);
+        let mut fired = std::mem::take(&mut self.fired);
+        let rest = rest?;
+        if fired.is_empty() || !rest.is_empty() {
+            fired.push(self.finish(rest)?);
+        }
+        Ok(fired)
+    }
+
+    /// Finishes the fired groups in `out` into an output bundle once there are enough.
+    fn spill(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        if out.len() >= self.bundle_limit {
+            let groups = std::mem::replace(out, Vec::with_capacity(self.bundle_limit));
+            let bundle = self.finish(groups)?;
+            self.fired.push(bundle);
+        }
+        Ok(())
+    }
+
+    fn process_inputs(&mut self, inputs: Vec<Batch>, processing_time: Timestamp) -> Result<Vec<EncodedGroup>> {
         self.processing_time = self.processing_time.max(processing_time);
         self.scratch.data.clear();
         self.scratch.rows.clear();
@@ -660,7 +707,7 @@ impl GroupAlsoByWindow {
         let result = self.process_rows(&scratch, &mut out);
         self.scratch = scratch;
         result?;
-        self.finish(out)
+        Ok(out)
     }
 
     fn process_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
@@ -711,6 +758,7 @@ impl GroupAlsoByWindow {
             let (key, window) = (batch.key(first as usize), batch.rows[first as usize].window);
             self.add_rows(key, window, batch, &s.sorted[s.starts[g]..s.starts[g + 1]])?;
             self.maybe_fire(key, window, out)?;
+            self.spill(out)?;
         }
         Ok(())
     }
@@ -786,6 +834,7 @@ impl GroupAlsoByWindow {
             for (g, &window) in group_windows.iter().enumerate() {
                 self.add_rows(key, window, batch, &grouped[group_starts[g]..group_starts[g + 1]])?;
                 self.maybe_fire(key, window, out)?;
+                self.spill(out)?;
             }
         }
         Ok(())
@@ -810,7 +859,12 @@ impl GroupAlsoByWindow {
         };
         self.changes.updated += 1;
         self.bytes += state_bytes(key, &ws);
-        entry.into_mut().windows.insert(at, (window, ws));
+        let windows = &mut entry.into_mut().windows;
+        if windows.is_empty() {
+            // Most keys hold one window: room for one, not the four a first insert makes.
+            windows.reserve_exact(1);
+        }
+        windows.insert(at, (window, ws));
         self.windows += 1;
         let gc = self.strategy.gc_time(&window);
         if gc != window.max_timestamp() {
@@ -1118,6 +1172,17 @@ impl GroupAlsoByWindow {
     /// fires every due timer in timestamp order, then recomputes the output watermark. Returns
     /// the panes that fired.
     pub fn advance(&mut self, input_watermark: Timestamp, processing_time: Timestamp) -> Result<Batch> {
+        let mut fired = self.bundled(usize::MAX, |gaw| gaw.advance_to(input_watermark, processing_time))?;
+        Ok(fired.pop().expect("one bundle"))
+    }
+
+    /// [`GroupAlsoByWindow::advance`], with the panes that fired in bundles of at most
+    /// [`FIRED_BUNDLE`] groups (see [`GroupAlsoByWindow::process_bundles`]).
+    pub fn advance_bundles(&mut self, input_watermark: Timestamp, processing_time: Timestamp) -> Result<Vec<Batch>> {
+        self.bundled(FIRED_BUNDLE, |gaw| gaw.advance_to(input_watermark, processing_time))
+    }
+
+    fn advance_to(&mut self, input_watermark: Timestamp, processing_time: Timestamp) -> Result<Vec<EncodedGroup>> {
         self.processing_time = self.processing_time.max(processing_time);
         let before = self.watermarks.output();
         // Input first (the output is recomputed after the timers fired).
@@ -1128,7 +1193,7 @@ impl GroupAlsoByWindow {
         self.fire_timers(&mut out)?;
         let hold = self.hold();
         self.watermarks.advance(input_watermark, None, hold);
-        self.finish(out)
+        Ok(out)
     }
 
     fn fire_timers(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
@@ -1144,10 +1209,10 @@ impl GroupAlsoByWindow {
             }
             self.maybe_fire(&key, window, out)?;
             self.refresh_pt_timer(&key, window);
+            self.spill(out)?;
         }
         if self.watermarks.input() == MAX_TIMESTAMP {
-            self.expire_all(out);
-            return Ok(());
+            return self.expire_all(out);
         }
         // Firing a window's timers sets no event timer, so every due timer is taken at once,
         // then fired in (time, key, window) order, each once.
@@ -1177,9 +1242,10 @@ impl GroupAlsoByWindow {
         }
         due.sort_unstable();
         due.dedup();
-        out.reserve(due.len());
+        out.reserve(due.len().min(self.bundle_limit));
         for (_, key, window) in due {
             self.on_event_timer(&key, window, out)?;
+            self.spill(out)?;
         }
         Ok(())
     }
@@ -1249,15 +1315,18 @@ impl GroupAlsoByWindow {
     /// own order instead of in timer order: the same panes, but each key's windows visited once
     /// and in memory order (at the end of a bounded input every window of the whole input fires
     /// here, and in timer order each cost several cache misses).
-    fn expire_all(&mut self, out: &mut Vec<EncodedGroup>) {
+    fn expire_all(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
         self.event_timers.clear();
         self.holds = Holds::default();
+        out.reserve(self.windows.min(self.bundle_limit));
         for (key, windows) in std::mem::take(&mut self.keys) {
             for (window, ws) in windows.windows {
                 self.forget(key.clone(), &window, &ws);
                 self.expire(&key, window, ws, out);
             }
+            self.spill(out)?;
         }
+        Ok(())
     }
 
     fn finish(&self, groups: Vec<EncodedGroup>) -> Result<Batch> {

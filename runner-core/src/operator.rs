@@ -48,6 +48,11 @@ pub trait Operator: Send {
     fn advance(&mut self, _input_watermark: Timestamp, _ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         Ok(Vec::new())
     }
+    /// [`Operator::advance`], returning per output the batches produced: operators that may
+    /// fire much at once (grouping) return it in several bundles.
+    fn advance_bundles(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        Ok(self.advance(input_watermark, ctx)?.into_iter().map(|b| vec![b]).collect())
+    }
     /// The earliest timestamp the operator may still output (holds its output watermark).
     fn hold(&self) -> Option<Timestamp> {
         None
@@ -234,11 +239,15 @@ impl Operator for GroupOperator {
     }
     fn process_bundles(&mut self, bundles: Vec<Batch>, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
         let _scope = scoped_container(ctx.metrics.clone());
-        Ok(vec![vec![self.engine.process_many(bundles, ctx.processing_time)?]])
+        Ok(vec![self.engine.process_bundles(bundles, ctx.processing_time)?])
     }
     fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let _scope = scoped_container(ctx.metrics.clone());
         Ok(vec![self.engine.advance(input_watermark, ctx.processing_time)?])
+    }
+    fn advance_bundles(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        Ok(vec![self.engine.advance_bundles(input_watermark, ctx.processing_time)?])
     }
     fn hold(&self) -> Option<Timestamp> {
         self.engine.hold()

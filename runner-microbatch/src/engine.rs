@@ -1355,8 +1355,10 @@ impl PartitionTask<'_> {
             }
             let update_ms = t.elapsed().as_millis() as u64;
             let t = Instant::now();
-            for (port, out) in op.advance(upstream, &ctx)?.into_iter().enumerate() {
-                outputs[port].push(out);
+            for (port, outs) in op.advance_bundles(upstream, &ctx)?.into_iter().enumerate() {
+                if let Some(o) = outputs.get_mut(port) {
+                    o.extend(outs);
+                }
             }
             Ok((update_ms, t.elapsed().as_millis() as u64))
         };
@@ -1373,7 +1375,7 @@ impl PartitionTask<'_> {
 }
 
 /// Most groups in one bundle of what a stateful node fires.
-const FIRED_BUNDLE: usize = 4096;
+const FIRED_BUNDLE: usize = weir_runner_core::group_also_by_window::FIRED_BUNDLE;
 
 /// `bundles` with every one of more than twice [`FIRED_BUNDLE`] elements split into bundles of
 /// that many.
