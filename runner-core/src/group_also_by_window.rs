@@ -395,6 +395,71 @@ fn bucket_into(
     }
 }
 
+/// Windows with a value each, in the order added: searched linearly while few (a key mostly
+/// brings a window or two per batch, where hashing costs more than comparing), through a hash
+/// index beyond [`WindowMap::LINEAR`].
+struct WindowMap<V> {
+    entries: Vec<(Window, V)>,
+    index: hashbrown::HashMap<Window, u32>,
+}
+
+impl<V> Default for WindowMap<V> {
+    fn default() -> Self {
+        WindowMap { entries: Vec::new(), index: hashbrown::HashMap::new() }
+    }
+}
+
+impl<V: Copy> WindowMap<V> {
+    const LINEAR: usize = 16;
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.index.clear();
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn position(&self, window: &Window) -> Option<usize> {
+        if self.entries.len() <= Self::LINEAR {
+            self.entries.iter().position(|(w, _)| w == window)
+        } else {
+            self.index.get(window).map(|&i| i as usize)
+        }
+    }
+
+    fn get(&self, window: &Window) -> Option<V> {
+        self.position(window).map(|i| self.entries[i].1)
+    }
+
+    /// The position of `window`, added with `value` unless present; and whether it was added.
+    fn add(&mut self, window: Window, value: V) -> (usize, bool) {
+        if let Some(i) = self.position(&window) {
+            return (i, false);
+        }
+        let i = self.entries.len();
+        self.entries.push((window, value));
+        if i == Self::LINEAR {
+            self.index.extend(self.entries.iter().enumerate().map(|(j, (w, _))| (*w, j as u32)));
+        } else if i > Self::LINEAR {
+            self.index.insert(window, i as u32);
+        }
+        (i, true)
+    }
+
+    /// Sets the value of `window`, adding it if absent.
+    fn set(&mut self, window: Window, value: V) {
+        let (i, _) = self.add(window, value);
+        self.entries[i].1 = value;
+    }
+
+    /// The windows in the order added.
+    fn windows(&self) -> impl Iterator<Item = &Window> + '_ {
+        self.entries.iter().map(|(w, _)| w)
+    }
+}
+
 /// Buffers of the grouping pass, kept between batches: a large batch would otherwise allocate
 /// (and have the kernel zero) fresh memory for them every time.
 #[derive(Default)]
@@ -783,31 +848,28 @@ impl GroupAlsoByWindow {
         }
         let rows: Vec<u32> = (0..n as u32).collect();
         let (starts, sorted) = bucket(keys.len(), &key_of, &rows);
-        let mut distinct: Vec<Window> = Vec::new();
-        let mut seen: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
-        let mut moved: hashbrown::HashMap<Window, Window> = hashbrown::HashMap::new();
-        let mut group_index: hashbrown::HashMap<Window, u32> = hashbrown::HashMap::new();
-        // One key's groups: their windows, each kept row's group, bucketed (no allocation
-        // per group).
-        let (mut group_windows, mut group_of, mut kept) = (Vec::new(), Vec::new(), Vec::new());
+        // Per key: its distinct windows, where merging moved them, and its groups (windows
+        // after merging) with each kept row's group, bucketed (no allocation per group).
+        let (mut distinct, mut seen) = (Vec::new(), WindowMap::<()>::default());
+        let (mut moved, mut groups) = (WindowMap::<Window>::default(), WindowMap::<()>::default());
+        let (mut group_of, mut kept) = (Vec::new(), Vec::new());
         let (mut group_starts, mut fill, mut grouped) = (Vec::new(), Vec::new(), Vec::new());
         for (k, key) in keys.into_iter().enumerate() {
             let rows = &sorted[starts[k]..starts[k + 1]];
             distinct.clear();
             seen.clear();
             for &i in rows {
-                if seen.insert(batch.rows[i].window) {
+                if seen.add(batch.rows[i].window, ()).1 {
                     distinct.push(batch.rows[i].window);
                 }
             }
             moved.clear();
             for (sources, merged) in self.merge_new_windows(key, &distinct)? {
                 for source in sources.into_iter().filter(|s| *s != merged) {
-                    moved.insert(source, merged);
+                    moved.set(source, merged);
                 }
             }
-            group_index.clear();
-            group_windows.clear();
+            groups.clear();
             group_of.clear();
             kept.clear();
             for &i in rows {
@@ -815,7 +877,7 @@ impl GroupAlsoByWindow {
                 // Merged windows only grow, so following the moves always ends.
                 for _ in 0..=moved.len() {
                     match moved.get(&window) {
-                        Some(next) => window = *next,
+                        Some(next) => window = next,
                         None => break,
                     }
                 }
@@ -823,15 +885,11 @@ impl GroupAlsoByWindow {
                     self.dropped.late += self.inputs_of(batch, i)?;
                     continue;
                 }
-                let g = *group_index.entry(window).or_insert_with(|| {
-                    group_windows.push(window);
-                    (group_windows.len() - 1) as u32
-                });
-                group_of.push(g);
+                group_of.push(groups.add(window, ()).0 as u32);
                 kept.push(i as u32);
             }
-            bucket_into(group_windows.len(), &group_of, &kept, &mut group_starts, &mut fill, &mut grouped);
-            for (g, &window) in group_windows.iter().enumerate() {
+            bucket_into(groups.len(), &group_of, &kept, &mut group_starts, &mut fill, &mut grouped);
+            for (g, &window) in groups.windows().enumerate() {
                 self.add_rows(key, window, batch, &grouped[group_starts[g]..group_starts[g + 1]])?;
                 self.maybe_fire(key, window, out)?;
                 self.spill(out)?;
@@ -1341,6 +1399,28 @@ impl GroupAlsoByWindow {
 mod tests {
     use super::*;
     use std::hash::BuildHasher;
+
+    #[test]
+    fn window_maps_find_every_window_below_and_above_the_linear_limit() {
+        let window = |i: i64| Window::Interval(weir_sdk::window::IntervalWindow::new(i * 10, i * 10 + 5));
+        let mut map = WindowMap::<i64>::default();
+        for round in 0..2 {
+            map.clear();
+            for i in 0..40 {
+                assert_eq!(map.add(window(i), i), (i as usize, true), "round {round}");
+                // Adding again finds it, keeping the first value; setting replaces it.
+                assert_eq!(map.add(window(i), -1), (i as usize, false));
+                for j in 0..=i {
+                    assert_eq!(map.get(&window(j)), Some(j), "{j} of {i}");
+                }
+                assert_eq!(map.get(&window(i + 1)), None);
+            }
+            map.set(window(3), 33);
+            map.set(window(99), 99);
+            assert_eq!((map.get(&window(3)), map.get(&window(99)), map.len()), (Some(33), Some(99), 41));
+            assert_eq!(map.windows().copied().collect::<Vec<_>>(), (0..40).chain([99]).map(window).collect::<Vec<_>>());
+        }
+    }
 
     #[test]
     fn keys_hash_compare_and_order_as_their_bytes_inline_or_shared() {
