@@ -66,6 +66,11 @@ impl BoundedReader for BoundedEventReader {
     fn next(&mut self) -> UserResult<Option<(Event, Timestamp)>> {
         Ok(self.generator.next_event().map(|n| (n.event, n.event_timestamp)))
     }
+
+    /// The generator's events left: it produces exactly that many.
+    fn remaining(&self) -> Option<u64> {
+        Some((self.generator.config().max_events - self.generator.events_so_far()).max(0) as u64)
+    }
 }
 
 /// Beam's `UnboundedEventSource`: the generator as an unbounded source with a watermark
@@ -302,6 +307,24 @@ mod tests {
 
     fn drain(reader: &mut UnboundedEventReader) -> Vec<(Event, Timestamp)> {
         std::iter::from_fn(|| reader.advance().expect("generator never fails")).collect()
+    }
+
+    #[test]
+    fn bounded_readers_know_exactly_how_many_events_they_have_left() {
+        let config = NexmarkConfig { num_events: 250, num_event_generators: 3, ..NexmarkConfig::default() };
+        let splits = BoundedEventSource::new(&config).split(0).expect("splits");
+        let mut total = 0;
+        for split in &splits {
+            let mut reader = split.create_reader().expect("reader");
+            let mut left = reader.remaining().expect("known");
+            total += left;
+            while reader.next().expect("generator never fails").is_some() {
+                left -= 1;
+                assert_eq!(reader.remaining(), Some(left));
+            }
+            assert_eq!(left, 0, "delivered exactly what it reported");
+        }
+        assert_eq!(total, 250);
     }
 
     #[test]

@@ -378,12 +378,9 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         if sample == 0 {
             return 0;
         }
-        let mut buf = Vec::with_capacity(1024);
-        for v in b.values().take(sample) {
-            // An unencodable element counts as nothing here; encodability is checked elsewhere.
-            let _ = self.coder.encode(v, &mut buf);
-        }
-        buf.len() * b.len() / sample
+        // An unencodable element counts as nothing here; encodability is checked elsewhere.
+        let bytes: usize = b.values().take(sample).map(|v| self.coder.encoded_len(v).unwrap_or(0)).sum();
+        bytes * b.len() / sample
     }
     fn encode_batch(&self, b: &Batch) -> Result<Vec<u8>, CoderError> {
         let b = batch_ref::<T>(b);

@@ -114,6 +114,16 @@ impl<T: Element> Coder<T> for ElementCoder<T> {
         super::postcard_into(value, out).map_err(|e| CoderError::new(format!("cannot encode {value:?}: {e}")))
     }
 
+    fn encoded_len(&self, value: &T) -> Result<usize, CoderError> {
+        if let Some(v) = integer_varint(value) {
+            let mut buf = [0u8; 16];
+            return Ok(super::varint_into(v, &mut buf));
+        }
+        // Counted as postcard writes it, without writing (a large value is not copied).
+        postcard::experimental::serialized_size(value)
+            .map_err(|e| CoderError::new(format!("cannot encode {value:?}: {e}")))
+    }
+
     fn decode(&self, input: &mut &[u8]) -> Result<T, CoderError> {
         if let Some(v) = decode_integer::<T>(input) {
             return Ok(v);
@@ -193,6 +203,23 @@ fn check_container(c: &ContainerFormat, reg: &Registry, seen: &mut Vec<String>) 
 mod tests {
     use super::*;
     use serde::Deserialize;
+
+    #[test]
+    fn encoded_len_counts_what_encode_writes() {
+        fn check<T: Element>(values: &[T]) {
+            let coder = ElementCoder::<T>::new();
+            for v in values {
+                let mut out = Vec::new();
+                coder.encode(v, &mut out).unwrap();
+                assert_eq!(coder.encoded_len(v).unwrap(), out.len(), "{v:?}");
+            }
+        }
+        check(&[0i64, -1, 300, i64::MIN, i64::MAX]);
+        check(&[0u32, 127, 128, u32::MAX]);
+        check(&["".to_string(), "x".repeat(200), "é".repeat(70_000)]);
+        check(&[(1i64, "a".to_string(), vec![1.5f64, -2.0]), (i64::MAX, "b".repeat(130), vec![])]);
+        check(&[Some(vec![Some(3u8), None]), None]);
+    }
 
     #[test]
     fn integers_are_encoded_as_postcard_encodes_them() {

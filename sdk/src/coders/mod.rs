@@ -60,6 +60,13 @@ pub trait Coder<T>: Send + Sync + 'static {
     fn verify_deterministic(&self) -> Result<(), String>;
     /// A short name for messages, e.g. Beam's URN for standard coders.
     fn name(&self) -> String;
+    /// The length of the nested encoding of `value` (what size metrics count). Coders that
+    /// can count without writing override it.
+    fn encoded_len(&self, value: &T) -> Result<usize, CoderError> {
+        let mut out = Vec::new();
+        self.encode(value, &mut out)?;
+        Ok(out.len())
+    }
 }
 
 /// Encodes `value` with `coder` in the outer context into a new vector.
