@@ -435,17 +435,26 @@ impl<V: Copy> WindowMap<V> {
 
     /// The position of `window`, added with `value` unless present; and whether it was added.
     fn add(&mut self, window: Window, value: V) -> (usize, bool) {
-        if let Some(i) = self.position(&window) {
+        let n = self.entries.len();
+        if n > Self::LINEAR {
+            // One hash: found or added through the same entry.
+            return match self.index.entry(window) {
+                hashbrown::hash_map::Entry::Occupied(e) => (*e.get() as usize, false),
+                hashbrown::hash_map::Entry::Vacant(e) => {
+                    e.insert(n as u32);
+                    self.entries.push((window, value));
+                    (n, true)
+                }
+            };
+        }
+        if let Some(i) = self.entries.iter().position(|(w, _)| *w == window) {
             return (i, false);
         }
-        let i = self.entries.len();
         self.entries.push((window, value));
-        if i == Self::LINEAR {
+        if n == Self::LINEAR {
             self.index.extend(self.entries.iter().enumerate().map(|(j, (w, _))| (*w, j as u32)));
-        } else if i > Self::LINEAR {
-            self.index.insert(window, i as u32);
         }
-        (i, true)
+        (n, true)
     }
 
     /// Sets the value of `window`, adding it if absent.
