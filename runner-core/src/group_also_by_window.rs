@@ -830,8 +830,9 @@ impl GroupAlsoByWindow {
         bucket_into(s.firsts.len(), &s.group_of, &s.kept, &mut s.starts, &mut s.fill, &mut s.sorted);
         for (g, &first) in s.firsts.iter().enumerate() {
             let (key, window) = (batch.key(first as usize), batch.rows[first as usize].window);
-            self.add_rows(key, window, batch, &s.sorted[s.starts[g]..s.starts[g + 1]])?;
-            self.maybe_fire(key, window, out)?;
+            if self.add_rows(key, window, batch, &s.sorted[s.starts[g]..s.starts[g + 1]], true)? {
+                self.fire(key, window, out)?;
+            }
             self.spill(out)?;
         }
         Ok(())
@@ -899,8 +900,9 @@ impl GroupAlsoByWindow {
             }
             bucket_into(groups.len(), &group_of, &kept, &mut group_starts, &mut fill, &mut grouped);
             for (g, &window) in groups.windows().enumerate() {
-                self.add_rows(key, window, batch, &grouped[group_starts[g]..group_starts[g + 1]])?;
-                self.maybe_fire(key, window, out)?;
+                if self.add_rows(key, window, batch, &grouped[group_starts[g]..group_starts[g + 1]], false)? {
+                    self.fire(key, window, out)?;
+                }
                 self.spill(out)?;
             }
         }
@@ -977,11 +979,12 @@ impl GroupAlsoByWindow {
             new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(w))).copied().collect();
         active.extend_from_slice(&fresh);
         let merges = self.strategy.window_fn.merge_windows(&active);
-        // A hot key can merge thousands of new windows in one batch: a set, not a vector.
-        let mut placed: hashbrown::HashSet<Window> = hashbrown::HashSet::new();
+        // Linear while few; a hot key can merge thousands of new windows in one batch.
+        let mut placed = WindowMap::<()>::default();
         for (sources, merged) in &merges {
-            placed.extend(sources.iter().copied());
-            placed.insert(*merged);
+            for w in sources.iter().chain([merged]) {
+                placed.add(*w, ());
+            }
             let mut states = Vec::new();
             for s in sources.iter().filter(|s| *s != merged) {
                 states.extend(self.remove_window(key, s));
@@ -998,7 +1001,7 @@ impl GroupAlsoByWindow {
             let state = self.merge_states(merged, states)?;
             self.install(key, *merged, state, queued);
         }
-        for w in fresh.into_iter().filter(|w| !placed.contains(w)) {
+        for w in fresh.into_iter().filter(|w| placed.get(w).is_none()) {
             self.ensure_window(key, w);
         }
         Ok(merges)
@@ -1087,8 +1090,20 @@ impl GroupAlsoByWindow {
         }
     }
 
-    fn add_rows(&mut self, key: &[u8], window: Window, batch: &EncodedKvBatch, idx: &[usize]) -> Result<()> {
-        self.ensure_window(key, window);
+    /// Adds rows `idx` of `batch` to the state of `key` and `window`, created first when
+    /// `create` (merging creates every window it places before any row is added). Returns
+    /// whether the window's trigger fires now.
+    fn add_rows(
+        &mut self,
+        key: &[u8],
+        window: Window,
+        batch: &EncodedKvBatch,
+        idx: &[usize],
+        create: bool,
+    ) -> Result<bool> {
+        if create {
+            self.ensure_window(key, window);
+        }
         let ctx = self.ctx(&window);
         let output_wm = self.watermarks.output();
         let eow = window.max_timestamp();
@@ -1114,7 +1129,7 @@ impl GroupAlsoByWindow {
         };
         if ws.closed {
             self.dropped.closed += inputs;
-            return Ok(());
+            return Ok(false);
         }
         if ws.updated_in != self.epoch {
             ws.updated_in = self.epoch;
@@ -1166,11 +1181,12 @@ impl GroupAlsoByWindow {
             });
         }
         self.machine.on_elements(&mut ws.trigger, inputs as i64, &ctx);
+        let fire = self.machine.should_fire(&ws.trigger, &ctx);
         let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
         let old_pt = std::mem::replace(&mut ws.pt_timer, pt);
         let new_hold = ws.hold;
         if old_hold == new_hold && old_pt == pt {
-            return Ok(());
+            return Ok(fire);
         }
         self.holds.change(old_hold, new_hold);
         if old_pt != pt {
@@ -1182,7 +1198,7 @@ impl GroupAlsoByWindow {
                 self.processing_timers.insert((t, k, window));
             }
         }
-        Ok(())
+        Ok(fire)
     }
 
     /// Fires the window's trigger if it says so.
@@ -1193,15 +1209,21 @@ impl GroupAlsoByWindow {
             None => false,
         };
         if fire {
-            let finished = {
-                let ws = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)).expect("checked above");
-                self.machine.on_fire(&mut ws.trigger, &ctx);
-                self.machine.is_finished(&ws.trigger)
-            };
-            self.emit(key, window, finished, out)?;
-            if finished {
-                self.close(key, window);
-            }
+            self.fire(key, window, out)?;
+        }
+        Ok(())
+    }
+
+    /// Fires the window's trigger (it said so): emits a pane, and closes the window if the
+    /// trigger finished.
+    fn fire(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        let ctx = self.ctx(&window);
+        let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
+        self.machine.on_fire(&mut ws.trigger, &ctx);
+        let finished = self.machine.is_finished(&ws.trigger);
+        self.emit(key, window, finished, out)?;
+        if finished {
+            self.close(key, window);
         }
         Ok(())
     }
