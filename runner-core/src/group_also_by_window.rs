@@ -360,15 +360,9 @@ fn state_bytes(key: &[u8], state: &WindowState) -> usize {
 }
 
 /// Counting sort of rows into `groups` buckets: `group_of[j]` is the bucket of row `rows[j]`.
-/// Returns each bucket's start in the sorted rows (plus the end) and the rows, each bucket in
-/// arrival order. No allocation per bucket.
-fn bucket(groups: usize, group_of: &[u32], rows: &[u32]) -> (Vec<usize>, Vec<usize>) {
-    let (mut starts, mut fill, mut sorted) = (Vec::new(), Vec::new(), Vec::new());
-    bucket_into(groups, group_of, rows, &mut starts, &mut fill, &mut sorted);
-    (starts, sorted)
-}
-
-/// [`bucket`] into buffers the caller keeps (`fill` is working space).
+/// Fills `starts` with each bucket's start in the sorted rows (plus the end) and `sorted` with
+/// the rows, each bucket in arrival order, in buffers the caller keeps (`fill` is working
+/// space). No allocation per bucket.
 fn bucket_into(
     groups: usize,
     group_of: &[u32],
@@ -785,11 +779,12 @@ impl GroupAlsoByWindow {
     }
 
     fn process_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        if self.strategy.needs_merge() {
-            return self.process_merging_rows(batch, out);
-        }
         let mut scratch = std::mem::take(&mut self.grouping);
-        let result = self.group_rows(batch, out, &mut scratch);
+        let result = if self.strategy.needs_merge() {
+            self.process_merging_rows(batch, out, &mut scratch)
+        } else {
+            self.group_rows(batch, out, &mut scratch)
+        };
         self.grouping = scratch;
         result
     }
@@ -843,21 +838,37 @@ impl GroupAlsoByWindow {
     /// ReduceFnRunner merges once per bundle), and each row goes to the window its own window
     /// was merged into. Rows are bucketed by key with a counting sort, so the maps of windows
     /// stay as small as one key's windows.
-    fn process_merging_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        let n = batch.rows.len();
-        let mut key_ids: hashbrown::HashMap<&[u8], u32> = hashbrown::HashMap::with_capacity(n.min(1 << 16));
-        let mut keys: Vec<&[u8]> = Vec::new();
-        let mut key_of: Vec<u32> = Vec::with_capacity(n);
-        for i in 0..n {
+    fn process_merging_rows(
+        &mut self,
+        batch: &EncodedKvBatch,
+        out: &mut Vec<EncodedGroup>,
+        s: &mut GroupScratch,
+    ) -> Result<()> {
+        // Rows by key, in the grouping buffers kept between batches (as `group_rows` does by
+        // key and window): each key's first row stands for it.
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        s.table.clear();
+        s.firsts.clear();
+        s.group_of.clear();
+        s.kept.clear();
+        for i in 0..batch.rows.len() {
             let key = batch.key(i);
-            let id = *key_ids.entry(key).or_insert_with(|| {
-                keys.push(key);
-                (keys.len() - 1) as u32
-            });
-            key_of.push(id);
+            let h = hasher.hash_one(key);
+            let k = match s.table.find(h, |e| e.0 == h && batch.key(e.1 as usize) == key) {
+                Some(e) => e.2,
+                None => {
+                    let k = s.firsts.len() as u32;
+                    s.table.insert_unique(h, (h, i as u32, k), |e| e.0);
+                    s.firsts.push(i as u32);
+                    k
+                }
+            };
+            s.group_of.push(k);
+            s.kept.push(i as u32);
         }
-        let rows: Vec<u32> = (0..n as u32).collect();
-        let (starts, sorted) = bucket(keys.len(), &key_of, &rows);
+        bucket_into(s.firsts.len(), &s.group_of, &s.kept, &mut s.starts, &mut s.fill, &mut s.sorted);
+        let (starts, sorted) = (&s.starts, &s.sorted);
+        let keys = s.firsts.iter().map(|&first| batch.key(first as usize));
         // Per key: its distinct windows, where merging moved them, and its groups (windows
         // after merging) with each kept row's group, bucketed (no allocation per group).
         let (mut distinct, mut seen) = (Vec::new(), WindowMap::<()>::default());
