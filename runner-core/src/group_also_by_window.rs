@@ -477,6 +477,41 @@ struct GroupScratch {
     sorted: Vec<usize>,
 }
 
+impl GroupScratch {
+    fn clear(&mut self) {
+        self.table.clear();
+        self.firsts.clear();
+        self.group_of.clear();
+        self.kept.clear();
+    }
+
+    /// Puts row `i`, whose hash is `h`, in the group of the first row `same` accepts among
+    /// those with that hash, or in a new group it starts.
+    fn add(&mut self, h: u64, i: usize, same: impl Fn(usize) -> bool) {
+        let g = match self.table.find(h, |e| e.0 == h && same(e.1 as usize)) {
+            Some(e) => e.2,
+            None => {
+                let g = self.firsts.len() as u32;
+                self.table.insert_unique(h, (h, i as u32, g), |e| e.0);
+                self.firsts.push(i as u32);
+                g
+            }
+        };
+        self.group_of.push(g);
+        self.kept.push(i as u32);
+    }
+
+    /// Sorts the added rows by group (see [`bucket_into`]).
+    fn bucket(&mut self) {
+        bucket_into(self.firsts.len(), &self.group_of, &self.kept, &mut self.starts, &mut self.fill, &mut self.sorted);
+    }
+
+    /// The rows of group `g`, after [`GroupScratch::bucket`].
+    fn rows(&self, g: usize) -> &[usize] {
+        &self.sorted[self.starts[g]..self.starts[g + 1]]
+    }
+}
+
 /// One GroupByKey's grouping state and time.
 pub struct GroupAlsoByWindow {
     step: String,
@@ -794,38 +829,21 @@ impl GroupAlsoByWindow {
     /// are bucketed by group with a counting sort: no allocation per group. The table holds
     /// each group's hash and first row, so a lookup compares hashes before any bytes.
     fn group_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>, s: &mut GroupScratch) -> Result<()> {
-        let n = batch.rows.len();
         let hasher = hashbrown::DefaultHashBuilder::default();
-        s.table.clear();
-        s.firsts.clear();
-        s.group_of.clear();
-        s.kept.clear();
-        for i in 0..n {
+        s.clear();
+        for i in 0..batch.rows.len() {
             let (key, window) = (batch.key(i), batch.rows[i].window);
             if self.strategy.gc_time(&window) < self.watermarks.input() {
                 self.dropped.late += self.inputs_of(batch, i)?;
                 continue;
             }
             let h = hasher.hash_one((key, window));
-            let same = |e: &(u64, u32, u32)| {
-                e.0 == h && batch.rows[e.1 as usize].window == window && batch.key(e.1 as usize) == key
-            };
-            let g = match s.table.find(h, same) {
-                Some(e) => e.2,
-                None => {
-                    let g = s.firsts.len() as u32;
-                    s.table.insert_unique(h, (h, i as u32, g), |e| e.0);
-                    s.firsts.push(i as u32);
-                    g
-                }
-            };
-            s.group_of.push(g);
-            s.kept.push(i as u32);
+            s.add(h, i, |j| batch.rows[j].window == window && batch.key(j) == key);
         }
-        bucket_into(s.firsts.len(), &s.group_of, &s.kept, &mut s.starts, &mut s.fill, &mut s.sorted);
+        s.bucket();
         for (g, &first) in s.firsts.iter().enumerate() {
             let (key, window) = (batch.key(first as usize), batch.rows[first as usize].window);
-            if self.add_rows(key, window, batch, &s.sorted[s.starts[g]..s.starts[g + 1]], true)? {
+            if self.add_rows(key, window, batch, s.rows(g), true)? {
                 self.fire(key, window, out)?;
             }
             self.spill(out)?;
@@ -847,27 +865,12 @@ impl GroupAlsoByWindow {
         // Rows by key, in the grouping buffers kept between batches (as `group_rows` does by
         // key and window): each key's first row stands for it.
         let hasher = hashbrown::DefaultHashBuilder::default();
-        s.table.clear();
-        s.firsts.clear();
-        s.group_of.clear();
-        s.kept.clear();
+        s.clear();
         for i in 0..batch.rows.len() {
             let key = batch.key(i);
-            let h = hasher.hash_one(key);
-            let k = match s.table.find(h, |e| e.0 == h && batch.key(e.1 as usize) == key) {
-                Some(e) => e.2,
-                None => {
-                    let k = s.firsts.len() as u32;
-                    s.table.insert_unique(h, (h, i as u32, k), |e| e.0);
-                    s.firsts.push(i as u32);
-                    k
-                }
-            };
-            s.group_of.push(k);
-            s.kept.push(i as u32);
+            s.add(hasher.hash_one(key), i, |j| batch.key(j) == key);
         }
-        bucket_into(s.firsts.len(), &s.group_of, &s.kept, &mut s.starts, &mut s.fill, &mut s.sorted);
-        let (starts, sorted) = (&s.starts, &s.sorted);
+        s.bucket();
         let keys = s.firsts.iter().map(|&first| batch.key(first as usize));
         // Per key: its distinct windows, where merging moved them, and its groups (windows
         // after merging) with each kept row's group, bucketed (no allocation per group).
@@ -875,8 +878,8 @@ impl GroupAlsoByWindow {
         let (mut moved, mut groups) = (WindowMap::<Window>::default(), WindowMap::<()>::default());
         let (mut group_of, mut kept) = (Vec::new(), Vec::new());
         let (mut group_starts, mut fill, mut grouped) = (Vec::new(), Vec::new(), Vec::new());
-        for (k, key) in keys.into_iter().enumerate() {
-            let rows = &sorted[starts[k]..starts[k + 1]];
+        for (k, key) in keys.enumerate() {
+            let rows = s.rows(k);
             distinct.clear();
             seen.clear();
             for &i in rows {
