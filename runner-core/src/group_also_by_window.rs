@@ -527,8 +527,14 @@ pub struct GroupAlsoByWindow {
     /// duplicates fire once.
     event_timers: BTreeMap<Timestamp, Vec<TimerKey>>,
     processing_timers: BTreeSet<TimerKey>,
-    /// The holds of the states in `keys`.
+    /// The holds of the states in `keys`, while `tracked`.
     holds: Holds,
+    /// Whether `event_timers` and `holds` are kept. Not while the input watermark is at its
+    /// minimum (a bounded input until it ends): then no event timer is due and no hold holds
+    /// the output watermark back further than the input watermark does, so both are derived
+    /// from the window states when the watermark first moves (as on restore). A bounded input
+    /// thus sets none of the timers and holds that its end would only clear again.
+    tracked: bool,
     watermarks: Watermarks,
     processing_time: Timestamp,
     dropped: DropCounts,
@@ -565,6 +571,7 @@ impl GroupAlsoByWindow {
             event_timers: BTreeMap::new(),
             processing_timers: BTreeSet::new(),
             holds: Holds::default(),
+            tracked: false,
             watermarks: Watermarks::new(),
             processing_time: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
@@ -614,11 +621,37 @@ impl GroupAlsoByWindow {
         std::mem::take(&mut self.changes)
     }
 
-    /// The earliest watermark hold.
+    /// The earliest watermark hold. While the input watermark is at its minimum (holds are
+    /// not tracked), the minimum if any state is held: it holds back nothing the input
+    /// watermark does not.
     pub fn hold(&self) -> Option<Timestamp> {
+        if !self.tracked {
+            return (!self.keys.is_empty()).then_some(MIN_TIMESTAMP);
+        }
         // Every test run checks the running multiset against a full recount.
         debug_assert_eq!(self.holds, self.counted_holds(), "holds of {}", self.step);
         self.holds.earliest()
+    }
+
+    /// Starts tracking event timers and holds (see the field `tracked`): derives them from the
+    /// window states.
+    fn track(&mut self) {
+        self.tracked = true;
+        self.holds = self.counted_holds();
+        self.event_timers.clear();
+        let mut timers = Vec::with_capacity(self.windows);
+        for (key, windows) in &self.keys {
+            for (window, _) in windows.iter() {
+                timers.push((window.max_timestamp(), key.clone(), *window));
+                let gc = self.strategy.gc_time(window);
+                if gc != window.max_timestamp() {
+                    timers.push((gc, key.clone(), *window));
+                }
+            }
+        }
+        for timer in timers {
+            self.event_timer(timer);
+        }
     }
 
     fn counted_holds(&self) -> Holds {
@@ -689,6 +722,7 @@ impl GroupAlsoByWindow {
         self.event_timers.clear();
         self.processing_timers.clear();
         self.holds = Holds::default();
+        self.tracked = false;
         for (entry, value) in entries {
             if entry.is_empty() {
                 let (input, output, pt, late, closed): (Timestamp, Timestamp, Timestamp, u64, u64) =
@@ -701,19 +735,16 @@ impl GroupAlsoByWindow {
             let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
             let key: Key = Key::from(&key[..]);
             let state: WindowState = crate::checkpoint::decode(&self.step, &value)?;
-            let (closed, pt_timer, hold) = (state.closed, state.pt_timer, state.hold);
+            let (closed, pt_timer) = (state.closed, state.pt_timer);
             if self.keys.entry(key.clone()).or_default().insert(window, state) {
                 self.windows += 1;
-            }
-            self.event_timer((window.max_timestamp(), key.clone(), window));
-            let gc = self.strategy.gc_time(&window);
-            if gc != window.max_timestamp() {
-                self.event_timer((gc, key.clone(), window));
             }
             if let (Some(t), false) = (pt_timer, closed) {
                 self.processing_timers.insert((t, key.clone(), window));
             }
-            self.holds.add(hold);
+        }
+        if self.watermarks.input() > MIN_TIMESTAMP {
+            self.track();
         }
         self.recount_bytes();
         Ok(())
@@ -963,7 +994,9 @@ impl GroupAlsoByWindow {
         if windows.is_empty() {
             self.keys.remove(key);
         }
-        self.holds.remove(ws.hold);
+        if self.tracked {
+            self.holds.remove(ws.hold);
+        }
         self.forget(k, window, &ws);
         Some(ws)
     }
@@ -1086,9 +1119,13 @@ impl GroupAlsoByWindow {
         let windows = entry.into_mut();
         if let Some(old) = windows.get(&window) {
             self.bytes -= state_bytes(&k, old);
-            self.holds.remove(old.hold);
+            if self.tracked {
+                self.holds.remove(old.hold);
+            }
         }
-        self.holds.add(hold);
+        if self.tracked {
+            self.holds.add(hold);
+        }
         if windows.insert(window, state) {
             self.windows += 1;
         }
@@ -1202,7 +1239,9 @@ impl GroupAlsoByWindow {
         if old_hold == new_hold && old_pt == pt {
             return Ok(fire);
         }
-        self.holds.change(old_hold, new_hold);
+        if self.tracked {
+            self.holds.change(old_hold, new_hold);
+        }
         if old_pt != pt {
             let k = self.arc_key(key);
             if let Some(t) = old_pt {
@@ -1267,7 +1306,9 @@ impl GroupAlsoByWindow {
         };
         emit_pane(&mut ctx, ws, key, window, is_final, out);
         self.bytes += ws.values.len();
-        self.holds.change(hold, ws.hold);
+        if self.tracked {
+            self.holds.change(hold, ws.hold);
+        }
         Ok(())
     }
 
@@ -1292,6 +1333,10 @@ impl GroupAlsoByWindow {
         let mut wm = self.watermarks;
         wm.advance(input_watermark, None, Some(before));
         self.watermarks = wm;
+        // At the end of time every window expires at once, timers and holds unused.
+        if !self.tracked && wm.input() > MIN_TIMESTAMP && wm.input() < MAX_TIMESTAMP {
+            self.track();
+        }
         let mut out = Vec::new();
         self.fire_timers(&mut out)?;
         let hold = self.hold();
@@ -1354,6 +1399,9 @@ impl GroupAlsoByWindow {
     }
 
     fn event_timer(&mut self, timer: TimerKey) {
+        if !self.tracked {
+            return;
+        }
         self.event_timers.entry(timer.0 >> TIMER_BUCKET_BITS).or_default().push(timer);
     }
 
@@ -1421,6 +1469,8 @@ impl GroupAlsoByWindow {
     fn expire_all(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
         self.event_timers.clear();
         self.holds = Holds::default();
+        // Nothing is held from here on, so nothing is left to derive.
+        self.tracked = true;
         out.reserve(self.windows.min(self.bundle_limit));
         for (key, windows) in std::mem::take(&mut self.keys) {
             for (window, ws) in windows.windows {
@@ -1444,6 +1494,103 @@ impl GroupAlsoByWindow {
 mod tests {
     use super::*;
     use std::hash::BuildHasher;
+    use weir_sdk::coders::{Coder, CoderError, ElementCoder};
+    use weir_sdk::windowed_value::WindowedValue;
+    use weir_sdk::KV;
+
+    /// Groups `KV<i64, i64>` into `(key, values, timestamp, window, pane)`.
+    struct I64Groups;
+
+    type Grouped = WindowedValue<KV<i64, Vec<i64>>>;
+
+    impl GroupKernel for I64Groups {
+        fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> std::result::Result<(), CoderError> {
+            out.append::<i64, i64>(input, &ElementCoder::new(), &ElementCoder::new())
+        }
+
+        fn decode_groups(&self, groups: Vec<EncodedGroup>) -> std::result::Result<Batch, CoderError> {
+            let coder = ElementCoder::<i64>::new();
+            let mut out: Vec<Grouped> = Vec::new();
+            for g in groups {
+                let mut rest = g.values.as_slice();
+                let values = (0..g.count).map(|_| coder.decode(&mut rest)).collect::<std::result::Result<_, _>>()?;
+                let key = coder.decode_outer(&g.key)?;
+                out.push(WindowedValue {
+                    value: KV::new(key, values),
+                    timestamp: g.timestamp,
+                    window: g.window,
+                    pane: g.pane,
+                });
+            }
+            Ok(Box::new(out))
+        }
+    }
+
+    fn grouped(batch: Batch) -> Vec<(i64, Vec<i64>, Timestamp, Timing)> {
+        let groups = batch.downcast::<Vec<Grouped>>().expect("grouped batch");
+        groups.into_iter().map(|g| (g.value.key, g.value.value, g.timestamp, g.pane.timing)).collect()
+    }
+
+    /// Fixed 10 ms windows, 5 ms allowed lateness, output at the earliest element.
+    fn engine() -> GroupAlsoByWindow {
+        let mut strategy = WindowingStrategy::of(Arc::new(weir_sdk::window_fn::FixedWindows::of(
+            std::time::Duration::from_millis(10),
+        )));
+        strategy.allowed_lateness_ms = 5;
+        strategy.timestamp_combiner = TimestampCombiner::Earliest;
+        GroupAlsoByWindow::new("G", strategy, Values::Buffer(Arc::new(I64Groups)))
+    }
+
+    fn input(rows: &[(i64, i64, Timestamp)]) -> Batch {
+        let window = |t: i64| Window::Interval(weir_sdk::window::IntervalWindow::new(t / 10 * 10, t / 10 * 10 + 10));
+        let rows: Vec<WindowedValue<KV<i64, i64>>> = rows
+            .iter()
+            .map(|&(k, v, t)| WindowedValue {
+                value: KV::new(k, v),
+                timestamp: t,
+                window: window(t),
+                pane: PaneInfo::NO_FIRING,
+            })
+            .collect();
+        Box::new(rows)
+    }
+
+    #[test]
+    fn state_grouped_before_the_watermark_moves_gets_its_timers_and_holds_when_it_does() {
+        // Input while the input watermark is at its minimum (a bounded input), then the
+        // watermark moves for the first time, from a restored checkpoint or not.
+        for restored in [false, true] {
+            let mut gaw = engine();
+            let out = gaw.process(input(&[(1, 10, 3), (1, 11, 12), (2, 20, 4)]), 0).unwrap();
+            assert!(grouped(out).is_empty());
+            assert_eq!(gaw.hold(), Some(MIN_TIMESTAMP), "nothing can pass the input watermark yet");
+            if restored {
+                let entries = gaw.state_entries().unwrap();
+                gaw = engine();
+                gaw.restore_entries(entries).unwrap();
+            }
+            // Both windows' holds are in place: the earliest element of each.
+            assert!(grouped(gaw.advance(5, 0).unwrap()).is_empty());
+            assert_eq!(gaw.hold(), Some(3));
+            assert_eq!(gaw.watermarks().output(), 3);
+            // The end-of-window timers of [0, 10) fire; [10, 20) still holds at 12.
+            let mut fired = grouped(gaw.advance(10, 0).unwrap());
+            fired.sort_by_key(|f| f.0);
+            assert_eq!(fired, vec![(1, vec![10], 3, Timing::OnTime), (2, vec![20], 4, Timing::OnTime)]);
+            assert_eq!(gaw.hold(), Some(12));
+            // Late data within the allowed lateness fires a late pane at once; past the
+            // garbage-collection timer of [0, 10) it is dropped.
+            let late = grouped(gaw.process(input(&[(1, 13, 5)]), 0).unwrap());
+            assert_eq!(late, vec![(1, vec![13], 9, Timing::Late)]);
+            assert!(grouped(gaw.advance(15, 0).unwrap()).is_empty());
+            assert!(grouped(gaw.process(input(&[(1, 14, 6)]), 0).unwrap()).is_empty());
+            assert_eq!(gaw.dropped().late, 1);
+            assert_eq!(grouped(gaw.advance(20, 0).unwrap()), vec![(1, vec![11], 12, Timing::OnTime)]);
+            assert_eq!(gaw.hold(), None);
+            assert_eq!(grouped(gaw.advance(MAX_TIMESTAMP, 0).unwrap()), vec![]);
+            assert!(gaw.is_empty());
+        }
+    }
 
     #[test]
     fn window_maps_find_every_window_below_and_above_the_linear_limit() {
