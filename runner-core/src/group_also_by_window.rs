@@ -639,18 +639,10 @@ impl GroupAlsoByWindow {
         self.tracked = true;
         self.holds = self.counted_holds();
         self.event_timers.clear();
-        let mut timers = Vec::with_capacity(self.windows);
-        for (key, windows) in &self.keys {
-            for (window, _) in windows.iter() {
-                timers.push((window.max_timestamp(), key.clone(), *window));
-                let gc = self.strategy.gc_time(window);
-                if gc != window.max_timestamp() {
-                    timers.push((gc, key.clone(), *window));
-                }
-            }
-        }
-        for timer in timers {
-            self.event_timer(timer);
+        let windows: Vec<(Key, Window)> =
+            self.keys.iter().flat_map(|(key, windows)| windows.iter().map(|(w, _)| (key.clone(), *w))).collect();
+        for (key, window) in windows {
+            self.window_timers(key, window);
         }
     }
 
@@ -980,11 +972,7 @@ impl GroupAlsoByWindow {
         }
         windows.insert(at, (window, ws));
         self.windows += 1;
-        let gc = self.strategy.gc_time(&window);
-        if gc != window.max_timestamp() {
-            self.event_timer((gc, k.clone(), window));
-        }
-        self.event_timer((window.max_timestamp(), k, window));
+        self.window_timers(k, window);
     }
 
     fn remove_window(&mut self, key: &[u8], window: &Window) -> Option<WindowState> {
@@ -1130,11 +1118,7 @@ impl GroupAlsoByWindow {
             self.windows += 1;
         }
         if !queued {
-            self.event_timer((window.max_timestamp(), k.clone(), window));
-            let gc = self.strategy.gc_time(&window);
-            if gc != window.max_timestamp() {
-                self.event_timer((gc, k.clone(), window));
-            }
+            self.window_timers(k.clone(), window);
         }
         if let Some(t) = pt {
             self.processing_timers.insert((t, k, window));
@@ -1398,6 +1382,15 @@ impl GroupAlsoByWindow {
         Ok(())
     }
 
+    /// Sets the window's event timers: the end of the window, and garbage collection when later.
+    fn window_timers(&mut self, key: Key, window: Window) {
+        let (eow, gc) = (window.max_timestamp(), self.strategy.gc_time(&window));
+        if gc != eow {
+            self.event_timer((gc, key.clone(), window));
+        }
+        self.event_timer((eow, key, window));
+    }
+
     fn event_timer(&mut self, timer: TimerKey) {
         if !self.tracked {
             return;
@@ -1494,37 +1487,10 @@ impl GroupAlsoByWindow {
 mod tests {
     use super::*;
     use std::hash::BuildHasher;
-    use weir_sdk::coders::{Coder, CoderError, ElementCoder};
     use weir_sdk::windowed_value::WindowedValue;
     use weir_sdk::KV;
 
-    /// Groups `KV<i64, i64>` into `(key, values, timestamp, window, pane)`.
-    struct I64Groups;
-
     type Grouped = WindowedValue<KV<i64, Vec<i64>>>;
-
-    impl GroupKernel for I64Groups {
-        fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> std::result::Result<(), CoderError> {
-            out.append::<i64, i64>(input, &ElementCoder::new(), &ElementCoder::new())
-        }
-
-        fn decode_groups(&self, groups: Vec<EncodedGroup>) -> std::result::Result<Batch, CoderError> {
-            let coder = ElementCoder::<i64>::new();
-            let mut out: Vec<Grouped> = Vec::new();
-            for g in groups {
-                let mut rest = g.values.as_slice();
-                let values = (0..g.count).map(|_| coder.decode(&mut rest)).collect::<std::result::Result<_, _>>()?;
-                let key = coder.decode_outer(&g.key)?;
-                out.push(WindowedValue {
-                    value: KV::new(key, values),
-                    timestamp: g.timestamp,
-                    window: g.window,
-                    pane: g.pane,
-                });
-            }
-            Ok(Box::new(out))
-        }
-    }
 
     fn grouped(batch: Batch) -> Vec<(i64, Vec<i64>, Timestamp, Timing)> {
         let groups = batch.downcast::<Vec<Grouped>>().expect("grouped batch");
@@ -1538,7 +1504,7 @@ mod tests {
         )));
         strategy.allowed_lateness_ms = 5;
         strategy.timestamp_combiner = TimestampCombiner::Earliest;
-        GroupAlsoByWindow::new("G", strategy, Values::Buffer(Arc::new(I64Groups)))
+        GroupAlsoByWindow::new("G", strategy, Values::Buffer(weir_sdk::transforms::group_by_key::kernel::<i64, i64>()))
     }
 
     fn input(rows: &[(i64, i64, Timestamp)]) -> Batch {

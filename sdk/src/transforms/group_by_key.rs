@@ -80,6 +80,12 @@ impl<K: Element, V: Element> GroupKernel for GroupKernelImpl<K, V> {
     }
 }
 
+/// GroupByKey's grouping kernel for `KV<K, V>` input (groups come out as `KV<K, Vec<V>>`), for
+/// driving a grouping engine outside a pipeline.
+pub fn kernel<K: Element, V: Element>() -> Arc<dyn GroupKernel> {
+    Arc::new(GroupKernelImpl::<K, V>::new())
+}
+
 impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for GroupByKey<K, V> {
     type Output = PCollection<KV<K, Vec<V>>>;
     fn expand(self, input: PCollection<KV<K, V>>) -> Self::Output {
