@@ -75,6 +75,17 @@ fn smoke_suite_checks_writes_results_and_perf_on_both_runners() {
 }
 
 #[test]
+fn check_models_the_split_timelines_the_source_reads() {
+    // The default configuration splits the events over 100 generators, whose timelines differ
+    // from the one unsplit timeline of Beam's models: the check compares with the events read.
+    for mode in [&[][..], &["--streaming"][..]] {
+        let mut list = vec!["--query", "0", "--query", "9", "--num-events", "5000", "--check"];
+        list.extend_from_slice(mode);
+        assert_eq!(run(args(&list)), 0, "{mode:?}");
+    }
+}
+
+#[test]
 fn exported_events_give_the_same_results_as_generated_ones() {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("events.json");
