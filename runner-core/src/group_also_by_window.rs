@@ -24,9 +24,6 @@ use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowingStrategy;
 use weir_sdk::{Error, Result, WithStepExt};
 
-/// One merge of windows: the windows merged away and the window they became.
-type Merge = (Vec<Window>, Window);
-
 /// How values are kept per key and window.
 #[derive(Clone)]
 pub enum Values {
@@ -255,10 +252,20 @@ impl KeyWindows {
                 false
             }
             Err(i) => {
-                self.windows.insert(i, (window, state));
+                self.insert_at(i, window, state);
                 true
             }
         }
+    }
+    /// Inserts a new window at `at` (its place in the order). The ring grows by half its
+    /// length, not by doubling: most keys hold a few windows, and a doubled ring of 200-byte
+    /// slots left a third of all slot memory unused.
+    fn insert_at(&mut self, at: usize, window: Window, state: WindowState) {
+        let len = self.windows.len();
+        if len == self.windows.capacity() {
+            self.windows.reserve_exact((len / 2).max(1));
+        }
+        self.windows.insert(at, (window, state));
     }
     fn remove(&mut self, window: &Window) -> Option<WindowState> {
         let state = self.find(window).ok().and_then(|i| self.windows.remove(i)).map(|(_, s)| s)?;
@@ -389,78 +396,77 @@ fn bucket_into(
     }
 }
 
-/// Windows with a value each, in the order added: searched linearly while few (a key mostly
-/// brings a window or two per batch, where hashing costs more than comparing), through a hash
-/// index beyond [`WindowMap::LINEAR`].
-struct WindowMap<V> {
-    entries: Vec<(Window, V)>,
+/// Distinct windows, each at its position in the order added: searched linearly while few (a
+/// key mostly brings a window or two per batch, where hashing costs more than comparing),
+/// through a hash index beyond [`WindowSet::LINEAR`].
+#[derive(Default)]
+struct WindowSet {
+    windows: Vec<Window>,
     index: hashbrown::HashMap<Window, u32>,
 }
 
-impl<V> Default for WindowMap<V> {
-    fn default() -> Self {
-        WindowMap { entries: Vec::new(), index: hashbrown::HashMap::new() }
-    }
-}
-
-impl<V: Copy> WindowMap<V> {
+impl WindowSet {
     const LINEAR: usize = 16;
 
     fn clear(&mut self) {
-        self.entries.clear();
+        self.windows.clear();
         self.index.clear();
     }
 
     fn len(&self) -> usize {
-        self.entries.len()
+        self.windows.len()
     }
 
     fn position(&self, window: &Window) -> Option<usize> {
-        if self.entries.len() <= Self::LINEAR {
-            self.entries.iter().position(|(w, _)| w == window)
+        if self.windows.len() <= Self::LINEAR {
+            self.windows.iter().position(|w| w == window)
         } else {
             self.index.get(window).map(|&i| i as usize)
         }
     }
 
-    fn get(&self, window: &Window) -> Option<V> {
-        self.position(window).map(|i| self.entries[i].1)
-    }
-
-    /// The position of `window`, added with `value` unless present; and whether it was added.
-    fn add(&mut self, window: Window, value: V) -> (usize, bool) {
-        let n = self.entries.len();
+    /// The position of `window`, added unless present; and whether it was added.
+    fn add(&mut self, window: Window) -> (usize, bool) {
+        let n = self.windows.len();
         if n > Self::LINEAR {
             // One hash: found or added through the same entry.
             return match self.index.entry(window) {
                 hashbrown::hash_map::Entry::Occupied(e) => (*e.get() as usize, false),
                 hashbrown::hash_map::Entry::Vacant(e) => {
                     e.insert(n as u32);
-                    self.entries.push((window, value));
+                    self.windows.push(window);
                     (n, true)
                 }
             };
         }
-        if let Some(i) = self.entries.iter().position(|(w, _)| *w == window) {
+        if let Some(i) = self.windows.iter().position(|w| *w == window) {
             return (i, false);
         }
-        self.entries.push((window, value));
+        self.windows.push(window);
         if n == Self::LINEAR {
-            self.index.extend(self.entries.iter().enumerate().map(|(j, (w, _))| (*w, j as u32)));
+            self.index.extend(self.windows.iter().enumerate().map(|(j, w)| (*w, j as u32)));
         }
         (n, true)
     }
 
-    /// Sets the value of `window`, adding it if absent.
-    fn set(&mut self, window: Window, value: V) {
-        let (i, _) = self.add(window, value);
-        self.entries[i].1 = value;
-    }
-
     /// The windows in the order added.
-    fn windows(&self) -> impl Iterator<Item = &Window> + '_ {
-        self.entries.iter().map(|(w, _)| w)
+    fn windows(&self) -> &[Window] {
+        &self.windows
     }
+}
+
+/// Working space of [`GroupAlsoByWindow::merge_new_windows`], kept between keys.
+#[derive(Default)]
+struct MergeScratch {
+    /// The key's active windows, then its fresh new ones: what is merged.
+    active: Vec<Window>,
+    /// Per new window: whether it had no state, whether a merge took it in, and the window it
+    /// ended up in (itself if none).
+    fresh: Vec<bool>,
+    placed: Vec<bool>,
+    target: Vec<Window>,
+    /// The results of the merges made so far.
+    made: Vec<Window>,
 }
 
 /// Buffers of the grouping pass, kept between batches: a large batch would otherwise allocate
@@ -895,48 +901,46 @@ impl GroupAlsoByWindow {
         }
         s.bucket();
         let keys = s.firsts.iter().map(|&first| batch.key(first as usize));
-        // Per key: its distinct windows, where merging moved them, and its groups (windows
-        // after merging) with each kept row's group, bucketed (no allocation per group).
-        let (mut distinct, mut seen) = (Vec::new(), WindowMap::<()>::default());
-        let (mut moved, mut groups) = (WindowMap::<Window>::default(), WindowMap::<()>::default());
-        let (mut group_of, mut kept) = (Vec::new(), Vec::new());
+        // Per key: its distinct windows (and each row's), the window each ended up in after
+        // merging, and its groups (windows after merging): each distinct window's group is
+        // found once, then each kept row's group is its window's, bucketed (no allocation per
+        // group).
+        let (mut distinct, mut distinct_of) = (WindowSet::default(), Vec::new());
+        let (mut merging, mut groups) = (MergeScratch::default(), WindowSet::default());
+        let (mut group_of_distinct, mut group_of, mut kept) = (Vec::new(), Vec::new(), Vec::new());
         let (mut group_starts, mut fill, mut grouped) = (Vec::new(), Vec::new(), Vec::new());
+        /// The group of a distinct window that is past its garbage-collection time.
+        const LATE: u32 = u32::MAX;
         for (k, key) in keys.enumerate() {
             let rows = s.rows(k);
             distinct.clear();
-            seen.clear();
+            distinct_of.clear();
             for &i in rows {
-                if seen.add(batch.rows[i].window, ()).1 {
-                    distinct.push(batch.rows[i].window);
-                }
+                distinct_of.push(distinct.add(batch.rows[i].window).0 as u32);
             }
-            moved.clear();
-            for (sources, merged) in self.merge_new_windows(key, &distinct)? {
-                for source in sources.into_iter().filter(|s| *s != merged) {
-                    moved.set(source, merged);
-                }
-            }
+            self.merge_new_windows(key, &distinct, &mut merging)?;
             groups.clear();
+            group_of_distinct.clear();
+            for &window in &merging.target {
+                group_of_distinct.push(if self.strategy.gc_time(&window) < self.watermarks.input() {
+                    LATE
+                } else {
+                    groups.add(window).0 as u32
+                });
+            }
             group_of.clear();
             kept.clear();
-            for &i in rows {
-                let mut window = batch.rows[i].window;
-                // Merged windows only grow, so following the moves always ends.
-                for _ in 0..=moved.len() {
-                    match moved.get(&window) {
-                        Some(next) => window = next,
-                        None => break,
+            for (&i, &d) in rows.iter().zip(&distinct_of) {
+                match group_of_distinct[d as usize] {
+                    LATE => self.dropped.late += self.inputs_of(batch, i)?,
+                    g => {
+                        group_of.push(g);
+                        kept.push(i as u32);
                     }
                 }
-                if self.strategy.gc_time(&window) < self.watermarks.input() {
-                    self.dropped.late += self.inputs_of(batch, i)?;
-                    continue;
-                }
-                group_of.push(groups.add(window, ()).0 as u32);
-                kept.push(i as u32);
             }
             bucket_into(groups.len(), &group_of, &kept, &mut group_starts, &mut fill, &mut grouped);
-            for (g, &window) in groups.windows().enumerate() {
+            for (g, &window) in groups.windows().iter().enumerate() {
                 if self.add_rows(key, window, batch, &grouped[group_starts[g]..group_starts[g + 1]], false)? {
                     self.fire(key, window, out)?;
                 }
@@ -965,12 +969,7 @@ impl GroupAlsoByWindow {
         };
         self.changes.updated += 1;
         self.bytes += state_bytes(key, &ws);
-        let windows = &mut entry.into_mut().windows;
-        if windows.is_empty() {
-            // Most keys hold one window: room for one, not the four a first insert makes.
-            windows.reserve_exact(1);
-        }
-        windows.insert(at, (window, ws));
+        entry.into_mut().insert_at(at, window, ws);
         self.windows += 1;
         self.window_timers(k, window);
     }
@@ -1001,29 +1000,52 @@ impl GroupAlsoByWindow {
         }
     }
 
-    /// Adds the `new` windows to the key's active windows and merges them all once; returns
-    /// the merges made, as (merged windows, result). Windows that merge away never get state of
-    /// their own; a window already active keeps its state unless something merges into it.
-    fn merge_new_windows(&mut self, key: &[u8], new: &[Window]) -> Result<Vec<Merge>> {
+    /// Adds the `new` windows to the key's active windows and merges them all once; leaves in
+    /// `m.target` the window each new window ended up in (by its position in `new`). Windows
+    /// that merge away never get state of their own; a window already active keeps its state
+    /// unless something merges into it.
+    fn merge_new_windows(&mut self, key: &[u8], new: &WindowSet, m: &mut MergeScratch) -> Result<()> {
+        let (index, new) = (new, new.windows());
         let existing = self.keys.get(key);
-        let mut active: Vec<Window> = Vec::new();
+        m.active.clear();
         if let Some(ws) = existing {
-            ws.active(&mut active);
+            ws.active(&mut m.active);
         }
-        let fresh: Vec<Window> =
-            new.iter().filter(|w| !existing.is_some_and(|ws| ws.contains_key(w))).copied().collect();
-        active.extend_from_slice(&fresh);
-        let merges = self.strategy.window_fn.merge_windows(&active);
-        // Linear while few; a hot key can merge thousands of new windows in one batch.
-        let mut placed = WindowMap::<()>::default();
+        let old = m.active.len();
+        // Per new window: whether it is fresh (no state yet), and whether a merge placed it.
+        m.fresh.clear();
+        for w in new {
+            let fresh = !existing.is_some_and(|ws| ws.contains_key(w));
+            m.fresh.push(fresh);
+            if fresh {
+                m.active.push(*w);
+            }
+        }
+        m.placed.clear();
+        m.placed.resize(new.len(), false);
+        m.target.clear();
+        m.target.extend_from_slice(new);
+        let merges = self.strategy.window_fn.merge_windows(&m.active);
+        // Whether a window may have state: only the key's windows from before do, and the
+        // results of this call's earlier merges. Checked among a few of them, not through the
+        // key map (most merges absorb new windows only).
+        let (before, few) = (&m.active[..old], old <= WindowSet::LINEAR);
+        let may_have_state = |w: &Window, made: &[Window]| {
+            !few || made.len() > WindowSet::LINEAR || before.contains(w) || made.contains(w)
+        };
+        m.made.clear();
         for (sources, merged) in &merges {
             for w in sources.iter().chain([merged]) {
-                placed.add(*w, ());
+                if let Some(d) = index.position(w) {
+                    m.placed[d] = true;
+                    m.target[d] = *merged;
+                }
             }
             let mut states = Vec::new();
-            for s in sources.iter().filter(|s| *s != merged) {
+            for s in sources.iter().filter(|s| *s != merged && may_have_state(s, &m.made)) {
                 states.extend(self.remove_window(key, s));
             }
+            m.made.push(*merged);
             if states.is_empty() {
                 // Only stateless (new) windows merged into `merged`: it keeps its own state.
                 self.ensure_window(key, *merged);
@@ -1036,10 +1058,37 @@ impl GroupAlsoByWindow {
             let state = self.merge_states(merged, states)?;
             self.install(key, *merged, state, queued);
         }
-        for w in fresh.into_iter().filter(|w| placed.get(w).is_none()) {
-            self.ensure_window(key, w);
+        if merges.len() > 1 {
+            // A window merged into one that merged on (not from Beam's window functions, each
+            // of whose windows is in one merge at most): follow the merges. Merged windows only
+            // grow, so following them always ends.
+            let mut results = WindowSet::default();
+            for (_, merged) in &merges {
+                results.add(*merged);
+            }
+            let mut onward: Vec<Option<Window>> = vec![None; results.len()];
+            for (sources, merged) in &merges {
+                for r in sources.iter().filter(|s| *s != merged).filter_map(|s| results.position(s)) {
+                    onward[r] = Some(*merged);
+                }
+            }
+            if onward.iter().any(Option::is_some) {
+                for t in m.target.iter_mut() {
+                    for _ in 0..merges.len() {
+                        match results.position(t).and_then(|r| onward[r]) {
+                            Some(next) => *t = next,
+                            None => break,
+                        }
+                    }
+                }
+            }
         }
-        Ok(merges)
+        for (d, w) in new.iter().enumerate() {
+            if m.fresh[d] && !m.placed[d] {
+                self.ensure_window(key, *w);
+            }
+        }
+        Ok(())
     }
 
     fn merge_states(&self, merged: &Window, mut states: Vec<WindowState>) -> Result<WindowState> {
@@ -1173,8 +1222,11 @@ impl GroupAlsoByWindow {
         let before = ws.values.len();
         match &self.values {
             Values::Buffer(_) => {
-                if idx.len() > 1 {
-                    ws.values.reserve(idx.iter().map(|&i| batch.value(i).len()).sum());
+                let add: usize = idx.iter().map(|&i| batch.value(i).len()).sum();
+                if ws.values.capacity() - ws.values.len() < add {
+                    // Growth by half, not doubling (see `KeyWindows::insert_at`): buffered
+                    // values are most of a grouping's memory.
+                    ws.values.reserve_exact(add.max(ws.values.len() / 2));
                 }
                 for &i in idx {
                     ws.values.extend_from_slice(batch.value(i));
@@ -1559,24 +1611,21 @@ mod tests {
     }
 
     #[test]
-    fn window_maps_find_every_window_below_and_above_the_linear_limit() {
+    fn window_sets_find_every_window_below_and_above_the_linear_limit() {
         let window = |i: i64| Window::Interval(weir_sdk::window::IntervalWindow::new(i * 10, i * 10 + 5));
-        let mut map = WindowMap::<i64>::default();
+        let mut set = WindowSet::default();
         for round in 0..2 {
-            map.clear();
+            set.clear();
             for i in 0..40 {
-                assert_eq!(map.add(window(i), i), (i as usize, true), "round {round}");
-                // Adding again finds it, keeping the first value; setting replaces it.
-                assert_eq!(map.add(window(i), -1), (i as usize, false));
+                assert_eq!(set.add(window(i)), (i as usize, true), "round {round}");
+                // Adding again finds it where it is.
+                assert_eq!(set.add(window(i)), (i as usize, false));
                 for j in 0..=i {
-                    assert_eq!(map.get(&window(j)), Some(j), "{j} of {i}");
+                    assert_eq!(set.position(&window(j)), Some(j as usize), "{j} of {i}");
                 }
-                assert_eq!(map.get(&window(i + 1)), None);
+                assert_eq!(set.position(&window(i + 1)), None);
             }
-            map.set(window(3), 33);
-            map.set(window(99), 99);
-            assert_eq!((map.get(&window(3)), map.get(&window(99)), map.len()), (Some(33), Some(99), 41));
-            assert_eq!(map.windows().copied().collect::<Vec<_>>(), (0..40).chain([99]).map(window).collect::<Vec<_>>());
+            assert_eq!((set.len(), set.windows()), (40, &(0..40).map(window).collect::<Vec<_>>()[..]));
         }
     }
 
@@ -1603,5 +1652,45 @@ mod tests {
         sorted.sort();
         let order: Vec<&[u8]> = sorted.iter().map(|k| &**k).collect();
         assert_eq!(order, vec![&b""[..], &edge[..], &long[..], short]);
+    }
+
+    /// Merges [0, 10) and [20, 30) into [0, 30), which merges on with [40, 50) into [0, 50).
+    #[derive(Debug)]
+    struct ChainedMerges;
+
+    impl weir_sdk::window_fn::WindowFn for ChainedMerges {
+        fn assign_windows(&self, _: Timestamp, window: &Window, out: &mut Vec<Window>) {
+            out.push(*window);
+        }
+        fn is_merging(&self) -> bool {
+            true
+        }
+        fn is_compatible(&self, other: &dyn weir_sdk::window_fn::WindowFn) -> bool {
+            other.as_any().is::<ChainedMerges>()
+        }
+        fn merge_windows(&self, windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
+            let w = |a, b| Window::Interval(weir_sdk::window::IntervalWindow::new(a, b));
+            if !windows.contains(&w(0, 10)) {
+                return Vec::new();
+            }
+            vec![(vec![w(0, 10), w(20, 30)], w(0, 30)), (vec![w(0, 30), w(40, 50)], w(0, 50))]
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    #[test]
+    fn a_window_merged_into_one_that_merges_on_ends_in_the_last() {
+        let strategy = WindowingStrategy::of(Arc::new(ChainedMerges));
+        let kernel = weir_sdk::transforms::group_by_key::kernel::<i64, i64>();
+        let mut gaw = GroupAlsoByWindow::new("G", strategy, Values::Buffer(kernel));
+        assert!(grouped(gaw.process(input(&[(1, 1, 5), (1, 2, 25), (1, 3, 45)]), 0).unwrap()).is_empty());
+        // One state: the intermediate [0, 30) keeps none.
+        assert_eq!(gaw.state_size(), 1);
+        let mut fired = grouped(gaw.advance(60, 0).unwrap());
+        fired[0].1.sort();
+        assert_eq!(fired, vec![(1, vec![1, 2, 3], 49, Timing::OnTime)]);
+        assert!(gaw.is_empty());
     }
 }

@@ -183,20 +183,22 @@ pub fn beats<B: Ranked>(a: &B, b: &B) -> bool {
     a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)).then(b.3.cmp(a.3)) == Ordering::Greater
 }
 
-/// What ranks a bid: price, time, bidder and `extra`.
+/// What ranks a bid: price, time, bidder and `extra` (its UTF-8 bytes, which order as the
+/// string does).
 pub trait Ranked {
     /// (price, date_time, bidder, extra).
-    fn rank(&self) -> (i64, i64, i64, &str);
+    fn rank(&self) -> (i64, i64, i64, &[u8]);
 }
 
 impl Ranked for Bid {
-    fn rank(&self) -> (i64, i64, i64, &str) {
-        (self.price, self.date_time, self.bidder, &self.extra)
+    fn rank(&self) -> (i64, i64, i64, &[u8]) {
+        (self.price, self.date_time, self.bidder, self.extra.as_bytes())
     }
 }
 
 /// A bid read in place from a CoGroupByKey result ([`CoGbkResult::get_all_borrowed`]): its
-/// fields in [`Bid`]'s order, `extra` borrowed.
+/// fields in [`Bid`]'s order, `extra` borrowed as the bytes of the string (encoded alike), so
+/// only the winner's is checked to be UTF-8.
 #[derive(Deserialize)]
 struct BidRef<'a> {
     auction: i64,
@@ -204,24 +206,24 @@ struct BidRef<'a> {
     price: i64,
     date_time: i64,
     #[serde(borrow)]
-    extra: &'a str,
+    extra: &'a [u8],
 }
 
 impl Ranked for BidRef<'_> {
-    fn rank(&self) -> (i64, i64, i64, &str) {
+    fn rank(&self) -> (i64, i64, i64, &[u8]) {
         (self.price, self.date_time, self.bidder, self.extra)
     }
 }
 
 impl BidRef<'_> {
-    fn to_bid(&self) -> Bid {
-        Bid {
+    fn to_bid(&self) -> Result<Bid, std::str::Utf8Error> {
+        Ok(Bid {
             auction: self.auction,
             bidder: self.bidder,
             price: self.price,
             date_time: self.date_time,
-            extra: self.extra.to_string(),
-        }
+            extra: std::str::from_utf8(self.extra)?.to_string(),
+        })
     }
 }
 
@@ -269,7 +271,7 @@ impl DoFn for Join {
         self.under_reserve.inc_by(bids.iter().filter(|b| b.price < auction.reserve).count() as i64);
         match winner(&auction, &bids) {
             Some(best) => {
-                let bid = best.to_bid();
+                let bid = best.to_bid().map_err(|e| format!("the winning bid of auction {}: {e}", auction.id))?;
                 ctx.output(AuctionBid { auction, bid });
             }
             None => self.no_valid_bids.inc(),
