@@ -78,6 +78,11 @@ pub fn encode_to_vec<T, C: Coder<T> + ?Sized>(coder: &C, value: &T) -> Result<Ve
 
 /// Appends `v` as an unsigned LEB128 varint.
 pub fn write_varint(v: u64, out: &mut Vec<u8>) {
+    // Most varints (tags, short lengths) are one byte.
+    if v < 0x80 {
+        out.push(v as u8);
+        return;
+    }
     let mut buf = [0u8; 16];
     let n = varint_into(v, &mut buf);
     out.extend_from_slice(&buf[..n]);
@@ -137,6 +142,13 @@ impl postcard::ser_flavors::Flavor for AppendVec<'_> {
 
 /// Reads an unsigned LEB128 varint of at most 10 bytes.
 pub fn read_varint(input: &mut &[u8]) -> Result<u64, CoderError> {
+    // Most varints (tags, short lengths) are one byte.
+    if let Some((&b, rest)) = input.split_first() {
+        if b < 0x80 {
+            *input = rest;
+            return Ok(u64::from(b));
+        }
+    }
     let mut result: u64 = 0;
     for i in 0..10 {
         let b = read_byte(input)?;

@@ -51,44 +51,57 @@ pub struct CoGbkResult {
 }
 
 impl PartialEq for CoGbkResult {
-    /// Equal when every input has the same values (however the buffers are laid out).
+    /// Equal when every input has the same values (however the buffers are laid out); a
+    /// buffer that does not decode equals nothing.
     fn eq(&self, other: &Self) -> bool {
+        let values = |r: &'_ CoGbkResult, i| {
+            let mut out = Vec::new();
+            r.each_encoded(i, |b| {
+                out.push(b.to_vec());
+                Ok(())
+            })
+            .map(|()| out)
+        };
         self.tags == other.tags
-            && (0..self.tags.len()).all(|i| self.encoded(i).map(Result::ok).eq(other.encoded(i).map(Result::ok)))
+            && (0..self.tags.len()).all(|i| matches!((values(self, i), values(other, i)), (Ok(a), Ok(b)) if a == b))
     }
 }
 
 impl Eq for CoGbkResult {}
 
 impl CoGbkResult {
-    /// The encoded values of input `i`, in order; an error ends them.
-    fn encoded(&self, i: usize) -> impl Iterator<Item = Result<&[u8], CoderError>> + '_ {
-        let (mut rest, mut left) = (&self.data[..], self.count);
-        std::iter::from_fn(move || {
-            while left > 0 {
-                left -= 1;
-                let read = take_union(&mut rest).and_then(|(index, bytes)| match index as usize {
-                    n if n >= self.tags.len() => Err(CoderError::new(format!("union index {n} out of range"))),
-                    n => Ok((n, bytes)),
-                });
-                match read {
-                    Ok((n, bytes)) if n == i => return Some(Ok(bytes)),
-                    Ok(_) => {}
-                    Err(e) => {
-                        left = 0;
-                        return Some(Err(CoderError::new(format!("cannot decode a CoGroupByKey value: {e}"))));
-                    }
-                }
+    /// Calls `f` with the encoded bytes of every value of input `i`, in order: one pass over
+    /// the group's buffer, no iterator state per value.
+    fn each_encoded<'a>(
+        &'a self,
+        i: usize,
+        mut f: impl FnMut(&'a [u8]) -> Result<(), CoderError>,
+    ) -> Result<(), CoderError> {
+        let mut rest = &self.data[..];
+        for _ in 0..self.count {
+            let (index, bytes) = take_union(&mut rest)
+                .map_err(|e| CoderError::new(format!("cannot decode a CoGroupByKey value: {e}")))?;
+            if index as usize == i {
+                f(bytes)?;
+            } else if index as usize >= self.tags.len() {
+                return Err(CoderError::new(format!(
+                    "cannot decode a CoGroupByKey value: union index {index} out of range"
+                )));
             }
-            None
-        })
+        }
+        Ok(())
     }
 
     /// All values of the input tagged `tag` (empty if it had none for this key).
     pub fn get_all<V: Element>(&self, tag: &TupleTag<V>) -> Result<Vec<V>, CoderError> {
         let i = self.tag_index(tag.id())?;
         let coder = ElementCoder::<V>::new();
-        self.encoded(i).map(|b| b.and_then(|b| coder.decode_outer(b))).collect()
+        let mut out = Vec::new();
+        self.each_encoded(i, |b| {
+            out.push(coder.decode_outer(b)?);
+            Ok(())
+        })?;
+        Ok(out)
     }
     /// All values of the input tagged `tag`, each decoded as `B`: a type serialized as `V` is
     /// (the same fields in the same order) whose fields may borrow from this result, such as
@@ -100,12 +113,14 @@ impl CoGbkResult {
     ) -> Result<Vec<B>, CoderError> {
         let i = self.tag_index(tag.id())?;
         // Values are encoded by ElementCoder: postcard's serde form (integers included).
-        self.encoded(i)
-            .map(|b| {
-                postcard::from_bytes(b?)
-                    .map_err(|e| CoderError::new(format!("cannot decode a value of tag '{}': {e}", tag.id())))
-            })
-            .collect()
+        let mut out = Vec::new();
+        self.each_encoded(i, |b| {
+            let value = postcard::from_bytes(b)
+                .map_err(|e| CoderError::new(format!("cannot decode a value of tag '{}': {e}", tag.id())))?;
+            out.push(value);
+            Ok(())
+        })?;
+        Ok(out)
     }
     fn tag_index(&self, id: &str) -> Result<usize, CoderError> {
         self.tags.iter().position(|t| t == id).ok_or_else(|| CoderError::new(format!("CoGbkResult has no tag '{id}'")))
