@@ -1000,12 +1000,12 @@ impl GroupAlsoByWindow {
         }
     }
 
-    /// Adds the `new` windows to the key's active windows and merges them all once; leaves in
-    /// `m.target` the window each new window ended up in (by its position in `new`). Windows
+    /// Adds the batch's `distinct` windows of the key to its active windows and merges them all
+    /// once; leaves in `m.target` the window each ended up in (by its position in `distinct`). Windows
     /// that merge away never get state of their own; a window already active keeps its state
     /// unless something merges into it.
-    fn merge_new_windows(&mut self, key: &[u8], new: &WindowSet, m: &mut MergeScratch) -> Result<()> {
-        let (index, new) = (new, new.windows());
+    fn merge_new_windows(&mut self, key: &[u8], distinct: &WindowSet, m: &mut MergeScratch) -> Result<()> {
+        let new = distinct.windows();
         let existing = self.keys.get(key);
         m.active.clear();
         if let Some(ws) = existing {
@@ -1036,7 +1036,7 @@ impl GroupAlsoByWindow {
         m.made.clear();
         for (sources, merged) in &merges {
             for w in sources.iter().chain([merged]) {
-                if let Some(d) = index.position(w) {
+                if let Some(d) = distinct.position(w) {
                     m.placed[d] = true;
                     m.target[d] = *merged;
                 }
@@ -1222,11 +1222,8 @@ impl GroupAlsoByWindow {
         let before = ws.values.len();
         match &self.values {
             Values::Buffer(_) => {
-                let add: usize = idx.iter().map(|&i| batch.value(i).len()).sum();
-                if ws.values.capacity() - ws.values.len() < add {
-                    // Growth by half, not doubling (see `KeyWindows::insert_at`): buffered
-                    // values are most of a grouping's memory.
-                    ws.values.reserve_exact(add.max(ws.values.len() / 2));
+                if idx.len() > 1 {
+                    ws.values.reserve(idx.iter().map(|&i| batch.value(i).len()).sum());
                 }
                 for &i in idx {
                     ws.values.extend_from_slice(batch.value(i));
