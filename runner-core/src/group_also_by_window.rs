@@ -257,13 +257,11 @@ impl KeyWindows {
             }
         }
     }
-    /// Inserts a new window at `at` (its place in the order). The ring starts with room for
-    /// one (most keys hold one window), then four, then grows by half its length, not by
-    /// doubling: a doubled ring of 200-byte slots left a third of all slot memory unused.
+    /// Inserts a new window at `at` (its place in the order).
     fn insert_at(&mut self, at: usize, window: Window, state: WindowState) {
-        let len = self.windows.len();
-        if len == self.windows.capacity() {
-            self.windows.reserve_exact(if len == 0 { 1 } else { (len / 2).max(3) });
+        if self.windows.capacity() == 0 {
+            // Most keys hold one window: room for one, not the four a first insert makes.
+            self.windows.reserve_exact(1);
         }
         self.windows.insert(at, (window, state));
     }

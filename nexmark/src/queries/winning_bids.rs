@@ -76,12 +76,14 @@ impl WindowFn for AuctionOrBidWindowFn {
             }
             seen.push(auction.tag);
             // Bid windows starting at or after the auction's end stay apart and expire unused.
-            let mut merged: Vec<BoundedWindow> = windows
-                .iter()
-                .filter_map(custom)
-                .filter(|b| b.kind == BID_WINDOW && b.tag == auction.tag && b.start < auction.end)
-                .map(BoundedWindow::Custom)
-                .collect();
+            let mut merged: Vec<BoundedWindow> = Vec::with_capacity(windows.len());
+            merged.extend(
+                windows
+                    .iter()
+                    .filter_map(custom)
+                    .filter(|b| b.kind == BID_WINDOW && b.tag == auction.tag && b.start < auction.end)
+                    .map(BoundedWindow::Custom),
+            );
             if !merged.is_empty() {
                 merged.push(BoundedWindow::Custom(auction));
                 merges.push((merged, BoundedWindow::Custom(auction)));

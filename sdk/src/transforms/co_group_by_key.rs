@@ -96,7 +96,8 @@ impl CoGbkResult {
     pub fn get_all<V: Element>(&self, tag: &TupleTag<V>) -> Result<Vec<V>, CoderError> {
         let i = self.tag_index(tag.id())?;
         let coder = ElementCoder::<V>::new();
-        let mut out = Vec::new();
+        // At most every value is this input's: one allocation.
+        let mut out = Vec::with_capacity(self.count);
         self.each_encoded(i, |b| {
             out.push(coder.decode_outer(b)?);
             Ok(())
@@ -113,7 +114,8 @@ impl CoGbkResult {
     ) -> Result<Vec<B>, CoderError> {
         let i = self.tag_index(tag.id())?;
         // Values are encoded by ElementCoder: postcard's serde form (integers included).
-        let mut out = Vec::new();
+        // At most every value is this input's: one allocation.
+        let mut out = Vec::with_capacity(self.count);
         self.each_encoded(i, |b| {
             let value = postcard::from_bytes(b)
                 .map_err(|e| CoderError::new(format!("cannot decode a value of tag '{}': {e}", tag.id())))?;
