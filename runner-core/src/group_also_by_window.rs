@@ -458,13 +458,12 @@ impl WindowSet {
 struct MergeScratch {
     /// The key's active windows, then its fresh new ones: what is merged.
     active: Vec<Window>,
-    /// Per new window: whether it had no state, whether a merge took it in, and the window it
-    /// ended up in (itself if none).
-    fresh: Vec<bool>,
-    placed: Vec<bool>,
+    /// Per new window: whether it still needs a state of its own (it had none and no merge
+    /// took it in), and the window it ended up in (itself if none).
+    unplaced: Vec<bool>,
     target: Vec<Window>,
-    /// The results of the merges made so far.
-    made: Vec<Window>,
+    /// The merge results when there are several (one may merge on in a later merge).
+    results: WindowSet,
 }
 
 /// Buffers of the grouping pass, kept between batches: a large batch would otherwise allocate
@@ -999,9 +998,9 @@ impl GroupAlsoByWindow {
     }
 
     /// Adds the batch's `distinct` windows of the key to its active windows and merges them all
-    /// once; leaves in `m.target` the window each ended up in (by its position in `distinct`). Windows
-    /// that merge away never get state of their own; a window already active keeps its state
-    /// unless something merges into it.
+    /// once; leaves in `m.target` the window each ended up in (by its position in `distinct`).
+    /// Windows that merge away never get state of their own; a window already active keeps its
+    /// state unless something merges into it.
     fn merge_new_windows(&mut self, key: &[u8], distinct: &WindowSet, m: &mut MergeScratch) -> Result<()> {
         let new = distinct.windows();
         let existing = self.keys.get(key);
@@ -1010,40 +1009,40 @@ impl GroupAlsoByWindow {
             ws.active(&mut m.active);
         }
         let old = m.active.len();
-        // Per new window: whether it is fresh (no state yet), and whether a merge placed it.
-        m.fresh.clear();
+        // New windows without state (fresh) are merged with the active ones.
+        m.unplaced.clear();
         for w in new {
             let fresh = !existing.is_some_and(|ws| ws.contains_key(w));
-            m.fresh.push(fresh);
+            m.unplaced.push(fresh);
             if fresh {
                 m.active.push(*w);
             }
         }
-        m.placed.clear();
-        m.placed.resize(new.len(), false);
         m.target.clear();
         m.target.extend_from_slice(new);
         let merges = self.strategy.window_fn.merge_windows(&m.active);
-        // Whether a window may have state: only the key's windows from before do, and the
-        // results of this call's earlier merges. Checked among a few of them, not through the
+        m.results.clear();
+        if merges.len() > 1 {
+            for (_, merged) in &merges {
+                m.results.add(*merged);
+            }
+        }
+        // Whether a window may have state: only the key's windows from before do, and merge
+        // results (a later merge may take one in). Checked among a few of them, not through the
         // key map (most merges absorb new windows only).
         let (before, few) = (&m.active[..old], old <= WindowSet::LINEAR);
-        let may_have_state = |w: &Window, made: &[Window]| {
-            !few || made.len() > WindowSet::LINEAR || before.contains(w) || made.contains(w)
-        };
-        m.made.clear();
+        let may_have_state = |w: &Window| !few || before.contains(w) || m.results.position(w).is_some();
         for (sources, merged) in &merges {
             for w in sources.iter().chain([merged]) {
                 if let Some(d) = distinct.position(w) {
-                    m.placed[d] = true;
+                    m.unplaced[d] = false;
                     m.target[d] = *merged;
                 }
             }
             let mut states = Vec::new();
-            for s in sources.iter().filter(|s| *s != merged && may_have_state(s, &m.made)) {
+            for s in sources.iter().filter(|s| *s != merged && may_have_state(s)) {
                 states.extend(self.remove_window(key, s));
             }
-            m.made.push(*merged);
             if states.is_empty() {
                 // Only stateless (new) windows merged into `merged`: it keeps its own state.
                 self.ensure_window(key, *merged);
@@ -1060,20 +1059,16 @@ impl GroupAlsoByWindow {
             // A window merged into one that merged on (not from Beam's window functions, each
             // of whose windows is in one merge at most): follow the merges. Merged windows only
             // grow, so following them always ends.
-            let mut results = WindowSet::default();
-            for (_, merged) in &merges {
-                results.add(*merged);
-            }
-            let mut onward: Vec<Option<Window>> = vec![None; results.len()];
+            let mut onward: Vec<Option<Window>> = vec![None; m.results.len()];
             for (sources, merged) in &merges {
-                for r in sources.iter().filter(|s| *s != merged).filter_map(|s| results.position(s)) {
+                for r in sources.iter().filter(|s| *s != merged).filter_map(|s| m.results.position(s)) {
                     onward[r] = Some(*merged);
                 }
             }
             if onward.iter().any(Option::is_some) {
                 for t in m.target.iter_mut() {
                     for _ in 0..merges.len() {
-                        match results.position(t).and_then(|r| onward[r]) {
+                        match m.results.position(t).and_then(|r| onward[r]) {
                             Some(next) => *t = next,
                             None => break,
                         }
@@ -1081,8 +1076,8 @@ impl GroupAlsoByWindow {
                 }
             }
         }
-        for (d, w) in new.iter().enumerate() {
-            if m.fresh[d] && !m.placed[d] {
+        for (w, unplaced) in new.iter().zip(&m.unplaced) {
+            if *unplaced {
                 self.ensure_window(key, *w);
             }
         }

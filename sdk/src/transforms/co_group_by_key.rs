@@ -54,14 +54,9 @@ impl PartialEq for CoGbkResult {
     /// Equal when every input has the same values (however the buffers are laid out); a
     /// buffer that does not decode equals nothing.
     fn eq(&self, other: &Self) -> bool {
-        let values = |r: &'_ CoGbkResult, i| {
-            let mut out = Vec::new();
-            r.each_encoded(i, |b| {
-                out.push(b.to_vec());
-                Ok(())
-            })
-            .map(|()| out)
-        };
+        fn values(r: &CoGbkResult, i: usize) -> Result<Vec<&[u8]>, CoderError> {
+            r.decode_each(i, Ok)
+        }
         self.tags == other.tags
             && (0..self.tags.len()).all(|i| matches!((values(self, i), values(other, i)), (Ok(a), Ok(b)) if a == b))
     }
@@ -70,39 +65,34 @@ impl PartialEq for CoGbkResult {
 impl Eq for CoGbkResult {}
 
 impl CoGbkResult {
-    /// Calls `f` with the encoded bytes of every value of input `i`, in order: one pass over
-    /// the group's buffer, no iterator state per value.
-    fn each_encoded<'a>(
+    /// Every value of input `i`, in order, each read from its encoded bytes by `decode`: one
+    /// pass over the group's buffer, no iterator state per value, and one allocation (at most
+    /// every value is this input's).
+    fn decode_each<'a, T>(
         &'a self,
         i: usize,
-        mut f: impl FnMut(&'a [u8]) -> Result<(), CoderError>,
-    ) -> Result<(), CoderError> {
-        let mut rest = &self.data[..];
+        mut decode: impl FnMut(&'a [u8]) -> Result<T, CoderError>,
+    ) -> Result<Vec<T>, CoderError> {
+        let (mut rest, mut out) = (&self.data[..], Vec::with_capacity(self.count));
         for _ in 0..self.count {
             let (index, bytes) = take_union(&mut rest)
                 .map_err(|e| CoderError::new(format!("cannot decode a CoGroupByKey value: {e}")))?;
             if index as usize == i {
-                f(bytes)?;
+                out.push(decode(bytes)?);
             } else if index as usize >= self.tags.len() {
                 return Err(CoderError::new(format!(
                     "cannot decode a CoGroupByKey value: union index {index} out of range"
                 )));
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     /// All values of the input tagged `tag` (empty if it had none for this key).
     pub fn get_all<V: Element>(&self, tag: &TupleTag<V>) -> Result<Vec<V>, CoderError> {
         let i = self.tag_index(tag.id())?;
         let coder = ElementCoder::<V>::new();
-        // At most every value is this input's: one allocation.
-        let mut out = Vec::with_capacity(self.count);
-        self.each_encoded(i, |b| {
-            out.push(coder.decode_outer(b)?);
-            Ok(())
-        })?;
-        Ok(out)
+        self.decode_each(i, |b| coder.decode_outer(b))
     }
     /// All values of the input tagged `tag`, each decoded as `B`: a type serialized as `V` is
     /// (the same fields in the same order) whose fields may borrow from this result, such as
@@ -114,15 +104,10 @@ impl CoGbkResult {
     ) -> Result<Vec<B>, CoderError> {
         let i = self.tag_index(tag.id())?;
         // Values are encoded by ElementCoder: postcard's serde form (integers included).
-        // At most every value is this input's: one allocation.
-        let mut out = Vec::with_capacity(self.count);
-        self.each_encoded(i, |b| {
-            let value = postcard::from_bytes(b)
-                .map_err(|e| CoderError::new(format!("cannot decode a value of tag '{}': {e}", tag.id())))?;
-            out.push(value);
-            Ok(())
-        })?;
-        Ok(out)
+        self.decode_each(i, |b| {
+            postcard::from_bytes(b)
+                .map_err(|e| CoderError::new(format!("cannot decode a value of tag '{}': {e}", tag.id())))
+        })
     }
     fn tag_index(&self, id: &str) -> Result<usize, CoderError> {
         self.tags.iter().position(|t| t == id).ok_or_else(|| CoderError::new(format!("CoGbkResult has no tag '{id}'")))
