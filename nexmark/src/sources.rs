@@ -6,9 +6,9 @@ use std::io::Write;
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use weir_sdk::io::{BoundedReader, BoundedSource, TextIO, UnboundedReader, UnboundedSource};
+use weir_sdk::io::{BoundedReader, BoundedSource, UnboundedReader, UnboundedSource};
 use weir_sdk::time::{Timestamp, MAX_TIMESTAMP};
-use weir_sdk::{DoFn, Metrics, PBegin, PCollection, PTransform, ParDo, ProcessContext, UserResult};
+use weir_sdk::{Metrics, PBegin, PCollection, PTransform, UserResult};
 
 use crate::generator::{split_events, Generator, GeneratorConfig};
 use crate::model::Event;
@@ -58,6 +58,10 @@ impl BoundedSource for BoundedEventSource {
     fn create_reader(&self) -> UserResult<BoundedEventReader> {
         Ok(BoundedEventReader { generator: Generator::new(self.config.clone()) })
     }
+
+    fn describe(&self) -> String {
+        describe_generator("BoundedEventSource", &self.config, self.num_generators, &[])
+    }
 }
 
 impl BoundedReader for BoundedEventReader {
@@ -94,6 +98,27 @@ impl UnboundedEventSource {
             is_rate_limited: config.is_rate_limited,
         }
     }
+}
+
+/// A generator source's description for checkpoint fingerprints: every configuration field
+/// but the query (which the pipeline's shape already tells), the generator's range, and its base
+/// time unless that is the wall clock at startup.
+fn describe_generator(kind: &str, c: &GeneratorConfig, generators: i64, extra: &[(&str, String)]) -> String {
+    let mut fields = match serde_json::to_value(&c.config) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    fields.remove("query");
+    let mut out =
+        format!("{kind}(generators={generators}, firstEventId={}, maxEvents={}", c.first_event_id, c.max_events);
+    if !c.config.use_wallclock_event_time {
+        out.push_str(&format!(", baseTime={}", c.base_time));
+    }
+    for (k, v) in extra {
+        out.push_str(&format!(", {k}={v}"));
+    }
+    out.push_str(&format!(", config={})", serde_json::Value::Object(fields)));
+    out
 }
 
 /// Where an [`UnboundedEventReader`] resumes: events emitted so far, the watermark reached, the
@@ -152,6 +177,14 @@ impl UnboundedSource for UnboundedEventSource {
             .into_iter()
             .map(|config| Self { config, num_generators: 1, ..self.clone() })
             .collect())
+    }
+
+    fn describe(&self) -> String {
+        let extra = [
+            ("watermarkHoldbackMs", self.watermark_holdback_ms.to_string()),
+            ("isRateLimited", self.is_rate_limited.to_string()),
+        ];
+        describe_generator("UnboundedEventSource", &self.config, self.num_generators, &extra)
     }
 
     fn create_reader(&self, checkpoint: Option<EventCheckpoint>) -> UserResult<UnboundedEventReader> {
@@ -253,41 +286,186 @@ pub fn export_events(config: &NexmarkConfig, path: &std::path::Path) -> std::io:
     Ok(n)
 }
 
-/// Reads events from files of Beam's JSON lines (written by [`export_events`] or by Beam)
-/// instead of generating them. Each event is stamped with its `dateTime`. A line that is not an
-/// event is counted in the `nexmark:malformedEvents` counter and logged, not fatal.
-pub struct ReadEventsFile {
-    pattern: String,
+/// What happens to a line of an events file that is not an event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum OnMalformed {
+    /// Skip it: a warning names the file and line, and `nexmark:malformedEvents` counts it.
+    #[default]
+    Skip,
+    /// Fail the pipeline with an error naming the file and line.
+    Fail,
+    /// Skip it as [`OnMalformed::Skip`] does, and append the line verbatim to this file (Beam's
+    /// dead-letter pattern), which is emptied when the pipeline starts reading.
+    DeadLetter(std::path::PathBuf),
 }
 
-impl ReadEventsFile {
-    /// Reads the files matching `pattern`.
-    pub fn from(pattern: impl Into<String>) -> Self {
-        ReadEventsFile { pattern: pattern.into() }
+impl std::str::FromStr for OnMalformed {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "skip" => Ok(OnMalformed::Skip),
+            "fail" => Ok(OnMalformed::Fail),
+            _ => match s.strip_prefix("dead-letter=") {
+                Some(file) if !file.is_empty() => Ok(OnMalformed::DeadLetter(file.into())),
+                _ => Err(format!("'{s}' is not one of skip, fail, dead-letter=FILE")),
+            },
+        }
     }
 }
 
-#[derive(Clone)]
-struct ParseEvent;
+/// Reads events from files of Beam's JSON lines (written by [`export_events`] or by Beam)
+/// instead of generating them. Each event is stamped with its `dateTime`. Blank lines are
+/// skipped; a line that is not an event is handled as [`OnMalformed`] says.
+pub struct ReadEventsFile {
+    source: weir_sdk::io::text::TextSource,
+    on_malformed: OnMalformed,
+}
 
-impl DoFn for ParseEvent {
-    type In = String;
-    type Out = Event;
+impl ReadEventsFile {
+    /// Reads the file at `path`, its name taken as it is.
+    pub fn from(path: impl Into<String>) -> Self {
+        Self::of(weir_sdk::io::text::TextSource::File(path.into().into()))
+    }
 
-    fn process(&mut self, line: String, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
-        if line.trim().is_empty() {
-            return Ok(());
+    /// Reads every file matching the glob `pattern`.
+    pub fn from_glob(pattern: impl Into<String>) -> Self {
+        Self::of(weir_sdk::io::text::TextSource::Pattern(pattern.into()))
+    }
+
+    fn of(source: weir_sdk::io::text::TextSource) -> Self {
+        ReadEventsFile { source, on_malformed: OnMalformed::Skip }
+    }
+
+    /// What to do with lines that are not events (default: skip).
+    pub fn on_malformed(mut self, policy: OnMalformed) -> Self {
+        self.on_malformed = policy;
+        self
+    }
+}
+
+/// Where malformed lines go, shared by every split of one read.
+struct DeadLetter {
+    path: std::path::PathBuf,
+    file: std::sync::Mutex<Option<std::fs::File>>,
+}
+
+impl DeadLetter {
+    fn append(&self, line: &[u8]) -> UserResult {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if file.is_none() {
+            let f = std::fs::File::create(&self.path)
+                .map_err(|e| format!("dead-letter file {}: {e}", self.path.display()))?;
+            *file = Some(f);
         }
-        match Event::from_json(&line) {
-            Ok(event) => {
-                let ts = event.date_time();
-                ctx.output_with_timestamp(event, ts)
+        if let Some(f) = file.as_mut() {
+            f.write_all(line)
+                .and_then(|_| f.write_all(b"\n"))
+                .map_err(|e| format!("dead-letter file {}: {e}", self.path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// The source behind [`ReadEventsFile`]: byte ranges of the files, parsed line by line.
+#[derive(Clone)]
+pub struct EventsFileSource {
+    text: weir_sdk::io::text::TextSource,
+    fail: bool,
+    dead_letter: Option<std::sync::Arc<DeadLetter>>,
+}
+
+impl BoundedSource for EventsFileSource {
+    type Output = Event;
+    type Reader = EventsFileReader;
+
+    fn describe(&self) -> String {
+        format!("EventsFile({:?})", self.text)
+    }
+
+    fn split(&self, desired_bundle_size_bytes: u64) -> UserResult<Vec<Self>> {
+        let ranges = self.text.ranges()?;
+        for (path, start, end) in &ranges {
+            if start == end {
+                tracing::warn!("events file {} is empty: it holds no events", path.display());
             }
-            Err(e) => {
-                Metrics::counter("nexmark", "malformedEvents")?.inc();
-                let shown: String = line.chars().take(80).collect();
-                tracing::warn!("skipping a malformed Nexmark event line ({e}): {shown}");
-                Ok(())
+        }
+        Ok(self
+            .text
+            .split_ranges(desired_bundle_size_bytes)?
+            .into_iter()
+            .map(|text| EventsFileSource { text, ..self.clone() })
+            .collect())
+    }
+
+    fn estimated_size_bytes(&self) -> UserResult<u64> {
+        Ok(self.text.ranges()?.iter().map(|(_, s, e)| e - s).sum())
+    }
+
+    fn create_reader(&self) -> UserResult<EventsFileReader> {
+        Ok(EventsFileReader { lines: self.text.line_reader()?, line: Vec::new(), source: self.clone(), last: None })
+    }
+}
+
+/// Reads one [`EventsFileSource`].
+pub struct EventsFileReader {
+    lines: weir_sdk::io::text::LineReader,
+    line: Vec<u8>,
+    source: EventsFileSource,
+    /// The last malformed line's file, byte offset and line number, to number the next one
+    /// from there rather than from the start of the file.
+    last: Option<(std::path::PathBuf, u64, u64)>,
+}
+
+impl EventsFileReader {
+    /// The 1-based number of the line starting at byte `offset` of `path`, counted on from the
+    /// last malformed line of the same file when there was one (bad lines are rare, but a file
+    /// full of them should not be read from its start for each).
+    fn line_number(&mut self, path: &std::path::Path, offset: u64) -> UserResult<u64> {
+        let (from, base) = match &self.last {
+            Some((p, at, n)) if p == path && *at <= offset => (*at, *n),
+            _ => (0, 1),
+        };
+        let n = base
+            + weir_sdk::io::text::count_newlines(path, from, offset).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.last = Some((path.to_path_buf(), offset, n));
+        Ok(n)
+    }
+}
+
+impl BoundedReader for EventsFileReader {
+    type Output = Event;
+
+    fn next(&mut self) -> UserResult<Option<(Event, Timestamp)>> {
+        loop {
+            let Some((path, offset)) = self.lines.next_line(&mut self.line)? else { return Ok(None) };
+            if self.line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let parsed = std::str::from_utf8(&self.line)
+                .map_err(|e| e.to_string())
+                .and_then(|l| Event::from_json(l).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(event) => {
+                    let ts = event.date_time();
+                    return Ok(Some((event, ts)));
+                }
+                Err(e) => {
+                    let path = path.to_path_buf();
+                    let line_no = self.line_number(&path, offset)?;
+                    let shown: String = String::from_utf8_lossy(&self.line).chars().take(80).collect();
+                    if self.source.fail {
+                        return Err(format!(
+                            "{}:{line_no}: malformed Nexmark event ({e}): {shown} (--on-malformed fail)",
+                            path.display()
+                        )
+                        .into());
+                    }
+                    Metrics::counter("nexmark", "malformedEvents")?.inc();
+                    tracing::warn!("{}:{line_no}: skipping a malformed Nexmark event ({e}): {shown}", path.display());
+                    if let Some(d) = &self.source.dead_letter {
+                        d.append(&self.line)?;
+                    }
+                }
             }
         }
     }
@@ -297,7 +475,14 @@ impl PTransform<PBegin> for ReadEventsFile {
     type Output = PCollection<Event>;
 
     fn expand(self, input: PBegin) -> PCollection<Event> {
-        input.apply("ReadLines", TextIO::read().from(self.pattern)).apply("ParseEvents", ParDo::of(ParseEvent))
+        let (fail, dead_letter) = match self.on_malformed {
+            OnMalformed::Skip => (false, None),
+            OnMalformed::Fail => (true, None),
+            OnMalformed::DeadLetter(path) => {
+                (false, Some(std::sync::Arc::new(DeadLetter { path, file: std::sync::Mutex::new(None) })))
+            }
+        };
+        input.apply("ReadEvents", weir_sdk::io::Read::from(EventsFileSource { text: self.source, fail, dead_letter }))
     }
 }
 

@@ -21,6 +21,7 @@ pub struct Job {
     status: Mutex<Status>,
     changed: Condvar,
     cancel: AtomicBool,
+    stop: AtomicBool,
 }
 
 impl Job {
@@ -30,12 +31,37 @@ impl Job {
             status: Mutex::new(Status { state: PipelineState::Running, error: None }),
             changed: Condvar::new(),
             cancel: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
         })
     }
 
     /// Whether cancellation was requested; long-running work checks it between bundles.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.load(Ordering::SeqCst)
+    }
+
+    /// Whether a graceful stop was requested: work stops at its next commit point. Cancellation
+    /// implies it.
+    pub fn is_stop_requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.is_cancelled()
+    }
+
+    /// Waits up to `timeout`, returning early when a stop or cancellation is requested; returns
+    /// whether one was.
+    pub fn sleep_unless_stopped(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.is_stop_requested() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            let s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            let step = (deadline - now).min(Duration::from_millis(20));
+            drop(self.changed.wait_timeout(s, step).unwrap_or_else(|e| e.into_inner()));
+        }
     }
 
     /// Waits up to `timeout` for a terminal state; returns whether the job has ended.
@@ -147,6 +173,13 @@ impl PipelineResult for JobResult {
 
     fn cancel(&self) -> Result<PipelineState> {
         self.job.cancel.store(true, Ordering::SeqCst);
+        self.job.changed.notify_all();
+        Ok(self.state())
+    }
+
+    fn stop(&self) -> Result<PipelineState> {
+        self.job.stop.store(true, Ordering::SeqCst);
+        self.job.changed.notify_all();
         Ok(self.state())
     }
 

@@ -13,6 +13,7 @@
 pub mod checkpoint;
 pub mod dedup;
 pub mod do_fn_runner;
+pub mod fingerprint;
 pub mod group_also_by_window;
 pub mod job;
 pub mod metrics;

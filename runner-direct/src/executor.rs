@@ -170,7 +170,7 @@ impl<'a> Executor<'a> {
 
     fn run(&mut self) -> Result<()> {
         loop {
-            if self.job.is_cancelled() {
+            if self.job.is_stop_requested() {
                 return Err(Error::Cancelled);
             }
             let mut progressed = false;
@@ -239,7 +239,7 @@ impl<'a> Executor<'a> {
             self.shuffle(&mut pending, &*in_ops);
         }
         for bundle in pending {
-            if self.job.is_cancelled() {
+            if self.job.is_stop_requested() {
                 return Err(Error::Cancelled);
             }
             let in_ops = self.ops(step.inputs[0]);

@@ -1,7 +1,8 @@
 //! The checkpoint directory: offset log, commit log and state snapshots (DESIGN D6, D8).
 //!
 //! ```text
-//! <dir>/metadata.json           query id and the plan's fingerprint
+//! <dir>/lock                    held (flock) by the process running the query: its pid and host
+//! <dir>/metadata.json           query id and the pipeline's fingerprint
 //! <dir>/offsets/<batch>         written before a batch is processed: source positions before and
 //!                               after it, and how many records it read from each split
 //! <dir>/state/<batch>/*.arrow  operator state after the batch: Arrow IPC snapshots or deltas,
@@ -12,10 +13,16 @@
 //! carry a magic header, version and CRC-32. Every file is written to a temporary name and renamed,
 //! so a crash leaves either the old or the new file. A corrupt or truncated file is an error that
 //! names it, never wrong output.
+//!
+//! A resume checks, before it reads any state, that the checkpoint is this pipeline's (the
+//! fingerprints are equal), that no other process holds it, and that its logs are one unbroken
+//! run of batches whose last offset entry is either the last commit's or the one right after it.
+//! Anything else would skip or repeat a batch, so it is an error naming the file.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use weir_runner_core::fingerprint::Fingerprint;
 use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result};
 
@@ -48,6 +55,23 @@ pub(crate) struct CommitEntry {
     pub watermarks: Vec<(String, Timestamp, Timestamp)>,
 }
 
+/// A log entry, which knows its batch.
+trait Logged {
+    fn batch_id(&self) -> u64;
+}
+
+impl Logged for OffsetEntry {
+    fn batch_id(&self) -> u64 {
+        self.batch_id
+    }
+}
+
+impl Logged for CommitEntry {
+    fn batch_id(&self) -> u64 {
+        self.batch_id
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct Envelope {
     version: u32,
@@ -58,7 +82,7 @@ struct Envelope {
 #[derive(Serialize, Deserialize, PartialEq)]
 struct Metadata {
     id: String,
-    fingerprint: Vec<String>,
+    fingerprint: Fingerprint,
 }
 
 /// What a restart finds.
@@ -73,6 +97,8 @@ pub(crate) struct Recovered {
 pub(crate) struct Checkpoint {
     root: PathBuf,
     retain: u64,
+    /// Held for as long as the query runs: one process per checkpoint directory.
+    _lock: DirLock,
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> Error {
@@ -83,20 +109,13 @@ fn corrupt(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::Io { path: path.display().to_string(), message: format!("corrupt checkpoint file: {why}") }
 }
 
-/// Writes `bytes` to `path` atomically (temporary file, then rename).
+fn refused(path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::Checkpoint { path: path.display().to_string(), message: why.to_string() }
+}
+
+/// Writes `bytes` to `path` durably and atomically.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    }
-    let tmp = path.with_extension("tmp");
-    {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
-        f.write_all(bytes).map_err(|e| io(&tmp, e))?;
-        f.sync_all().map_err(|e| io(&tmp, e))?;
-    }
-    crate::fault::point("before-rename");
-    std::fs::rename(&tmp, path).map_err(|e| io(path, e))
+    weir_sdk::io::atomic::write_atomic(path, bytes).map_err(|e| io(&e.path, e.source))
 }
 
 fn write_entry<T: Serialize>(path: &Path, value: &T) -> Result<()> {
@@ -106,8 +125,13 @@ fn write_entry<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 }
 
 fn read_entry<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
-    let env: Envelope = serde_json::from_str(&text).map_err(|e| corrupt(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+    parse_entry(path, &bytes)
+}
+
+/// Parses a log entry's bytes: any bytes give an entry or an error naming `path`.
+fn parse_entry<T: for<'de> Deserialize<'de>>(path: &Path, bytes: &[u8]) -> Result<T> {
+    let env: Envelope = serde_json::from_slice(bytes).map_err(|e| corrupt(path, e))?;
     if env.version != VERSION {
         return Err(corrupt(path, format!("format version {} (this build reads {VERSION})", env.version)));
     }
@@ -117,6 +141,9 @@ fn read_entry<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     serde_json::from_str(&env.body).map_err(|e| corrupt(path, e))
 }
 
+/// The batch ids of the log files in `dir`. Only names the engine writes count: a batch id in
+/// decimal without leading zeros. Anything else (`0018`, `notes.txt`) is not a batch, and is
+/// named in a warning; temporaries of interrupted writes are skipped silently.
 fn batch_ids(dir: &Path) -> Result<Vec<u64>> {
     let mut ids = Vec::new();
     if !dir.exists() {
@@ -124,57 +151,140 @@ fn batch_ids(dir: &Path) -> Result<Vec<u64>> {
     }
     for e in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
         let e = e.map_err(|e| io(dir, e))?;
-        if let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) {
-            ids.push(id);
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        match name.parse::<u64>() {
+            Ok(id) if id.to_string() == name => ids.push(id),
+            _ if weir_sdk::io::atomic::is_temporary(&name) || name.ends_with(".tmp") => {}
+            _ => {
+                tracing::warn!(file = %e.path().display(), "ignoring a file the engine did not write in the checkpoint")
+            }
         }
     }
     ids.sort_unstable();
     Ok(ids)
 }
 
+/// Checks that `ids` (sorted) have no hole; the error names the first missing file.
+fn check_contiguous(dir: &Path, ids: &[u64]) -> Result<()> {
+    for w in ids.windows(2) {
+        if w[1] != w[0] + 1 {
+            return Err(refused(
+                &dir.join((w[0] + 1).to_string()),
+                format!(
+                    "missing: the log has a hole between {} and {}; a checkpoint with missing log entries \
+                     cannot be resumed exactly once",
+                    dir.join(w[0].to_string()).display(),
+                    dir.join(w[1].to_string()).display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Checkpoint {
-    /// Opens (or creates) the checkpoint directory for a plan with `fingerprint`, and reads
-    /// what a previous run left.
-    pub(crate) fn open(root: &str, fingerprint: Vec<String>, new_id: String, retain: u64) -> Result<(Self, Recovered)> {
+    /// Opens (or creates) the checkpoint directory for a pipeline with `fingerprint`, locks it
+    /// for this process, and reads what a previous run left. Refuses a directory written by
+    /// another pipeline, held by another process, or whose logs do not form one unbroken run of
+    /// batches.
+    pub(crate) fn open(root: &str, fingerprint: Fingerprint, new_id: String, retain: u64) -> Result<(Self, Recovered)> {
         let root = PathBuf::from(root);
         std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
+        let lock = DirLock::acquire(&root)?;
+        let commits_dir = root.join("commits");
+        let offsets_dir = root.join("offsets");
+        let commits = batch_ids(&commits_dir)?;
+        let offsets = batch_ids(&offsets_dir)?;
         let meta_path = root.join("metadata.json");
         let id = if meta_path.exists() {
-            let meta: Metadata = read_entry(&meta_path)?;
-            if meta.fingerprint != fingerprint {
-                return Err(Error::Construction {
-                    step: "checkpoint".into(),
-                    message: format!(
-                        "the checkpoint at {} was written by a different pipeline: its stateful operators and \
-                         partitioning are {:?}, this pipeline's are {:?}; use a new --checkpoint-dir",
-                        root.display(),
-                        meta.fingerprint,
-                        fingerprint
+            let meta: Metadata = read_entry(&meta_path).map_err(|e| match e {
+                Error::Io { message, .. } if message.contains("corrupt") => refused(
+                    &meta_path,
+                    format!(
+                        "{message}; it was written by another version of Weir or damaged, and cannot be checked \
+                         against this pipeline; use a new --checkpoint-dir"
                     ),
-                });
+                ),
+                e => e,
+            })?;
+            if let Some(diff) = meta.fingerprint.first_difference(&fingerprint) {
+                return Err(refused(
+                    &root,
+                    format!(
+                        "written by a different pipeline, so resuming from it would give wrong results: {diff}; \
+                         use a new --checkpoint-dir for this pipeline"
+                    ),
+                ));
             }
             meta.id
         } else {
+            if let Some(first) = commits
+                .first()
+                .map(|c| commits_dir.join(c.to_string()))
+                .or_else(|| offsets.first().map(|o| offsets_dir.join(o.to_string())))
+            {
+                return Err(refused(
+                    &meta_path,
+                    format!(
+                        "missing, but the checkpoint has log entries ({}): without it the pipeline that wrote \
+                         them cannot be checked; use a new --checkpoint-dir",
+                        first.display()
+                    ),
+                ));
+            }
             write_entry(&meta_path, &Metadata { id: new_id.clone(), fingerprint })?;
             new_id
         };
-        let cp = Checkpoint { root, retain: retain.max(1) };
-        let commits = batch_ids(&cp.root.join("commits"))?;
-        let offsets = batch_ids(&cp.root.join("offsets"))?;
+        check_contiguous(&commits_dir, &commits)?;
+        check_contiguous(&offsets_dir, &offsets)?;
+        let cp = Checkpoint { root, retain: retain.max(1), _lock: lock };
         let committed = match commits.last() {
             Some(&c) => {
-                let commit: CommitEntry = read_entry(&cp.commit_path(c))?;
-                let offs: OffsetEntry = read_entry(&cp.offset_path(c))?;
+                let commit: CommitEntry = cp.read_logged(&cp.commit_path(c), c)?;
+                if !offsets.contains(&c) {
+                    return Err(refused(
+                        &cp.offset_path(c),
+                        format!("missing: {} has no offset log entry", cp.commit_path(c).display()),
+                    ));
+                }
+                let offs: OffsetEntry = cp.read_logged(&cp.offset_path(c), c)?;
                 Some((offs, commit))
             }
             None => None,
         };
         let next = commits.last().map(|c| c + 1).unwrap_or(0);
         let uncommitted = match offsets.last() {
-            Some(&l) if l >= next => Some(read_entry(&cp.offset_path(l))?),
+            Some(&l) if l == next => Some(cp.read_logged(&cp.offset_path(l), l)?),
+            Some(&l) if l > next => {
+                return Err(refused(
+                    &cp.commit_path(next),
+                    format!(
+                        "missing: {} was logged, but the last commit is {}; only the batch right after the last \
+                         commit can be re-run exactly once",
+                        cp.offset_path(l).display(),
+                        commits.last().map_or("none".to_string(), |c| cp.commit_path(*c).display().to_string())
+                    ),
+                ))
+            }
             _ => None,
         };
         Ok((cp, Recovered { id, committed, uncommitted }))
+    }
+
+    /// Reads the log entry of `batch` at `path`, checking that it is that batch's.
+    fn read_logged<T: for<'de> Deserialize<'de> + Logged>(&self, path: &Path, batch: u64) -> Result<T> {
+        let entry: T = read_entry(path)?;
+        if entry.batch_id() != batch {
+            return Err(refused(
+                path,
+                format!(
+                    "holds the entry of batch {}, not of batch {batch}: not written here by the engine",
+                    entry.batch_id()
+                ),
+            ));
+        }
+        Ok(entry)
     }
 
     fn offset_path(&self, batch: u64) -> PathBuf {
@@ -226,5 +336,83 @@ impl Checkpoint {
             }
         }
         Ok(())
+    }
+}
+
+/// An exclusive lock on a checkpoint directory, held for the life of the query. The lock file
+/// says who holds it; the OS releases the lock when its holder dies, so a lock file whose
+/// holder is gone is detected as stale and taken over.
+struct DirLock {
+    file: std::fs::File,
+}
+
+/// This machine's host name, for lock files.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "an unknown host".into())
+}
+
+impl DirLock {
+    fn acquire(root: &Path) -> Result<Self> {
+        use std::io::{Read, Seek, Write};
+        let path = root.join("lock");
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| io(&path, e))?;
+        let mut holder = String::new();
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                let holder = if holder.is_empty() { "another process" } else { holder };
+                return Err(refused(
+                    root,
+                    format!(
+                        "in use: locked by {holder} ({}); two queries on one checkpoint directory would \
+                         overwrite each other's logs. Stop that query first, or use another --checkpoint-dir",
+                        path.display()
+                    ),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path, format!("cannot lock: {e}"))),
+        }
+        file.read_to_string(&mut holder).map_err(|e| io(&path, e))?;
+        if !holder.trim().is_empty() {
+            tracing::warn!(
+                lock = %path.display(),
+                "taking over a stale checkpoint lock: its holder, {}, no longer runs",
+                holder.trim()
+            );
+        }
+        let me = format!(
+            "pid {} on host {} since {}\n",
+            std::process::id(),
+            host_name(),
+            weir_sdk::time::iso8601(weir_sdk::time::now_millis())
+        );
+        file.set_len(0).map_err(|e| io(&path, e))?;
+        file.rewind().map_err(|e| io(&path, e))?;
+        file.write_all(me.as_bytes()).map_err(|e| io(&path, e))?;
+        file.sync_all().map_err(|e| io(&path, e))?;
+        Ok(DirLock { file })
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // An empty lock file marks a clean stop; the lock itself goes with the file handle. The
+        // file is not removed: a process waiting on the old file would then lock a file nobody
+        // else sees.
+        let _ = self.file.set_len(0);
     }
 }

@@ -16,6 +16,7 @@ use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::group_also_by_window::{DropCounts, StateChanges};
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
@@ -114,9 +115,9 @@ impl StreamingQuery {
         QueryStatus { message: message.to_string(), is_data_available, is_trigger_active: active }
     }
 
-    /// Stops the query after the current batch.
+    /// Stops the query after the current batch has committed (Spark's `stop`).
     pub fn stop(&self) -> Result<PipelineState> {
-        self.result.cancel()
+        self.result.stop()
     }
 
     /// Waits until the query ends (or `timeout` passes).
@@ -147,6 +148,9 @@ impl PipelineResult for StreamingQuery {
     fn cancel(&self) -> Result<PipelineState> {
         self.result.cancel()
     }
+    fn stop(&self) -> Result<PipelineState> {
+        self.result.stop()
+    }
     fn metrics(&self) -> MetricResults {
         self.result.metrics()
     }
@@ -157,7 +161,8 @@ fn run(engine: &mut Engine, job: &Job) -> Result<()> {
     let trigger = engine.options.microbatch.trigger;
     let interval = Duration::from_millis(engine.options.microbatch.trigger_interval_ms);
     loop {
-        if job.is_cancelled() {
+        // A stop takes effect here, between batches: the last one has committed.
+        if job.is_stop_requested() {
             return Err(Error::Cancelled);
         }
         let start = Instant::now();
@@ -173,11 +178,11 @@ fn run(engine: &mut Engine, job: &Job) -> Result<()> {
         if !ran {
             *engine.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             engine.shared.changed.notify_all();
-            std::thread::sleep(Duration::from_millis(engine.idle_wait_ms()));
+            job.sleep_unless_stopped(Duration::from_millis(engine.idle_wait_ms()));
         } else if trigger == StreamingTrigger::ProcessingTime {
             // A batch that overran its interval is followed at once.
             if let Some(rest) = interval.checked_sub(start.elapsed()) {
-                std::thread::sleep(rest);
+                job.sleep_unless_stopped(rest);
             }
         }
     }
@@ -367,20 +372,27 @@ impl Engine {
         if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }
+        // File sinks claim their directories for this query (a resumed query keeps its own).
+        for spec in &engine.plan.nodes {
+            if let OpSpec::JsonLinesSink(p) = &spec.op {
+                weir_sdk::io::json_lines::claim_output_dir(&p.dir, &format!("query {}", engine.id), p.overwrite)
+                    .map_err(|e| Error::construction(&spec.name, e))?;
+            }
+        }
         Ok(engine)
     }
 
-    /// The stateful shape of the plan: a checkpoint only fits a plan with the same.
-    fn fingerprint(&self) -> Vec<String> {
-        self.plan
-            .nodes
-            .iter()
-            .filter(|n| {
-                !matches!(n.op, OpSpec::ParDo(ref d) if !d.stateful)
-                    && !matches!(n.op, OpSpec::Flatten | OpSpec::WindowInto(_))
-            })
-            .map(|n| format!("{}:{}:{}", n.name, n.kind_name(), self.partitions))
-            .collect()
+    /// What a checkpoint must have been written by to be resumed here: the pipeline's shape and
+    /// parameters, the physical nodes this runner made of it, the partitioning and the state
+    /// format.
+    fn fingerprint(&self) -> Fingerprint {
+        let mut f = Fingerprint::of_graph(&self.graph);
+        for n in &self.plan.nodes {
+            let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
+            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind_name()));
+        }
+        f.push("state format", crate::state_store::FORMAT);
+        f.with_partitioning(self.partitions)
     }
 
     /// Opens the checkpoint directory and restores the last committed batch: source positions,
@@ -562,9 +574,9 @@ impl Engine {
             return Ok(t.elapsed().as_millis() as u64);
         }
         self.write_state()?;
-        crate::fault::point("state-commit");
+        weir_sdk::testing::fault::point("state-commit");
         self.commit_sinks()?;
-        crate::fault::point("sink-commit");
+        weir_sdk::testing::fault::point("sink-commit");
         let Some(cp) = &self.checkpoint else { return Ok(0) };
         let watermarks = self
             .plan
@@ -575,7 +587,7 @@ impl Engine {
             .collect();
         let latest_snapshot = self.batch_id - self.batch_id % self.snapshot_interval();
         cp.write_commit(&CommitEntry { batch_id: self.batch_id, watermarks }, latest_snapshot)?;
-        crate::fault::point("commit-log");
+        weir_sdk::testing::fault::point("commit-log");
         Ok(t.elapsed().as_millis() as u64)
     }
 
@@ -659,7 +671,7 @@ impl Engine {
     /// move, no timer due): the batch is skipped and takes no batch id.
     pub(crate) fn run_batch(&mut self, max: usize, job: &Job) -> Result<bool> {
         let trigger_start = Instant::now();
-        crate::fault::set_batch(self.batch_id);
+        weir_sdk::testing::fault::set_batch(self.batch_id);
         let replay = self.replay.take();
         let start_clock = match self.clock {
             Clock::Test(t) => Some(t),
@@ -721,7 +733,7 @@ impl Engine {
                 Clock::Wall => None,
             };
             cp.write_offsets(&OffsetEntry { batch_id: self.batch_id, sources: logged_sources, start_clock, clock })?;
-            crate::fault::point("wal-commit");
+            weir_sdk::testing::fault::point("wal-commit");
         }
         let wal_ms = wal_start.elapsed().as_millis() as u64;
         self.last_trigger = Some(trigger_start);
@@ -761,7 +773,7 @@ impl Engine {
                 Ok(())
             })();
             let add_ms = add_start.elapsed().as_millis() as u64;
-            crate::fault::point("add-batch");
+            weir_sdk::testing::fault::point("add-batch");
             // commit: state, sinks, commit log; then the batch's metrics count as committed.
             let commit_result = result.and_then(|_| self.commit());
             for (step, c) in &containers {
@@ -977,16 +989,9 @@ impl Engine {
                 if buf.is_empty() {
                     continue;
                 }
-                let io = |path: &std::path::Path, e: std::io::Error| Error::Io {
-                    path: path.display().to_string(),
-                    message: e.to_string(),
-                };
-                let dir = std::path::Path::new(&payload.dir);
-                std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-                let path = dir.join(format!("batch-{:010}-part-{p:05}.jsonl", self.batch_id));
-                let tmp = dir.join(format!(".batch-{:010}-part-{p:05}.jsonl.tmp", self.batch_id));
-                std::fs::write(&tmp, &buf).map_err(|e| io(&tmp, e))?;
-                std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+                let path =
+                    std::path::Path::new(&payload.dir).join(format!("batch-{:010}-part-{p:05}.jsonl", self.batch_id));
+                crate::checkpoint::write_atomic(&path, buf)?;
                 buf.clear();
             }
         }

@@ -33,7 +33,6 @@
 
 mod checkpoint;
 mod engine;
-mod fault;
 mod plan;
 mod progress;
 mod source;

@@ -18,6 +18,9 @@ use std::path::Path;
 use std::sync::Arc;
 use weir_sdk::{Error, Result};
 
+/// The layout of state files and of the entries in them, recorded in checkpoint fingerprints.
+pub(crate) const FORMAT: &str = "arrow-ipc key/value v1, postcard entries";
+
 /// Rows of a state file: entry key and value (`None` for a removed entry).
 pub(crate) type Rows = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
@@ -88,8 +91,9 @@ pub(crate) fn read_file(dir: &Path, f: &StateFile) -> Result<Rows> {
     if crc32fast::hash(&data) != f.crc32 {
         return Err(corrupt(&path, "checksum mismatch"));
     }
+    // The manifest's count is a hint: never reserve more than the file could hold.
+    let mut out = Vec::with_capacity(f.entries.min(data.len() / 16));
     let reader = FileReader::try_new(std::io::Cursor::new(data), None).map_err(|e| corrupt(&path, e))?;
-    let mut out = Vec::with_capacity(f.entries);
     for batch in reader {
         let batch = batch.map_err(|e| corrupt(&path, e))?;
         let keys = batch

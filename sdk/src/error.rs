@@ -77,6 +77,15 @@ pub enum Error {
         /// The OS error.
         message: String,
     },
+    /// A checkpoint cannot be used: it belongs to another pipeline, is in use, or its logs are
+    /// inconsistent.
+    #[error("checkpoint '{path}': {message}")]
+    Checkpoint {
+        /// The checkpoint file or directory at fault.
+        path: String,
+        /// What is wrong, and what to do.
+        message: String,
+    },
     /// The pipeline was cancelled.
     #[error("pipeline cancelled")]
     Cancelled,

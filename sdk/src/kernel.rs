@@ -821,13 +821,26 @@ pub trait KeyPartitioner: Send + Sync {
     fn partition(&self, input: Batch, n: usize) -> Result<Vec<Batch>, CoderError>;
 }
 
-/// The partition of an encoded key among `n`: FNV-1a, stable across processes and versions.
+/// The name and version of [`partition_of`]'s key-to-partition mapping. Checkpoints record it:
+/// state written under one mapping cannot be read back under another.
+pub const PARTITIONING: &str = "fnv1a64+fmix64 mod n, v2";
+
+/// The partition of an encoded key among `n`: FNV-1a over the bytes, then MurmurHash3's 64-bit
+/// finalizer, stable across processes and versions ([`PARTITIONING`]). FNV-1a alone leaves the
+/// low bits of the hash a function of the low bits of each byte only, so one-byte keys that
+/// differ in high bits (small integers) would all share a partition when `n` is a power of two;
+/// the finalizer mixes every input bit into every output bit.
 pub fn partition_of(key: &[u8], n: usize) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in key {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^= h >> 33;
     (h % n.max(1) as u64) as usize
 }
 
@@ -877,6 +890,8 @@ pub trait ErasedBoundedSource: Send + Sync {
     fn estimated_size_bytes(&self) -> Result<u64, UserError>;
     /// Opens a reader.
     fn reader(&self) -> Result<Box<dyn ErasedBoundedReader>, UserError>;
+    /// What the source reads ([`crate::io::BoundedSource::describe`]).
+    fn describe(&self) -> String;
 }
 
 /// Reads a bounded source batch by batch.
@@ -940,6 +955,8 @@ pub trait ErasedUnboundedSource: Send + Sync {
     fn split(&self, desired: usize) -> Result<Vec<Arc<dyn ErasedUnboundedSource>>, UserError>;
     /// Opens a reader, resuming from an encoded checkpoint mark when given.
     fn reader(&self, checkpoint: Option<&[u8]>) -> Result<Box<dyn ErasedUnboundedReader>, UserError>;
+    /// What the source reads ([`crate::io::UnboundedSource::describe`]).
+    fn describe(&self) -> String;
 }
 
 /// Reads an unbounded source batch by batch.
@@ -992,6 +1009,34 @@ mod tests {
                 (k, v, b.rows[i].window.max_timestamp())
             })
             .collect()
+    }
+
+    /// Issue 16: FNV-1a without a finalizer put the one-byte encodings of 0..63 in a single
+    /// partition of two.
+    #[test]
+    fn small_integer_keys_spread_over_partitions() {
+        let coder = ElementCoder::<i64>::new();
+        for n in [2usize, 3, 4, 8] {
+            let mut counts = vec![0usize; n];
+            for k in 0..64i64 {
+                let mut key = Vec::new();
+                coder.encode(&k, &mut key).unwrap();
+                counts[partition_of(&key, n)] += 1;
+            }
+            let expected = 64 / n;
+            assert!(counts.iter().all(|&c| c >= expected / 2), "keys 0..64 over {n} partitions: {counts:?}");
+        }
+        for n in [2usize, 4, 7, 16] {
+            let mut counts = vec![0usize; n];
+            for k in 0..100_000u32 {
+                counts[partition_of(&k.to_be_bytes(), n)] += 1;
+            }
+            let expected = 100_000 / n;
+            assert!(
+                counts.iter().all(|&c| c.abs_diff(expected) < expected / 20),
+                "100 000 keys over {n} partitions: {counts:?}"
+            );
+        }
     }
 
     #[test]

@@ -44,8 +44,16 @@ pub trait PipelineResult: Send + Sync {
     /// Waits until the pipeline ends or `timeout` passes, and returns the state then. A failed
     /// pipeline returns its error, naming the step that failed.
     fn wait_until_finish(&self, timeout: Option<Duration>) -> Result<PipelineState>;
-    /// Asks the pipeline to stop; returns the state after the request.
+    /// Asks the pipeline to stop at once, abandoning the work in progress (a streaming runner
+    /// with a checkpoint redoes it on restart); returns the state after the request.
     fn cancel(&self) -> Result<PipelineState>;
+    /// Asks the pipeline to stop gracefully: the work in progress is finished and committed
+    /// first (on the micro-batch runner, the current batch), then the pipeline ends as
+    /// [`PipelineState::Cancelled`]. A restart from the same checkpoint goes on exactly once.
+    /// Runners without a unit of work to finish stop as [`PipelineResult::cancel`] does.
+    fn stop(&self) -> Result<PipelineState> {
+        self.cancel()
+    }
     /// The pipeline's metrics: attempted and committed values per step, live while it runs.
     fn metrics(&self) -> crate::metrics::MetricResults;
 }

@@ -9,7 +9,6 @@
 //! shard, pane index and timing, through a temporary file renamed into place, so that a batch
 //! the micro-batch runner replays after a crash replaces its files instead of adding copies.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -110,21 +109,9 @@ fn counter(name: &str) -> Counter {
     Metrics::counter(QueryName::LogToShardedFiles.name(), name).expect("non-empty names")
 }
 
-/// Writes `contents` to `path` through a temporary file renamed into place.
+/// Writes `contents` to `path` durably and atomically.
 fn write_atomically(path: &Path, contents: &[u8]) -> UserResult {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".inprogress");
-    let tmp = PathBuf::from(tmp);
-    let write = || -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| format!("Q10 cannot write {}: {e}", path.display()).into())
+    weir_sdk::io::atomic::write_atomic(path, contents).map_err(|e| format!("Q10 {e}").into())
 }
 
 /// Keys every event by its shard (a stable hash of its encoding), counting annotated late events.

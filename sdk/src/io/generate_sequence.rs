@@ -29,6 +29,9 @@ impl GenerateSequence {
 impl BoundedSource for GenerateSequence {
     type Output = i64;
     type Reader = SequenceReader;
+    fn describe(&self) -> String {
+        format!("{self:?}")
+    }
     fn split(&self, desired_bytes: u64) -> UserResult<Vec<Self>> {
         let per = (desired_bytes / 8).max(1) as i64;
         let mut out = Vec::new();

@@ -4,6 +4,12 @@
 //! when the bundle finishes). The micro-batch runner translates it natively into an exactly-once
 //! sink: one file per batch and partition, named by the batch id and committed with the batch,
 //! so a replayed batch replaces its files instead of duplicating them.
+//!
+//! A rerun into a directory that already holds output would mix two runs' results, so the sink
+//! claims its directory before writing: an empty or new directory is claimed with a marker file,
+//! [`MARKER`], naming the run (on the micro-batch runner with a checkpoint, the query, so a resumed
+//! query goes on writing into its own output). A directory holding anything else is refused,
+//! unless the sink was built with [`WriteJsonLines::overwrite`], which empties it first.
 
 use crate::coders::Element;
 use crate::do_fn::{DoFn, FinishBundleContext, ProcessContext};
@@ -38,27 +44,76 @@ impl<T: Element> JsonLinesKernel for Kernel<T> {
 pub struct JsonLinesPayload {
     /// Output directory.
     pub dir: String,
+    /// Whether existing content of `dir` not written by this run is removed rather than refused.
+    pub overwrite: bool,
     /// Renders elements.
     pub kernel: Arc<dyn JsonLinesKernel>,
+}
+
+/// The file by which a JSON-lines sink marks a directory as its own; it holds the owner's id.
+pub const MARKER: &str = "_weir_sink";
+
+/// Claims `dir` for the run or query `owner` before anything is written to it: a missing or
+/// empty directory is created and marked; one already marked by `owner` is kept as it is (a
+/// resumed query writing on); anything else is an error naming the directory, unless
+/// `overwrite`, which removes its content first.
+pub fn claim_output_dir(dir: &str, owner: &str, overwrite: bool) -> Result<(), String> {
+    let path = std::path::Path::new(dir);
+    let err = |e: std::io::Error| format!("output directory {dir}: {e}");
+    std::fs::create_dir_all(path).map_err(err)?;
+    let marker = path.join(MARKER);
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == owner) {
+        return Ok(());
+    }
+    let entries: Vec<std::fs::DirEntry> =
+        std::fs::read_dir(path).map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+    if !entries.is_empty() {
+        if !overwrite {
+            let what = if marker.exists() { "the output of another run" } else { "files this sink did not write" };
+            return Err(format!(
+                "output directory {dir} already holds {what} ({} entries); writing into it would mix two runs' \
+                 results. Remove it, choose another directory, or overwrite it (--overwrite)",
+                entries.len()
+            ));
+        }
+        for e in entries {
+            let p = e.path();
+            let removed = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+            removed.map_err(|e| format!("cannot overwrite {}: {e}", p.display()))?;
+        }
+    }
+    crate::io::atomic::write_atomic(&marker, owner.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// Writes every element as a line of JSON into files under a directory:
 /// `pc.apply("Out", WriteJsonLines::to("out/"))`.
 pub struct WriteJsonLines<T> {
     dir: String,
+    overwrite: bool,
     _t: PhantomData<fn(T)>,
 }
 
 impl<T: Element> WriteJsonLines<T> {
-    /// Files go under `dir` (created if needed).
+    /// Files go under `dir` (created if needed), which must be empty or this sink's own.
     pub fn to(dir: impl Into<String>) -> Self {
-        WriteJsonLines { dir: dir.into(), _t: PhantomData }
+        WriteJsonLines { dir: dir.into(), overwrite: false, _t: PhantomData }
+    }
+    /// Removes whatever `dir` holds when the run starts, instead of refusing a directory that is
+    /// not empty (Spark's `mode("overwrite")`).
+    pub fn overwrite(mut self, overwrite: bool) -> Self {
+        self.overwrite = overwrite;
+        self
     }
 }
+
+/// Claims the output directory once per run, shared by every instance of the run's DoFn.
+type Claim = Arc<std::sync::OnceLock<Result<(), String>>>;
 
 #[derive(Clone)]
 struct WriteBundleFn<T> {
     dir: String,
+    overwrite: bool,
+    claim: Claim,
     buffer: Vec<u8>,
     _t: PhantomData<fn(T)>,
 }
@@ -66,6 +121,14 @@ struct WriteBundleFn<T> {
 impl<T: Element> DoFn for WriteBundleFn<T> {
     type In = T;
     type Out = ();
+    fn setup(&mut self) -> UserResult {
+        // The first instance of the run claims the directory, with an id of this run.
+        let (dir, overwrite) = (self.dir.clone(), self.overwrite);
+        self.claim
+            .get_or_init(|| claim_output_dir(&dir, &format!("run {:016x}", rand::random::<u64>()), overwrite))
+            .clone()
+            .map_err(UserError::from)
+    }
     fn process(&mut self, e: T, _: &mut ProcessContext<'_, ()>) -> UserResult {
         serde_json::to_writer(&mut self.buffer, &e)?;
         self.buffer.push(b'\n');
@@ -75,11 +138,8 @@ impl<T: Element> DoFn for WriteBundleFn<T> {
         if self.buffer.is_empty() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir))?;
-        let name = format!("{}/bundle-{:016x}.jsonl", self.dir, rand::random::<u64>());
-        let tmp = format!("{name}.tmp");
-        std::fs::write(&tmp, &self.buffer).map_err(|e| format!("{tmp}: {e}"))?;
-        std::fs::rename(&tmp, &name).map_err(|e| format!("{name}: {e}"))?;
+        let name = std::path::Path::new(&self.dir).join(format!("bundle-{:016x}.jsonl", rand::random::<u64>()));
+        crate::io::atomic::write_atomic(&name, &self.buffer)?;
         self.buffer.clear();
         Ok(())
     }
@@ -90,12 +150,17 @@ impl<T: Element> PTransform<PCollection<T>> for WriteJsonLines<T> {
     fn expand(self, input: PCollection<T>) -> PDone {
         input.pipeline().set_composite_payload(Arc::new(JsonLinesPayload {
             dir: self.dir.clone(),
+            overwrite: self.overwrite,
             kernel: Arc::new(Kernel::<T>(PhantomData)),
         }));
-        input.apply(
-            "WriteBundles",
-            ParDo::of(WriteBundleFn::<T> { dir: self.dir, buffer: Vec::new(), _t: PhantomData }),
-        );
+        let write = WriteBundleFn::<T> {
+            dir: self.dir,
+            overwrite: self.overwrite,
+            claim: Claim::default(),
+            buffer: Vec::new(),
+            _t: PhantomData,
+        };
+        input.apply("WriteBundles", ParDo::of(write));
         PDone
     }
     fn composite_urn() -> Option<&'static str> {

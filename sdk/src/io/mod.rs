@@ -1,5 +1,6 @@
 //! Sources and the built-in IOs.
 
+pub mod atomic;
 pub mod for_each_batch;
 pub mod generate_sequence;
 pub mod json_lines;

@@ -23,6 +23,13 @@ pub trait BoundedSource: Send + Sync + Sized + 'static {
     fn estimated_size_bytes(&self) -> UserResult<u64>;
     /// Opens a reader.
     fn create_reader(&self) -> UserResult<Self::Reader>;
+    /// What this source reads, for checkpoint fingerprints and plans (Beam's display data):
+    /// two sources that read different data must describe themselves differently. The default
+    /// is the type's name; sources with configuration (a file pattern, a range, a generator's
+    /// settings) include it.
+    fn describe(&self) -> String {
+        std::any::type_name::<Self>().to_string()
+    }
 }
 
 /// Reads the elements of one bounded source in order.
@@ -63,6 +70,9 @@ impl<S: BoundedSource> ErasedBoundedSource for SourceKernel<S> {
     }
     fn reader(&self) -> Result<Box<dyn ErasedBoundedReader>, UserError> {
         Ok(Box::new(ReaderKernel::new(self.0.create_reader()?)))
+    }
+    fn describe(&self) -> String {
+        self.0.describe()
     }
 }
 
@@ -226,6 +236,11 @@ pub trait UnboundedSource: Send + Sync + Sized + 'static {
     fn split(&self, desired: usize) -> UserResult<Vec<Self>>;
     /// Opens a reader, resuming after `checkpoint` when given.
     fn create_reader(&self, checkpoint: Option<Self::Checkpoint>) -> UserResult<Self::Reader>;
+    /// What this source reads, for checkpoint fingerprints and plans; see
+    /// [`BoundedSource::describe`].
+    fn describe(&self) -> String {
+        std::any::type_name::<Self>().to_string()
+    }
 }
 
 /// Reads an unbounded source.
@@ -260,6 +275,9 @@ impl<S: UnboundedSource> crate::kernel::ErasedUnboundedSource for UnboundedKerne
             None => None,
         };
         Ok(Box::new(UnboundedReaderKernel(self.0.create_reader(mark)?)))
+    }
+    fn describe(&self) -> String {
+        self.0.describe()
     }
 }
 

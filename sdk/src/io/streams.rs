@@ -151,6 +151,10 @@ impl UnboundedSource for RateSource {
     fn create_reader(&self, checkpoint: Option<i64>) -> UserResult<RateReader> {
         Ok(RateReader { source: self.clone(), next: checkpoint.unwrap_or(0) })
     }
+    fn describe(&self) -> String {
+        // Not the start time: it is the wall clock when the source was built.
+        format!("RateSource(rowsPerSecond={}, limit={:?})", self.rows_per_second, self.limit)
+    }
 }
 
 /// Reads a [`RateSource`].

@@ -10,7 +10,7 @@ use crate::transforms::combine::Combine;
 use crate::transforms::group_by_key::GroupByKey;
 use crate::transforms::par_do::ParDo;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 /// Entry points: `TextIO::read().from("in/*.txt")`, `TextIO::write().to("out/part")`.
@@ -19,7 +19,7 @@ pub struct TextIO;
 impl TextIO {
     /// Reads lines of text files.
     pub fn read() -> TextRead {
-        TextRead { pattern: String::new() }
+        TextRead { pattern: String::new(), exact: false }
     }
     /// Writes strings as lines of sharded text files.
     pub fn write() -> TextWrite {
@@ -31,12 +31,22 @@ impl TextIO {
 #[derive(Clone, Debug)]
 pub struct TextRead {
     pattern: String,
+    /// Whether `pattern` is one file's name, taken literally.
+    exact: bool,
 }
 
 impl TextRead {
-    /// The file or glob pattern to read.
+    /// The glob pattern of the files to read (`logs/*.txt`; a plain name matches itself, but
+    /// `[`, `*` and `?` are pattern characters).
     pub fn from(mut self, pattern: impl Into<String>) -> Self {
         self.pattern = pattern.into();
+        self.exact = false;
+        self
+    }
+    /// Exactly one file, whatever characters its name holds (`events[1].jsonl`).
+    pub fn from_file(mut self, path: impl Into<String>) -> Self {
+        self.pattern = path.into();
+        self.exact = true;
         self
     }
 }
@@ -45,12 +55,14 @@ fn io_err(path: &Path, e: impl std::fmt::Display) -> UserError {
     format!("{}: {e}", path.display()).into()
 }
 
-/// A text source: a pattern until split, then byte ranges of single files. A range reads the
-/// lines that *start* inside it, so adjacent ranges read every line exactly once.
+/// A text source: a pattern (or one file) until split, then byte ranges of single files. A range
+/// reads the lines that *start* inside it, so adjacent ranges read every line exactly once.
 #[derive(Clone, Debug)]
 pub enum TextSource {
     /// All files matching a glob pattern.
     Pattern(String),
+    /// Exactly one file, its name taken as it is (no glob characters).
+    File(PathBuf),
     /// Lines starting in `[start, end)` of one file.
     Range {
         /// The file.
@@ -79,18 +91,23 @@ impl TextSource {
         Ok(out)
     }
 
-    fn ranges(&self) -> UserResult<Vec<(PathBuf, u64, u64)>> {
+    /// The byte ranges this source reads: `(file, start, end)`.
+    pub fn ranges(&self) -> UserResult<Vec<(PathBuf, u64, u64)>> {
         match self {
             TextSource::Pattern(p) => Ok(Self::files(p)?.into_iter().map(|(f, len)| (f, 0, len)).collect()),
+            TextSource::File(path) => {
+                let meta = std::fs::metadata(path).map_err(|e| io_err(path, e))?;
+                if !meta.is_file() {
+                    return Err(io_err(path, "not a file"));
+                }
+                Ok(vec![(path.clone(), 0, meta.len())])
+            }
             TextSource::Range { path, start, end } => Ok(vec![(path.clone(), *start, *end)]),
         }
     }
-}
 
-impl BoundedSource for TextSource {
-    type Output = String;
-    type Reader = TextReader;
-    fn split(&self, desired: u64) -> UserResult<Vec<Self>> {
+    /// Ranges of about `desired` bytes (at least 1 KiB) covering this source.
+    pub fn split_ranges(&self, desired: u64) -> UserResult<Vec<TextSource>> {
         let desired = desired.max(1024);
         let mut out = Vec::new();
         for (path, start, end) in self.ranges()? {
@@ -106,61 +123,72 @@ impl BoundedSource for TextSource {
         }
         Ok(out)
     }
+
+    /// A reader of this source's lines with their positions.
+    pub fn line_reader(&self) -> UserResult<LineReader> {
+        Ok(LineReader { ranges: self.ranges()?.into(), current: None })
+    }
+}
+
+impl BoundedSource for TextSource {
+    type Output = String;
+    type Reader = TextReader;
+    fn describe(&self) -> String {
+        format!("TextIO.Read({self:?})")
+    }
+    fn split(&self, desired: u64) -> UserResult<Vec<Self>> {
+        self.split_ranges(desired)
+    }
     fn estimated_size_bytes(&self) -> UserResult<u64> {
         Ok(self.ranges()?.iter().map(|(_, s, e)| e - s).sum())
     }
     fn create_reader(&self) -> UserResult<TextReader> {
-        Ok(TextReader { ranges: self.ranges()?, current: None })
+        Ok(TextReader { lines: self.line_reader()?, buf: Vec::new() })
     }
 }
 
-/// Reads the lines of a [`TextSource`].
-pub struct TextReader {
-    ranges: Vec<(PathBuf, u64, u64)>,
+/// Reads the lines of byte ranges of files, each with the file and the byte offset it starts at.
+pub struct LineReader {
+    ranges: std::collections::VecDeque<(PathBuf, u64, u64)>,
     current: Option<(PathBuf, BufReader<File>, u64, u64)>,
 }
 
-impl TextReader {
+impl LineReader {
     fn open(path: &Path, start: u64) -> UserResult<(BufReader<File>, u64)> {
         let mut f = File::open(path).map_err(|e| io_err(path, e))?;
         if start == 0 {
-            return Ok((BufReader::new(f), 0));
+            return Ok((BufReader::with_capacity(256 * 1024, f), 0));
         }
         // A line starting before `start` belongs to the previous range: skip to the first line
         // that starts at or after `start`.
         f.seek(SeekFrom::Start(start - 1)).map_err(|e| io_err(path, e))?;
-        let mut r = BufReader::new(f);
+        let mut r = BufReader::with_capacity(256 * 1024, f);
         let mut skipped = Vec::new();
         let n = r.read_until(b'\n', &mut skipped).map_err(|e| io_err(path, e))?;
         Ok((r, start - 1 + n as u64))
     }
-}
 
-impl BoundedReader for TextReader {
-    type Output = String;
-    fn next(&mut self) -> UserResult<Option<(String, Timestamp)>> {
+    /// Reads the next line into `line` (cleared first, without its `\n` or `\r\n`). Returns the
+    /// file and the byte offset the line starts at, or `None` at the end.
+    pub fn next_line(&mut self, line: &mut Vec<u8>) -> UserResult<Option<(&Path, u64)>> {
         loop {
             if self.current.is_none() {
-                if self.ranges.is_empty() {
-                    return Ok(None);
-                }
-                let (path, start, end) = self.ranges.remove(0);
+                let Some((path, start, end)) = self.ranges.pop_front() else { return Ok(None) };
                 let (reader, pos) = Self::open(&path, start)?;
                 self.current = Some((path, reader, pos, end));
             }
-            let Some((path, reader, pos, end)) = self.current.as_mut() else {
-                continue;
-            };
+            let Some((path, reader, pos, end)) = self.current.as_mut() else { continue };
             if *pos >= *end {
                 self.current = None;
                 continue;
             }
-            let mut line = Vec::new();
-            let n = reader.read_until(b'\n', &mut line).map_err(|e| io_err(path, e))?;
+            line.clear();
+            let n = reader.read_until(b'\n', line).map_err(|e| io_err(path, e))?;
             if n == 0 {
                 self.current = None;
                 continue;
             }
+            let at = *pos;
             *pos += n as u64;
             if line.last() == Some(&b'\n') {
                 line.pop();
@@ -168,9 +196,42 @@ impl BoundedReader for TextReader {
                     line.pop();
                 }
             }
-            let s = String::from_utf8(line).map_err(|e| io_err(path, format!("invalid UTF-8: {e}")))?;
-            return Ok(Some((s, MIN_TIMESTAMP)));
+            return Ok(self.current.as_ref().map(|(p, ..)| (p.as_path(), at)));
         }
+    }
+}
+
+/// The number of newlines in bytes `[from, to)` of `path`. With `from = 0`, one less than the
+/// 1-based number of the line starting at `to`: for error messages naming a line.
+pub fn count_newlines(path: &Path, from: u64, to: u64) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    f.seek(SeekFrom::Start(from))?;
+    let mut f = f.take(to.saturating_sub(from));
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut lines = 0;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(lines);
+        }
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+}
+
+/// Reads the lines of a [`TextSource`].
+pub struct TextReader {
+    lines: LineReader,
+    buf: Vec<u8>,
+}
+
+impl BoundedReader for TextReader {
+    type Output = String;
+    fn next(&mut self) -> UserResult<Option<(String, Timestamp)>> {
+        let Some((path, _)) = self.lines.next_line(&mut self.buf)? else { return Ok(None) };
+        let s = String::from_utf8(std::mem::take(&mut self.buf))
+            .map_err(|e| io_err(path, format!("invalid UTF-8: {e}")))?;
+        Ok(Some((s, MIN_TIMESTAMP)))
     }
 }
 
@@ -181,7 +242,9 @@ impl PTransform<PBegin> for TextRead {
         if self.pattern.is_empty() {
             p.record_error(&p.current_step(), "TextIO.read() needs a file pattern: call .from(pattern)");
         }
-        input.apply("Read", Read::from(TextSource::Pattern(self.pattern)))
+        let source =
+            if self.exact { TextSource::File(PathBuf::from(self.pattern)) } else { TextSource::Pattern(self.pattern) };
+        input.apply("Read", Read::from(source))
     }
 }
 
@@ -237,19 +300,13 @@ impl DoFn for AssignShardFn {
 }
 
 fn write_atomically(path: &str, lines: &[String]) -> UserResult {
-    let target = Path::new(path);
-    if let Some(dir) = target.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
-    }
-    let tmp = PathBuf::from(format!("{path}.tmp-{:08x}", rand::random::<u32>()));
-    let mut f = std::io::BufWriter::new(File::create(&tmp).map_err(|e| io_err(&tmp, e))?);
-    for l in lines {
-        f.write_all(l.as_bytes()).map_err(|e| io_err(&tmp, e))?;
-        f.write_all(b"\n").map_err(|e| io_err(&tmp, e))?;
-    }
-    f.flush().map_err(|e| io_err(&tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, target).map_err(|e| io_err(target, e))?;
+    crate::io::atomic::write_atomic_with(Path::new(path), |f| {
+        for l in lines {
+            f.write_all(l.as_bytes())?;
+            f.write_all(b"\n")?;
+        }
+        Ok(())
+    })?;
     Ok(())
 }
 

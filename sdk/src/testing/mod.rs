@@ -1,5 +1,7 @@
 //! Testing utilities: [`TestPipeline`], [`TestStream`] and [`assert_that`].
 
+#[doc(hidden)]
+pub mod fault;
 mod passert;
 mod test_pipeline;
 mod test_stream;
