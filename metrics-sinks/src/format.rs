@@ -270,10 +270,12 @@ pub fn prometheus_text(r: &MetricQueryResults) -> String {
     for g in &r.gauges {
         for which in both(g.committed.is_some()) {
             let v = if which == "committed" { g.committed.unwrap_or(g.attempted) } else { g.attempted };
-            gauges.push(format!("beam_gauge{{{}}} {} {}", prom_labels(&g.key, which), v.value, v.timestamp));
+            // No sample timestamp: a Pushgateway refuses pushed metrics that carry one (400
+            // "pushed metrics must not have timestamps"); Prometheus stamps them when it scrapes.
+            gauges.push(format!("beam_gauge{{{}}} {}", prom_labels(&g.key, which), v.value));
         }
     }
-    family("beam_gauge", "gauge", "Beam gauges, stamped with their own time.", gauges);
+    family("beam_gauge", "gauge", "Beam gauges.", gauges);
     let mut summary = Vec::new();
     let mut mins = Vec::new();
     let mut maxs = Vec::new();
@@ -403,10 +405,12 @@ mod prometheus_tests {
             text.contains(r#"beam_counter{namespace="ns",name="n",step="Outer/\"q\"",value="committed"} 2"#),
             "{text}"
         );
+        // Issue 16: a Pushgateway refuses samples with timestamps.
         assert!(
-            text.contains(r#"beam_gauge{namespace="ns",name="n",step="Outer/\"q\"",value="attempted"} 9 1234"#),
+            text.contains("beam_gauge{namespace=\"ns\",name=\"n\",step=\"Outer/\\\"q\\\"\",value=\"attempted\"} 9\n"),
             "{text}"
         );
+        assert!(text.lines().filter(|l| !l.starts_with('#')).all(|l| l.split(' ').count() == 2), "{text}");
         assert!(text.contains("# TYPE beam_distribution summary\n"));
         assert!(
             text.contains(r#"beam_distribution_count{namespace="ns",name="n",step="Outer/\"q\"",value="attempted"} 2"#)

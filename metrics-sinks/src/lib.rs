@@ -9,6 +9,7 @@
 
 #![deny(missing_docs)]
 
+pub mod endpoint;
 pub mod format;
 mod sinks;
 
@@ -16,46 +17,53 @@ pub use sinks::{ConsoleSink, GraphiteSink, HttpSink, JsonLinesSink, PushgatewayS
 use weir_sdk::metrics::{register_metrics_sink, MetricsSink};
 use weir_sdk::{Error, PipelineOptions};
 
-/// Registers every sink of this crate under its name.
+/// The timeout of network sinks.
+fn timeout(o: &PipelineOptions) -> std::time::Duration {
+    std::time::Duration::from_millis(o.metrics.push_timeout_ms.max(1))
+}
+
+/// The value of a required setting of sink `sink`.
+fn required<'a>(value: &'a Option<String>, sink: &str, flag: &str, what: &str) -> Result<&'a str, Error> {
+    value.as_deref().ok_or_else(|| Error::Options(format!("--metrics-sink {sink} needs {flag}{what}")))
+}
+
+/// Registers every sink of this crate under its name. Each factory checks its settings when
+/// the pipeline starts (URLs parse with a supported scheme, hosts resolve, header variables are
+/// set, files can be opened) and fails with an error naming the flag.
 pub fn register() {
     register_metrics_sink("graphite", |o: &PipelineOptions| {
-        let host = o
-            .metrics
-            .graphite_host
-            .clone()
-            .ok_or_else(|| Error::Options("--metrics-sink graphite needs --metrics-graphite-host".into()))?;
-        Ok(Box::new(
-            GraphiteSink::new(host, o.metrics.graphite_port)
-                .with_timeout(std::time::Duration::from_millis(o.metrics.push_timeout_ms)),
-        ) as Box<dyn MetricsSink>)
+        let host = required(&o.metrics.graphite_host, "graphite", "--metrics-graphite-host", "")?;
+        endpoint::graphite_host("--metrics-graphite-host", host, o.metrics.graphite_port)?;
+        Ok(Box::new(GraphiteSink::new(host, o.metrics.graphite_port).with_timeout(timeout(o))) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("jsonl", |o: &PipelineOptions| {
-        let file =
-            o.metrics.file.clone().ok_or_else(|| Error::Options("--metrics-sink jsonl needs --metrics-file".into()))?;
+        let file = required(&o.metrics.file, "jsonl", "--metrics-file", "")?;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .map_err(|e| Error::Options(format!("--metrics-file '{file}': {e}")))?;
         Ok(Box::new(JsonLinesSink::new(file)) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("http", |o: &PipelineOptions| {
-        let url = o
-            .metrics
-            .http_url
-            .clone()
-            .ok_or_else(|| Error::Options("--metrics-sink http needs --metrics-http-url".into()))?;
-        Ok(Box::new(HttpSink::new(url, std::time::Duration::from_millis(o.metrics.push_timeout_ms)))
-            as Box<dyn MetricsSink>)
+        let url = required(&o.metrics.http_url, "http", "--metrics-http-url", "")?;
+        let url = endpoint::http_url("--metrics-http-url", url)?;
+        Ok(Box::new(HttpSink::new(url, timeout(o)).with_headers(endpoint::headers(o)?)) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("prometheus", |o: &PipelineOptions| {
-        let url = o.metrics.prometheus_url.clone().ok_or_else(|| {
-            Error::Options("--metrics-sink prometheus needs --metrics-prometheus-url (a Pushgateway group URL)".into())
-        })?;
-        Ok(Box::new(PushgatewaySink::new(url, std::time::Duration::from_millis(o.metrics.push_timeout_ms)))
-            as Box<dyn MetricsSink>)
+        let url = required(
+            &o.metrics.prometheus_url,
+            "prometheus",
+            "--metrics-prometheus-url",
+            " (a Pushgateway group URL)",
+        )?;
+        let url = endpoint::http_url("--metrics-prometheus-url", url)?;
+        Ok(Box::new(PushgatewaySink::new(url, timeout(o)).with_headers(endpoint::headers(o)?)) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("prometheus-remote-write", |o: &PipelineOptions| {
-        let url = o.metrics.prometheus_url.clone().ok_or_else(|| {
-            Error::Options("--metrics-sink prometheus-remote-write needs --metrics-prometheus-url".into())
-        })?;
-        Ok(Box::new(RemoteWriteSink::new(url, std::time::Duration::from_millis(o.metrics.push_timeout_ms)))
-            as Box<dyn MetricsSink>)
+        let url = required(&o.metrics.prometheus_url, "prometheus-remote-write", "--metrics-prometheus-url", "")?;
+        let url = endpoint::http_url("--metrics-prometheus-url", url)?;
+        Ok(Box::new(RemoteWriteSink::new(url, timeout(o)).with_headers(endpoint::headers(o)?)) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("console", |_: &PipelineOptions| Ok(Box::new(ConsoleSink) as Box<dyn MetricsSink>));
 }

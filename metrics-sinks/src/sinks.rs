@@ -125,23 +125,61 @@ impl MetricsSink for ConsoleSink {
     }
 }
 
+/// One HTTP endpoint the HTTP and Prometheus sinks push to: the URL, an agent whose connect
+/// and whole-request times are bounded, redirects not followed, and extra headers (tokens).
+struct Endpoint {
+    url: String,
+    agent: ureq::Agent,
+    headers: Vec<(String, String)>,
+}
+
+impl Endpoint {
+    fn new(url: String, timeout: Duration) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(timeout))
+            .timeout_global(Some(timeout))
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Endpoint { url, agent, headers: Vec::new() }
+    }
+
+    /// Sends `body` with `method` and `content` headers; returns the status. Messages name the
+    /// URL without its credentials.
+    fn send(&self, method: &str, content: &[(&str, &str)], body: &[u8]) -> Result<u16, UserError> {
+        let shown = crate::endpoint::redact(&self.url);
+        let mut req = match method {
+            "PUT" => self.agent.put(&self.url),
+            _ => self.agent.post(&self.url),
+        };
+        for (k, v) in content {
+            req = req.header(*k, *v);
+        }
+        for (k, v) in &self.headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let response = req.send(body).map_err(|e| format!("{method} {shown}: {e}"))?;
+        Ok(response.status().as_u16())
+    }
+}
+
 /// Beam's MetricsHttpSink: POSTs the JSON body to a URL; only `200` counts as success, redirects
 /// are not followed, and — unlike Beam — connecting and the whole request are bounded in time.
 pub struct HttpSink {
-    url: String,
-    agent: ureq::Agent,
+    endpoint: Endpoint,
 }
 
 impl HttpSink {
     /// A sink posting to `url`, giving up on a request after `timeout`.
     pub fn new(url: impl Into<String>, timeout: Duration) -> Self {
-        let config = ureq::Agent::config_builder()
-            .timeout_connect(Some(timeout))
-            .timeout_global(Some(timeout))
-            .max_redirects(0)
-            .http_status_as_error(false)
-            .build();
-        HttpSink { url: url.into(), agent: config.into() }
+        HttpSink { endpoint: Endpoint::new(url.into(), timeout) }
+    }
+
+    /// Sends these headers with every push (e.g. `Authorization`).
+    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> Self {
+        self.endpoint.headers = headers;
+        self
     }
 }
 
@@ -151,18 +189,15 @@ impl MetricsSink for HttpSink {
     }
     fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
         let body = http_json(results);
-        let response = self
-            .agent
-            .post(&self.url)
-            .header("Content-Type", "application/json")
-            .header("charset", "utf-8")
-            .send(body.as_bytes())
-            .map_err(|e| format!("POST {}: {e}", self.url))?;
-        let status = response.status().as_u16();
+        let status = self.endpoint.send(
+            "POST",
+            &[("Content-Type", "application/json"), ("charset", "utf-8")],
+            body.as_bytes(),
+        )?;
         if status != 200 {
             return Err(format!(
                 "Expected HTTP 200 OK response while writing metrics to MetricsHttpSink but received {status} from {}",
-                self.url
+                crate::endpoint::redact(&self.endpoint.url)
             )
             .into());
         }
@@ -170,27 +205,22 @@ impl MetricsSink for HttpSink {
     }
 }
 
-fn agent(timeout: Duration) -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .timeout_connect(Some(timeout))
-        .timeout_global(Some(timeout))
-        .max_redirects(0)
-        .http_status_as_error(false)
-        .build()
-        .into()
-}
-
 /// Pushes the Prometheus text format to a Pushgateway group URL
 /// (`http://host:9091/metrics/job/<job>`) with `PUT`, replacing the group each push.
 pub struct PushgatewaySink {
-    url: String,
-    agent: ureq::Agent,
+    endpoint: Endpoint,
 }
 
 impl PushgatewaySink {
     /// A sink pushing to `url`.
     pub fn new(url: impl Into<String>, timeout: Duration) -> Self {
-        PushgatewaySink { url: url.into(), agent: agent(timeout) }
+        PushgatewaySink { endpoint: Endpoint::new(url.into(), timeout) }
+    }
+
+    /// Sends these headers with every push (e.g. `Authorization`).
+    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> Self {
+        self.endpoint.headers = headers;
+        self
     }
 }
 
@@ -200,15 +230,13 @@ impl MetricsSink for PushgatewaySink {
     }
     fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
         let body = crate::format::prometheus_text(results);
-        let r = self
-            .agent
-            .put(&self.url)
-            .header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            .send(body.as_bytes())
-            .map_err(|e| format!("PUT {}: {e}", self.url))?;
-        let status = r.status().as_u16();
+        let status = self.endpoint.send(
+            "PUT",
+            &[("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+            body.as_bytes(),
+        )?;
         if !(200..300).contains(&status) {
-            return Err(format!("Pushgateway {} answered {status}", self.url).into());
+            return Err(format!("Pushgateway {} answered {status}", crate::endpoint::redact(&self.endpoint.url)).into());
         }
         Ok(())
     }
@@ -217,14 +245,19 @@ impl MetricsSink for PushgatewaySink {
 /// Prometheus remote write v1: protobuf, snappy block compression, to e.g.
 /// `http://host:9090/api/v1/write`.
 pub struct RemoteWriteSink {
-    url: String,
-    agent: ureq::Agent,
+    endpoint: Endpoint,
 }
 
 impl RemoteWriteSink {
     /// A sink writing to `url`.
     pub fn new(url: impl Into<String>, timeout: Duration) -> Self {
-        RemoteWriteSink { url: url.into(), agent: agent(timeout) }
+        RemoteWriteSink { endpoint: Endpoint::new(url.into(), timeout) }
+    }
+
+    /// Sends these headers with every push (e.g. `Authorization`).
+    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> Self {
+        self.endpoint.headers = headers;
+        self
     }
 }
 
@@ -234,18 +267,20 @@ impl MetricsSink for RemoteWriteSink {
     }
     fn write(&mut self, results: &MetricQueryResults) -> Result<(), UserError> {
         let body = crate::format::remote_write_body(results, weir_sdk::time::now_millis())?;
-        let r = self
-            .agent
-            .post(&self.url)
-            .header("Content-Encoding", "snappy")
-            .header("Content-Type", "application/x-protobuf")
-            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
-            .header("User-Agent", "weir-metrics-sinks")
-            .send(&body[..])
-            .map_err(|e| format!("POST {}: {e}", self.url))?;
-        let status = r.status().as_u16();
+        let status = self.endpoint.send(
+            "POST",
+            &[
+                ("Content-Encoding", "snappy"),
+                ("Content-Type", "application/x-protobuf"),
+                ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+                ("User-Agent", "weir-metrics-sinks"),
+            ],
+            &body,
+        )?;
         if !(200..300).contains(&status) {
-            return Err(format!("remote write to {} answered {status}", self.url).into());
+            return Err(
+                format!("remote write to {} answered {status}", crate::endpoint::redact(&self.endpoint.url)).into()
+            );
         }
         Ok(())
     }

@@ -85,6 +85,50 @@ fn an_unreachable_receiver_is_an_error() {
     assert!(err.contains(&port.to_string()), "{err}");
 }
 
+/// Issue 16: credentials in a URL are used, never shown.
+#[test]
+fn credentials_never_appear_in_errors() {
+    use weir_metrics_sinks::{PushgatewaySink, RemoteWriteSink};
+    use weir_sdk::metrics::MetricsSink;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://weir:hunter2@127.0.0.1:{port}/m");
+    let timeout = Duration::from_millis(500);
+    let sinks: Vec<Box<dyn MetricsSink>> = vec![
+        Box::new(HttpSink::new(&url, timeout)),
+        Box::new(PushgatewaySink::new(&url, timeout)),
+        Box::new(RemoteWriteSink::new(&url, timeout)),
+    ];
+    for mut sink in sinks {
+        let err = sink.write(&results()).unwrap_err().to_string();
+        assert!(!err.contains("hunter2") && err.contains("***@127.0.0.1"), "{}: {err}", sink.name());
+    }
+    // And a receiver that answers an error sees the credentials as basic auth, not the log.
+    let (url, handle) = server(vec![(500, Duration::ZERO)]);
+    let url = url.replacen("http://", "http://weir:hunter2@", 1);
+    let err = HttpSink::new(&url, timeout).write(&results()).unwrap_err().to_string();
+    assert!(err.contains("500") && !err.contains("hunter2"), "{err}");
+    let _ = handle.join();
+}
+
+/// Issue 16: headers from `--metrics-header-env` and `--metrics-bearer-token-env` reach the
+/// receiver.
+#[test]
+fn extra_headers_are_sent() {
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/m", server.server_addr().to_ip().unwrap());
+    let handle = std::thread::spawn(move || {
+        let req = server.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+        let headers: Vec<String> = req.headers().iter().map(|h| format!("{}: {}", h.field, h.value)).collect();
+        let _ = req.respond(tiny_http::Response::from_string("").with_status_code(200));
+        headers
+    });
+    let headers = vec![("Authorization".into(), "Bearer t0ken".into()), ("X-Scope-OrgID".into(), "tenant".into())];
+    HttpSink::new(&url, Duration::from_secs(5)).with_headers(headers).write(&results()).unwrap();
+    let seen = handle.join().unwrap();
+    assert!(seen.iter().any(|h| h.eq_ignore_ascii_case("authorization: Bearer t0ken")), "{seen:?}");
+    assert!(seen.iter().any(|h| h.eq_ignore_ascii_case("x-scope-orgid: tenant")), "{seen:?}");
+}
+
 #[test]
 fn pushgateway_and_remote_write_requests() {
     use weir_metrics_sinks::{PushgatewaySink, RemoteWriteSink};

@@ -17,14 +17,24 @@ use weir_sdk::{
 
 use crate::models::{compare, comparison, expected_for};
 use crate::queries::{self, QueryOptions, ResultRecord};
-use crate::sources::{export_events, BoundedEventSource, ReadEventsFile, UnboundedEventSource};
+use crate::signals::{self, Interrupt};
+use crate::sources::{export_events, BoundedEventSource, OnMalformed, ReadEventsFile, UnboundedEventSource};
 use crate::{Event, NexmarkConfig, QueryName, Suite};
 
 /// The launcher's own flags; every pipeline option (`--runner`, `--parallelism`,
 /// `--checkpoint-dir`, `--trigger-interval-ms`, the metrics-sink flags...) is accepted too, and
 /// every configuration field as `--field-name VALUE` (e.g. `--num-events 1000`).
 #[derive(Parser, Debug)]
-#[command(name = "nexmark", no_binary_name = true, about = "Beam's Nexmark benchmark on Weir")]
+#[command(
+    name = "nexmark",
+    no_binary_name = true,
+    version,
+    about = "Beam's Nexmark benchmark on Weir",
+    after_help = "Every field of Beam's NexmarkConfiguration is a flag too, in kebab case: \
+                  --num-events 1000000, --rate-shape square, --window-size-sec 10, --is-rate-limited ...\n\
+                  Logs go to standard error (warnings by default; RUST_LOG=info or RUST_LOG=debug for more).\n\
+                  Exit status: 0 done, 1 a run failed, 2 bad usage, 130/143 stopped by SIGINT/SIGTERM."
+)]
 struct Args {
     /// Query number or name (repeatable); default: every query of the suite.
     #[arg(long)]
@@ -45,9 +55,21 @@ struct Args {
     /// Write the events as Beam's JSON lines to FILE and exit.
     #[arg(long = "export-events", value_name = "FILE")]
     export_events: Option<PathBuf>,
-    /// Read events from FILE (Beam's JSON lines) instead of generating them.
-    #[arg(long = "events-file", value_name = "FILE")]
+    /// Read events from FILE (Beam's JSON lines) instead of generating them. The name is taken
+    /// as it is; see --events-glob for several files.
+    #[arg(long = "events-file", value_name = "FILE", conflicts_with = "events_glob")]
     events_file: Option<String>,
+    /// Read events from every file matching the glob PATTERN (e.g. `events/*.jsonl`).
+    #[arg(long = "events-glob", value_name = "PATTERN")]
+    events_glob: Option<String>,
+    /// What to do with lines of an events file that are not events: `skip` (a warning per line
+    /// and a count in the summary), `fail`, or `dead-letter=FILE` (skip, and keep the lines
+    /// verbatim in FILE).
+    #[arg(long = "on-malformed", value_name = "POLICY", default_value = "skip")]
+    on_malformed: OnMalformed,
+    /// Replace what a --results directory holds instead of refusing one that is not empty.
+    #[arg(long)]
+    overwrite: bool,
     /// Append one JSON object per run (Beam's NexmarkPerf fields) to FILE.
     #[arg(long = "perf-file", value_name = "FILE")]
     perf_file: Option<PathBuf>,
@@ -153,7 +175,8 @@ struct Run {
 /// Splits `--field-name VALUE` configuration overrides from the other arguments.
 fn split_config_overrides(args: Vec<String>) -> Result<(NexmarkConfig, Vec<String>, bool), String> {
     let defaults = serde_json::to_value(NexmarkConfig::default()).map_err(|e| e.to_string())?;
-    let serde_json::Value::Object(mut fields) = defaults else { unreachable!("a struct serialises as an object") };
+    let serde_json::Value::Object(defaults_map) = defaults else { unreachable!("a struct serialises as an object") };
+    let mut fields = defaults_map.clone();
     let mut rest = Vec::new();
     let mut overridden = false;
     let mut it = args.into_iter();
@@ -176,11 +199,18 @@ fn split_config_overrides(args: Vec<String>) -> Result<(NexmarkConfig, Vec<Strin
             None if default.is_boolean() => "true".to_string(),
             None => it.next().ok_or_else(|| format!("--{name} needs a value"))?,
         };
+        let invalid = |why: &dyn std::fmt::Display| format!("invalid value for --{name}: '{raw}' ({why})");
         let value = match default {
             serde_json::Value::String(_) => serde_json::Value::String(raw.to_ascii_uppercase().replace('-', "_")),
             serde_json::Value::Null => serde_json::Value::String(raw.clone()),
-            _ => serde_json::from_str(&raw).map_err(|_| format!("invalid value for --{name}: '{raw}'"))?,
+            _ => serde_json::from_str(&raw).map_err(|_| invalid(&"not a value of this field's type"))?,
         };
+        // Check the value alone against the field's type, so the error names this flag.
+        let mut alone = defaults_map.clone();
+        alone.insert(camel.clone(), value.clone());
+        if let Err(e) = serde_json::from_value::<NexmarkConfig>(serde_json::Value::Object(alone)) {
+            return Err(invalid(&e));
+        }
         fields.insert(camel, value);
         overridden = true;
     }
@@ -347,16 +377,20 @@ fn progress_bar(total: Option<u64>, name: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// What one configuration's run gave: its performance, and the stop signal that ended it early.
+struct Outcome {
+    perf: NexmarkPerf,
+    interrupted: Option<i32>,
+}
+
 /// Runs one configuration.
-fn run_one(
-    args: &Args,
-    config: &NexmarkConfig,
-    target: Target,
-    options: &PipelineOptions,
-) -> Result<NexmarkPerf, String> {
+fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &PipelineOptions) -> Result<Outcome, String> {
     let p = Pipeline::new(options.clone());
+    let events_file = args.events_file.as_ref().or(args.events_glob.as_ref());
     let events: PCollection<Event> = if let Some(file) = &args.events_file {
-        p.apply("Events", ReadEventsFile::from(file.clone()))
+        p.apply("Events", ReadEventsFile::from(file.clone()).on_malformed(args.on_malformed.clone()))
+    } else if let Some(pattern) = &args.events_glob {
+        p.apply("Events", ReadEventsFile::from_glob(pattern.clone()).on_malformed(args.on_malformed.clone()))
     } else if args.streaming {
         p.apply("Events", ReadUnbounded::from(UnboundedEventSource::new(config)))
     } else {
@@ -369,8 +403,10 @@ fn run_one(
         Target::Query(query) => {
             let options = QueryOptions { output_path: args.output_path.clone(), max_num_workers: args.max_num_workers };
             let results = queries::apply_with(query, config, &options, &events);
-            if args.check && args.events_file.is_some() {
-                return Err("--check compares with the generator's model; it cannot be used with --events-file".into());
+            if args.check && events_file.is_some() {
+                return Err(
+                    "--check compares with the generator's events; it cannot be used with an events file".into()
+                );
             }
             let model = if args.check {
                 // The model runs over the events the source produces: Beam's models see one
@@ -391,9 +427,10 @@ fn run_one(
                 let records = results.records();
                 if let Some(dir) = &args.results {
                     let dir = dir.join(query.name());
-                    records
-                        .apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() }))
-                        .apply("WriteResults", WriteJsonLines::to(dir.to_string_lossy().to_string()));
+                    records.apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() })).apply(
+                        "WriteResults",
+                        WriteJsonLines::to(dir.to_string_lossy().to_string()).overwrite(args.overwrite),
+                    );
                 }
                 if let Some(model) = model {
                     let rule = comparison(query);
@@ -406,14 +443,24 @@ fn run_one(
     let start = Instant::now();
     let result = p.run().map_err(|e| e.to_string())?;
     let ns = target.name();
-    let total =
-        if args.events_file.is_some() || config.num_events <= 0 { None } else { Some(config.num_events as u64) };
+    let total = if events_file.is_some() || config.num_events <= 0 { None } else { Some(config.num_events as u64) };
     let bar = progress_bar(total, ns);
     let mut snapshots = Vec::new();
+    let mut interrupted = None;
     let state = loop {
         let state = result.wait_until_finish(Some(Duration::from_millis(200))).map_err(|e| e.to_string())?;
         if state.is_terminal() {
             break state;
+        }
+        if let (None, Some(sig)) = (interrupted, Interrupt::get().received()) {
+            interrupted = Some(sig);
+            bar.suspend(|| {
+                eprintln!(
+                    "nexmark: {} received: finishing the current batch, then stopping (send it again to stop at once)",
+                    signals::name(sig)
+                )
+            });
+            result.stop().map_err(|e| e.to_string())?;
         }
         let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace(ns));
         let events = counter(&m, ns, "event.elements");
@@ -433,8 +480,21 @@ fn run_one(
     };
     bar.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
-    if state != PipelineState::Done {
+    if state != PipelineState::Done && !(interrupted.is_some() && state == PipelineState::Cancelled) {
         return Err(format!("the pipeline ended in state {state:?}"));
+    }
+    let mut errors = Vec::new();
+    if let Some(sig) = interrupted {
+        errors.push(format!("stopped early by {}: the results are those of the batches committed", signals::name(sig)));
+    }
+    let malformed = counter(
+        &result.metrics().query_metrics(&MetricsFilter::all().named("nexmark", "malformedEvents")),
+        "nexmark",
+        "malformedEvents",
+    );
+    if malformed > 0 {
+        let file = events_file.map(String::as_str).unwrap_or("the events file");
+        errors.push(format!("{malformed} malformed event line(s) in {file} skipped (--on-malformed)"));
     }
     let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace(ns));
     let num_events = counter(&m, ns, "event.elements");
@@ -459,7 +519,7 @@ fn run_one(
         (Some(s), Some(e)) => secs(e - s) / runtime_sec,
         _ => -1.0,
     };
-    Ok(NexmarkPerf {
+    let perf = NexmarkPerf {
         runtime_sec,
         num_events,
         // Streaming runs long enough report Beam's steady-state rate instead.
@@ -479,13 +539,14 @@ fn run_one(
         },
         shutdown_delay_sec: result_end.or(event_end).map_or(-1.0, |e| secs(weir_sdk::time::now_millis() - e)),
         time_dilation,
-        errors: Vec::new(),
+        errors,
         snapshots,
         query: target.name().to_string(),
         runner: options.runner.clone(),
         mode: if args.streaming { "streaming" } else { "batch" }.to_string(),
         parallelism: options.microbatch.parallelism,
-    })
+    };
+    Ok(Outcome { perf, interrupted })
 }
 
 fn short_string(config: &NexmarkConfig, target: Target) -> String {
@@ -513,21 +574,57 @@ fn pct(now: f64, base: f64) -> String {
     }
 }
 
-/// Runs the launcher with `args` (no program name); returns the process exit code.
+/// Why the launcher stopped without running everything.
+enum Failure {
+    /// Bad flags or files given on the command line: exit status 2.
+    Usage(String),
+    /// Something failed while running: exit status 1.
+    Runtime(String),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Self {
+        Failure::Usage(s)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(s: &str) -> Self {
+        Failure::Usage(s.to_string())
+    }
+}
+
+/// Runs the launcher with `args` (no program name); returns the process exit code: 0 when every
+/// configuration ran, 1 when one failed, 2 for bad usage, 128 + the signal when stopped by
+/// SIGINT or SIGTERM. `--help` and `--version` print to standard output and return 0.
 pub fn run(args: Vec<String>) -> i32 {
+    weir_runner_core::logging::init();
     match launch(args) {
         Ok(code) => code,
-        Err(e) => {
+        Err(Failure::Usage(e)) => {
             eprintln!("nexmark: {e}");
             2
+        }
+        Err(Failure::Runtime(e)) => {
+            eprintln!("nexmark: {e}");
+            1
         }
     }
 }
 
-fn launch(raw: Vec<String>) -> Result<i32, String> {
+fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     let (overrides, rest, _) = split_config_overrides(raw)?;
-    let args = Args::try_parse_from(rest).map_err(|e| e.render().to_string().trim().to_string())?;
+    let args = match Args::try_parse_from(rest) {
+        Ok(args) => args,
+        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => {
+            print!("{}", e.render());
+            return Ok(0);
+        }
+        Err(e) => return Err(Failure::Usage(e.render().to_string().trim().to_string())),
+    };
     register_runners();
+    // Installed before anything runs, so a signal during a run stops it gracefully.
+    Interrupt::get();
     let suite = Suite::parse(&args.suite).ok_or_else(|| {
         format!(
             "unknown suite '{}'; known: DEFAULT, SMOKE, STRESS, FULL_THROTTLE, SMALL_LOGGER, LONG_RUNNING_LOGGER",
@@ -547,11 +644,17 @@ fn launch(raw: Vec<String>) -> Result<i32, String> {
         .iter()
         .map(|q| QueryName::parse(q).ok_or_else(|| format!("unknown query '{q}' in --skip-queries")))
         .collect::<Result<_, _>>()?;
+    if let Some(file) = &args.events_file {
+        if !std::path::Path::new(file).is_file() {
+            return Err(Failure::Usage(format!("--events-file {file}: no such file")));
+        }
+    }
 
     if let Some(path) = &args.export_events {
         let config = apply_overrides(&NexmarkConfig::default(), &overrides)?;
         config.validate().map_err(|e| e.to_string())?;
-        let n = export_events(&config, path).map_err(|e| format!("--export-events {}: {e}", path.display()))?;
+        let n = export_events(&config, path)
+            .map_err(|e| Failure::Runtime(format!("--export-events {}: {e}", path.display())))?;
         println!("wrote {n} events to {}", path.display());
         return Ok(0);
     }
@@ -578,27 +681,36 @@ fn launch(raw: Vec<String>) -> Result<i32, String> {
         confs.insert(0, (NexmarkConfig { query: None, ..config }, Target::GeneratorOnly));
     }
     if confs.is_empty() {
-        return Err(format!("no configuration of suite {} matches the given --query", args.suite));
+        return Err(format!("no configuration of suite {} matches the given --query", args.suite).into());
     }
     let baseline = args.baseline_file.as_ref().map(read_baseline).transpose()?;
 
     let started = weir_sdk::time::now_millis();
     let mut runs = Vec::new();
     let mut failed = false;
+    let mut interrupted = None;
     for (config, target) in &confs {
         let conf = short_string(config, *target);
+        if let Some(sig) = interrupted.or_else(|| Interrupt::get().received()) {
+            interrupted = Some(sig);
+            runs.push(Run { conf, perf: None, note: Some(format!("not run: stopped by {}", signals::name(sig))) });
+            continue;
+        }
         eprintln!("running {conf} ({}, {})", args.pipeline.runner, if args.streaming { "streaming" } else { "batch" });
         match run_one(&args, config, *target, &args.pipeline) {
-            Ok(perf) => {
+            Ok(outcome) => {
+                let perf = outcome.perf;
                 if let Some(file) = &args.perf_file {
-                    let line = serde_json::to_string(&perf).map_err(|e| e.to_string())?;
+                    let line = serde_json::to_string(&perf).map_err(|e| Failure::Runtime(e.to_string()))?;
                     let mut f = std::fs::OpenOptions::new()
                         .create(true)
                         .append(true)
                         .open(file)
-                        .map_err(|e| format!("--perf-file {}: {e}", file.display()))?;
-                    writeln!(f, "{line}").map_err(|e| format!("--perf-file {}: {e}", file.display()))?;
+                        .map_err(|e| Failure::Runtime(format!("--perf-file {}: {e}", file.display())))?;
+                    writeln!(f, "{line}")
+                        .map_err(|e| Failure::Runtime(format!("--perf-file {}: {e}", file.display())))?;
                 }
+                interrupted = interrupted.or(outcome.interrupted);
                 runs.push(Run { conf, perf: Some(perf), note: None });
             }
             Err(e) => {
@@ -657,7 +769,23 @@ fn launch(raw: Vec<String>) -> Result<i32, String> {
             (None, None) => {}
         }
     }
-    Ok(if failed { 1 } else { 0 })
+    let errors: Vec<(usize, &String)> = runs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| r.perf.iter().flat_map(move |p| p.errors.iter().map(move |e| (i, e))))
+        .collect();
+    if !errors.is_empty() {
+        println!();
+        println!("Errors:");
+        for (i, e) in errors {
+            println!("  {i:04}  {e}");
+        }
+    }
+    Ok(match interrupted {
+        Some(sig) => 128 + sig,
+        None if failed => 1,
+        None => 0,
+    })
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod launcher;
 pub mod model;
 pub mod models;
 pub mod queries;
+mod signals;
 pub mod sources;
 
 pub use config::{NexmarkConfig, Suite};

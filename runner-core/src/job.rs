@@ -106,6 +106,7 @@ impl Job {
         let pusher = MetricsPusher::start(
             sinks,
             Duration::from_secs(options.metrics.push_period_secs),
+            Duration::from_millis(options.metrics.push_timeout_ms),
             metrics.clone(),
             job.clone(),
         );

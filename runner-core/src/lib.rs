@@ -16,6 +16,7 @@ pub mod do_fn_runner;
 pub mod fingerprint;
 pub mod group_also_by_window;
 pub mod job;
+pub mod logging;
 pub mod metrics;
 pub mod operator;
 pub mod pusher;

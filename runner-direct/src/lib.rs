@@ -41,6 +41,10 @@ impl Runner for DirectRunner {
         let m = metrics.clone();
         Job::spawn("weir-direct", metrics, options, move |job| executor::execute(&graph, &plan, &direct, &job, &m))
     }
+
+    fn explain(&self, graph: &PipelineGraph, _: &PipelineOptions) -> Result<String> {
+        Ok(translate::translate(graph)?.explain())
+    }
 }
 
 /// Registers the direct runner under the name `direct`.

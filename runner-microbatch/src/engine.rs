@@ -595,7 +595,7 @@ impl Engine {
     fn write_state(&mut self) -> Result<()> {
         let Some(cp) = &self.checkpoint else { return Ok(()) };
         let dir = cp.state_dir(self.batch_id);
-        let snapshot = self.batch_id % self.snapshot_interval() == 0;
+        let snapshot = self.batch_id.is_multiple_of(self.snapshot_interval());
         let mut files = Vec::new();
         self.state_bytes.clear();
         for (i, spec) in self.plan.nodes.iter().enumerate() {

@@ -60,9 +60,6 @@ impl MicroBatchRunner {
     /// Translates and starts `graph`, returning the streaming query handle.
     pub fn start(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<StreamingQuery> {
         let plan = translate::translate(&graph, options)?;
-        if options.microbatch.explain {
-            tracing::info!(plan = %plan.explain(), "micro-batch physical plan");
-        }
         StreamingQuery::start(graph, plan, options.clone())
     }
 
@@ -80,6 +77,10 @@ impl Runner for MicroBatchRunner {
 
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
         Ok(Box::new(self.start(graph, options)?))
+    }
+
+    fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
+        MicroBatchRunner::explain(self, graph, options)
     }
 }
 

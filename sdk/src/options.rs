@@ -56,9 +56,6 @@ pub struct MicroBatchOptions {
     /// Interval of the processing-time trigger, ms.
     #[arg(long = "trigger-interval-ms", default_value_t = 0)]
     pub trigger_interval_ms: u64,
-    /// Print the physical plan when the pipeline starts.
-    #[arg(long = "explain", default_value_t = false)]
-    pub explain: bool,
     /// Directory for the offset log, commit log and state stores; a query restarted with the
     /// same directory resumes exactly once where it stopped.
     #[arg(long = "checkpoint-dir")]
@@ -82,7 +79,6 @@ impl Default for MicroBatchOptions {
             max_batch_size: 100_000,
             trigger: StreamingTrigger::AvailableNow,
             trigger_interval_ms: 0,
-            explain: false,
             checkpoint_dir: None,
             min_batches_to_retain: 3,
             state_snapshot_interval: 10,
@@ -126,9 +122,18 @@ pub struct MetricsOptions {
     /// File of the JSON-lines sink.
     #[arg(long = "metrics-file")]
     pub file: Option<String>,
-    /// Longest a network sink may take to connect and push, ms.
-    #[arg(long = "metrics-push-timeout-ms", default_value_t = 10_000)]
+    /// Longest a network sink may take to connect and push, ms; it also bounds how long the end
+    /// of a pipeline waits for the final push.
+    #[arg(long = "metrics-push-timeout-ms", default_value_t = 2_000)]
     pub push_timeout_ms: u64,
+    /// `NAME=VAR`: send header NAME, its value read from environment variable VAR, with every
+    /// push of the HTTP and Prometheus sinks (repeatable). Values are never printed.
+    #[arg(long = "metrics-header-env", value_name = "NAME=VAR")]
+    pub header_env: Vec<String>,
+    /// Send `Authorization: Bearer <token>` with every push of the HTTP and Prometheus sinks,
+    /// the token read from environment variable VAR.
+    #[arg(long = "metrics-bearer-token-env", value_name = "VAR")]
+    pub bearer_token_env: Option<String>,
 }
 
 impl Default for MetricsOptions {
@@ -141,7 +146,9 @@ impl Default for MetricsOptions {
             graphite_port: 2003,
             prometheus_url: None,
             file: None,
-            push_timeout_ms: 10_000,
+            push_timeout_ms: 2_000,
+            header_env: Vec::new(),
+            bearer_token_env: None,
         }
     }
 }
@@ -156,6 +163,9 @@ pub struct PipelineOptions {
     /// A name for the job, used in logs and metrics.
     #[arg(long = "job-name", default_value = "weir-job")]
     pub job_name: String,
+    /// Print the runner's plan to standard output when the pipeline starts.
+    #[arg(long = "explain", default_value_t = false)]
+    pub explain: bool,
     /// Direct runner options.
     #[command(flatten)]
     pub direct: DirectOptions,
@@ -172,6 +182,7 @@ impl Default for PipelineOptions {
         PipelineOptions {
             runner: "microbatch".into(),
             job_name: "weir-job".into(),
+            explain: false,
             direct: DirectOptions::default(),
             microbatch: MicroBatchOptions::default(),
             metrics: MetricsOptions::default(),

@@ -106,7 +106,20 @@ impl Pipeline {
         self.validate()?;
         let options = self.options();
         let runner = crate::runner::find_runner(&options.runner)?;
-        runner.run(self.graph(), &options)
+        let graph = self.graph();
+        if options.explain {
+            // Asked for on the command line: the plan goes to standard output, like Spark's
+            // `explain()`.
+            println!("{}", runner.explain(&graph, &options)?);
+        }
+        runner.run(graph, &options)
+    }
+
+    /// The plan the configured runner would run this pipeline with, as text.
+    pub fn explain(&self) -> Result<String> {
+        self.validate()?;
+        let options = self.options();
+        crate::runner::find_runner(&options.runner)?.explain(&self.graph(), &options)
     }
 
     /// Records a construction error at `step`.

@@ -15,6 +15,9 @@ pub trait Runner: Send + Sync {
     /// Translates and starts `graph`. Translation errors (an unsupported transform) are returned
     /// here, before anything runs; execution errors through the result.
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>>;
+    /// The plan `graph` would run with on this runner, as text for people (`--explain`):
+    /// translation errors are returned as [`Runner::run`] would return them.
+    fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String>;
 }
 
 /// The state of a pipeline run (Beam's `PipelineResult.State`).

@@ -157,7 +157,7 @@ pub mod sources {
         type Checkpoint = i64;
         fn advance(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
             self.polls += 1;
-            if (self.source.gaps && self.polls % 4 == 0) || self.source.exhausted(self.next) {
+            if (self.source.gaps && self.polls.is_multiple_of(4)) || self.source.exhausted(self.next) {
                 return Ok(None);
             }
             let v = self.next;
@@ -174,5 +174,79 @@ pub mod sources {
         fn checkpoint(&self) -> i64 {
             self.next
         }
+    }
+}
+
+/// Real receivers started by tests on 127.0.0.1: free ports, waiting until they listen, and
+/// stopping them when the test ends. A receiver that is not installed skips its test with a
+/// message, except under CI (`CI` set), where `.ci/run` installs it and the test fails.
+pub mod receivers {
+    use std::net::{TcpListener, TcpStream};
+    use std::path::Path;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// A port nothing listens on right now.
+    pub fn free_port() -> u16 {
+        TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    }
+
+    /// Whether `command` can be run; if not, skips (or, under CI, fails) naming the Debian
+    /// `package` that provides it.
+    pub fn installed(command: &str, package: &str) -> bool {
+        let found = Command::new(command).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+        if !found {
+            assert!(std::env::var_os("CI").is_none(), "{command} is not installed (Debian package {package})");
+            eprintln!("SKIPPED: {command} is not installed (apt-get install {package})");
+        }
+        found
+    }
+
+    /// A receiver process, killed when dropped.
+    pub struct Receiver {
+        child: Child,
+        /// The port it listens on.
+        pub port: u16,
+    }
+
+    impl Drop for Receiver {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Starts `command` with `args`, its output in `log`, and waits up to 60 s until it listens
+    /// on `port` on 127.0.0.1.
+    pub fn start(command: &str, args: &[String], port: u16, log: &Path) -> Receiver {
+        let out = std::fs::File::create(log).expect("receiver log file");
+        let err = out.try_clone().expect("receiver log file");
+        let child = Command::new(command)
+            .args(args)
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {command}: {e}"));
+        let mut receiver = Receiver { child, port };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = receiver.child.try_wait() {
+                panic!("{command} exited with {status}: {}", std::fs::read_to_string(log).unwrap_or_default());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{command} did not listen on {port}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        receiver
+    }
+
+    /// The body of `GET url`, or `None` when the request fails or answers an error.
+    pub fn get(url: &str) -> Option<String> {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).build().into();
+        agent.get(url).call().ok()?.body_mut().read_to_string().ok()
     }
 }

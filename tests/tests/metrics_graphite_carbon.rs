@@ -4,33 +4,19 @@
 //! files with `whisper-fetch`. Without carbon installed the test is skipped with a message,
 //! except under CI (`CI` set), where it fails: `.ci/run` installs the package.
 
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use weir_sdk::prelude::*;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use weir_tests::receivers::{free_port, installed, start, Receiver};
 
 struct Carbon {
-    child: Child,
-    port: u16,
+    receiver: Receiver,
     data: PathBuf,
 }
 
-impl Drop for Carbon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_carbon(dir: &Path) -> Option<Carbon> {
-    if Command::new("carbon-cache").arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "carbon-cache is not installed (Debian package graphite-carbon)");
-        eprintln!("SKIPPED: carbon-cache is not installed (apt-get install graphite-carbon python3-whisper)");
+    if !installed("carbon-cache", "graphite-carbon python3-whisper") {
         return None;
     }
     let (port, pickle, query) = (free_port(), free_port(), free_port());
@@ -51,25 +37,9 @@ fn start_carbon(dir: &Path) -> Option<Carbon> {
     )
     .unwrap();
     std::fs::write(dir.join("storage-schemas.conf"), "[default]\npattern = .*\nretentions = 1s:1h\n").unwrap();
-    let child = Command::new("carbon-cache")
-        .arg(format!("--config={}", dir.join("carbon.conf").display()))
-        .arg("--debug")
-        .arg("start")
-        .stdout(std::fs::File::create(dir.join("log/stdout.txt")).unwrap())
-        .stderr(std::fs::File::create(dir.join("log/stderr.txt")).unwrap())
-        .spawn()
-        .expect("start carbon-cache");
-    let carbon = Carbon { child, port, data };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "carbon-cache did not listen on {port}: {}",
-            std::fs::read_to_string(dir.join("log/stdout.txt")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Some(carbon)
+    let args = [format!("--config={}", dir.join("carbon.conf").display()), "--debug".into(), "start".into()];
+    let receiver = start("carbon-cache", &args, port, &dir.join("log/stdout.txt"));
+    Some(Carbon { receiver, data })
 }
 
 #[derive(Clone)]
@@ -131,7 +101,7 @@ fn pushes_to_a_real_carbon_cache_from_both_runners() {
             "--metrics-graphite-host",
             "127.0.0.1",
             "--metrics-graphite-port",
-            &carbon.port.to_string(),
+            &carbon.receiver.port.to_string(),
             "--metrics-push-period",
             "1",
         ])

@@ -117,6 +117,103 @@ fn unknown_sinks_and_missing_settings_are_errors() {
     assert!(p.try_run().unwrap_err().to_string().contains("--metrics-graphite-host"));
 }
 
+/// Issue 16: bad sink settings fail the run before anything runs, naming the flag, and never
+/// show credentials.
+#[test]
+fn bad_sink_settings_are_refused_at_startup_naming_the_flag() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--metrics-sink", "http", "--metrics-http-url", "ftp://weir:hunter2@127.0.0.1/m"], "--metrics-http-url"),
+        (&["--metrics-sink", "http", "--metrics-http-url", "127.0.0.1:9/m"], "--metrics-http-url"),
+        (
+            &[
+                "--metrics-sink",
+                "prometheus",
+                "--metrics-prometheus-url",
+                "http://no-such-host.invalid:9091/metrics/job/x",
+            ],
+            "--metrics-prometheus-url",
+        ),
+        (
+            &["--metrics-sink", "prometheus-remote-write", "--metrics-prometheus-url", "https://:0/api/v1/write"],
+            "--metrics-prometheus-url",
+        ),
+        (&["--metrics-sink", "graphite", "--metrics-graphite-host", "no-such-host.invalid"], "--metrics-graphite-host"),
+        (
+            &[
+                "--metrics-sink",
+                "http",
+                "--metrics-http-url",
+                "http://127.0.0.1:9/m",
+                "--metrics-bearer-token-env",
+                "WEIR_TEST_NO_SUCH_VARIABLE",
+            ],
+            "--metrics-bearer-token-env",
+        ),
+        (&["--metrics-sink", "jsonl", "--metrics-file", "/no/such/dir/metrics.jsonl"], "--metrics-file"),
+    ];
+    for config in ["direct_unshuffled", "microbatch_p1"] {
+        for (flags, flag) in cases {
+            let err = pipeline(config, flags).try_run().unwrap_err().to_string();
+            assert!(err.contains(flag) && !err.contains("hunter2"), "{config} {flags:?}: {err}");
+        }
+    }
+}
+
+/// Issue 16: a receiver that accepts connections and never answers delays neither the other
+/// sinks (each pushes on its own schedule) nor the end of the pipeline by more than the push
+/// timeout.
+#[test]
+fn a_hung_receiver_delays_neither_other_sinks_nor_the_end() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts, keeps every connection open, answers nothing.
+    std::thread::spawn(move || {
+        let mut open = Vec::new();
+        for s in listener.incoming() {
+            open.push(s);
+        }
+    });
+    for config in ["direct_unshuffled", "microbatch_p1"] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("metrics.jsonl");
+        let url = format!("http://127.0.0.1:{port}/m");
+        weir_tests::register_runners();
+        let mut options = weir_tests::configuration(config);
+        options.metrics = PipelineOptions::from_args([
+            "--metrics-sink",
+            "http",
+            "--metrics-http-url",
+            &url,
+            "--metrics-sink",
+            "jsonl",
+            "--metrics-file",
+            file.to_str().unwrap(),
+            "--metrics-push-period",
+            "1",
+            "--metrics-push-timeout-ms",
+            "2500",
+        ])
+        .unwrap()
+        .metrics;
+        let p = TestPipeline::from_options(options);
+        let stream = weir_sdk::io::MemoryStream::<i64>::new();
+        p.apply("Read", weir_sdk::io::ReadUnbounded::from(stream.clone())).apply("Measured", ParDo::of(Measured));
+        let result = Pipeline::run(&p).unwrap();
+        stream.add(vec![TimestampedValue::new(1, 1), TimestampedValue::new(2, 2)]);
+        std::thread::sleep(Duration::from_millis(4500));
+        stream.finish();
+        let end = std::time::Instant::now();
+        assert_eq!(result.wait_until_finish(None).unwrap(), PipelineState::Done);
+        let waited = end.elapsed();
+        // One push a second for 4.5 s plus the final one; pushes behind the hung sink's
+        // 2.5 s timeouts would give two or three.
+        let pushes = std::fs::read_to_string(&file).unwrap().lines().count();
+        assert!(pushes >= 5, "{config}: the JSON-lines sink pushed {pushes} times");
+        // The end waits for the final pushes, but not beyond the timeout (twice it without).
+        assert!(waited < Duration::from_millis(4000), "{config}: waited {waited:?} after the input ended");
+    }
+}
+
 #[derive(Clone)]
 struct Slow;
 

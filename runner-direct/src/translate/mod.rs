@@ -59,6 +59,33 @@ impl Plan {
         });
     }
 
+    /// The plan as text: one line per step, in the order the runner schedules them.
+    pub(crate) fn explain(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = format!("== Direct runner plan: {} steps, run in rounds ==\n", self.steps.len());
+        for (i, s) in self.steps.iter().enumerate() {
+            let kind = match &s.kind {
+                StepKind::Impulse => "Impulse".to_string(),
+                StepKind::Read(_) => "Read[bounded]".to_string(),
+                StepKind::ReadUnbounded(_) => "Read[unbounded]".to_string(),
+                StepKind::TestStream(_) => "TestStream".to_string(),
+                StepKind::ParDo(p) if p.stateful => format!("StatefulParDo[{}]", p.fn_name),
+                StepKind::ParDo(p) => format!("ParDo[{}]", p.fn_name),
+                StepKind::GroupByKey(_) => "GroupByKey".to_string(),
+                StepKind::CombinePerKey(_) => "Combine.perKey (native)".to_string(),
+                StepKind::Flatten => "Flatten".to_string(),
+                StepKind::WindowInto(_) => "WindowInto".to_string(),
+            };
+            let sides = if s.side_inputs.is_empty() {
+                String::new()
+            } else {
+                format!(" [{} side inputs]", s.side_inputs.len())
+            };
+            let _ = writeln!(out, "Step {i}: {kind} '{}'{sides}", s.name);
+        }
+        out
+    }
+
     /// Whether the plan plays a TestStream, which switches processing time to a test clock.
     pub(crate) fn has_test_stream(&self) -> bool {
         self.steps.iter().any(|s| matches!(s.kind, StepKind::TestStream(_)))

@@ -51,7 +51,7 @@ pub struct JsonLinesPayload {
 }
 
 /// The file by which a JSON-lines sink marks a directory as its own; it holds the owner's id.
-pub const MARKER: &str = "_weir_sink";
+pub const MARKER: &str = ".weir-sink";
 
 /// Claims `dir` for the run or query `owner` before anything is written to it: a missing or
 /// empty directory is created and marked; one already marked by `owner` is kept as it is (a
