@@ -1683,4 +1683,38 @@ mod tests {
         assert_eq!(fired, vec![(1, vec![1, 2, 3], 49, Timing::OnTime)]);
         assert!(gaw.is_empty());
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+        /// Issue 16: restoring state entries of any bytes, or real entries with bytes changed,
+        /// gives an error naming the step or a state the engine goes on with; never a panic.
+        #[test]
+        fn restoring_damaged_state_never_panics(
+            junk in proptest::collection::vec((proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48)), 0..6),
+            flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..6),
+        ) {
+            if let Err(e) = engine().restore_entries(junk) {
+                proptest::prop_assert!(e.to_string().contains("'G'") || e.to_string().contains(" G"), "{}", e);
+            }
+            let mut real = engine();
+            let _ = real.process(input(&[(1, 10, 3), (1, 11, 12), (2, 20, 4)]), 0).unwrap();
+            let _ = real.advance(5, 0).unwrap();
+            let mut entries = real.state_entries().unwrap();
+            for (e, at, x) in flips {
+                let n = entries.len();
+                let (k, v) = &mut entries[e % n];
+                let target = if at % 2 == 0 || k.is_empty() { v } else { k };
+                if !target.is_empty() {
+                    let len = target.len();
+                    target[at % len] ^= x | 1;
+                }
+            }
+            let mut restored = engine();
+            if restored.restore_entries(entries).is_ok() {
+                // Whatever was read back runs on to the end of time.
+                let _ = restored.advance(MAX_TIMESTAMP, 0);
+            }
+        }
+    }
 }

@@ -416,3 +416,81 @@ impl Drop for DirLock {
         let _ = self.file.set_len(0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn envelope(body: &str) -> Vec<u8> {
+        let env = Envelope { version: VERSION, crc32: crc32fast::hash(body.as_bytes()), body: body.to_string() };
+        serde_json::to_vec(&env).unwrap()
+    }
+
+    /// Parses `bytes` as every kind of checkpoint log file; errors must name the file.
+    fn parse_all(bytes: &[u8]) -> std::result::Result<(), TestCaseError> {
+        let path = Path::new("cp/offsets/7");
+        let named = |e: Error| e.to_string().contains("cp/offsets/7");
+        if let Err(e) = parse_entry::<OffsetEntry>(path, bytes) {
+            prop_assert!(named(e));
+        }
+        if let Err(e) = parse_entry::<CommitEntry>(path, bytes) {
+            prop_assert!(named(e));
+        }
+        if let Err(e) = parse_entry::<Metadata>(path, bytes) {
+            prop_assert!(named(e));
+        }
+        if let Err(e) = parse_entry::<Vec<crate::state_store::StateFile>>(path, bytes) {
+            prop_assert!(named(e));
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// Issue 16: any bytes in a log file, metadata or manifest give an entry or an error
+        /// naming the file, never a panic: raw bytes, and arbitrary bodies inside a well-formed
+        /// envelope with the right checksum.
+        #[test]
+        fn log_readers_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256), body in "\\PC{0,120}") {
+            parse_all(&bytes)?;
+            parse_all(&envelope(&body))?;
+        }
+
+        /// Real entries with bytes changed.
+        #[test]
+        fn damaged_entries_are_refused_or_read(flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6)) {
+            let entry = OffsetEntry {
+                batch_id: 7,
+                sources: vec![SourceOffsets { name: "Read".into(), start: Value::Null, end: serde_json::json!([1, 2]), counts: vec![3, 4] }],
+                start_clock: None,
+                clock: Some(5),
+            };
+            let body = serde_json::to_string(&entry).unwrap();
+            for mut bytes in [envelope(&body), body.into_bytes()] {
+                for &(at, x) in &flips {
+                    let n = bytes.len();
+                    bytes[at % n] ^= x | 1;
+                }
+                parse_all(&bytes)?;
+            }
+        }
+    }
+
+    #[test]
+    fn the_lock_names_its_holder_and_a_stale_one_is_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DirLock::acquire(dir.path()).unwrap();
+        let e = DirLock::acquire(dir.path()).err().expect("a second lock is refused").to_string();
+        assert!(e.contains("in use") && e.contains(&format!("pid {}", std::process::id())), "{e}");
+        drop(first);
+        assert_eq!(std::fs::read_to_string(dir.path().join("lock")).unwrap(), "");
+        // A lock file left by a holder that died: nobody holds the lock, so it is taken over.
+        std::fs::write(dir.path().join("lock"), "pid 1 on host elsewhere since then\n").unwrap();
+        let _again = DirLock::acquire(dir.path()).unwrap();
+        assert!(std::fs::read_to_string(dir.path().join("lock"))
+            .unwrap()
+            .contains(&format!("pid {}", std::process::id())));
+    }
+}

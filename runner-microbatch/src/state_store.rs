@@ -84,6 +84,12 @@ fn to_arrow(path: &Path, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
 /// Reads the rows of a state file, checking it against its manifest entry.
 pub(crate) fn read_file(dir: &Path, f: &StateFile) -> Result<Rows> {
     let path = dir.join(&f.file);
+    if f.file.is_empty() || f.file.contains(['/', '\\']) || f.file.starts_with('.') {
+        return Err(corrupt(
+            &dir.join("manifest.json"),
+            format!("names a state file outside its folder: '{}'", f.file),
+        ));
+    }
     if !path.exists() {
         return Err(corrupt(&path, "state file is missing"));
     }
@@ -91,21 +97,66 @@ pub(crate) fn read_file(dir: &Path, f: &StateFile) -> Result<Rows> {
     if crc32fast::hash(&data) != f.crc32 {
         return Err(corrupt(&path, "checksum mismatch"));
     }
+    // Arrow's IPC reader trusts the offsets inside the file and panics on some damaged ones
+    // (it slices buffers past their end). A file that passed its checksum but was written
+    // damaged must still be an error naming it, so its panics are caught here.
+    let entries = f.entries;
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_rows(&path, data, entries)));
+    decoded.unwrap_or_else(|p| {
+        Err(corrupt(
+            &path,
+            format!("unreadable Arrow IPC data ({})", weir_runner_core::do_fn_runner::panic_message(&*p)),
+        ))
+    })
+}
+
+/// Checks that the blocks an Arrow IPC file's footer lists lie inside the file. Arrow's reader
+/// allocates what a block says it holds before reading it, so a damaged length would ask for
+/// terabytes.
+fn check_blocks(path: &Path, data: &[u8]) -> Result<()> {
+    let n = data.len();
+    if n < 10 || &data[n - 6..] != b"ARROW1" {
+        return Err(corrupt(path, "not an Arrow IPC file (no trailing magic)"));
+    }
+    let footer_len = i32::from_le_bytes([data[n - 10], data[n - 9], data[n - 8], data[n - 7]]);
+    let footer_len = usize::try_from(footer_len).ok().filter(|&l| l <= n - 10);
+    let footer_len = footer_len.ok_or_else(|| corrupt(path, "Arrow footer length out of the file"))?;
+    let footer = arrow_ipc::root_as_footer(&data[n - 10 - footer_len..n - 10])
+        .map_err(|e| corrupt(path, format!("unreadable Arrow footer: {e}")))?;
+    let blocks = footer.recordBatches().into_iter().flatten().chain(footer.dictionaries().into_iter().flatten());
+    for b in blocks {
+        let end = [b.offset(), i64::from(b.metaDataLength()), b.bodyLength()].into_iter().try_fold(0i64, |acc, x| {
+            if x < 0 {
+                None
+            } else {
+                acc.checked_add(x)
+            }
+        });
+        if end.is_none_or(|e| e as u64 > n as u64) {
+            return Err(corrupt(path, "an Arrow block lies outside the file"));
+        }
+    }
+    Ok(())
+}
+
+/// The rows of an Arrow IPC state file's bytes.
+fn decode_rows(path: &Path, data: Vec<u8>, entries: usize) -> Result<Rows> {
+    check_blocks(path, &data)?;
     // The manifest's count is a hint: never reserve more than the file could hold.
-    let mut out = Vec::with_capacity(f.entries.min(data.len() / 16));
-    let reader = FileReader::try_new(std::io::Cursor::new(data), None).map_err(|e| corrupt(&path, e))?;
+    let mut out = Vec::with_capacity(entries.min(data.len() / 16));
+    let reader = FileReader::try_new(std::io::Cursor::new(data), None).map_err(|e| corrupt(path, e))?;
     for batch in reader {
-        let batch = batch.map_err(|e| corrupt(&path, e))?;
+        let batch = batch.map_err(|e| corrupt(path, e))?;
         let keys = batch
             .column(0)
             .as_any()
             .downcast_ref::<BinaryArray>()
-            .ok_or_else(|| corrupt(&path, "key column is not binary"))?;
+            .ok_or_else(|| corrupt(path, "key column is not binary"))?;
         let values = batch
             .column(1)
             .as_any()
             .downcast_ref::<BinaryArray>()
-            .ok_or_else(|| corrupt(&path, "value column is not binary"))?;
+            .ok_or_else(|| corrupt(path, "value column is not binary"))?;
         for i in 0..batch.num_rows() {
             let v = (!values.is_null(i)).then(|| values.value(i).to_vec());
             out.push((keys.value(i).to_vec(), v));
@@ -190,6 +241,65 @@ pub(crate) fn apply(map: &mut HashMap<Vec<u8>, Vec<u8>>, kind: FileKind, rows: R
             None => {
                 map.remove(&k);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn file_entry(name: &str, bytes: &[u8]) -> StateFile {
+        StateFile {
+            node: "G".into(),
+            partition: 0,
+            kind: FileKind::Snapshot,
+            file: name.into(),
+            crc32: crc32fast::hash(bytes),
+            entries: usize::MAX,
+            bytes: bytes.len() as u64,
+        }
+    }
+
+    #[test]
+    fn state_files_round_trip_and_stay_in_their_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = StoreVersion::default();
+        let entries = vec![(b"k1".to_vec(), b"v1".to_vec()), (b"k2".to_vec(), Vec::new())];
+        let f = store.commit(dir.path(), "G", 0, entries.clone(), true).unwrap().unwrap();
+        let mut rows = read_file(dir.path(), &f).unwrap();
+        rows.sort();
+        assert_eq!(rows, entries.into_iter().map(|(k, v)| (k, Some(v))).collect::<Vec<_>>());
+        let outside = StateFile { file: "../secrets".into(), ..f };
+        assert!(read_file(dir.path(), &outside).unwrap_err().to_string().contains("outside its folder"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Issue 16: a state file of any bytes, even with a matching checksum, is read or refused
+        /// with an error naming it, never a panic.
+        #[test]
+        fn state_file_reader_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("junk.arrow"), &bytes).unwrap();
+            if let Err(e) = read_file(dir.path(), &file_entry("junk.arrow", &bytes)) {
+                prop_assert!(e.to_string().contains("junk.arrow"), "{}", e);
+            }
+            // A real snapshot with bytes changed, its checksum recomputed: Arrow's own reader
+            // sees the damage.
+            let mut store = StoreVersion::default();
+            let entries = (0..20u8).map(|i| (vec![i; 3], vec![i; 5])).collect();
+            let f = store.commit(dir.path(), "G", 0, entries, true).unwrap().unwrap();
+            let path = dir.path().join(&f.file);
+            let mut real = std::fs::read(&path).unwrap();
+            for (at, x) in flips {
+                let n = real.len();
+                real[at % n] ^= x | 1;
+            }
+            std::fs::write(&path, &real).unwrap();
+            let _ = read_file(dir.path(), &file_entry(&f.file, &real));
         }
     }
 }

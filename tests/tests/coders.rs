@@ -78,6 +78,46 @@ proptest! {
     }
 }
 
+/// Decodes `bytes` nested and outer with `c`; the result may be anything but a panic.
+fn decode_any<T, C: Coder<T>>(c: &C, bytes: &[u8]) {
+    let mut rest = bytes;
+    let _ = c.decode(&mut rest);
+    let _ = c.decode_outer(bytes);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Issue 16: bad bytes never panic. Every decoder, on arbitrary bytes, returns an element
+    /// or an error.
+    #[test]
+    fn decoders_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
+        decode_any(&BytesCoder, &bytes);
+        decode_any(&StringUtf8Coder, &bytes);
+        decode_any(&BoolCoder, &bytes);
+        decode_any(&VarLongCoder, &bytes);
+        decode_any(&VarIntCoder, &bytes);
+        decode_any(&BigEndianLongCoder, &bytes);
+        decode_any(&BigEndianIntegerCoder, &bytes);
+        decode_any(&DoubleCoder, &bytes);
+        decode_any(&InstantCoder, &bytes);
+        decode_any(&IntervalWindowCoder, &bytes);
+        decode_any(&KvCoder::new(Arc::new(StringUtf8Coder), Arc::new(VarLongCoder)), &bytes);
+        decode_any(&IterableCoder::new(Arc::new(StringUtf8Coder)), &bytes);
+        decode_any(&NullableCoder::new(Arc::new(BytesCoder)), &bytes);
+        decode_any(&LengthPrefixCoder { inner: Arc::new(VarLongCoder) }, &bytes);
+        for window in [WindowCoderKind::Global, WindowCoderKind::Interval] {
+            decode_any(&WindowedValueCoder { value: Arc::new(StringUtf8Coder), window }, &bytes);
+        }
+        decode_any(&ElementCoder::<i64>::new(), &bytes);
+        decode_any(&ElementCoder::<u32>::new(), &bytes);
+        decode_any(&ElementCoder::<String>::new(), &bytes);
+        decode_any(&ElementCoder::<Vec<(i64, String, Option<u32>)>>::new(), &bytes);
+        decode_any(&ElementCoder::<KV<String, Vec<f64>>>::new(), &bytes);
+        decode_any(&ElementCoder::<weir_nexmark::Event>::new(), &bytes);
+    }
+}
+
 #[test]
 fn window_enum_encodings_follow_beam() {
     let mut out = Vec::new();

@@ -197,6 +197,130 @@ fn a_changed_pipeline_is_refused() {
     assert!(!o.status.success() && err.contains("different pipeline"), "{err}");
 }
 
+fn refused(o: &Output, needles: &[&str]) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the resume was not refused: {err}");
+    for n in needles {
+        assert!(err.contains(n), "the refusal does not name {n}: {err}");
+    }
+}
+
+/// Issue 16: the fingerprint covers the pipeline's parameters, not only its stateful shape: a
+/// resume with another window size is refused naming the windowing.
+#[test]
+fn a_changed_window_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    assert!(!child(&cp, &out, Some("commit-log:2"), false).status.success());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recovery_child"));
+    cmd.env("WEIR_CHILD_OPTIONS", "--state-snapshot-interval 4").env("WEIR_CHILD_WINDOW_MS", "200");
+    let o = cmd.arg(&cp).arg(&out).arg(EVENTS.to_string()).env_remove("WEIR_CRASH_AT").output().unwrap();
+    refused(&o, &["different pipeline", "windowing", "FixedWindows", "size: 100", "size: 200"]);
+    // The same pipeline still resumes, exactly once.
+    ok(&child(&cp, &out, None, false));
+    assert_eq!(output(&out), expected());
+}
+
+/// Issue 16: another partitioning is refused too: state is split by key over the partitions.
+#[test]
+fn a_changed_parallelism_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    assert!(!child(&cp, &out, Some("commit-log:2"), false).status.success());
+    let o = child_with(&cp, &out, None, false, "--state-snapshot-interval 4 --parallelism 3");
+    refused(&o, &["partitioning", "over 2 partitions", "over 3 partitions"]);
+}
+
+/// Issue 16: a checkpoint whose metadata is gone cannot be checked against the pipeline, so it
+/// is refused rather than adopted.
+#[test]
+fn log_entries_without_metadata_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    assert!(!child(&cp, &out, Some("commit-log:2"), false).status.success());
+    std::fs::remove_file(cp.join("metadata.json")).unwrap();
+    refused(&child(&cp, &out, None, false), &["metadata.json", "missing"]);
+    assert!(!cp.join("metadata.json").exists(), "the refused resume wrote new metadata");
+}
+
+/// Issue 16: recovery checks continuity. With `offsets/N+1` logged and `commits/N` gone, the
+/// run would skip batch N; it is refused naming the missing commit.
+#[test]
+fn a_missing_commit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    // Batches 0..=5 are committed and 6 is logged.
+    assert!(!child(&cp, &out, Some("add-batch:6"), false).status.success());
+    assert!(cp.join("offsets/6").exists() && cp.join("commits/5").exists());
+    std::fs::remove_file(cp.join("commits/5")).unwrap();
+    refused(&child(&cp, &out, None, false), &["commits/5", "missing", "offsets/6"]);
+}
+
+/// Issue 16: a hole in a log is refused naming it; files the engine does not write (`0003`,
+/// notes) are not batches and change nothing.
+#[test]
+fn holes_are_refused_and_stray_names_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    assert!(!child(&cp, &out, Some("add-batch:6"), false).status.success());
+    std::fs::copy(cp.join("commits/5"), cp.join("commits/500")).unwrap();
+    refused(&child(&cp, &out, None, false), &["commits/6", "hole", "commits/500"]);
+    std::fs::remove_file(cp.join("commits/500")).unwrap();
+    // A copy of the last commit under a name the engine never writes, and a note.
+    std::fs::copy(cp.join("commits/5"), cp.join("commits/0005")).unwrap();
+    std::fs::copy(cp.join("offsets/6"), cp.join("offsets/0007")).unwrap();
+    std::fs::write(cp.join("offsets/README"), "not a batch").unwrap();
+    let resumed = child(&cp, &out, None, false);
+    ok(&resumed);
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(err.contains("0005") && err.contains("0007") && err.contains("did not write"), "{err}");
+    assert_eq!(output(&out), expected());
+}
+
+/// Issue 16: an entry copied under another batch's name is not that batch.
+#[test]
+fn an_entry_under_another_batch_name_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    assert!(!child(&cp, &out, Some("add-batch:6"), false).status.success());
+    std::fs::copy(cp.join("offsets/5"), cp.join("offsets/6")).unwrap();
+    refused(&child(&cp, &out, None, false), &["offsets/6", "batch 5, not of batch 6"]);
+}
+
+/// Issue 16: one process per checkpoint directory. A second one is refused, naming the
+/// holder; once the holder is killed its lock is stale and taken over.
+#[test]
+fn a_checkpoint_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    // An endless run, paced by the processing-time trigger.
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_recovery_child"))
+        .env("WEIR_CHILD_OPTIONS", "--trigger processing-time --trigger-interval-ms 50")
+        .env_remove("WEIR_CRASH_AT")
+        .arg(&cp)
+        .arg(&out)
+        .arg("1000000000")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(cp.join("lock")).is_ok_and(|l| l.contains("pid")) {
+        assert!(std::time::Instant::now() < deadline, "the first run never took the lock");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let second = child(&cp, &dir.path().join("out2"), None, false);
+    let pid = holder.id().to_string();
+    refused(&second, &["in use", &format!("pid {pid} on host")]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // The lock file still names the killed holder; the lock itself died with it.
+    // (The source's length is not part of its description: this run reads on to 300 events.)
+    let third = child(&cp, &out, None, false);
+    let err = String::from_utf8_lossy(&third.stderr);
+    assert!(third.status.success(), "{err}");
+    assert!(err.contains("stale") && err.contains(&format!("pid {pid}")), "{err}");
+}
+
 #[test]
 #[ignore = "long: 100 random SIGKILLs; run with --ignored"]
 fn random_kills_recover_exactly_once() {

@@ -495,7 +495,13 @@ impl<T: Send + Sync + 'static> Coder<FullWindowedValue<T>> for WindowedValueCode
         if n < 0 {
             return Err(CoderError::new(format!("invalid window count {n}")));
         }
-        let mut windows = Vec::with_capacity(n as usize);
+        // A value is in the global window once; a larger count would repeat it (and, as global
+        // windows take no bytes, make a count read from bad input loop for as long as it says).
+        if self.window == WindowCoderKind::Global && n > 1 {
+            return Err(CoderError::new(format!("invalid window count {n} for the global window")));
+        }
+        // The count comes from the input: reserve no more than the bytes left could hold.
+        let mut windows = Vec::with_capacity((n as usize).min(input.len()));
         for _ in 0..n {
             windows.push(match self.window {
                 WindowCoderKind::Global => Window::Global,

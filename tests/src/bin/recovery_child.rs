@@ -26,6 +26,8 @@ impl DoFn for Render {
 }
 
 fn main() {
+    // Warnings (a stale lock taken over, a stray file ignored) go to stderr, where tests read them.
+    weir_runner_core::logging::init();
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
         eprintln!("usage: recovery_child CHECKPOINT_DIR OUT_DIR EVENTS [variant]");
@@ -33,15 +35,17 @@ fn main() {
     }
     let events: i64 = args[3].parse().unwrap_or(300);
     weir_runner_microbatch::register();
-    let mut flags: Vec<String> =
-        ["--runner", "microbatch", "--checkpoint-dir", &args[1], "--max-batch-size", "7", "--parallelism", "2"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-    // Extra options for a test, e.g. "--state-snapshot-interval 3".
-    if let Ok(extra) = std::env::var("WEIR_CHILD_OPTIONS") {
-        flags.extend(extra.split_whitespace().map(String::from));
+    let mut flags: Vec<String> = ["--runner", "microbatch", "--checkpoint-dir", &args[1], "--max-batch-size", "7"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    // Extra options for a test, e.g. "--state-snapshot-interval 3"; two partitions unless they
+    // say otherwise.
+    let extra = std::env::var("WEIR_CHILD_OPTIONS").unwrap_or_default();
+    if !extra.contains("--parallelism") {
+        flags.extend(["--parallelism".to_string(), "2".to_string()]);
     }
+    flags.extend(extra.split_whitespace().map(String::from));
     let options = match PipelineOptions::from_args(flags) {
         Ok(o) => o,
         Err(e) => {
@@ -56,8 +60,10 @@ fn main() {
     } else {
         p.apply("Read", ReadUnbounded::from(Numbers::new(Some(events), false)))
     };
+    // WEIR_CHILD_WINDOW_MS: another window size, a pipeline a checkpoint must refuse.
+    let window_ms = std::env::var("WEIR_CHILD_WINDOW_MS").ok().and_then(|w| w.parse().ok()).unwrap_or(100);
     let windowed = numbers
-        .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
+        .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(window_ms))))
         .apply("Key", Map::new(|i: i64| KV::new(i % 3, i)));
     let summed = if args.get(4).map(String::as_str) == Some("variant") {
         windowed.apply("Max", Max::per_key())

@@ -1,0 +1,253 @@
+//! The `nexmark` binary as an operator meets it: help and exit codes, events files with any
+//! name and malformed lines, results directories that are not silently appended to, reused
+//! checkpoints, logging on stderr, `--explain`, and SIGINT/SIGTERM. Regression tests of issue 16.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn nexmark(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nexmark")).args(args).env_remove("RUST_LOG").output().expect("run nexmark")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// Every result line under a `--results` directory's query folder, sorted.
+fn results(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_name().to_string_lossy().ends_with(".jsonl") {
+            lines.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(String::from));
+        }
+    }
+    lines.sort();
+    lines
+}
+
+/// An exported events file of 5 000 events named `events[1].jsonl` (glob characters), with line
+/// 2 501 replaced by a JSON object that is not an event.
+fn events_file(dir: &Path) -> PathBuf {
+    let path = dir.join("events[1].jsonl");
+    assert_eq!(code(&nexmark(&["--export-events", path.to_str().unwrap(), "--num-events", "5000"])), 0);
+    let mut lines: Vec<String> = std::fs::read_to_string(&path).unwrap().lines().map(String::from).collect();
+    lines[2500] = r#"{"foo":1}"#.to_string();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+#[test]
+fn help_and_version_go_to_stdout_with_status_0() {
+    for flag in ["--help", "-h"] {
+        let o = nexmark(&[flag]);
+        assert_eq!(code(&o), 0, "{flag}");
+        assert!(text(&o.stdout).contains("Usage") && text(&o.stdout).contains("--events-file"), "{flag}");
+        assert!(text(&o.stderr).is_empty(), "{flag}: {}", text(&o.stderr));
+    }
+    let o = nexmark(&["--version"]);
+    assert_eq!((code(&o), text(&o.stdout).trim()), (0, format!("nexmark {}", env!("CARGO_PKG_VERSION")).as_str()));
+}
+
+#[test]
+fn usage_errors_exit_2_and_name_the_flag() {
+    let o = nexmark(&["--query", "0", "--num-events", "1.5"]);
+    assert_eq!(code(&o), 2);
+    assert!(text(&o.stderr).contains("--num-events") && text(&o.stderr).contains("1.5"), "{}", text(&o.stderr));
+    let o = nexmark(&["--query", "0", "--no-such-flag"]);
+    assert_eq!(code(&o), 2);
+    let o = nexmark(&["--query", "0", "--on-malformed", "ignore"]);
+    assert_eq!(code(&o), 2);
+    assert!(text(&o.stderr).contains("dead-letter=FILE"), "{}", text(&o.stderr));
+    let o = nexmark(&["--query", "0", "--events-file", "/no/such/events.jsonl"]);
+    assert_eq!(code(&o), 2);
+    assert!(text(&o.stderr).contains("/no/such/events.jsonl"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn malformed_events_are_reported_by_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = events_file(dir.path());
+    let f = file.to_str().unwrap();
+    let perf = dir.path().join("perf.jsonl");
+    // Skip (the default): a warning naming file and line, the count in the summary and perf file.
+    let o = nexmark(&["--query", "0", "--events-file", f, "--perf-file", perf.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains(&format!("{f}:2501")) && text(&o.stderr).contains("WARN"), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("4999") && out.contains("1 malformed event line(s)"), "{out}");
+    let record: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&perf).unwrap().trim()).unwrap();
+    assert_eq!(record["numResults"], 4999);
+    assert!(record["errors"][0].as_str().unwrap().contains("1 malformed"), "{record}");
+    // Fail: the run fails naming file and line.
+    let o = nexmark(&["--query", "0", "--events-file", f, "--on-malformed", "fail"]);
+    assert_eq!(code(&o), 1);
+    assert!(text(&o.stdout).contains(&format!("{f}:2501")), "{}", text(&o.stdout));
+    // Dead letter: the bad line kept verbatim.
+    let dead = dir.path().join("dead.jsonl");
+    let o =
+        nexmark(&["--query", "0", "--events-file", f, "--on-malformed", &format!("dead-letter={}", dead.display())]);
+    assert_eq!(code(&o), 0);
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), "{\"foo\":1}\n");
+    // A glob reads the same file when asked for one.
+    let pattern = dir.path().join("events*.jsonl");
+    let o = nexmark(&["--query", "0", "--events-glob", pattern.to_str().unwrap()]);
+    assert_eq!(code(&o), 0);
+    assert!(text(&o.stdout).contains("4999"));
+    // An empty file is worth a warning.
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let o = nexmark(&["--query", "0", "--events-file", empty.to_str().unwrap()]);
+    assert!(text(&o.stderr).contains("is empty"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn a_results_directory_is_never_appended_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let results_dir = dir.path().join("results");
+    let r = results_dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--streaming", "--query", "5", "--num-events", "20000", "--results", r];
+        args.extend_from_slice(extra);
+        nexmark(&args)
+    };
+    assert_eq!(code(&run(&[])), 0);
+    let once = results(&results_dir.join("HOT_ITEMS"));
+    assert!(!once.is_empty());
+    let again = run(&[]);
+    assert_eq!(code(&again), 1);
+    assert!(text(&again.stdout).contains("HOT_ITEMS") && text(&again.stdout).contains("--overwrite"));
+    assert_eq!(results(&results_dir.join("HOT_ITEMS")), once, "the refused run wrote nothing");
+    assert_eq!(code(&run(&["--overwrite"])), 0);
+    assert_eq!(results(&results_dir.join("HOT_ITEMS")), once);
+    // On the direct runner too (its sink writes a file per bundle).
+    let direct = dir.path().join("direct");
+    let d = direct.to_str().unwrap();
+    let args = ["--query", "2", "--num-events", "5000", "--runner", "direct", "--results", d];
+    assert_eq!(code(&nexmark(&args)), 0);
+    assert_eq!(code(&nexmark(&args)), 1);
+}
+
+#[test]
+fn a_checkpoint_resumes_only_its_own_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let cp = dir.path().join("cp");
+    let o = nexmark(&[
+        "--streaming",
+        "--query",
+        "0",
+        "--query",
+        "1",
+        "--num-events",
+        "10000",
+        "--checkpoint-dir",
+        cp.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1);
+    let out = text(&o.stdout);
+    assert!(out.contains("different pipeline") && out.contains("CurrencyConversion"), "{out}");
+}
+
+#[test]
+fn warnings_reach_stderr_and_explain_prints_the_plan() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://weir:hunter2@127.0.0.1:{port}/metrics");
+    let o = nexmark(&[
+        "--query",
+        "2",
+        "--num-events",
+        "1000",
+        "--metrics-sink",
+        "http",
+        "--metrics-http-url",
+        &url,
+        "--explain",
+    ]);
+    assert_eq!(code(&o), 0);
+    let err = text(&o.stderr);
+    assert!(err.contains("WARN") && err.contains("metrics push failed"), "{err}");
+    assert!(!err.contains("hunter2") && err.contains("***@127.0.0.1"), "{err}");
+    assert!(text(&o.stdout).contains("== Physical plan"), "{}", text(&o.stdout));
+    let o = nexmark(&["--query", "2", "--num-events", "1000", "--runner", "direct", "--explain"]);
+    assert!(text(&o.stdout).contains("== Direct runner plan"), "{}", text(&o.stdout));
+}
+
+/// A streaming HOT_ITEMS run with a checkpoint, in batches small enough to stop in between.
+fn streaming_run(cp: &Path, results: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nexmark"));
+    c.args(["--streaming", "--query", "5", "--num-events", "100000", "--max-batch-size", "2000"])
+        .args(["--trigger", "processing-time", "--trigger-interval-ms", "20"])
+        .arg("--checkpoint-dir")
+        .arg(cp)
+        .arg("--results")
+        .arg(results)
+        .args(extra)
+        .env_remove("RUST_LOG");
+    c
+}
+
+fn signal(child: &Child, name: &str) {
+    let ok = Command::new("kill").arg(format!("-{name}")).arg(child.id().to_string()).status().unwrap();
+    assert!(ok.success());
+}
+
+/// Waits until the checkpoint has committed `n` batches.
+fn wait_for_commits(cp: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_dir(cp.join("commits")).map_or(0, |d| d.count()) < n {
+        assert!(Instant::now() < deadline, "no commits in {}", cp.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigterm_stops_after_a_commit_and_the_resume_is_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("results"));
+    let perf = dir.path().join("perf.jsonl");
+    let child = streaming_run(&cp, &out, &["--perf-file", perf.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_commits(&cp, 3);
+    signal(&child, "TERM");
+    let stopped = child.wait_with_output().unwrap();
+    assert_eq!(code(&stopped), 143, "{}", text(&stopped.stderr));
+    let summary = text(&stopped.stdout);
+    assert!(summary.contains("Performance:") && summary.contains("stopped early by SIGTERM"), "{summary}");
+    assert!(text(&stopped.stderr).contains("SIGTERM received"));
+    assert!(std::fs::read_to_string(&perf).unwrap().contains("SIGTERM"));
+    // The lock was released cleanly.
+    assert_eq!(std::fs::read_to_string(cp.join("lock")).unwrap(), "");
+    let resumed = streaming_run(&cp, &out, &[]).output().unwrap();
+    assert_eq!(code(&resumed), 0, "{}", text(&resumed.stderr));
+    let (cp2, out2) = (dir.path().join("cp2"), dir.path().join("results2"));
+    assert_eq!(code(&streaming_run(&cp2, &out2, &[]).output().unwrap()), 0);
+    let straight = results(&out2.join("HOT_ITEMS"));
+    assert!(!straight.is_empty());
+    assert_eq!(results(&out.join("HOT_ITEMS")), straight, "stopped and resumed differs from uninterrupted");
+}
+
+#[test]
+fn a_second_sigint_stops_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // One large batch, so the second signal comes while the first batch is still running.
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nexmark"));
+    c.args(["--query", "9", "--num-events", "2000000", "--max-batch-size", "2000000", "--parallelism", "1"]);
+    let child =
+        c.arg("--results").arg(dir.path().join("r")).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, "INT");
+    let start = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(code(&o), 130, "{}", text(&o.stderr));
+    assert!(!text(&o.stdout).contains("Performance:"), "the second signal waited for the batch");
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
