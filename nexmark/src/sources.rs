@@ -273,16 +273,18 @@ impl UnboundedReader for UnboundedEventReader {
 
 /// Writes the events of `config` as Beam's JSON lines (what `--export-events` does): the events
 /// a pipeline's source produces, in split order. Returns how many were written.
+/// The file appears whole or not at all: an interrupted export leaves no truncated file.
 pub fn export_events(config: &NexmarkConfig, path: &std::path::Path) -> std::io::Result<u64> {
-    let file = std::fs::File::create(path)?;
-    let mut out = std::io::BufWriter::new(file);
     let mut n = 0;
-    for next in split_events(config) {
-        out.write_all(next.event.to_json().as_bytes())?;
-        out.write_all(b"\n")?;
-        n += 1;
-    }
-    out.flush()?;
+    weir_sdk::io::atomic::write_atomic_with(path, |out| {
+        for next in split_events(config) {
+            out.write_all(next.event.to_json().as_bytes())?;
+            out.write_all(b"\n")?;
+            n += 1;
+        }
+        Ok(())
+    })
+    .map_err(|e| std::io::Error::new(e.source.kind(), e.to_string()))?;
     Ok(n)
 }
 
