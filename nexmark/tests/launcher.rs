@@ -36,7 +36,11 @@ fn smoke_suite_checks_writes_results_and_perf_on_both_runners() {
         let model = expected(QueryName::Selection, &config).unwrap();
         let mut lines = Vec::new();
         for f in std::fs::read_dir(results.join("SELECTION")).unwrap() {
-            let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+            let path = f.unwrap().path();
+            if path.extension().is_none_or(|e| e != "jsonl") {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).unwrap();
             lines.extend(text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()));
         }
         assert_eq!(lines.len(), model.len());
@@ -104,6 +108,7 @@ fn exported_events_give_the_same_results_as_generated_ones() {
     let collect = |out: &std::path::Path| -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(out.join("CURRENCY_CONVERSION"))
             .unwrap()
+            .filter(|f| f.as_ref().is_ok_and(|f| f.file_name().to_string_lossy().ends_with(".jsonl")))
             .flat_map(|f| {
                 std::fs::read_to_string(f.unwrap().path()).unwrap().lines().map(str::to_string).collect::<Vec<_>>()
             })
