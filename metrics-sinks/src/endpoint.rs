@@ -56,7 +56,8 @@ pub fn headers(o: &PipelineOptions) -> Result<Vec<(String, String)>, Error> {
             .map_err(|_| Error::Options(format!("{flag} {var}: environment variable {var} is not set (or not UTF-8)")))
     };
     let mut out = Vec::new();
-    for spec in &o.metrics.header_env {
+    let sinks = o.get::<crate::SinkOptions>();
+    for spec in &sinks.header_env {
         let (name, var) =
             spec.split_once('=').filter(|(n, v)| !n.trim().is_empty() && !v.is_empty()).ok_or_else(|| {
                 Error::Options(format!("--metrics-header-env '{spec}': expected NAME=VAR, e.g. X-Scope-OrgID=TENANT"))
@@ -67,7 +68,7 @@ pub fn headers(o: &PipelineOptions) -> Result<Vec<(String, String)>, Error> {
         }
         out.push((name.to_string(), env("--metrics-header-env", var)?));
     }
-    if let Some(var) = &o.metrics.bearer_token_env {
+    if let Some(var) = &sinks.bearer_token_env {
         out.push(("Authorization".to_string(), format!("Bearer {}", env("--metrics-bearer-token-env", var)?)));
     }
     Ok(out)
@@ -104,8 +105,8 @@ mod tests {
         // A name no other test uses: the environment is shared by the process.
         std::env::set_var("WEIR_TEST_METRICS_TOKEN", "s3cret");
         let mut o = PipelineOptions::default();
-        o.metrics.header_env = vec!["X-Scope-OrgID=WEIR_TEST_METRICS_TOKEN".into()];
-        o.metrics.bearer_token_env = Some("WEIR_TEST_METRICS_TOKEN".into());
+        o.group_mut::<crate::SinkOptions>().header_env = vec!["X-Scope-OrgID=WEIR_TEST_METRICS_TOKEN".into()];
+        o.group_mut::<crate::SinkOptions>().bearer_token_env = Some("WEIR_TEST_METRICS_TOKEN".into());
         assert_eq!(
             headers(&o).unwrap(),
             vec![
@@ -113,10 +114,10 @@ mod tests {
                 ("Authorization".to_string(), "Bearer s3cret".to_string())
             ]
         );
-        o.metrics.bearer_token_env = Some("WEIR_TEST_METRICS_UNSET".into());
+        o.group_mut::<crate::SinkOptions>().bearer_token_env = Some("WEIR_TEST_METRICS_UNSET".into());
         let e = headers(&o).unwrap_err().to_string();
         assert!(e.contains("--metrics-bearer-token-env") && e.contains("WEIR_TEST_METRICS_UNSET"), "{e}");
-        o.metrics.header_env = vec!["no-equals".into()];
+        o.group_mut::<crate::SinkOptions>().header_env = vec!["no-equals".into()];
         assert!(headers(&o).unwrap_err().to_string().contains("NAME=VAR"));
     }
 }

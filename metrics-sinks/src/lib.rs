@@ -11,7 +11,10 @@
 
 pub mod endpoint;
 pub mod format;
+pub mod options;
 mod sinks;
+
+pub use options::SinkOptions;
 
 pub use sinks::{ConsoleSink, GraphiteSink, HttpSink, JsonLinesSink, PushgatewaySink, RemoteWriteSink};
 use weir_sdk::metrics::{register_metrics_sink, MetricsSink};
@@ -31,13 +34,16 @@ fn required<'a>(value: &'a Option<String>, sink: &str, flag: &str, what: &str) -
 /// the pipeline starts (URLs parse with a supported scheme, hosts resolve, header variables are
 /// set, files can be opened) and fails with an error naming the flag.
 pub fn register() {
+    weir_sdk::options::register_option_group::<SinkOptions>();
     register_metrics_sink("graphite", |o: &PipelineOptions| {
-        let host = required(&o.metrics.graphite_host, "graphite", "--metrics-graphite-host", "")?;
-        endpoint::graphite_host("--metrics-graphite-host", host, o.metrics.graphite_port)?;
-        Ok(Box::new(GraphiteSink::new(host, o.metrics.graphite_port).with_timeout(timeout(o))) as Box<dyn MetricsSink>)
+        let s = o.get::<SinkOptions>();
+        let host = required(&s.graphite_host, "graphite", "--metrics-graphite-host", "")?;
+        endpoint::graphite_host("--metrics-graphite-host", host, s.graphite_port)?;
+        Ok(Box::new(GraphiteSink::new(host, s.graphite_port).with_timeout(timeout(o))) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("jsonl", |o: &PipelineOptions| {
-        let file = required(&o.metrics.file, "jsonl", "--metrics-file", "")?;
+        let s = o.get::<SinkOptions>();
+        let file = required(&s.file, "jsonl", "--metrics-file", "")?;
         std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -46,22 +52,20 @@ pub fn register() {
         Ok(Box::new(JsonLinesSink::new(file)) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("http", |o: &PipelineOptions| {
-        let url = required(&o.metrics.http_url, "http", "--metrics-http-url", "")?;
+        let s = o.get::<SinkOptions>();
+        let url = required(&s.http_url, "http", "--metrics-http-url", "")?;
         let url = endpoint::http_url("--metrics-http-url", url)?;
         Ok(Box::new(HttpSink::new(url, timeout(o)).with_headers(endpoint::headers(o)?)) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("prometheus", |o: &PipelineOptions| {
-        let url = required(
-            &o.metrics.prometheus_url,
-            "prometheus",
-            "--metrics-prometheus-url",
-            " (a Pushgateway group URL)",
-        )?;
+        let s = o.get::<SinkOptions>();
+        let url = required(&s.prometheus_url, "prometheus", "--metrics-prometheus-url", " (a Pushgateway group URL)")?;
         let url = endpoint::http_url("--metrics-prometheus-url", url)?;
         Ok(Box::new(PushgatewaySink::new(url, timeout(o)).with_headers(endpoint::headers(o)?)) as Box<dyn MetricsSink>)
     });
     register_metrics_sink("prometheus-remote-write", |o: &PipelineOptions| {
-        let url = required(&o.metrics.prometheus_url, "prometheus-remote-write", "--metrics-prometheus-url", "")?;
+        let s = o.get::<SinkOptions>();
+        let url = required(&s.prometheus_url, "prometheus-remote-write", "--metrics-prometheus-url", "")?;
         let url = endpoint::http_url("--metrics-prometheus-url", url)?;
         Ok(Box::new(RemoteWriteSink::new(url, timeout(o)).with_headers(endpoint::headers(o)?)) as Box<dyn MetricsSink>)
     });

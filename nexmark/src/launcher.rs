@@ -321,15 +321,6 @@ impl DoFn for ToLine {
     }
 }
 
-fn register_runners() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        weir_runner_direct::register();
-        weir_runner_microbatch::register();
-        weir_metrics_sinks::register();
-    });
-}
-
 /// What to run: a query, or the generator alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
@@ -544,7 +535,7 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         query: target.name().to_string(),
         runner: options.runner.clone(),
         mode: if args.streaming { "streaming" } else { "batch" }.to_string(),
-        parallelism: options.microbatch.parallelism,
+        parallelism: options.get::<weir::microbatch::MicroBatchOptions>().parallelism,
     };
     Ok(Outcome { perf, interrupted })
 }
@@ -598,7 +589,7 @@ impl From<&str> for Failure {
 /// configuration ran, 1 when one failed, 2 for bad usage, 128 + the signal when stopped by
 /// SIGINT or SIGTERM. `--help` and `--version` print to standard output and return 0.
 pub fn run(args: Vec<String>) -> i32 {
-    weir_runner_core::logging::init();
+    weir::register_with_logging();
     match launch(args) {
         Ok(code) => code,
         Err(Failure::Usage(e)) => {
@@ -622,7 +613,6 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         }
         Err(e) => return Err(Failure::Usage(e.render().to_string().trim().to_string())),
     };
-    register_runners();
     // Installed before anything runs, so a signal during a run stops it gracefully.
     Interrupt::get();
     let suite = Suite::parse(&args.suite).ok_or_else(|| {

@@ -5,6 +5,7 @@
 //! in the same round, so a window closes in the round whose data closed it, and every watermark
 //! is per transform. The pipeline is done when every output watermark reached the end of time.
 
+use crate::options::DirectOptions;
 use crate::translate::{Plan, StepKind};
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
@@ -25,7 +26,6 @@ use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{Batch, CollectionOps, ErasedBoundedReader, ErasedUnboundedReader, TestStreamEvent};
 use weir_sdk::metrics::scoped_container;
-use weir_sdk::options::DirectOptions;
 use weir_sdk::pane::PaneInfo;
 use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 use weir_sdk::window::Window;

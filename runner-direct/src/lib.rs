@@ -13,7 +13,10 @@
 #![deny(missing_docs)]
 
 mod executor;
+pub mod options;
 mod translate;
+
+pub use options::DirectOptions;
 
 use std::sync::Arc;
 use weir_runner_core::job::Job;
@@ -36,7 +39,7 @@ impl Runner for DirectRunner {
 
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
         let plan = translate::translate(&graph)?;
-        let direct = options.direct.clone();
+        let direct = options.get::<DirectOptions>().into_owned();
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
         Job::spawn("weir-direct", metrics, options, move |job| executor::execute(&graph, &plan, &direct, &job, &m))
@@ -49,5 +52,6 @@ impl Runner for DirectRunner {
 
 /// Registers the direct runner under the name `direct`.
 pub fn register() {
+    weir_sdk::options::register_option_group::<DirectOptions>();
     weir_sdk::runner::register_runner(Arc::new(DirectRunner));
 }

@@ -7,6 +7,7 @@
 //! decides the rhythm in [`run`].
 
 use crate::checkpoint::{Checkpoint, CommitEntry, OffsetEntry, SourceOffsets};
+use crate::options::{MicroBatchOptions, StreamingTrigger};
 use crate::plan::{OpSpec, Plan};
 use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
@@ -26,7 +27,6 @@ use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{Batch, CollectionOps, EncodedKvBatch, EncodedKvOps};
 use weir_sdk::metrics::MetricResults;
-use weir_sdk::options::StreamingTrigger;
 use weir_sdk::runner::{PipelineResult, PipelineState};
 use weir_sdk::time::{iso8601, Timestamp, MAX_TIMESTAMP};
 use weir_sdk::{Error, PipelineOptions, Result};
@@ -158,19 +158,15 @@ impl PipelineResult for StreamingQuery {
 
 /// Drives batches by the trigger until the query ends.
 fn run(engine: &mut Engine, job: &Job) -> Result<()> {
-    let trigger = engine.options.microbatch.trigger;
-    let interval = Duration::from_millis(engine.options.microbatch.trigger_interval_ms);
+    let trigger = engine.mb.trigger;
+    let interval = Duration::from_millis(engine.mb.trigger_interval_ms);
     loop {
         // A stop takes effect here, between batches: the last one has committed.
         if job.is_stop_requested() {
             return Err(Error::Cancelled);
         }
         let start = Instant::now();
-        let max = if trigger == StreamingTrigger::Once {
-            usize::MAX
-        } else {
-            engine.options.microbatch.max_batch_size.max(1)
-        };
+        let max = if trigger == StreamingTrigger::Once { usize::MAX } else { engine.mb.max_batch_size.max(1) };
         let ran = engine.run_batch(max, job)?;
         if trigger == StreamingTrigger::Once || engine.is_finished() {
             return Ok(());
@@ -234,6 +230,8 @@ pub(crate) struct Engine {
     graph: Arc<PipelineGraph>,
     plan: Plan,
     options: PipelineOptions,
+    /// The runner's own options.
+    mb: MicroBatchOptions,
     partitions: usize,
     nodes: Vec<NodeRt>,
     producer: HashMap<PCollectionId, usize>,
@@ -344,6 +342,7 @@ impl Engine {
         let mut engine = Engine {
             graph,
             plan,
+            mb: options.get::<MicroBatchOptions>().into_owned(),
             options,
             partitions,
             nodes,
@@ -369,7 +368,7 @@ impl Engine {
             defer_reads: Vec::new(),
         };
         engine.defer_reads = (0..engine.nodes.len()).map(|i| engine.defers_reads(i)).collect();
-        if let Some(dir) = engine.options.microbatch.checkpoint_dir.clone() {
+        if let Some(dir) = engine.mb.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }
         // File sinks claim their directories for this query (a resumed query keeps its own).
@@ -398,8 +397,7 @@ impl Engine {
     /// Opens the checkpoint directory and restores the last committed batch: source positions,
     /// watermarks and operator state; a logged but uncommitted batch is re-run with its offsets.
     fn recover(&mut self, dir: &str) -> Result<()> {
-        let (cp, rec) =
-            Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.options.microbatch.min_batches_to_retain)?;
+        let (cp, rec) = Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.mb.min_batches_to_retain)?;
         self.id = rec.id;
         if let Some((offsets, commit)) = &rec.committed {
             self.restore_state(&cp, commit.batch_id)?;
@@ -455,7 +453,7 @@ impl Engine {
     fn defers_reads(&self, i: usize) -> bool {
         let Some(pc) = self.plan.nodes[i].outputs.first() else { return false };
         match self.consumers.get(pc).map(Vec::as_slice) {
-            Some(&[(c, None)]) => self.chain_at[c].is_some() && self.options.microbatch.max_batch_retries == 0,
+            Some(&[(c, None)]) => self.chain_at[c].is_some() && self.mb.max_batch_retries == 0,
             _ => false,
         }
     }
@@ -616,7 +614,7 @@ impl Engine {
     }
 
     fn snapshot_interval(&self) -> u64 {
-        self.options.microbatch.state_snapshot_interval.max(1)
+        self.mb.state_snapshot_interval.max(1)
     }
 
     /// Loads every operator partition's state as of committed batch `c`: the latest snapshot
@@ -743,7 +741,7 @@ impl Engine {
         // A failed batch is retried (up to --max-batch-retries) from the last committed state
         // with the same input: attempted metrics count every try, committed ones only the try
         // that committed.
-        let saved_input = if self.options.microbatch.max_batch_retries > 0 { Some(self.clone_pending()) } else { None };
+        let saved_input = if self.mb.max_batch_retries > 0 { Some(self.clone_pending()) } else { None };
         let mut attempt = 0;
         let (stats, sink_rows, add_ms, commit_ms) = loop {
             let mut stats: Vec<NodeStats> = (0..self.nodes.len()).map(|_| NodeStats::default()).collect();
@@ -781,7 +779,7 @@ impl Engine {
             }
             match commit_result {
                 Ok(commit_ms) => break (stats, sink_rows, add_ms, commit_ms),
-                Err(e) if !matches!(e, Error::Cancelled) && attempt < self.options.microbatch.max_batch_retries => {
+                Err(e) if !matches!(e, Error::Cancelled) && attempt < self.mb.max_batch_retries => {
                     attempt += 1;
                     tracing::warn!(batch = self.batch_id, attempt, error = %e, "batch failed; retrying from the last commit");
                     self.roll_back(saved_input.as_ref())?;
@@ -793,7 +791,7 @@ impl Engine {
             }
         };
         self.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
-        if self.options.microbatch.max_batch_retries > 0 {
+        if self.mb.max_batch_retries > 0 {
             self.save_retry_base()?;
         }
         add_stats(&mut ts_stats, self.deferred_stats);

@@ -33,11 +33,14 @@
 
 mod checkpoint;
 mod engine;
+pub mod options;
 mod plan;
 mod progress;
 mod source;
 mod state_store;
 mod translate;
+
+pub use options::{MicroBatchOptions, StreamingTrigger};
 
 pub use engine::StreamingQuery;
 pub use progress::{
@@ -86,5 +89,6 @@ impl Runner for MicroBatchRunner {
 
 /// Registers the micro-batch runner under the name `microbatch`.
 pub fn register() {
+    weir_sdk::options::register_option_group::<MicroBatchOptions>();
     weir_sdk::runner::register_runner(Arc::new(MicroBatchRunner));
 }

@@ -1,104 +1,130 @@
-//! Pipeline options, parsed once from kebab-case flags or built in code (DESIGN D11).
+//! Pipeline options, parsed once from kebab-case flags or built in code.
+//!
+//! As in Beam, the options of a pipeline are the core ones every pipeline has (the runner, the
+//! job name, `--explain`, when metrics are pushed) plus *option groups* that the crates which
+//! use them define: each runner its own (`--parallelism`, `--direct-seed`...), the metrics sinks
+//! theirs (`--metrics-http-url`...). A group is a `clap::Args` struct; its crate registers it
+//! with [`register_option_group`] (the `weir` facade's `register()` does it for every crate), and
+//! code reads it with [`PipelineOptions::get`]. The SDK knows no runner and no sink: a flag
+//! exists once the crate that reads it is registered, and an unknown flag is an error listing
+//! the valid ones.
 
 use crate::error::{Error, Result};
-use clap::{CommandFactory, Parser};
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock, RwLock};
 
-/// Options of the direct runner.
-#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
-pub struct DirectOptions {
-    /// Shuffle the order of bundles and of the elements inside them, so order-dependent
-    /// pipelines show up.
-    #[arg(long = "direct-shuffle", default_value_t = true, action = clap::ArgAction::Set)]
-    pub shuffle: bool,
-    /// Seed of the shuffling.
-    #[arg(long = "direct-seed", default_value_t = 0)]
-    pub seed: u64,
-    /// Round-trip every element through its coder (Beam's encodability check).
-    #[arg(long = "direct-check-encodability", default_value_t = true, action = clap::ArgAction::Set)]
-    pub check_encodability: bool,
-    /// Largest number of elements in one bundle.
-    #[arg(long = "direct-bundle-size", default_value_t = 1000)]
-    pub bundle_size: usize,
+/// A group of options a runner or sink defines: flags (`clap::Args`) with defaults.
+pub trait OptionGroup:
+    clap::Args + clap::FromArgMatches + Clone + Default + std::fmt::Debug + PartialEq + Send + Sync + 'static
+{
 }
 
-impl Default for DirectOptions {
-    fn default() -> Self {
-        DirectOptions { shuffle: true, seed: 0, check_encodability: true, bundle_size: 1000 }
+impl<T> OptionGroup for T where
+    T: clap::Args + clap::FromArgMatches + Clone + Default + std::fmt::Debug + PartialEq + Send + Sync + 'static
+{
+}
+
+/// A stored group, its type erased.
+trait StoredGroup: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn clone_box(&self) -> Box<dyn StoredGroup>;
+    fn eq_dyn(&self, other: &dyn StoredGroup) -> bool;
+    fn is_default(&self) -> bool;
+    fn fmt_dyn(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result;
+}
+
+impl<G: OptionGroup> StoredGroup for G {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn clone_box(&self) -> Box<dyn StoredGroup> {
+        Box::new(self.clone())
+    }
+    fn eq_dyn(&self, other: &dyn StoredGroup) -> bool {
+        other.as_any().downcast_ref::<G>() == Some(self)
+    }
+    fn is_default(&self) -> bool {
+        *self == G::default()
+    }
+    fn fmt_dyn(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
     }
 }
 
-/// When the micro-batch engine starts a batch (Spark's triggers).
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum StreamingTrigger {
-    /// Batches of everything available now, until all of it is processed, then stop.
-    #[default]
-    AvailableNow,
-    /// One batch of what is available now, then stop.
-    Once,
-    /// A batch every `--trigger-interval-ms` (at once if the previous one overran), until the
-    /// sources are exhausted or the query is stopped.
-    ProcessingTime,
+/// How a registered group is added to the command line and read back from it.
+struct Registered {
+    name: &'static str,
+    augment: fn(clap::Command) -> clap::Command,
+    parse: fn(&clap::ArgMatches) -> std::result::Result<Box<dyn StoredGroup>, clap::Error>,
 }
 
-/// Options of the micro-batch runner.
-#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
-pub struct MicroBatchOptions {
-    /// Partitions per stage (0: the number of cores).
-    #[arg(long = "parallelism", default_value_t = 0)]
-    pub parallelism: usize,
-    /// Most records read from each source in one batch, shared among its splits (Spark's
-    /// `maxOffsetsPerTrigger`): bounds a batch's memory however many splits a source has.
-    #[arg(long = "max-batch-size", default_value_t = 100_000)]
-    pub max_batch_size: usize,
-    /// When batches run.
-    #[arg(long = "trigger", value_enum, default_value_t = StreamingTrigger::AvailableNow)]
-    pub trigger: StreamingTrigger,
-    /// Interval of the processing-time trigger, ms.
-    #[arg(long = "trigger-interval-ms", default_value_t = 0)]
-    pub trigger_interval_ms: u64,
-    /// Directory for the offset log, commit log and state stores; a query restarted with the
-    /// same directory resumes exactly once where it stopped.
-    #[arg(long = "checkpoint-dir")]
-    pub checkpoint_dir: Option<String>,
-    /// Committed batches whose state is kept in the checkpoint directory.
-    #[arg(long = "min-batches-to-retain", default_value_t = 3)]
-    pub min_batches_to_retain: u64,
-    /// Every this many batches state stores write a full snapshot; deltas in between.
-    #[arg(long = "state-snapshot-interval", default_value_t = 10)]
-    pub state_snapshot_interval: u64,
-    /// How often a failed batch is retried from the last committed state before the query
-    /// fails.
-    #[arg(long = "max-batch-retries", default_value_t = 0)]
-    pub max_batch_retries: u32,
+fn registry() -> &'static RwLock<Vec<Arc<Registered>>> {
+    static GROUPS: OnceLock<RwLock<Vec<Arc<Registered>>>> = OnceLock::new();
+    GROUPS.get_or_init(Default::default)
 }
 
-impl Default for MicroBatchOptions {
-    fn default() -> Self {
-        MicroBatchOptions {
-            parallelism: 0,
-            max_batch_size: 100_000,
-            trigger: StreamingTrigger::AvailableNow,
-            trigger_interval_ms: 0,
-            checkpoint_dir: None,
-            min_batches_to_retain: 3,
-            state_snapshot_interval: 10,
-            max_batch_retries: 0,
+fn registered() -> Vec<Arc<Registered>> {
+    registry().read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Makes the flags of group `G` part of every [`PipelineOptions`] parsed from now on.
+/// Registering a group again does nothing.
+pub fn register_option_group<G: OptionGroup>() {
+    let name = std::any::type_name::<G>();
+    let mut groups = registry().write().unwrap_or_else(|e| e.into_inner());
+    if groups.iter().any(|g| g.name == name) {
+        return;
+    }
+    groups.push(Arc::new(Registered {
+        name,
+        augment: G::augment_args,
+        parse: |m| G::from_arg_matches(m).map(|g| Box::new(g) as Box<dyn StoredGroup>),
+    }));
+}
+
+/// The option groups of one [`PipelineOptions`], by type.
+#[derive(Default)]
+struct Groups(BTreeMap<&'static str, Box<dyn StoredGroup>>);
+
+impl Clone for Groups {
+    fn clone(&self) -> Self {
+        Groups(self.0.iter().map(|(k, v)| (*k, v.clone_box())).collect())
+    }
+}
+
+impl PartialEq for Groups {
+    /// A group that is absent equals its defaults.
+    fn eq(&self, other: &Self) -> bool {
+        let covers = |a: &Self, b: &Self| {
+            a.0.iter().all(|(k, v)| match b.0.get(k) {
+                Some(o) => v.eq_dyn(&**o),
+                None => v.is_default(),
+            })
+        };
+        covers(self, other) && covers(other, self)
+    }
+}
+
+impl Eq for Groups {}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        struct Entry<'a>(&'a dyn StoredGroup);
+        impl std::fmt::Debug for Entry<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt_dyn(f)
+            }
         }
+        f.debug_list().entries(self.0.values().map(|g| Entry(&**g))).finish()
     }
 }
 
-impl MicroBatchOptions {
-    /// The number of partitions: `parallelism`, or the number of cores when 0.
-    pub fn partitions(&self) -> usize {
-        if self.parallelism > 0 {
-            self.parallelism
-        } else {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-        }
-    }
-}
-
-/// Options of metrics export.
+/// When the MetricsPusher pushes, to which sinks (each sink's own settings are its group's).
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct MetricsOptions {
     /// A sink to push metrics to (repeatable): e.g. `jsonl`, `console`, `graphite`.
@@ -107,74 +133,47 @@ pub struct MetricsOptions {
     /// Seconds between pushes (the first is at once, a final one when the pipeline ends).
     #[arg(long = "metrics-push-period", default_value_t = 5)]
     pub push_period_secs: u64,
-    /// URL of the HTTP sink.
-    #[arg(long = "metrics-http-url")]
-    pub http_url: Option<String>,
-    /// Host of the Graphite sink.
-    #[arg(long = "metrics-graphite-host")]
-    pub graphite_host: Option<String>,
-    /// Port of the Graphite sink.
-    #[arg(long = "metrics-graphite-port", default_value_t = 2003)]
-    pub graphite_port: u16,
-    /// URL of the Prometheus sink.
-    #[arg(long = "metrics-prometheus-url")]
-    pub prometheus_url: Option<String>,
-    /// File of the JSON-lines sink.
-    #[arg(long = "metrics-file")]
-    pub file: Option<String>,
     /// Longest a network sink may take to connect and push, ms; it also bounds how long the end
     /// of a pipeline waits for the final push.
     #[arg(long = "metrics-push-timeout-ms", default_value_t = 2_000)]
     pub push_timeout_ms: u64,
-    /// `NAME=VAR`: send header NAME, its value read from environment variable VAR, with every
-    /// push of the HTTP and Prometheus sinks (repeatable). Values are never printed.
-    #[arg(long = "metrics-header-env", value_name = "NAME=VAR")]
-    pub header_env: Vec<String>,
-    /// Send `Authorization: Bearer <token>` with every push of the HTTP and Prometheus sinks,
-    /// the token read from environment variable VAR.
-    #[arg(long = "metrics-bearer-token-env", value_name = "VAR")]
-    pub bearer_token_env: Option<String>,
 }
 
 impl Default for MetricsOptions {
     fn default() -> Self {
-        MetricsOptions {
-            sinks: Vec::new(),
-            push_period_secs: 5,
-            http_url: None,
-            graphite_host: None,
-            graphite_port: 2003,
-            prometheus_url: None,
-            file: None,
-            push_timeout_ms: 2_000,
-            header_env: Vec::new(),
-            bearer_token_env: None,
-        }
+        MetricsOptions { sinks: Vec::new(), push_period_secs: 5, push_timeout_ms: 2_000 }
     }
 }
 
-/// Every option of a pipeline, grouped by area.
-#[derive(Parser, Clone, Debug, PartialEq, Eq)]
-#[command(name = "weir", no_binary_name = true, disable_help_subcommand = true)]
-pub struct PipelineOptions {
+/// The options every pipeline has.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+struct CoreOptions {
     /// The runner that executes the pipeline.
     #[arg(long, default_value = "microbatch")]
-    pub runner: String,
+    runner: String,
     /// A name for the job, used in logs and metrics.
     #[arg(long = "job-name", default_value = "weir-job")]
-    pub job_name: String,
+    job_name: String,
     /// Print the runner's plan to standard output when the pipeline starts.
     #[arg(long = "explain", default_value_t = false)]
+    explain: bool,
+    #[command(flatten)]
+    metrics: MetricsOptions,
+}
+
+/// Every option of a pipeline: the core ones, and the groups of the registered runners and
+/// sinks ([`PipelineOptions::get`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelineOptions {
+    /// The runner that executes the pipeline.
+    pub runner: String,
+    /// A name for the job, used in logs and metrics.
+    pub job_name: String,
+    /// Print the runner's plan to standard output when the pipeline starts.
     pub explain: bool,
-    /// Direct runner options.
-    #[command(flatten)]
-    pub direct: DirectOptions,
-    /// Micro-batch runner options.
-    #[command(flatten)]
-    pub microbatch: MicroBatchOptions,
-    /// Metrics export options.
-    #[command(flatten)]
+    /// When and where metrics are pushed.
     pub metrics: MetricsOptions,
+    groups: Groups,
 }
 
 impl Default for PipelineOptions {
@@ -183,14 +182,49 @@ impl Default for PipelineOptions {
             runner: "microbatch".into(),
             job_name: "weir-job".into(),
             explain: false,
-            direct: DirectOptions::default(),
-            microbatch: MicroBatchOptions::default(),
             metrics: MetricsOptions::default(),
+            groups: Groups::default(),
         }
     }
 }
 
+impl clap::FromArgMatches for PipelineOptions {
+    fn from_arg_matches(m: &clap::ArgMatches) -> std::result::Result<Self, clap::Error> {
+        let core = CoreOptions::from_arg_matches(m)?;
+        let mut groups = Groups::default();
+        for g in registered() {
+            groups.0.insert(g.name, (g.parse)(m)?);
+        }
+        Ok(PipelineOptions {
+            runner: core.runner,
+            job_name: core.job_name,
+            explain: core.explain,
+            metrics: core.metrics,
+            groups,
+        })
+    }
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> std::result::Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for PipelineOptions {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        registered().iter().fold(CoreOptions::augment_args(cmd), |cmd, g| (g.augment)(cmd))
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
 impl PipelineOptions {
+    /// The command line of pipeline options alone (no program name).
+    fn command() -> clap::Command {
+        use clap::Args;
+        Self::augment_args(clap::Command::new("weir").no_binary_name(true).disable_help_subcommand(true))
+    }
+
     /// Parses flags such as `["--runner", "direct", "--direct-seed", "7"]` (no program name).
     /// An unknown option is an error listing the valid ones.
     pub fn from_args<I, S>(args: I) -> Result<Self>
@@ -198,7 +232,9 @@ impl PipelineOptions {
         I: IntoIterator<Item = S>,
         S: Into<std::ffi::OsString> + Clone,
     {
-        PipelineOptions::try_parse_from(args).map_err(|e| {
+        use clap::FromArgMatches;
+        let parsed = Self::command().try_get_matches_from(args).and_then(|m| Self::from_arg_matches(&m));
+        parsed.map_err(|e| {
             let valid = Self::valid_flags().join(", ");
             match e.kind() {
                 clap::error::ErrorKind::UnknownArgument => {
@@ -232,28 +268,65 @@ impl PipelineOptions {
         self.runner = runner.into();
         self
     }
+
+    /// Option group `G`: as parsed or set, or its defaults.
+    pub fn get<G: OptionGroup>(&self) -> std::borrow::Cow<'_, G> {
+        match self.groups.0.get(std::any::type_name::<G>()).and_then(|g| g.as_any().downcast_ref::<G>()) {
+            Some(g) => std::borrow::Cow::Borrowed(g),
+            None => std::borrow::Cow::Owned(G::default()),
+        }
+    }
+
+    /// Option group `G` to change in place (its defaults if it was not set).
+    pub fn group_mut<G: OptionGroup>(&mut self) -> &mut G {
+        let slot = self.groups.0.entry(std::any::type_name::<G>()).or_insert_with(|| Box::new(G::default()));
+        if slot.as_any().downcast_ref::<G>().is_none() {
+            *slot = Box::new(G::default());
+        }
+        slot.as_any_mut().downcast_mut::<G>().expect("the slot of G holds a G")
+    }
+
+    /// These options with group `G` replaced.
+    pub fn with<G: OptionGroup>(mut self, group: G) -> Self {
+        *self.group_mut::<G>() = group;
+        self
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[derive(clap::Args, Clone, Debug, PartialEq, Default)]
+    struct TestGroup {
+        /// A test flag.
+        #[arg(long = "test-group-seed", default_value_t = 0)]
+        seed: u64,
+    }
+
     #[test]
-    fn parses_kebab_case_flags() {
-        let o =
-            PipelineOptions::from_args(["--runner", "x", "--direct-shuffle", "false", "--direct-seed", "9"]).unwrap();
+    fn parses_core_flags_and_registered_groups() {
+        register_option_group::<TestGroup>();
+        register_option_group::<TestGroup>();
+        let o = PipelineOptions::from_args(["--runner", "x", "--test-group-seed", "9", "--explain"]).unwrap();
         assert_eq!(o.runner, "x");
-        assert!(!o.direct.shuffle);
-        assert_eq!(o.direct.seed, 9);
+        assert!(o.explain);
+        assert_eq!(o.get::<TestGroup>().seed, 9);
+        let mut d = PipelineOptions::from_args(Vec::<String>::new()).unwrap();
+        assert_eq!(d.get::<TestGroup>().seed, 0);
+        d.group_mut::<TestGroup>().seed = 9;
+        assert_eq!(d.get::<TestGroup>().seed, 9);
+        assert_ne!(d, PipelineOptions::from_args(Vec::<String>::new()).unwrap());
         assert_eq!(PipelineOptions::from_args(Vec::<String>::new()).unwrap(), PipelineOptions::default());
     }
 
     #[test]
     fn unknown_option_lists_valid_ones() {
+        register_option_group::<TestGroup>();
         let e = PipelineOptions::from_args(["--runnr", "direct"]).unwrap_err().to_string();
         assert!(e.contains("unknown option '--runnr'"), "{e}");
-        assert!(e.contains("--runner") && e.contains("--direct-seed"), "{e}");
-        let e = PipelineOptions::from_args(["--direct-seed", "abc"]).unwrap_err().to_string();
-        assert!(e.contains("direct-seed"), "{e}");
+        assert!(e.contains("--runner") && e.contains("--test-group-seed"), "{e}");
+        let e = PipelineOptions::from_args(["--test-group-seed", "abc"]).unwrap_err().to_string();
+        assert!(e.contains("test-group-seed"), "{e}");
     }
 }

@@ -7,7 +7,8 @@
 
 #![deny(missing_docs)]
 
-use std::sync::Once;
+use weir::direct::DirectOptions;
+use weir::microbatch::MicroBatchOptions;
 use weir_sdk::testing::TestPipeline;
 use weir_sdk::PipelineOptions;
 
@@ -16,12 +17,7 @@ pub const CONFIGURATIONS: &[&str] = &["direct", "direct_unshuffled", "microbatch
 
 /// Registers every runner with the SDK's registry (once per process).
 pub fn register_runners() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        weir_runner_direct::register();
-        weir_runner_microbatch::register();
-        weir_metrics_sinks::register();
-    });
+    weir::register();
 }
 
 /// The options of a configuration.
@@ -30,26 +26,38 @@ pub fn configuration(name: &str) -> PipelineOptions {
     match name {
         "direct" => {
             o.runner = "direct".into();
-            o.direct.shuffle = true;
-            o.direct.bundle_size = 7;
-            o.direct.seed = std::env::var("WEIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261129);
+            let d = o.group_mut::<DirectOptions>();
+            d.shuffle = true;
+            d.bundle_size = 7;
+            d.seed = std::env::var("WEIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261129);
         }
         "direct_unshuffled" => {
             o.runner = "direct".into();
-            o.direct.shuffle = false;
+            o.group_mut::<DirectOptions>().shuffle = false;
         }
         "microbatch_p1" => {
             o.runner = "microbatch".into();
-            o.microbatch.parallelism = 1;
+            o.group_mut::<MicroBatchOptions>().parallelism = 1;
         }
         "microbatch_p4_small_batches" => {
             o.runner = "microbatch".into();
-            o.microbatch.parallelism = 4;
-            o.microbatch.max_batch_size = 3;
+            let m = o.group_mut::<MicroBatchOptions>();
+            m.parallelism = 4;
+            m.max_batch_size = 3;
         }
         other => panic!("unknown conformance configuration '{other}'; known: {CONFIGURATIONS:?}"),
     }
     o
+}
+
+/// The options of configuration `config` with the metrics flags `flags` (`--metrics-sink`,
+/// the pusher's and the sinks' settings) applied.
+pub fn with_metrics_flags(config: &str, flags: &[&str]) -> PipelineOptions {
+    register_runners();
+    let parsed = PipelineOptions::from_args(flags.iter().copied()).expect("valid metrics flags");
+    let mut options = configuration(config);
+    options.metrics = parsed.metrics.clone();
+    options.with(parsed.get::<weir::sinks::SinkOptions>().into_owned())
 }
 
 /// A fresh test pipeline for a configuration, with every runner registered.

@@ -94,19 +94,19 @@ fn pushes_to_a_real_carbon_cache_from_both_runners() {
     let Some(carbon) = start_carbon(dir.path()) else { return };
     weir_tests::register_runners();
     for (config, step) in [("direct_unshuffled", "Direct"), ("microbatch_p1", "Micro")] {
-        let mut options = weir_tests::configuration(config);
-        options.metrics = PipelineOptions::from_args([
-            "--metrics-sink",
-            "graphite",
-            "--metrics-graphite-host",
-            "127.0.0.1",
-            "--metrics-graphite-port",
-            &carbon.receiver.port.to_string(),
-            "--metrics-push-period",
-            "1",
-        ])
-        .unwrap()
-        .metrics;
+        let options = weir_tests::with_metrics_flags(
+            config,
+            &[
+                "--metrics-sink",
+                "graphite",
+                "--metrics-graphite-host",
+                "127.0.0.1",
+                "--metrics-graphite-port",
+                &carbon.receiver.port.to_string(),
+                "--metrics-push-period",
+                "1",
+            ],
+        );
         let p = TestPipeline::from_options(options);
         p.apply("Create", Create::of(1..=4i64)).apply(step, ParDo::of(Measured));
         assert_eq!(p.try_run().unwrap(), PipelineState::Done);

@@ -27,8 +27,7 @@ impl DoFn for Measured {
 /// Runs Create(1..=4) -> `step` on `config` with the metrics flags `flags`.
 fn run(config: &str, step: &str, flags: &[&str]) {
     weir_tests::register_runners();
-    let mut options = weir_tests::configuration(config);
-    options.metrics = PipelineOptions::from_args(flags.iter().copied()).unwrap().metrics;
+    let options = weir_tests::with_metrics_flags(config, flags);
     let p = TestPipeline::from_options(options);
     p.apply("Create", Create::of(1..=4i64)).apply(step, ParDo::of(Measured));
     assert_eq!(p.try_run().unwrap(), PipelineState::Done);

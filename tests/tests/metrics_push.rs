@@ -23,11 +23,7 @@ impl DoFn for Measured {
 }
 
 fn pipeline(config: &str, flags: &[&str]) -> TestPipeline {
-    let mut options = weir_tests::configuration(config);
-    let parsed = PipelineOptions::from_args(flags.iter().copied()).unwrap();
-    options.metrics = parsed.metrics;
-    weir_tests::register_runners();
-    let p = TestPipeline::from_options(options);
+    let p = TestPipeline::from_options(weir_tests::with_metrics_flags(config, flags));
     p.apply("Create", Create::of(1..=4i64)).apply("Measured", ParDo::of(Measured));
     p
 }
@@ -96,7 +92,11 @@ weir_tests::conformance! {
 
 fn config_of(p: &TestPipeline) -> String {
     let o = p.options();
-    match (o.runner.as_str(), o.direct.shuffle, o.microbatch.parallelism) {
+    match (
+        o.runner.as_str(),
+        o.get::<weir::direct::DirectOptions>().shuffle,
+        o.get::<weir::microbatch::MicroBatchOptions>().parallelism,
+    ) {
         ("direct", true, _) => "direct",
         ("direct", false, _) => "direct_unshuffled",
         (_, _, 1) => "microbatch_p1",
@@ -178,23 +178,23 @@ fn a_hung_receiver_delays_neither_other_sinks_nor_the_end() {
         let file = dir.path().join("metrics.jsonl");
         let url = format!("http://127.0.0.1:{port}/m");
         weir_tests::register_runners();
-        let mut options = weir_tests::configuration(config);
-        options.metrics = PipelineOptions::from_args([
-            "--metrics-sink",
-            "http",
-            "--metrics-http-url",
-            &url,
-            "--metrics-sink",
-            "jsonl",
-            "--metrics-file",
-            file.to_str().unwrap(),
-            "--metrics-push-period",
-            "1",
-            "--metrics-push-timeout-ms",
-            "2500",
-        ])
-        .unwrap()
-        .metrics;
+        let options = weir_tests::with_metrics_flags(
+            config,
+            &[
+                "--metrics-sink",
+                "http",
+                "--metrics-http-url",
+                &url,
+                "--metrics-sink",
+                "jsonl",
+                "--metrics-file",
+                file.to_str().unwrap(),
+                "--metrics-push-period",
+                "1",
+                "--metrics-push-timeout-ms",
+                "2500",
+            ],
+        );
         let p = TestPipeline::from_options(options);
         let stream = weir_sdk::io::MemoryStream::<i64>::new();
         p.apply("Read", weir_sdk::io::ReadUnbounded::from(stream.clone())).apply("Measured", ParDo::of(Measured));
@@ -232,17 +232,10 @@ impl DoFn for Slow {
 fn outage_then_recovery(config: &str) {
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let mut options = weir_tests::configuration(config);
-    options.metrics = PipelineOptions::from_args([
-        "--metrics-sink",
-        "http",
-        "--metrics-http-url",
-        &url,
-        "--metrics-push-period",
-        "1",
-    ])
-    .unwrap()
-    .metrics;
+    let options = weir_tests::with_metrics_flags(
+        config,
+        &["--metrics-sink", "http", "--metrics-http-url", &url, "--metrics-push-period", "1"],
+    );
     weir_tests::register_runners();
     let p = TestPipeline::from_options(options);
     p.apply("Create", Create::of(1..=4i64)).apply("Measured", ParDo::of(Measured)).apply("Slow", ParDo::of(Slow));

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use weir_runner_microbatch::{MicroBatchRunner, StreamingQueryProgress};
+use weir::microbatch::{MicroBatchRunner, StreamingQueryProgress};
 use weir_sdk::prelude::*;
 
 fn options(extra: &[&str]) -> PipelineOptions {

@@ -63,7 +63,7 @@ fn unencodable_elements_fail_at_the_step_that_made_them() {
     assert!(err.contains("'MakeBad/ParDo'") && err.contains("cannot encode Unencodable"), "{err}");
 
     let mut options = weir_tests::configuration("direct");
-    options.direct.check_encodability = false;
+    options.group_mut::<weir::direct::DirectOptions>().check_encodability = false;
     let q = TestPipeline::from_options(options);
     q.apply("Create", Create::of(vec![1])).apply("MakeBad", Map::new(|_: i64| Unencodable));
     assert_eq!(q.try_run().unwrap(), PipelineState::Done);
@@ -91,8 +91,8 @@ impl DoFn for Record {
 fn arrival_order(shuffle: bool, seed: u64) -> Vec<i64> {
     let seen = Arc::new(std::sync::Mutex::new(vec![]));
     let mut options = weir_tests::configuration("direct");
-    options.direct.shuffle = shuffle;
-    options.direct.seed = seed;
+    options.group_mut::<weir::direct::DirectOptions>().shuffle = shuffle;
+    options.group_mut::<weir::direct::DirectOptions>().seed = seed;
     let p = TestPipeline::from_options(options);
     p.apply("Create", Create::of(0..200i64)).apply("Record", ParDo::of(Record(seen.clone())));
     p.run();

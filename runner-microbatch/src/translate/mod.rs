@@ -72,5 +72,5 @@ fn registry() -> TranslatorRegistry<Builder> {
 pub(crate) fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<Plan> {
     let mut b = Builder { nodes: Vec::new() };
     registry().translate(graph, &mut b)?;
-    Ok(Plan { nodes: b.nodes, partitions: options.microbatch.partitions() })
+    Ok(Plan { nodes: b.nodes, partitions: options.get::<crate::MicroBatchOptions>().partitions() })
 }

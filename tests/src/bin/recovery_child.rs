@@ -27,14 +27,14 @@ impl DoFn for Render {
 
 fn main() {
     // Warnings (a stale lock taken over, a stray file ignored) go to stderr, where tests read them.
-    weir_runner_core::logging::init();
+    weir::core::logging::init();
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
         eprintln!("usage: recovery_child CHECKPOINT_DIR OUT_DIR EVENTS [variant]");
         std::process::exit(2);
     }
     let events: i64 = args[3].parse().unwrap_or(300);
-    weir_runner_microbatch::register();
+    weir::register();
     let mut flags: Vec<String> = ["--runner", "microbatch", "--checkpoint-dir", &args[1], "--max-batch-size", "7"]
         .iter()
         .map(|s| s.to_string())
@@ -73,7 +73,7 @@ fn main() {
     summed.apply("Render", ParDo::of(Render)).apply("Write", WriteJsonLines::to(args[2].clone()));
     // State store cache hits and misses over the run, printed for the tests.
     let cache = std::sync::Arc::new(std::sync::Mutex::new((0u64, 0u64)));
-    let outcome = weir_runner_microbatch::MicroBatchRunner.start(p.graph(), &p.options()).and_then(|q| {
+    let outcome = weir::microbatch::MicroBatchRunner.start(p.graph(), &p.options()).and_then(|q| {
         let c = cache.clone();
         q.add_listener(move |pr| {
             let mut c = c.lock().unwrap_or_else(|e| e.into_inner());

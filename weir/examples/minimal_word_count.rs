@@ -1,11 +1,11 @@
 //! Minimal word count over in-memory lines.
 //!
-//! Run with: `cargo run -p weir-runner-direct --example minimal_word_count -- --runner direct`
+//! Run with: `cargo run -p weir --example minimal_word_count -- --runner direct`
 
-use weir_sdk::prelude::*;
+use weir::prelude::*;
 
 fn main() -> Result<()> {
-    weir_runner_direct::register();
+    weir::register_with_logging();
     let options = PipelineOptions::from_env_args()?;
     let p = Pipeline::new(options);
     let lines = vec![

@@ -1,12 +1,12 @@
 //! Word count over text files, written as sharded output.
 //!
 //! Run with:
-//! `cargo run -p weir-runner-direct --example word_count -- --input 'README.md' --output /tmp/counts --runner direct`
+//! `cargo run -p weir --example word_count -- --input 'README.md' --output /tmp/counts --runner direct`
 //!
 //! `--input` is a file or glob pattern, `--output` the prefix of the output shards,
 //! `--shards` their number; every other flag is a pipeline option.
 
-use weir_sdk::prelude::*;
+use weir::prelude::*;
 
 fn take_flag(args: &mut Vec<String>, name: &str) -> Option<String> {
     let i = args.iter().position(|a| a == name)?;
@@ -19,7 +19,7 @@ fn take_flag(args: &mut Vec<String>, name: &str) -> Option<String> {
 }
 
 fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
-    weir_runner_direct::register();
+    weir::register_with_logging();
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let input = take_flag(&mut args, "--input").ok_or("missing --input FILE_OR_GLOB")?;
     let output = take_flag(&mut args, "--output").ok_or("missing --output PREFIX")?;

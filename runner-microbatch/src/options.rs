@@ -1,0 +1,72 @@
+//! The micro-batch runner's flags: partitions, batch sizes, the trigger, checkpoints.
+
+/// When the micro-batch engine starts a batch (Spark's triggers).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StreamingTrigger {
+    /// Batches of everything available now, until all of it is processed, then stop.
+    #[default]
+    AvailableNow,
+    /// One batch of what is available now, then stop.
+    Once,
+    /// A batch every `--trigger-interval-ms` (at once if the previous one overran), until the
+    /// sources are exhausted or the query is stopped.
+    ProcessingTime,
+}
+
+/// Options of the micro-batch runner.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct MicroBatchOptions {
+    /// Partitions per stage (0: the number of cores).
+    #[arg(long = "parallelism", default_value_t = 0)]
+    pub parallelism: usize,
+    /// Most records read from each source in one batch, shared among its splits (Spark's
+    /// `maxOffsetsPerTrigger`): bounds a batch's memory however many splits a source has.
+    #[arg(long = "max-batch-size", default_value_t = 100_000)]
+    pub max_batch_size: usize,
+    /// When batches run.
+    #[arg(long = "trigger", value_enum, default_value_t = StreamingTrigger::AvailableNow)]
+    pub trigger: StreamingTrigger,
+    /// Interval of the processing-time trigger, ms.
+    #[arg(long = "trigger-interval-ms", default_value_t = 0)]
+    pub trigger_interval_ms: u64,
+    /// Directory for the offset log, commit log and state stores; a query restarted with the
+    /// same directory resumes exactly once where it stopped.
+    #[arg(long = "checkpoint-dir")]
+    pub checkpoint_dir: Option<String>,
+    /// Committed batches whose state is kept in the checkpoint directory.
+    #[arg(long = "min-batches-to-retain", default_value_t = 3)]
+    pub min_batches_to_retain: u64,
+    /// Every this many batches state stores write a full snapshot; deltas in between.
+    #[arg(long = "state-snapshot-interval", default_value_t = 10)]
+    pub state_snapshot_interval: u64,
+    /// How often a failed batch is retried from the last committed state before the query
+    /// fails.
+    #[arg(long = "max-batch-retries", default_value_t = 0)]
+    pub max_batch_retries: u32,
+}
+
+impl Default for MicroBatchOptions {
+    fn default() -> Self {
+        MicroBatchOptions {
+            parallelism: 0,
+            max_batch_size: 100_000,
+            trigger: StreamingTrigger::AvailableNow,
+            trigger_interval_ms: 0,
+            checkpoint_dir: None,
+            min_batches_to_retain: 3,
+            state_snapshot_interval: 10,
+            max_batch_retries: 0,
+        }
+    }
+}
+
+impl MicroBatchOptions {
+    /// The number of partitions: `parallelism`, or the number of cores when 0.
+    pub fn partitions(&self) -> usize {
+        if self.parallelism > 0 {
+            self.parallelism
+        } else {
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        }
+    }
+}
