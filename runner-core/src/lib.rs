@@ -13,12 +13,14 @@
 pub mod checkpoint;
 pub mod dedup;
 pub mod do_fn_runner;
+pub mod exec;
 pub mod fingerprint;
 pub mod group_also_by_window;
 pub mod job;
 pub mod logging;
 pub mod metrics;
 pub mod operator;
+pub mod plan;
 pub mod pusher;
 pub mod side_inputs;
 pub mod stateful;

@@ -50,7 +50,12 @@ impl<C> TranslatorRegistry<C> {
 
     /// Registers the translator of `urn`.
     pub fn register(&mut self, urn: &'static str, translator: impl Translator<C> + 'static) -> &mut Self {
-        self.translators.insert(urn, Box::new(translator));
+        self.register_boxed(urn, Box::new(translator))
+    }
+
+    /// Registers the translator of `urn`, already boxed.
+    pub fn register_boxed(&mut self, urn: &'static str, translator: Box<dyn Translator<C>>) -> &mut Self {
+        self.translators.insert(urn, translator);
         self
     }
 

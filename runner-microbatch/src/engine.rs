@@ -8,24 +8,26 @@
 
 use crate::checkpoint::{Checkpoint, CommitEntry, OffsetEntry, SourceOffsets};
 use crate::options::{MicroBatchOptions, StreamingTrigger};
-use crate::plan::{OpSpec, Plan};
 use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
 };
-use crate::source::{add_stats, bundle_len, Clock, DeferredRead, SourceState, TsStats};
 use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use weir_runner_core::exec::clock::Clock;
+use weir_runner_core::exec::sink::SinkWriter;
+use weir_runner_core::exec::source::{add_stats, bundle_len, DeferredRead, SourceState, TsStats};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::group_also_by_window::{DropCounts, StateChanges};
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
 use weir_runner_core::operator::{count_drops, OpContext, Operator};
+use weir_runner_core::plan::{PhysicalPlan, Role};
 use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
-use weir_sdk::kernel::{Batch, CollectionOps, EncodedKvBatch, EncodedKvOps};
+use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::metrics::MetricResults;
 use weir_sdk::runner::{PipelineResult, PipelineState};
 use weir_sdk::time::{iso8601, Timestamp, MAX_TIMESTAMP};
@@ -64,7 +66,7 @@ pub struct QueryStatus {
 }
 
 impl StreamingQuery {
-    pub(crate) fn start(graph: Arc<PipelineGraph>, plan: Plan, options: PipelineOptions) -> Result<Self> {
+    pub(crate) fn start(graph: Arc<PipelineGraph>, plan: PhysicalPlan, options: PipelineOptions) -> Result<Self> {
         let shared = Arc::new(Shared {
             recent: Mutex::new(VecDeque::new()),
             listeners: Mutex::new(Vec::new()),
@@ -192,13 +194,8 @@ struct NodeRt {
     pending: Vec<Vec<Batch>>,
     /// Pending side-input bundles (broadcast to every partition).
     side_pending: Vec<(usize, Batch)>,
-    /// For file sinks: per partition, the batch's rendered output, written at commit.
-    sink_buffers: Vec<Vec<u8>>,
-    /// For batch sinks: the batch's output, delivered at commit.
-    sink_batches: Vec<Batch>,
-    /// For a natively translated CoGroupByKey: per input, the rows and bytes its last batch
-    /// encoded to.
-    encoded_sizes: HashMap<PCollectionId, (usize, usize)>,
+    /// For a sink: what its partitions staged in this batch, written at commit.
+    sink: Option<Box<dyn SinkWriter>>,
     /// State rows and bytes of the operators as of their last watermark advance, measured
     /// once per batch for the metrics and the progress report (`None`: not measured yet).
     state_size: Option<(u64, u64)>,
@@ -228,14 +225,14 @@ struct NodeStats {
 
 pub(crate) struct Engine {
     graph: Arc<PipelineGraph>,
-    plan: Plan,
+    plan: PhysicalPlan,
     options: PipelineOptions,
     /// The runner's own options.
     mb: MicroBatchOptions,
     partitions: usize,
     nodes: Vec<NodeRt>,
     producer: HashMap<PCollectionId, usize>,
-    consumers: HashMap<PCollectionId, Vec<(usize, Option<usize>)>>,
+    consumers: HashMap<PCollectionId, Vec<(usize, Slot)>>,
     clock: Clock,
     batch_id: u64,
     metrics: Arc<JobMetrics>,
@@ -256,7 +253,7 @@ pub(crate) struct Engine {
     /// With batch retries: the last committed state of every operator partition and every
     /// node's watermarks.
     retry_base: Option<RetryBase>,
-    /// Fused chains of element-wise nodes ([`Plan::fused_chains`]), the chain each head starts,
+    /// Fused chains of element-wise nodes ([`PhysicalPlan::fused_chains`]), the chain each head starts,
     /// and whether a node runs as part of an earlier node's chain.
     chains: Vec<Vec<usize>>,
     chain_at: Vec<Option<usize>>,
@@ -265,6 +262,13 @@ pub(crate) struct Engine {
     deferred_stats: TsStats,
     /// Per node: a source whose reads are planned and left to the chain it feeds.
     defer_reads: Vec<bool>,
+}
+
+/// Where a collection goes into a consumer: main input `port`, or side input `index`.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Main(usize),
+    Side(usize),
 }
 
 type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
@@ -282,51 +286,38 @@ fn random_id() -> String {
 impl Engine {
     fn new(
         graph: Arc<PipelineGraph>,
-        plan: Plan,
+        plan: PhysicalPlan,
         options: PipelineOptions,
         metrics: Arc<JobMetrics>,
         shared: Arc<Shared>,
     ) -> Result<Self> {
-        let partitions = plan.partitions.max(1);
+        let mb = options.get::<MicroBatchOptions>().into_owned();
+        let partitions = mb.partitions().max(1);
         let mut producer = HashMap::new();
-        let mut consumers: HashMap<PCollectionId, Vec<(usize, Option<usize>)>> = HashMap::new();
+        let mut consumers: HashMap<PCollectionId, Vec<(usize, Slot)>> = HashMap::new();
         let mut nodes = Vec::with_capacity(plan.nodes.len());
-        let mut test_clock = false;
         for (i, spec) in plan.nodes.iter().enumerate() {
             for &o in &spec.outputs {
                 producer.insert(o, i);
             }
-            for &input in &spec.inputs {
-                consumers.entry(input).or_default().push((i, None));
+            for (port, &input) in spec.inputs.iter().enumerate() {
+                consumers.entry(input).or_default().push((i, Slot::Main(port)));
             }
             for (k, &side) in spec.side_inputs.iter().enumerate() {
-                consumers.entry(side).or_default().push((i, Some(k)));
+                consumers.entry(side).or_default().push((i, Slot::Side(k)));
             }
-            let out_ops = spec.outputs.first().map(|&o| graph.pcollection(o).ops.clone());
-            let source = match (&spec.op, out_ops) {
-                (OpSpec::Impulse, Some(ops)) => Some(SourceState::impulse(&spec.name, ops)),
-                (OpSpec::Read(s), Some(ops)) => Some(SourceState::bounded(&spec.name, s.clone(), ops)),
-                (OpSpec::ReadUnbounded(s), Some(ops)) => Some(SourceState::unbounded(&spec.name, s.clone(), ops)),
-                (OpSpec::TestStream(e), Some(ops)) => {
-                    test_clock = true;
-                    Some(SourceState::test_stream(&spec.name, e.clone(), ops))
-                }
+            let source = match (&spec.role, spec.outputs.first()) {
+                (Role::Source(s), Some(&o)) => Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone())),
                 _ => None,
             };
-            let ops = if source.is_some() {
-                Vec::new()
-            } else {
-                (0..partitions).filter_map(|_| spec.instantiate(&graph)).collect()
-            };
+            let ops = (0..partitions).filter_map(|_| spec.instantiate(&graph)).collect();
             nodes.push(NodeRt {
                 source,
                 ops,
                 wm: Watermarks::new(),
                 pending: (0..partitions).map(|_| Vec::new()).collect(),
                 side_pending: Vec::new(),
-                sink_buffers: (0..partitions).map(|_| Vec::new()).collect(),
-                sink_batches: Vec::new(),
-                encoded_sizes: HashMap::new(),
+                sink: None,
                 state_size: None,
             });
         }
@@ -339,16 +330,17 @@ impl Engine {
                 fused_follower[i] = true;
             }
         }
+        let clock = Clock::for_plan(&plan);
         let mut engine = Engine {
             graph,
             plan,
-            mb: options.get::<MicroBatchOptions>().into_owned(),
+            mb,
             options,
             partitions,
             nodes,
             producer,
             consumers,
-            clock: if test_clock { Clock::Test(0) } else { Clock::Wall },
+            clock,
             batch_id: 0,
             metrics,
             shared,
@@ -371,11 +363,11 @@ impl Engine {
         if let Some(dir) = engine.mb.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }
-        // File sinks claim their directories for this query (a resumed query keeps its own).
-        for spec in &engine.plan.nodes {
-            if let OpSpec::JsonLinesSink(p) = &spec.op {
-                weir_sdk::io::json_lines::claim_output_dir(&p.dir, &format!("query {}", engine.id), p.overwrite)
-                    .map_err(|e| Error::construction(&spec.name, e))?;
+        // Sinks open for this query (a resumed query writes on into its own output).
+        let owner = format!("query {}", engine.id);
+        for (i, spec) in engine.plan.nodes.iter().enumerate() {
+            if let Role::Sink(factory) = &spec.role {
+                engine.nodes[i].sink = Some(factory.open(&owner, partitions)?);
             }
         }
         Ok(engine)
@@ -388,7 +380,7 @@ impl Engine {
         let mut f = Fingerprint::of_graph(&self.graph);
         for n in &self.plan.nodes {
             let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
-            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind_name()));
+            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
         }
         f.push("state format", crate::state_store::FORMAT);
         f.with_partitioning(self.partitions)
@@ -409,15 +401,15 @@ impl Engine {
             self.batch_id = commit.batch_id + 1;
             if rec.uncommitted.is_none() {
                 self.restore_sources(&offsets.sources, |s| &s.end)?;
-                if let (Clock::Test(t), Some(c)) = (&mut self.clock, offsets.clock) {
-                    *t = c;
+                if let Some(c) = offsets.clock {
+                    self.clock.set_test_time(c);
                 }
             }
         }
         if let Some(entry) = rec.uncommitted {
             self.restore_sources(&entry.sources, |s| &s.start)?;
-            if let (Clock::Test(t), Some(c)) = (&mut self.clock, entry.start_clock) {
-                *t = c;
+            if let Some(c) = entry.start_clock {
+                self.clock.set_test_time(c);
             }
             self.batch_id = entry.batch_id;
             self.replay = Some(entry);
@@ -453,7 +445,7 @@ impl Engine {
     fn defers_reads(&self, i: usize) -> bool {
         let Some(pc) = self.plan.nodes[i].outputs.first() else { return false };
         match self.consumers.get(pc).map(Vec::as_slice) {
-            Some(&[(c, None)]) => self.chain_at[c].is_some() && self.mb.max_batch_retries == 0,
+            Some(&[(c, Slot::Main(_))]) => self.chain_at[c].is_some() && self.mb.max_batch_retries == 0,
             _ => false,
         }
     }
@@ -474,16 +466,9 @@ impl Engine {
         std::mem::replace(&mut self.nodes[i].pending, (0..self.partitions).map(|_| Vec::new()).collect())
     }
 
-    /// The operations on node `i`'s pending main-input batches: its input's, or encoded rows
-    /// for a natively translated CoGroupByKey (its inputs are encoded on the way in).
+    /// The operations on node `i`'s pending main-input batches: what its exchange delivers.
     fn main_ops(&self, i: usize) -> Option<Arc<dyn CollectionOps>> {
-        let spec = &self.plan.nodes[i];
-        match spec.op {
-            OpSpec::CoGroupByKey(..) => return Some(Arc::new(EncodedKvOps::default())),
-            OpSpec::CombinePerKey(_, true) => return Some(Arc::new(EncodedKvOps::lifted())),
-            _ => {}
-        }
-        spec.inputs.first().map(|&pc| self.graph.pcollection(pc).ops.clone())
+        self.plan.nodes[i].input_ops(&self.graph)
     }
 
     /// A copy of every node's pending input (the batch's data, before it is processed).
@@ -532,10 +517,9 @@ impl Engine {
                 op.finish();
             }
             self.nodes[i].ops = (0..self.partitions).filter_map(|_| spec.instantiate(&self.graph)).collect();
-            for b in &mut self.nodes[i].sink_buffers {
-                b.clear();
+            if let Some(sink) = self.nodes[i].sink.as_mut() {
+                sink.discard();
             }
-            self.nodes[i].sink_batches.clear();
             if let Some((entries, wms)) = &self.retry_base {
                 for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
                     if let Some(e) = entries.get(&(i, p)) {
@@ -671,10 +655,7 @@ impl Engine {
         let trigger_start = Instant::now();
         weir_sdk::testing::fault::set_batch(self.batch_id);
         let replay = self.replay.take();
-        let start_clock = match self.clock {
-            Clock::Test(t) => Some(t),
-            Clock::Wall => None,
-        };
+        let start_clock = self.clock.test_time();
         let mut logged_sources = Vec::new();
         let started_at = self.clock.now();
         let wall_start = Clock::Wall.now();
@@ -726,10 +707,7 @@ impl Engine {
         // walCommit: the batch's offsets are logged before any of its data is processed.
         let wal_start = Instant::now();
         if let (Some(cp), None) = (&self.checkpoint, &replay) {
-            let clock = match self.clock {
-                Clock::Test(t) => Some(t),
-                Clock::Wall => None,
-            };
+            let clock = self.clock.test_time();
             cp.write_offsets(&OffsetEntry { batch_id: self.batch_id, sources: logged_sources, start_clock, clock })?;
             weir_sdk::testing::fault::point("wal-commit");
         }
@@ -827,55 +805,8 @@ impl Engine {
     }
 
     /// Routes output bundles (one list per partition) of node `i`'s output `port` to its
-    /// consumers: through an exchange for keyed consumers, partition to partition otherwise,
-    /// broadcast for side inputs.
-    /// Encodes batches of input `pc` of the CoGroupByKey node `c` with that input's tag, and
-    /// partitions the encoded rows by key into the node's pending input.
-    fn route_co_group(&mut self, c: usize, pc: PCollectionId, batches: Vec<Batch>) -> Result<()> {
-        let spec = &self.plan.nodes[c];
-        let OpSpec::CoGroupByKey(encoders, _) = &spec.op else { return Ok(()) };
-        let encoder =
-            spec.inputs.iter().position(|&x| x == pc).and_then(|port| encoders.get(port)).cloned().ok_or_else(
-                || Error::Internal {
-                    component: "micro-batch engine".into(),
-                    message: format!("{} has no input {pc:?}", spec.name),
-                },
-            )?;
-        let name = spec.name.clone();
-        // The bundles of one call are encoded into one batch and partitioned once: the
-        // grouping operator then takes few, large batches as they are. The batch starts with
-        // room for what this input gave last time, in buffers the grouping operator gave back.
-        let (hint_rows, hint_bytes) = self.nodes[c].encoded_sizes.get(&pc).copied().unwrap_or_default();
-        let mut rows = EncodedKvBatch::with_capacity(hint_rows, hint_bytes);
-        for b in batches {
-            encoder.encode(b, &mut rows).map_err(|source| Error::Coder { step: name.clone(), source })?;
-        }
-        self.nodes[c].encoded_sizes.insert(pc, (rows.rows.len(), rows.data.len()));
-        self.exchange_encoded(c, rows);
-        Ok(())
-    }
-
-    /// Partitions rows encoded on their way to node `c` by key into its pending input.
-    fn exchange_encoded(&mut self, c: usize, rows: EncodedKvBatch) {
-        for (q, part) in rows.partition(self.partitions).into_iter().enumerate() {
-            if !part.rows.is_empty() {
-                self.nodes[c].pending[q].push(Box::new(part));
-            }
-        }
-    }
-
-    /// Combiner lifting: the batches going to the lifted Combine.perKey `c` are combined per
-    /// key and window into partial accumulators, which alone are encoded and exchanged.
-    fn route_lifted(&mut self, c: usize, batches: Vec<Batch>) -> Result<()> {
-        let spec = &self.plan.nodes[c];
-        let OpSpec::CombinePerKey(kernel, true) = &spec.op else { return Ok(()) };
-        let kernel = kernel.clone();
-        let mut rows = EncodedKvBatch::default();
-        weir_runner_core::do_fn_runner::guarded(&spec.name, "partial combine", || kernel.partial(batches, &mut rows))?;
-        self.exchange_encoded(c, rows);
-        Ok(())
-    }
-
+    /// consumers: a main input through the consumer's exchange for that input, a side input to
+    /// be broadcast to every partition.
     fn route(&mut self, i: usize, port: usize, per_partition: Vec<Vec<Batch>>) -> Result<()> {
         let Some(&pc) = self.plan.nodes[i].outputs.get(port) else { return Ok(()) };
         let ops = self.graph.pcollection(pc).ops.clone();
@@ -887,7 +818,7 @@ impl Engine {
             per_partition.into_iter().map(|bs| bs.into_iter().filter(|b| bundle_len(&*ops, b) > 0).collect()).collect();
         let last = consumers.len() - 1;
         let mut owned = Some(per_partition);
-        for (n, (c, side)) in consumers.into_iter().enumerate() {
+        for (n, (c, slot)) in consumers.into_iter().enumerate() {
             let data = if n == last {
                 owned.take().unwrap_or_default()
             } else {
@@ -896,65 +827,38 @@ impl Engine {
                     .map(|pp| pp.iter().map(|bs| bs.iter().map(|b| ops.clone_batch(b)).collect()).collect())
                     .unwrap_or_default()
             };
-            match side {
-                Some(k) => {
+            match slot {
+                Slot::Side(k) => {
                     for b in data.into_iter().flatten() {
                         self.nodes[c].side_pending.push((k, b));
                     }
                 }
-                None if matches!(self.plan.nodes[c].op, OpSpec::CoGroupByKey(..)) => {
-                    self.route_co_group(c, pc, data.into_iter().flatten().collect())?;
-                }
-                None if matches!(self.plan.nodes[c].op, OpSpec::CombinePerKey(_, true)) => {
-                    self.route_lifted(c, data.into_iter().flatten().collect())?;
-                }
-                None => match self.plan.nodes[c].partitioner.clone() {
-                    Some(partitioner) => {
-                        let name = self.plan.nodes[c].name.clone();
-                        for b in data.into_iter().flatten() {
-                            let pieces = partitioner
-                                .partition(b, self.partitions)
-                                .map_err(|source| Error::Coder { step: name.clone(), source })?;
-                            for (q, piece) in pieces.into_iter().enumerate() {
-                                if ops.len(&piece) > 0 {
-                                    self.nodes[c].pending[q].push(piece);
-                                }
-                            }
+                Slot::Main(port) => {
+                    let exchange = self.plan.nodes[c].exchanges[port].clone();
+                    for (from, bundles) in data.into_iter().enumerate() {
+                        if bundles.is_empty() {
+                            continue;
+                        }
+                        for (q, part) in exchange.route(from, bundles, self.partitions)?.into_iter().enumerate() {
+                            self.nodes[c].pending[q].extend(part);
                         }
                     }
-                    None => {
-                        for (p, bs) in data.into_iter().enumerate() {
-                            self.nodes[c].pending[p % self.partitions].extend(bs);
-                        }
-                    }
-                },
+                }
             }
         }
         Ok(())
     }
 
-    /// Renders a sink node's pending input into its per-partition buffers (written at commit).
+    /// Stages a sink node's pending input in its writer (written at commit).
     fn run_sink(&mut self, i: usize) -> Result<usize> {
-        let name = self.plan.nodes[i].name.clone();
         let upstream = self.upstream_watermark(i);
         let pending = self.take_pending(i);
         let node = &mut self.nodes[i];
         let mut rows = 0;
-        for (p, bundles) in pending.into_iter().enumerate() {
-            for b in bundles {
-                match &self.plan.nodes[i].op {
-                    OpSpec::JsonLinesSink(payload) => {
-                        rows += payload
-                            .kernel
-                            .append(b, &mut node.sink_buffers[p])
-                            .map_err(|e| Error::execution(&name, e.to_string()))?;
-                    }
-                    _ => {
-                        if let Some(&pc) = self.plan.nodes[i].inputs.first() {
-                            rows += self.graph.pcollection(pc).ops.len(&b);
-                        }
-                        node.sink_batches.push(b);
-                    }
+        if let Some(sink) = node.sink.as_mut() {
+            for (p, bundles) in pending.into_iter().enumerate() {
+                for b in bundles {
+                    rows += sink.stage(p, b)?;
                 }
             }
         }
@@ -962,36 +866,18 @@ impl Engine {
         Ok(rows)
     }
 
-    /// Writes the sinks' output of this batch: one file per partition named by the batch id, so
-    /// a replayed batch overwrites rather than duplicates.
+    /// Commits the sinks' output of this batch under the batch id, so a replayed batch
+    /// rewrites rather than duplicates it.
     fn commit_sinks(&mut self) -> Result<()> {
         for (i, spec) in self.plan.nodes.iter().enumerate() {
-            if let OpSpec::BatchSink(payload) = &spec.op {
-                let batches = std::mem::take(&mut self.nodes[i].sink_batches);
-                if batches.is_empty() {
-                    continue;
-                }
-                let container = MetricsContainerImpl::new();
-                let result = {
-                    let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                    weir_runner_core::do_fn_runner::guarded(&spec.name, "sink", || {
-                        payload.kernel.write(self.batch_id, batches)
-                    })
-                };
-                self.metrics.record(Some(&spec.name), &container, result.is_ok());
-                result?;
-                continue;
-            }
-            let OpSpec::JsonLinesSink(payload) = &spec.op else { continue };
-            for (p, buf) in self.nodes[i].sink_buffers.iter_mut().enumerate() {
-                if buf.is_empty() {
-                    continue;
-                }
-                let path =
-                    std::path::Path::new(&payload.dir).join(format!("batch-{:010}-part-{p:05}.jsonl", self.batch_id));
-                crate::checkpoint::write_atomic(&path, buf)?;
-                buf.clear();
-            }
+            let Some(sink) = self.nodes[i].sink.as_mut() else { continue };
+            let container = MetricsContainerImpl::new();
+            let result = {
+                let _scope = weir_sdk::metrics::scoped_container(container.clone());
+                sink.commit(self.batch_id)
+            };
+            self.metrics.record(Some(&spec.name), &container, result.is_ok());
+            result?;
         }
         Ok(())
     }
@@ -1003,7 +889,7 @@ impl Engine {
         stats: &mut NodeStats,
         containers: &mut Vec<(String, Arc<MetricsContainerImpl>)>,
     ) -> Result<usize> {
-        if self.plan.nodes[i].op.is_sink() {
+        if self.plan.nodes[i].is_sink() {
             return self.run_sink(i);
         }
         let spec = &self.plan.nodes[i];
@@ -1081,7 +967,7 @@ impl Engine {
             system_metrics::state(&system, rows as usize, bytes as usize, now);
         }
         let mut out_rows = 0;
-        let grouping = self.plan.nodes[i].op.is_stateful();
+        let grouping = self.plan.nodes[i].stateful;
         for (port, mut per_partition) in outputs.into_iter().enumerate() {
             if let Some(&pc) = self.plan.nodes[i].outputs.get(port) {
                 let ops = self.graph.pcollection(pc).ops.clone();
@@ -1194,7 +1080,7 @@ impl Engine {
         };
         let mut state_operators = Vec::new();
         for (i, spec) in self.plan.nodes.iter().enumerate() {
-            if !spec.op.is_stateful() {
+            if !spec.stateful {
                 continue;
             }
             let ops = &self.nodes[i].ops;

@@ -34,11 +34,8 @@
 mod checkpoint;
 mod engine;
 pub mod options;
-mod plan;
 mod progress;
-mod source;
 mod state_store;
-mod translate;
 
 pub use options::{MicroBatchOptions, StreamingTrigger};
 
@@ -62,14 +59,14 @@ pub struct MicroBatchRunner;
 impl MicroBatchRunner {
     /// Translates and starts `graph`, returning the streaming query handle.
     pub fn start(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<StreamingQuery> {
-        let plan = translate::translate(&graph, options)?;
+        let plan = translate(&graph)?;
         StreamingQuery::start(graph, plan, options.clone())
     }
 
     /// The physical plan `graph` would run with, as text: stages, exchanges, stateful operators
     /// and natively translated composites.
     pub fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
-        Ok(translate::translate(graph, options)?.explain())
+        Ok(translate(graph)?.explain(options.get::<MicroBatchOptions>().partitions()))
     }
 }
 
@@ -85,6 +82,12 @@ impl Runner for MicroBatchRunner {
     fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
         MicroBatchRunner::explain(self, graph, options)
     }
+}
+
+/// The micro-batch runner's translation: every native composite, combines lifted.
+fn translate(graph: &PipelineGraph) -> Result<weir_runner_core::plan::PhysicalPlan> {
+    use weir_runner_core::plan::translate::{translate, Natives, Translation};
+    translate(graph, &Translation { runner: NAME, natives: Natives::All, lift_combines: true })
 }
 
 /// Registers the micro-batch runner under the name `microbatch`.

@@ -1,10 +1,17 @@
-//! Sources as the engine reads them: a bounded slice per batch, with offsets for the progress
-//! report and a watermark.
+//! Sources as runners read them: a bounded slice per step (a batch, a round), with offsets for
+//! logs and progress reports, and a watermark.
+//!
+//! One [`SourceState`] reads any source node of the plan: Impulse, a bounded source (split,
+//! read split by split, its watermark at the beginning of time until every split is exhausted,
+//! then at the end), an unbounded source (one reader per split, resumable from checkpoint
+//! marks), and a TestStream (one event per step, moving the watermark or the test clock). A
+//! replay after a restart reads exactly the counts the offset log recorded.
 
+use crate::do_fn_runner::guarded;
+use crate::exec::clock::Clock;
+use crate::plan::SourceSpec;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
-use weir_runner_core::do_fn_runner::guarded;
 use weir_sdk::kernel::{
     Batch, CollectionOps, ErasedBoundedReader, ErasedBoundedSource, ErasedUnboundedReader, ErasedUnboundedSource,
     TestStreamEvent,
@@ -16,21 +23,6 @@ use weir_sdk::{Result, WindowedValue};
 
 /// The largest bundle a source hands to the plan.
 const BUNDLE: usize = 65_536;
-
-/// Processing time: the wall clock, or a test clock moved only by TestStream events.
-pub(crate) enum Clock {
-    Wall,
-    Test(Timestamp),
-}
-
-impl Clock {
-    pub(crate) fn now(&self) -> Timestamp {
-        match self {
-            Clock::Wall => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
-            Clock::Test(t) => *t,
-        }
-    }
-}
 
 struct BoundedSplit {
     source: Arc<dyn ErasedBoundedSource>,
@@ -60,7 +52,7 @@ fn lock(r: &SharedReader) -> std::sync::MutexGuard<'_, ReaderSlot> {
 /// ([`ErasedBoundedReader::remaining`]). The batch logs the count before anything is read, and
 /// the fused chain the source feeds reads the elements in pieces small enough to stay in cache
 /// while the whole chain runs over them (Spark's lazy `getBatch`).
-pub(crate) struct DeferredRead {
+pub struct DeferredRead {
     step: String,
     reader: SharedReader,
     count: usize,
@@ -69,22 +61,22 @@ pub(crate) struct DeferredRead {
 
 impl DeferredRead {
     /// The number of elements planned.
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.count
     }
 
     /// The source step's name.
-    pub(crate) fn step(&self) -> &str {
+    pub fn step(&self) -> &str {
         &self.step
     }
 
     /// Reads the planned elements in pieces of at most `piece`, handing each to `f` with the
     /// piece's timestamp stats added to `stats`; user code in the reader runs with `metrics`
     /// bound, and the source's output counts go there too.
-    pub(crate) fn read(
+    pub fn read(
         self,
         piece: usize,
-        metrics: &Arc<weir_runner_core::metrics::MetricsContainerImpl>,
+        metrics: &Arc<crate::metrics::MetricsContainerImpl>,
         stats: &mut TsStats,
         mut f: impl FnMut(Batch) -> Result<()>,
     ) -> Result<()> {
@@ -105,7 +97,7 @@ impl DeferredRead {
                 ));
             };
             left = left.saturating_sub(n);
-            weir_runner_core::system_metrics::count_batch(metrics, &*self.ops, &b, true);
+            crate::system_metrics::count_batch(metrics, &*self.ops, &b, true);
             add_stats(stats, self.ops.timestamp_stats(&b));
             f(b)?;
         }
@@ -114,7 +106,7 @@ impl DeferredRead {
 }
 
 /// The number of elements of a source bundle: a batch, or a [`DeferredRead`].
-pub(crate) fn bundle_len(ops: &dyn CollectionOps, b: &Batch) -> usize {
+pub fn bundle_len(ops: &dyn CollectionOps, b: &Batch) -> usize {
     match b.downcast_ref::<DeferredRead>() {
         Some(d) => d.len(),
         None => ops.len(b),
@@ -129,12 +121,16 @@ enum Kind {
 }
 
 /// What one batch read from a source.
-pub(crate) struct SourceBatch {
+pub struct SourceBatch {
     /// Bundles per partition.
     pub bundles: Vec<Vec<Batch>>,
+    /// Elements read (or planned).
     pub rows: usize,
+    /// The source's watermark after the read.
     pub watermark: Timestamp,
+    /// The position before the read, as the offset log records it.
     pub start_offset: Value,
+    /// The position after the read.
     pub end_offset: Value,
     /// Whether the source did anything (data, a watermark move, a clock move).
     pub moved: bool,
@@ -145,15 +141,15 @@ pub(crate) struct SourceBatch {
 }
 
 /// Minimum, maximum and sum of element timestamps, and their count.
-pub(crate) type TsStats = (Timestamp, Timestamp, i128, usize);
+pub type TsStats = (Timestamp, Timestamp, i128, usize);
 
 /// Adds the stats of `b` to `acc`.
-pub(crate) fn add_stats(acc: &mut TsStats, b: TsStats) {
+pub fn add_stats(acc: &mut TsStats, b: TsStats) {
     *acc = (acc.0.min(b.0), acc.1.max(b.1), acc.2 + b.2, acc.3 + b.3);
 }
 
 /// A source node's state across batches.
-pub(crate) struct SourceState {
+pub struct SourceState {
     name: String,
     kind: Kind,
     ops: Arc<dyn CollectionOps>,
@@ -161,24 +157,24 @@ pub(crate) struct SourceState {
 }
 
 impl SourceState {
-    pub(crate) fn impulse(name: &str, ops: Arc<dyn CollectionOps>) -> Self {
-        Self::new(name, Kind::Impulse { done: false }, ops)
-    }
-    pub(crate) fn bounded(name: &str, source: Arc<dyn ErasedBoundedSource>, ops: Arc<dyn CollectionOps>) -> Self {
-        Self::new(name, Kind::Bounded { source, splits: None }, ops)
-    }
-    pub(crate) fn unbounded(name: &str, source: Arc<dyn ErasedUnboundedSource>, ops: Arc<dyn CollectionOps>) -> Self {
-        Self::new(name, Kind::Unbounded { source, readers: None }, ops)
-    }
-    pub(crate) fn test_stream(name: &str, events: Arc<Vec<TestStreamEvent>>, ops: Arc<dyn CollectionOps>) -> Self {
-        Self::new(name, Kind::TestStream { events, next: 0, watermark: MIN_TIMESTAMP }, ops)
+    /// The state of source `name` reading `spec`, whose output batches `ops` measures.
+    pub fn of(name: &str, spec: &SourceSpec, ops: Arc<dyn CollectionOps>) -> Self {
+        let kind = match spec {
+            SourceSpec::Impulse => Kind::Impulse { done: false },
+            SourceSpec::Bounded(source) => Kind::Bounded { source: source.clone(), splits: None },
+            SourceSpec::Unbounded(source) => Kind::Unbounded { source: source.clone(), readers: None },
+            SourceSpec::TestStream(events) => {
+                Kind::TestStream { events: events.clone(), next: 0, watermark: MIN_TIMESTAMP }
+            }
+        };
+        Self::new(name, kind, ops)
     }
     fn new(name: &str, kind: Kind, ops: Arc<dyn CollectionOps>) -> Self {
         SourceState { name: name.to_string(), kind, ops, watermark: MIN_TIMESTAMP }
     }
 
     /// Moves a fresh source to a logged position (restart from a checkpoint).
-    pub(crate) fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
+    pub fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
         let name = self.name.clone();
         let bad = |what: &str| weir_sdk::Error::Execution {
             step: name.clone(),
@@ -263,7 +259,7 @@ impl SourceState {
     /// Reads the next slice: about `max` records in all (`max` shared evenly among the splits
     /// that still have data, rounded up), spread over `partitions`; when replaying a logged
     /// batch, exactly the logged count of each split.
-    pub(crate) fn next(
+    pub fn next(
         &mut self,
         partitions: usize,
         max: usize,

@@ -1,0 +1,7 @@
+//! What every scheduler of the physical plan shares: the clock, sources, commit-aware sinks, the
+//! plan's topology and upstream watermarks, partition and fused-chain execution, and the pool of
+//! workers partitions run on.
+
+pub mod clock;
+pub mod sink;
+pub mod source;

@@ -1,0 +1,143 @@
+//! Commit-aware sinks: what a runner writes when it commits a unit of work.
+//!
+//! A sink node's partitions stage their input into a [`SinkWriter`] while the batch (or round,
+//! or epoch) runs; nothing is visible until the runner commits it by batch id. Committing the
+//! same batch id again (a batch replayed after a crash) writes the same output in the same
+//! place, so a runner that replays uncommitted batches gets exactly-once output. A failed batch
+//! is discarded.
+
+use crate::do_fn_runner::guarded;
+use std::path::Path;
+use std::sync::Arc;
+use weir_sdk::io::for_each_batch::ForEachBatchPayload;
+use weir_sdk::io::json_lines::{claim_output_dir, JsonLinesPayload};
+use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::{Error, Result};
+
+/// A sink's writer for one run of a pipeline.
+pub trait SinkWriter: Send {
+    /// Stages one partition's input of the current batch; returns the rows staged.
+    fn stage(&mut self, partition: usize, batch: Batch) -> Result<usize>;
+    /// Makes what was staged visible as batch `batch_id`, replacing what an earlier attempt of
+    /// the same batch wrote.
+    fn commit(&mut self, batch_id: u64) -> Result<()>;
+    /// Drops what was staged (the batch failed and will be retried).
+    fn discard(&mut self);
+}
+
+/// Opens a sink's writer when a run starts.
+pub trait SinkFactory: Send + Sync {
+    /// The writer of a run over `partitions` partitions. `owner` names the run (or, for a
+    /// checkpointed query, the query, the same across restarts): output already in the sink's
+    /// place from another owner is refused unless the sink was asked to overwrite it.
+    fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>>;
+}
+
+/// The exactly-once JSON-lines file sink: one file per batch and partition,
+/// `batch-<id>-part-<p>.jsonl`, written atomically at commit.
+pub struct JsonLinesSinkFactory {
+    step: String,
+    payload: JsonLinesPayload,
+}
+
+impl JsonLinesSinkFactory {
+    /// The sink of step `step`.
+    pub fn new(step: &str, payload: JsonLinesPayload) -> Self {
+        JsonLinesSinkFactory { step: step.to_string(), payload }
+    }
+}
+
+impl SinkFactory for JsonLinesSinkFactory {
+    fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>> {
+        claim_output_dir(&self.payload.dir, owner, self.payload.overwrite)
+            .map_err(|e| Error::construction(&self.step, e))?;
+        Ok(Box::new(JsonLinesWriter {
+            step: self.step.clone(),
+            payload: self.payload.clone(),
+            buffers: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
+        }))
+    }
+}
+
+struct JsonLinesWriter {
+    step: String,
+    payload: JsonLinesPayload,
+    /// Per partition, the batch's rendered output.
+    buffers: Vec<Vec<u8>>,
+}
+
+impl SinkWriter for JsonLinesWriter {
+    fn stage(&mut self, partition: usize, batch: Batch) -> Result<usize> {
+        let n = self.buffers.len();
+        self.payload
+            .kernel
+            .append(batch, &mut self.buffers[partition % n])
+            .map_err(|e| Error::execution(&self.step, e.to_string()))
+    }
+    fn commit(&mut self, batch_id: u64) -> Result<()> {
+        for (p, buf) in self.buffers.iter_mut().enumerate() {
+            if buf.is_empty() {
+                continue;
+            }
+            let path = Path::new(&self.payload.dir).join(format!("batch-{batch_id:010}-part-{p:05}.jsonl"));
+            weir_sdk::io::atomic::write_atomic(&path, buf)
+                .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })?;
+            buf.clear();
+        }
+        Ok(())
+    }
+    fn discard(&mut self) {
+        self.buffers.iter_mut().for_each(Vec::clear);
+    }
+}
+
+/// ForEachBatch, Collect and Console: the callback once per committed batch, with all of its
+/// elements; a replayed batch calls it again with the same id.
+pub struct ForEachBatchSinkFactory {
+    step: String,
+    payload: ForEachBatchPayload,
+    ops: Arc<dyn CollectionOps>,
+}
+
+impl ForEachBatchSinkFactory {
+    /// The sink of step `step`, whose input's batches `ops` measures.
+    pub fn new(step: &str, payload: ForEachBatchPayload, ops: Arc<dyn CollectionOps>) -> Self {
+        ForEachBatchSinkFactory { step: step.to_string(), payload, ops }
+    }
+}
+
+impl SinkFactory for ForEachBatchSinkFactory {
+    fn open(&self, _: &str, _: usize) -> Result<Box<dyn SinkWriter>> {
+        Ok(Box::new(ForEachBatchWriter {
+            step: self.step.clone(),
+            payload: self.payload.clone(),
+            ops: self.ops.clone(),
+            staged: Vec::new(),
+        }))
+    }
+}
+
+struct ForEachBatchWriter {
+    step: String,
+    payload: ForEachBatchPayload,
+    ops: Arc<dyn CollectionOps>,
+    staged: Vec<Batch>,
+}
+
+impl SinkWriter for ForEachBatchWriter {
+    fn stage(&mut self, _: usize, batch: Batch) -> Result<usize> {
+        let n = self.ops.len(&batch);
+        self.staged.push(batch);
+        Ok(n)
+    }
+    fn commit(&mut self, batch_id: u64) -> Result<()> {
+        let batches = std::mem::take(&mut self.staged);
+        if batches.is_empty() {
+            return Ok(());
+        }
+        guarded(&self.step, "sink", || self.payload.kernel.write(batch_id, batches))
+    }
+    fn discard(&mut self) {
+        self.staged.clear();
+    }
+}

@@ -1,0 +1,190 @@
+//! Exchanges: how a node's input reaches its partitions.
+//!
+//! Keyed nodes need every element of a key in one partition, so their input is split by the
+//! hash of each element's encoded key ([`weir_sdk::kernel::partition_of`]). Two keyed nodes also
+//! change the form of their input on the way: a natively translated CoGroupByKey encodes each
+//! input's elements with its tag, and a lifted Combine.perKey combines each upstream batch per
+//! key before anything is sent. Both are exchangers too, so a runner routes every node's input
+//! the same way: through `exchange`, then into the partitions' pending input.
+
+use std::sync::{Arc, Mutex};
+use weir_sdk::kernel::{Batch, CollectionOps, CombineKernel, EncodedKvBatch, EncodedKvOps, KeyPartitioner};
+use weir_sdk::transforms::co_group_by_key::UnionEncoder;
+use weir_sdk::{Error, Result};
+
+/// Splits the batches going to a node into per-partition batches.
+pub trait Exchanger: Send + Sync {
+    /// Splits `batches` (what one upstream call produced for this input) into `partitions`
+    /// lists of batches; empty batches are left out.
+    fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>>;
+    /// The operations on the batches delivered, when they are not the input collection's (the
+    /// exchange encodes them).
+    fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
+        None
+    }
+}
+
+/// How one main input reaches a node's partitions.
+#[derive(Clone)]
+pub enum Exchange {
+    /// Each upstream partition's output goes to the same partition.
+    Forward,
+    /// Spread evenly over the partitions (Reshuffle).
+    RoundRobin(Arc<dyn Exchanger>),
+    /// By the hash of each element's encoded key.
+    Hash(Arc<dyn Exchanger>),
+}
+
+impl Exchange {
+    /// The exchange by key of a keyed input, split by `partitioner`.
+    pub fn by_key(step: &str, partitioner: Arc<dyn KeyPartitioner>, ops: Arc<dyn CollectionOps>) -> Self {
+        Exchange::Hash(Arc::new(KeyExchange { step: step.to_string(), partitioner, ops }))
+    }
+
+    /// The exchange of a co-group's input: encoded with `encoder` (the input's tag), then split
+    /// by key.
+    pub fn encoding(step: &str, encoder: Arc<dyn UnionEncoder>) -> Self {
+        Exchange::Hash(Arc::new(EncodingExchange { step: step.to_string(), encoder, hint: Mutex::default() }))
+    }
+
+    /// The exchange of a lifted combine: each upstream call's input combined per key and
+    /// window into partial accumulators, which alone are encoded and split by key.
+    pub fn partial_combine(step: &str, kernel: Arc<dyn CombineKernel>) -> Self {
+        Exchange::Hash(Arc::new(PartialCombineExchange { step: step.to_string(), kernel }))
+    }
+
+    /// Routes `batches` of one upstream partition (`from`) to `partitions` partitions.
+    pub fn route(&self, from: usize, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
+        match self {
+            Exchange::Forward => {
+                let mut out: Vec<Vec<Batch>> = (0..partitions.max(1)).map(|_| Vec::new()).collect();
+                out[from % partitions.max(1)] = batches;
+                Ok(out)
+            }
+            Exchange::RoundRobin(x) | Exchange::Hash(x) => x.exchange(batches, partitions.max(1)),
+        }
+    }
+
+    /// What the batches delivered are, when the exchange changes their form.
+    pub fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
+        match self {
+            Exchange::Forward => None,
+            Exchange::RoundRobin(x) | Exchange::Hash(x) => x.delivered_ops(),
+        }
+    }
+
+    /// The exchange as Spark's plans print it.
+    pub fn describe(&self, partitions: usize) -> String {
+        match self {
+            Exchange::Forward => "forward".to_string(),
+            Exchange::RoundRobin(_) => format!("roundrobinpartitioning({partitions})"),
+            Exchange::Hash(_) => format!("hashpartitioning(encoded key, {partitions})"),
+        }
+    }
+}
+
+/// Splits keyed batches by key with the input's partitioner.
+struct KeyExchange {
+    step: String,
+    partitioner: Arc<dyn KeyPartitioner>,
+    ops: Arc<dyn CollectionOps>,
+}
+
+impl Exchanger for KeyExchange {
+    fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
+        let mut out: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
+        for b in batches {
+            let pieces = self
+                .partitioner
+                .partition(b, partitions)
+                .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+            for (q, piece) in pieces.into_iter().enumerate() {
+                if self.ops.len(&piece) > 0 {
+                    out[q].push(piece);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Splits encoded rows by key into partitions, leaving out empty ones.
+fn split_encoded(rows: EncodedKvBatch, partitions: usize) -> Vec<Vec<Batch>> {
+    rows.partition(partitions)
+        .into_iter()
+        .map(|part| if part.rows.is_empty() { Vec::new() } else { vec![Box::new(part) as Batch] })
+        .collect()
+}
+
+/// Encodes a co-group input's batches with its tag, then splits the rows by key.
+struct EncodingExchange {
+    step: String,
+    encoder: Arc<dyn UnionEncoder>,
+    /// Rows and bytes of the last call's encoding: the next one starts with room for as much.
+    hint: Mutex<(usize, usize)>,
+}
+
+impl Exchanger for EncodingExchange {
+    fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
+        // The bundles of one call are encoded into one batch and partitioned once: the
+        // grouping operator then takes few, large batches as they are.
+        let (hint_rows, hint_bytes) = *self.hint.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rows = EncodedKvBatch::with_capacity(hint_rows, hint_bytes);
+        for b in batches {
+            self.encoder.encode(b, &mut rows).map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+        }
+        *self.hint.lock().unwrap_or_else(|e| e.into_inner()) = (rows.rows.len(), rows.data.len());
+        Ok(split_encoded(rows, partitions))
+    }
+    fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
+        Some(Arc::new(EncodedKvOps::default()))
+    }
+}
+
+/// Combiner lifting's first half: partial accumulators per key and window, then split by key.
+struct PartialCombineExchange {
+    step: String,
+    kernel: Arc<dyn CombineKernel>,
+}
+
+impl Exchanger for PartialCombineExchange {
+    fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
+        let mut rows = EncodedKvBatch::default();
+        crate::do_fn_runner::guarded(&self.step, "partial combine", || self.kernel.partial(batches, &mut rows))?;
+        Ok(split_encoded(rows, partitions))
+    }
+    fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
+        Some(Arc::new(EncodedKvOps::lifted()))
+    }
+}
+
+/// Spreads a batch over the partitions in nearly equal parts (Reshuffle).
+pub struct Spread {
+    ops: Arc<dyn CollectionOps>,
+}
+
+impl Spread {
+    /// The round-robin exchange of a collection with operations `ops`.
+    pub fn exchange(ops: Arc<dyn CollectionOps>) -> Exchange {
+        Exchange::RoundRobin(Arc::new(Spread { ops }))
+    }
+}
+
+impl Exchanger for Spread {
+    fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
+        let mut out: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
+        for input in batches {
+            let len = self.ops.len(&input);
+            if len == 0 {
+                continue;
+            }
+            let parts = self.ops.split(input, len.div_ceil(partitions).max(1));
+            // Rotated so that small batches do not all land in partition 0.
+            let shift = (len * 7919) % partitions;
+            for (k, part) in parts.into_iter().enumerate() {
+                out[(k + partitions - shift) % partitions].push(part);
+            }
+        }
+        Ok(out)
+    }
+}
