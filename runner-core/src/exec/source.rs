@@ -65,6 +65,11 @@ impl DeferredRead {
         self.count
     }
 
+    /// Whether nothing is planned.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     /// The source step's name.
     pub fn step(&self) -> &str {
         &self.step
