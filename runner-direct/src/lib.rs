@@ -14,7 +14,6 @@
 
 mod executor;
 pub mod options;
-mod translate;
 
 pub use options::DirectOptions;
 
@@ -38,7 +37,7 @@ impl Runner for DirectRunner {
     }
 
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
-        let plan = translate::translate(&graph)?;
+        let plan = translate(&graph)?;
         let direct = options.get::<DirectOptions>().into_owned();
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
@@ -46,8 +45,17 @@ impl Runner for DirectRunner {
     }
 
     fn explain(&self, graph: &PipelineGraph, _: &PipelineOptions) -> Result<String> {
-        Ok(translate::translate(graph)?.explain())
+        Ok(translate(graph)?.explain(1))
     }
+}
+
+/// The direct runner's translation: primitives, plus Combine.perKey on the combining engine
+/// (not lifted: the reference runner combines every value where it is grouped). Other composites
+/// run as their expansions, so the reference checks them.
+fn translate(graph: &PipelineGraph) -> Result<weir_runner_core::plan::PhysicalPlan> {
+    use weir_runner_core::plan::translate::{translate, Natives, Translation};
+    let natives = Natives::Only(&[weir_sdk::urns::COMBINE_PER_KEY]);
+    translate(graph, &Translation { runner: NAME, natives, lift_combines: false })
 }
 
 /// Registers the direct runner under the name `direct`.

@@ -178,6 +178,12 @@ impl SourceState {
         SourceState { name: name.to_string(), kind, ops, watermark: MIN_TIMESTAMP }
     }
 
+    /// Whether the source is finite (Impulse, a bounded source, a TestStream): a runner may read
+    /// it whole at once.
+    pub fn is_bounded(&self) -> bool {
+        !matches!(self.kind, Kind::Unbounded { .. })
+    }
+
     /// Moves a fresh source to a logged position (restart from a checkpoint).
     pub fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
         let name = self.name.clone();
@@ -433,6 +439,8 @@ impl SourceState {
                             TestStreamEvent::ProcessingTime(d) => {
                                 if let Clock::Test(now) = clock {
                                     *now += d;
+                                    // Moving the clock is progress: timers may now be due.
+                                    moved = true;
                                 }
                             }
                         }
