@@ -10,11 +10,11 @@ use crate::options::DirectOptions;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
-use std::collections::HashMap;
 use std::time::Duration;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::sink::SinkWriter;
 use weir_runner_core::exec::source::SourceState;
+use weir_runner_core::exec::topology::{Slot, Topology};
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
 use weir_runner_core::operator::{count_drops, OpContext, Operator};
@@ -24,7 +24,7 @@ use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::metrics::scoped_container;
-use weir_sdk::time::{Timestamp, MAX_TIMESTAMP};
+use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result, WithStepExt};
 
 /// One node's state across rounds.
@@ -37,13 +37,6 @@ struct Runtime {
     side_pending: Vec<(usize, Batch)>,
 }
 
-/// Where a collection goes into a consumer: main input `port`, or side input `index`.
-#[derive(Clone, Copy)]
-enum Slot {
-    Main(usize),
-    Side(usize),
-}
-
 struct Executor<'a> {
     graph: &'a PipelineGraph,
     plan: &'a PhysicalPlan,
@@ -52,10 +45,7 @@ struct Executor<'a> {
     job: &'a Job,
     rng: SmallRng,
     clock: Clock,
-    /// Node index producing each PCollection.
-    producer: HashMap<PCollectionId, usize>,
-    /// Consumers of each PCollection, once per input slot.
-    consumers: HashMap<PCollectionId, Vec<(usize, Slot)>>,
+    topology: Topology,
     nodes: Vec<Runtime>,
     round: u64,
 }
@@ -85,20 +75,9 @@ impl<'a> Executor<'a> {
         metrics: &'a JobMetrics,
         job: &'a Job,
     ) -> Result<Self> {
-        let mut producer = HashMap::new();
-        let mut consumers: HashMap<PCollectionId, Vec<(usize, Slot)>> = HashMap::new();
         let mut nodes = Vec::with_capacity(plan.nodes.len());
         let owner = format!("direct run {:016x}", rand::random::<u64>());
-        for (i, n) in plan.nodes.iter().enumerate() {
-            for &o in &n.outputs {
-                producer.insert(o, i);
-            }
-            for (port, &input) in n.inputs.iter().enumerate() {
-                consumers.entry(input).or_default().push((i, Slot::Main(port)));
-            }
-            for (k, &side) in n.side_inputs.iter().enumerate() {
-                consumers.entry(side).or_default().push((i, Slot::Side(k)));
-            }
+        for n in &plan.nodes {
             let source = match (&n.role, n.outputs.first()) {
                 (Role::Source(s), Some(&o)) => Some(SourceState::of(&n.name, s, graph.pcollection(o).ops.clone())),
                 _ => None,
@@ -124,8 +103,7 @@ impl<'a> Executor<'a> {
             job,
             rng: SmallRng::seed_from_u64(options.seed),
             clock: Clock::for_plan(plan),
-            producer,
-            consumers,
+            topology: Topology::of(plan),
             nodes,
             round: 0,
         })
@@ -173,8 +151,7 @@ impl<'a> Executor<'a> {
 
     /// The input watermark of node `i`: the minimum output watermark of its main inputs.
     fn upstream_watermark(&self, i: usize) -> Timestamp {
-        let n = &self.plan.nodes[i];
-        n.inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).min().unwrap_or(MAX_TIMESTAMP)
+        self.topology.upstream_watermark(i, |p| self.nodes[p].wm.output())
     }
 
     /// One node's part of a round. Returns whether anything happened.
@@ -194,8 +171,7 @@ impl<'a> Executor<'a> {
                 op.process_side(k, b)?;
             }
         }
-        for (k, pc) in node.side_inputs.iter().enumerate() {
-            let wm = self.nodes[self.producer[pc]].wm.output();
+        for (k, wm) in self.topology.side_watermarks(i, |p| self.nodes[p].wm.output()).into_iter().enumerate() {
             if let Some(op) = self.nodes[i].op.as_mut() {
                 op.advance_side(k, wm);
             }
@@ -336,7 +312,7 @@ impl<'a> Executor<'a> {
                 ops.check_encodable(b).with_step(&node.name)?;
             }
         }
-        let consumers = self.consumers.get(&pc).cloned().unwrap_or_default();
+        let consumers = self.topology.consumers(pc).to_vec();
         let mut bundles = Some(bundles);
         for (n, (c, slot)) in consumers.iter().enumerate() {
             let copy = if n + 1 == consumers.len() {

@@ -15,18 +15,22 @@ use crate::state_store::{apply, read_file, FileKind, StoreVersion};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use weir_runner_core::exec::chain::ChainTask;
 use weir_runner_core::exec::clock::Clock;
+use weir_runner_core::exec::partition::{in_fired_bundles, PartitionTask};
 use weir_runner_core::exec::sink::SinkWriter;
 use weir_runner_core::exec::source::{add_stats, bundle_len, DeferredRead, SourceState, TsStats};
+use weir_runner_core::exec::topology::{Slot, Topology};
+use weir_runner_core::exec::workers::Workers;
 use weir_runner_core::fingerprint::Fingerprint;
-use weir_runner_core::group_also_by_window::{DropCounts, StateChanges};
+use weir_runner_core::group_also_by_window::StateChanges;
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
-use weir_runner_core::operator::{count_drops, OpContext, Operator};
+use weir_runner_core::operator::Operator;
 use weir_runner_core::plan::{PhysicalPlan, Role};
 use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
-use weir_sdk::graph::{PCollectionId, PipelineGraph};
+use weir_sdk::graph::PipelineGraph;
 use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::metrics::MetricResults;
 use weir_sdk::runner::{PipelineResult, PipelineState};
@@ -231,8 +235,9 @@ pub(crate) struct Engine {
     mb: MicroBatchOptions,
     partitions: usize,
     nodes: Vec<NodeRt>,
-    producer: HashMap<PCollectionId, usize>,
-    consumers: HashMap<PCollectionId, Vec<(usize, Slot)>>,
+    topology: Topology,
+    /// The workers partitions run on.
+    workers: Workers,
     clock: Clock,
     batch_id: u64,
     metrics: Arc<JobMetrics>,
@@ -264,13 +269,6 @@ pub(crate) struct Engine {
     defer_reads: Vec<bool>,
 }
 
-/// Where a collection goes into a consumer: main input `port`, or side input `index`.
-#[derive(Clone, Copy, Debug)]
-enum Slot {
-    Main(usize),
-    Side(usize),
-}
-
 type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
 
 /// A batch's input as it stood before processing: per node, main bundles per partition and
@@ -293,19 +291,9 @@ impl Engine {
     ) -> Result<Self> {
         let mb = options.get::<MicroBatchOptions>().into_owned();
         let partitions = mb.partitions().max(1);
-        let mut producer = HashMap::new();
-        let mut consumers: HashMap<PCollectionId, Vec<(usize, Slot)>> = HashMap::new();
+        let topology = Topology::of(&plan);
         let mut nodes = Vec::with_capacity(plan.nodes.len());
-        for (i, spec) in plan.nodes.iter().enumerate() {
-            for &o in &spec.outputs {
-                producer.insert(o, i);
-            }
-            for (port, &input) in spec.inputs.iter().enumerate() {
-                consumers.entry(input).or_default().push((i, Slot::Main(port)));
-            }
-            for (k, &side) in spec.side_inputs.iter().enumerate() {
-                consumers.entry(side).or_default().push((i, Slot::Side(k)));
-            }
+        for spec in &plan.nodes {
             let source = match (&spec.role, spec.outputs.first()) {
                 (Role::Source(s), Some(&o)) => Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone())),
                 _ => None,
@@ -338,8 +326,8 @@ impl Engine {
             options,
             partitions,
             nodes,
-            producer,
-            consumers,
+            topology,
+            workers: Workers::new("weir-microbatch-worker", partitions)?,
             clock,
             batch_id: 0,
             metrics,
@@ -444,8 +432,8 @@ impl Engine {
     /// retry needs the batch's input kept whole). Decided once, with the plan.
     fn defers_reads(&self, i: usize) -> bool {
         let Some(pc) = self.plan.nodes[i].outputs.first() else { return false };
-        match self.consumers.get(pc).map(Vec::as_slice) {
-            Some(&[(c, Slot::Main(_))]) => self.chain_at[c].is_some() && self.mb.max_batch_retries == 0,
+        match self.topology.consumers(*pc) {
+            &[(c, Slot::Main(_))] => self.chain_at[c].is_some() && self.mb.max_batch_retries == 0,
             _ => false,
         }
     }
@@ -453,12 +441,7 @@ impl Engine {
     /// The input watermark of node `i`: the minimum output watermark of its main inputs'
     /// producers.
     fn upstream_watermark(&self, i: usize) -> Timestamp {
-        self.plan.nodes[i]
-            .inputs
-            .iter()
-            .map(|pc| self.nodes[self.producer[pc]].wm.output())
-            .min()
-            .unwrap_or(MAX_TIMESTAMP)
+        self.topology.upstream_watermark(i, |p| self.nodes[p].wm.output())
     }
 
     /// Node `i`'s pending main-input bundles per partition, leaving it none.
@@ -742,7 +725,7 @@ impl Engine {
                         }
                         None => (self.run_node(i, &mut stats[i], &mut containers)?, i),
                     };
-                    if self.plan.nodes[last].outputs.iter().all(|o| !self.consumers.contains_key(o)) {
+                    if self.topology.is_leaf(last) {
                         sink_rows += out_rows as i64;
                     }
                 }
@@ -810,7 +793,7 @@ impl Engine {
     fn route(&mut self, i: usize, port: usize, per_partition: Vec<Vec<Batch>>) -> Result<()> {
         let Some(&pc) = self.plan.nodes[i].outputs.get(port) else { return Ok(()) };
         let ops = self.graph.pcollection(pc).ops.clone();
-        let consumers = self.consumers.get(&pc).cloned().unwrap_or_default();
+        let consumers = self.topology.consumers(pc).to_vec();
         if consumers.is_empty() {
             return Ok(());
         }
@@ -895,8 +878,7 @@ impl Engine {
         let spec = &self.plan.nodes[i];
         let name = spec.name.clone();
         let upstream = self.upstream_watermark(i);
-        let side_wms: Vec<Timestamp> =
-            spec.side_inputs.iter().map(|pc| self.nodes[self.producer[pc]].wm.output()).collect();
+        let side_wms = self.topology.side_watermarks(i, |p| self.nodes[p].wm.output());
         let in_ops = self.main_ops(i);
         let side_ops: Vec<_> = spec.side_inputs.iter().map(|&pc| self.graph.pcollection(pc).ops.clone()).collect();
         let n_outputs = spec.outputs.len();
@@ -931,7 +913,7 @@ impl Engine {
                 side_wms: &side_wms,
             })
             .collect();
-        let results = run_partitions(tasks, |t| t.run(upstream, now, n_outputs));
+        let results = self.workers.run(tasks, |t| t.run(upstream, now, n_outputs));
         let mut outputs: Vec<Vec<Vec<Batch>>> = (0..n_outputs).map(|_| Vec::new()).collect();
         let mut first_error = None;
         for r in results {
@@ -1024,7 +1006,7 @@ impl Engine {
             .zip(pending)
             .map(|(ops, bundles)| ChainTask { ops, in_ops: &in_ops, out_ops: &out_ops, bundles })
             .collect();
-        let results = run_partitions(tasks, |t| t.run(upstream, now));
+        let results = self.workers.run(tasks, |t| t.run(upstream, now));
         for (&i, ops) in chain.iter().zip(member_ops) {
             self.nodes[i].ops = ops;
         }
@@ -1129,8 +1111,9 @@ impl Engine {
             .plan
             .nodes
             .iter()
-            .filter(|n| !n.outputs.is_empty() && n.outputs.iter().all(|o| !self.consumers.contains_key(o)))
-            .map(|n| n.name.clone())
+            .enumerate()
+            .filter(|(i, n)| !n.outputs.is_empty() && self.topology.is_leaf(*i))
+            .map(|(_, n)| n.name.clone())
             .collect();
         let watermarks =
             self.plan.nodes.iter().zip(&self.nodes).map(|(s, n)| (s.name.clone(), iso8601(n.wm.output()))).collect();
@@ -1168,8 +1151,9 @@ impl Engine {
             .nodes
             .iter()
             .zip(&self.nodes)
-            .filter(|(s, _)| s.outputs.iter().all(|o| !self.consumers.contains_key(o)))
-            .map(|(_, n)| n.wm.output())
+            .enumerate()
+            .filter(|(i, _)| self.topology.is_leaf(*i))
+            .map(|(_, (_, n))| n.wm.output())
             .min()
             .unwrap_or(MAX_TIMESTAMP)
     }
@@ -1189,231 +1173,4 @@ struct ProgressInput {
     commit_ms: u64,
     total_ms: u64,
     event_clock: Timestamp,
-}
-
-/// One partition's work in a node's batch.
-struct PartitionTask<'a> {
-    op: &'a mut dyn Operator,
-    in_ops: Option<&'a Arc<dyn weir_sdk::kernel::CollectionOps>>,
-    bundles: Vec<Batch>,
-    sides: Vec<(usize, Batch)>,
-    side_wms: &'a [Timestamp],
-}
-
-struct PartitionDone {
-    outputs: Vec<Vec<Batch>>,
-    metrics: Arc<MetricsContainerImpl>,
-    update_ms: u64,
-    removal_ms: u64,
-    dropped: u64,
-    changes: StateChanges,
-}
-
-impl PartitionTask<'_> {
-    fn run(
-        self,
-        upstream: Timestamp,
-        now: Timestamp,
-        n_outputs: usize,
-    ) -> std::result::Result<PartitionDone, (Error, Arc<MetricsContainerImpl>)> {
-        let metrics = MetricsContainerImpl::new();
-        let ctx = OpContext { processing_time: now, metrics: &metrics };
-        let op = self.op;
-        let before = op.dropped();
-        let mut outputs: Vec<Vec<Batch>> = (0..n_outputs).map(|_| Vec::new()).collect();
-        let work = || -> Result<(u64, u64)> {
-            for (k, b) in self.sides {
-                op.process_side(k, b)?;
-            }
-            for (k, wm) in self.side_wms.iter().enumerate() {
-                op.advance_side(k, *wm);
-            }
-            let t = Instant::now();
-            if let Some(ops) = self.in_ops {
-                for b in &self.bundles {
-                    system_metrics::count_batch(&metrics, &**ops, b, false);
-                }
-            }
-            // All of the batch's bundles at once: grouping operators group them together.
-            if !self.bundles.is_empty() {
-                for (port, outs) in op.process_bundles(self.bundles, &ctx)?.into_iter().enumerate() {
-                    if let Some(o) = outputs.get_mut(port) {
-                        o.extend(outs);
-                    }
-                }
-            }
-            let update_ms = t.elapsed().as_millis() as u64;
-            let t = Instant::now();
-            for (port, outs) in op.advance_bundles(upstream, &ctx)?.into_iter().enumerate() {
-                if let Some(o) = outputs.get_mut(port) {
-                    o.extend(outs);
-                }
-            }
-            Ok((update_ms, t.elapsed().as_millis() as u64))
-        };
-        let result = work();
-        let changes = op.take_state_changes();
-        let dropped = count_drops(op, before, &metrics);
-        match result {
-            Ok((update_ms, removal_ms)) => {
-                Ok(PartitionDone { outputs, metrics, update_ms, removal_ms, dropped, changes })
-            }
-            Err(e) => Err((e, metrics)),
-        }
-    }
-}
-
-/// Most groups in one bundle of what a stateful node fires.
-const FIRED_BUNDLE: usize = weir_runner_core::group_also_by_window::FIRED_BUNDLE;
-
-/// `bundles` with every one of more than twice [`FIRED_BUNDLE`] elements split into bundles of
-/// that many.
-fn in_fired_bundles(ops: &dyn CollectionOps, bundles: Vec<Batch>) -> Vec<Batch> {
-    let mut out = Vec::with_capacity(bundles.len());
-    for b in bundles {
-        if ops.len(&b) > 2 * FIRED_BUNDLE {
-            out.extend(ops.split(b, FIRED_BUNDLE));
-        } else {
-            out.push(b);
-        }
-    }
-    out
-}
-
-/// Elements a fused chain reads from a planned source read at a time: small enough that every
-/// member's input and output stay in cache, large enough to amortize each member's per-bundle
-/// work.
-const DEFERRED_PIECE: usize = 32_768;
-
-/// One partition of a fused chain: its operators (one per node, head first) and the head's
-/// input bundles.
-struct ChainTask<'a> {
-    ops: Vec<&'a mut dyn Operator>,
-    in_ops: &'a [Arc<dyn CollectionOps>],
-    out_ops: &'a [Vec<Arc<dyn CollectionOps>>],
-    bundles: Vec<Batch>,
-}
-
-/// What one node of a fused chain did in one partition.
-struct ChainMember {
-    metrics: Arc<MetricsContainerImpl>,
-    input_rows: u64,
-    update: Duration,
-    removal: Duration,
-    dropped: u64,
-}
-
-struct ChainDone {
-    members: Vec<ChainMember>,
-    /// Metrics of the sources whose planned reads the chain carried out, by source step.
-    sources: Vec<(String, Arc<MetricsContainerImpl>)>,
-    /// Event-time stats of what those reads delivered.
-    read_stats: TsStats,
-    /// The last node's output batches, per output.
-    outputs: Vec<Vec<Batch>>,
-}
-
-impl ChainTask<'_> {
-    /// Runs the partition's part of the chain: what every node did, and the first error.
-    fn run(self, upstream: Timestamp, now: Timestamp) -> (ChainDone, Option<Error>) {
-        let ChainTask { mut ops, in_ops, out_ops, bundles } = self;
-        let k = ops.len();
-        let mut members: Vec<ChainMember> = (0..k)
-            .map(|_| ChainMember {
-                metrics: MetricsContainerImpl::new(),
-                input_rows: 0,
-                update: Duration::ZERO,
-                removal: Duration::ZERO,
-                dropped: 0,
-            })
-            .collect();
-        let before: Vec<DropCounts> = ops.iter().map(|o| o.dropped()).collect();
-        let mut outputs: Vec<Vec<Batch>> = (0..out_ops[k - 1].len()).map(|_| Vec::new()).collect();
-        // Feeds `batch` to node `j` and what comes out through the rest of the chain; `advance`
-        // moves node `j`'s watermark instead (and feeds its output onwards the same way).
-        let mut feed =
-            |ops: &mut Vec<&mut dyn Operator>, mut j: usize, mut batch: Batch, advance: bool| -> Result<()> {
-                let mut advancing = advance;
-                loop {
-                    let m = &mut members[j];
-                    let ctx = OpContext { processing_time: now, metrics: &m.metrics };
-                    let t = Instant::now();
-                    let outs = if advancing {
-                        let outs = ops[j].advance(upstream, &ctx)?;
-                        m.removal += t.elapsed();
-                        outs
-                    } else {
-                        let n = in_ops[j].len(&batch);
-                        if n == 0 {
-                            return Ok(());
-                        }
-                        m.input_rows += n as u64;
-                        system_metrics::count_batch(&m.metrics, &*in_ops[j], &batch, false);
-                        let outs = ops[j].process(batch, &ctx)?;
-                        m.update += t.elapsed();
-                        outs
-                    };
-                    advancing = false;
-                    for (port, o) in outs.iter().enumerate() {
-                        system_metrics::count_batch(&m.metrics, &*out_ops[j][port], o, true);
-                    }
-                    if j + 1 == k {
-                        for (port, o) in outs.into_iter().enumerate() {
-                            outputs[port].push(o);
-                        }
-                        return Ok(());
-                    }
-                    // Not the last node: one output, the next node's input.
-                    match outs.into_iter().next() {
-                        Some(o) => batch = o,
-                        None => return Ok(()),
-                    }
-                    j += 1;
-                }
-            };
-        let mut sources: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
-        let mut read_stats: TsStats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
-        let work = || -> Result<()> {
-            for b in bundles {
-                match b.downcast::<DeferredRead>() {
-                    // A planned read: piece by piece, each through the whole chain while it is
-                    // in cache.
-                    Ok(d) => {
-                        let metrics = MetricsContainerImpl::new();
-                        sources.push((d.step().to_string(), metrics.clone()));
-                        d.read(DEFERRED_PIECE, &metrics, &mut read_stats, |piece| feed(&mut ops, 0, piece, false))?;
-                    }
-                    Err(b) => feed(&mut ops, 0, b, false)?,
-                }
-            }
-            for j in 0..k {
-                feed(&mut ops, j, Box::new(()), true)?;
-            }
-            Ok(())
-        };
-        let result = work();
-        for (j, op) in ops.iter().enumerate() {
-            members[j].dropped = count_drops(&**op, before[j], &members[j].metrics);
-        }
-        (ChainDone { members, sources, read_stats, outputs }, result.err())
-    }
-}
-
-/// Runs the tasks of a node's partitions, in parallel when there are several.
-fn run_partitions<T: Send, R: Send>(tasks: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    if tasks.len() <= 1 {
-        return tasks.into_iter().map(&f).collect();
-    }
-    std::thread::scope(|s| {
-        let f = &f;
-        let handles: Vec<_> = tasks.into_iter().map(|t| s.spawn(move || f(t))).collect();
-        handles
-            .into_iter()
-            .map(|h| match h.join() {
-                Ok(r) => r,
-                // Operators catch user panics; a panic here is a bug in the engine itself.
-                Err(p) => std::panic::resume_unwind(p),
-            })
-            .collect()
-    })
 }

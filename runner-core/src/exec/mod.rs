@@ -2,6 +2,10 @@
 //! plan's topology and upstream watermarks, partition and fused-chain execution, and the pool of
 //! workers partitions run on.
 
+pub mod chain;
 pub mod clock;
+pub mod partition;
 pub mod sink;
 pub mod source;
+pub mod topology;
+pub mod workers;

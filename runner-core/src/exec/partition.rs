@@ -1,0 +1,117 @@
+//! One partition of a node's work in a unit of work (a batch, an epoch): side inputs first,
+//! then every pending bundle at once (grouping operators group them together), then the input
+//! watermark moves and the operator fires what it releases. Element counts, dropped elements,
+//! state changes and timings are measured for the runner's reports.
+
+use crate::group_also_by_window::StateChanges;
+use crate::metrics::MetricsContainerImpl;
+use crate::operator::{count_drops, OpContext, Operator};
+use crate::system_metrics;
+use std::sync::Arc;
+use std::time::Instant;
+use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::time::Timestamp;
+use weir_sdk::{Error, Result};
+
+/// One partition's work in a node's unit of work.
+pub struct PartitionTask<'a> {
+    /// The partition's operator.
+    pub op: &'a mut dyn Operator,
+    /// The operations on the pending input batches.
+    pub in_ops: Option<&'a Arc<dyn CollectionOps>>,
+    /// The pending main-input bundles.
+    pub bundles: Vec<Batch>,
+    /// The pending side-input bundles, by side input.
+    pub sides: Vec<(usize, Batch)>,
+    /// The side inputs' watermarks.
+    pub side_wms: &'a [Timestamp],
+}
+
+/// What one partition of a node did.
+pub struct PartitionDone {
+    /// Per output, the batches produced.
+    pub outputs: Vec<Vec<Batch>>,
+    /// The partition's metrics.
+    pub metrics: Arc<MetricsContainerImpl>,
+    /// Time spent processing input, ms.
+    pub update_ms: u64,
+    /// Time spent moving the watermark, ms.
+    pub removal_ms: u64,
+    /// Elements dropped as late or for closed windows.
+    pub dropped: u64,
+    /// State rows updated and removed.
+    pub changes: StateChanges,
+}
+
+impl PartitionTask<'_> {
+    /// Runs the partition at input watermark `upstream` and processing time `now`, for a node
+    /// with `n_outputs` outputs; on failure, the error and the metrics gathered until then.
+    pub fn run(
+        self,
+        upstream: Timestamp,
+        now: Timestamp,
+        n_outputs: usize,
+    ) -> std::result::Result<PartitionDone, (Error, Arc<MetricsContainerImpl>)> {
+        let metrics = MetricsContainerImpl::new();
+        let ctx = OpContext { processing_time: now, metrics: &metrics };
+        let op = self.op;
+        let before = op.dropped();
+        let mut outputs: Vec<Vec<Batch>> = (0..n_outputs).map(|_| Vec::new()).collect();
+        let work = || -> Result<(u64, u64)> {
+            for (k, b) in self.sides {
+                op.process_side(k, b)?;
+            }
+            for (k, wm) in self.side_wms.iter().enumerate() {
+                op.advance_side(k, *wm);
+            }
+            let t = Instant::now();
+            if let Some(ops) = self.in_ops {
+                for b in &self.bundles {
+                    system_metrics::count_batch(&metrics, &**ops, b, false);
+                }
+            }
+            // All of the batch's bundles at once: grouping operators group them together.
+            if !self.bundles.is_empty() {
+                for (port, outs) in op.process_bundles(self.bundles, &ctx)?.into_iter().enumerate() {
+                    if let Some(o) = outputs.get_mut(port) {
+                        o.extend(outs);
+                    }
+                }
+            }
+            let update_ms = t.elapsed().as_millis() as u64;
+            let t = Instant::now();
+            for (port, outs) in op.advance_bundles(upstream, &ctx)?.into_iter().enumerate() {
+                if let Some(o) = outputs.get_mut(port) {
+                    o.extend(outs);
+                }
+            }
+            Ok((update_ms, t.elapsed().as_millis() as u64))
+        };
+        let result = work();
+        let changes = op.take_state_changes();
+        let dropped = count_drops(op, before, &metrics);
+        match result {
+            Ok((update_ms, removal_ms)) => {
+                Ok(PartitionDone { outputs, metrics, update_ms, removal_ms, dropped, changes })
+            }
+            Err(e) => Err((e, metrics)),
+        }
+    }
+}
+
+/// Most groups in one bundle of what a stateful node fires.
+pub const FIRED_BUNDLE: usize = crate::group_also_by_window::FIRED_BUNDLE;
+
+/// `bundles` with every one of more than twice [`FIRED_BUNDLE`] elements split into bundles of
+/// that many.
+pub fn in_fired_bundles(ops: &dyn CollectionOps, bundles: Vec<Batch>) -> Vec<Batch> {
+    let mut out = Vec::with_capacity(bundles.len());
+    for b in bundles {
+        if ops.len(&b) > 2 * FIRED_BUNDLE {
+            out.extend(ops.split(b, FIRED_BUNDLE));
+        } else {
+            out.push(b);
+        }
+    }
+    out
+}
