@@ -39,7 +39,7 @@ mod state_store;
 
 pub use options::{MicroBatchOptions, StreamingTrigger};
 
-pub use engine::StreamingQuery;
+pub use engine::{QueryStatus, StreamingQuery};
 pub use progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
 };

@@ -1,0 +1,81 @@
+//! commit: the batch's state goes to the state stores (snapshots and deltas), its sinks commit
+//! their output under the batch id, and the commit log records the batch with every node's
+//! watermarks; only then do its metrics count as committed.
+
+use super::Engine;
+use crate::checkpoint::CommitEntry;
+use crate::state_store::FileKind;
+use std::time::Instant;
+use weir_runner_core::metrics::MetricsContainerImpl;
+use weir_sdk::Result;
+
+impl Engine {
+    /// Commits a processed batch: state, then sinks, then the commit log.
+    pub(super) fn commit(&mut self) -> Result<u64> {
+        let t = Instant::now();
+        if self.checkpoint.is_none() {
+            self.commit_sinks()?;
+            return Ok(t.elapsed().as_millis() as u64);
+        }
+        self.write_state()?;
+        weir_sdk::testing::fault::point("state-commit");
+        self.commit_sinks()?;
+        weir_sdk::testing::fault::point("sink-commit");
+        let Some(cp) = &self.checkpoint else { return Ok(0) };
+        let watermarks = self
+            .plan
+            .nodes
+            .iter()
+            .zip(&self.nodes)
+            .map(|(s, n)| (s.name.clone(), n.wm.input(), n.wm.output()))
+            .collect();
+        let latest_snapshot = self.batch_id - self.batch_id % self.snapshot_interval();
+        cp.write_commit(&CommitEntry { batch_id: self.batch_id, watermarks }, latest_snapshot)?;
+        weir_sdk::testing::fault::point("commit-log");
+        Ok(t.elapsed().as_millis() as u64)
+    }
+
+    /// Writes every operator partition's state after this batch, with a manifest.
+    pub(super) fn write_state(&mut self) -> Result<()> {
+        let Some(cp) = &self.checkpoint else { return Ok(()) };
+        let dir = cp.state_dir(self.batch_id);
+        let snapshot = self.batch_id.is_multiple_of(self.snapshot_interval());
+        let mut files = Vec::new();
+        self.state_bytes.clear();
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            for (p, op) in self.nodes[i].ops.iter().enumerate() {
+                let entries = op.state_entries()?;
+                let store = self.stores.entry((i, p)).or_default();
+                if let Some(f) = store.commit(&dir, &spec.name, p, entries, snapshot)? {
+                    let e = self.state_bytes.entry(i).or_insert((0, 0));
+                    match f.kind {
+                        FileKind::Snapshot => e.0 += f.bytes,
+                        FileKind::Delta => e.1 += f.bytes,
+                    }
+                    files.push(f);
+                }
+            }
+        }
+        cp.write_manifest(self.batch_id, &files)
+    }
+
+    pub(super) fn snapshot_interval(&self) -> u64 {
+        self.mb.state_snapshot_interval.max(1)
+    }
+
+    /// Commits the sinks' output of this batch under the batch id, so a replayed batch
+    /// rewrites rather than duplicates it.
+    pub(super) fn commit_sinks(&mut self) -> Result<()> {
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            let Some(sink) = self.nodes[i].sink.as_mut() else { continue };
+            let container = MetricsContainerImpl::new();
+            let result = {
+                let _scope = weir_sdk::metrics::scoped_container(container.clone());
+                sink.commit(self.batch_id)
+            };
+            self.metrics.record(Some(&spec.name), &container, result.is_ok());
+            result?;
+        }
+        Ok(())
+    }
+}

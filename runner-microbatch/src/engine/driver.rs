@@ -1,0 +1,69 @@
+//! The driver: batches by the trigger until the query ends, each batch one pass through the
+//! phases of Spark's micro-batch execution, each in the file named for it.
+
+use super::Engine;
+use crate::options::StreamingTrigger;
+use std::time::{Duration, Instant};
+use weir_runner_core::job::Job;
+use weir_sdk::{Error, Result};
+
+/// Drives batches by the trigger until the query ends.
+pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
+    let trigger = engine.mb.trigger;
+    let interval = Duration::from_millis(engine.mb.trigger_interval_ms);
+    loop {
+        // A stop takes effect here, between batches: the last one has committed.
+        if job.is_stop_requested() {
+            return Err(Error::Cancelled);
+        }
+        let start = Instant::now();
+        let max = if trigger == StreamingTrigger::Once { usize::MAX } else { engine.mb.max_batch_size.max(1) };
+        let ran = engine.run_batch(max, job)?;
+        if trigger == StreamingTrigger::Once || engine.is_finished() {
+            return Ok(());
+        }
+        if !ran {
+            *engine.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            engine.shared.changed.notify_all();
+            job.sleep_unless_stopped(Duration::from_millis(engine.idle_wait_ms()));
+        } else if trigger == StreamingTrigger::ProcessingTime {
+            // A batch that overran its interval is followed at once.
+            if let Some(rest) = interval.checked_sub(start.elapsed()) {
+                job.sleep_unless_stopped(rest);
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Runs one batch. Returns `false` when there was nothing to do (no new data, no watermark
+    /// move, no timer due): the batch is skipped and takes no batch id.
+    pub(crate) fn run_batch(&mut self, max: usize, job: &Job) -> Result<bool> {
+        let started = Instant::now();
+        weir_sdk::testing::fault::set_batch(self.batch_id);
+        let replay = self.replay.take();
+        let mut report = super::progress::BatchReport::begin(self);
+        // latestOffset: every source's slice of this batch (exactly the logged one on a replay).
+        let mut read = self.latest_offset(max, replay.as_ref())?;
+        report.read_ms = started.elapsed().as_millis() as u64;
+        if replay.is_none() && !read.moved && !self.processing_timer_due() {
+            return Ok(false);
+        }
+        // walCommit: the batch's offsets are logged before any of its data is processed.
+        let t = Instant::now();
+        if replay.is_none() {
+            self.wal_commit(&read, report.start_clock)?;
+        }
+        report.wal_ms = t.elapsed().as_millis() as u64;
+        self.last_trigger = Some(started);
+        // getBatch: the slices enter the plan's inputs.
+        self.get_batch(&mut read)?;
+        // addBatch, then commit (state, sinks, commit log); a failed batch is retried from the
+        // last commit.
+        let added = self.add_batch(job)?;
+        // progress: the batch's StreamingQueryProgress, to the handle and its listeners.
+        self.publish_progress(report, read, added, started);
+        self.batch_id += 1;
+        Ok(true)
+    }
+}

@@ -1,0 +1,270 @@
+//! The micro-batch engine (Spark Structured Streaming's micro-batch execution over the
+//! physical plan): a query is a series of batches, each one pass through the phases, each phase
+//! in its own file:
+//!
+//! 1. [`latest_offset`]: every source's slice of the batch;
+//! 2. [`wal_commit`]: the slice's offsets logged before any data is processed;
+//! 3. [`get_batch`]: the slices routed into the plan;
+//! 4. [`add_batch`]: every node in topological order, partitions in parallel on the workers;
+//! 5. [`commit`]: state, sinks and the commit log, then committed metrics;
+//! 6. [`progress`]: the batch's progress report.
+//!
+//! [`driver`] runs batches by the trigger; [`recovery`] restores a checkpoint, [`retry`] puts a
+//! failed batch back to the last commit, and [`query`] is the handle users hold.
+
+mod add_batch;
+mod commit;
+mod driver;
+mod get_batch;
+mod latest_offset;
+mod progress;
+mod query;
+mod recovery;
+mod retry;
+mod wal_commit;
+
+pub use query::{QueryStatus, StreamingQuery};
+
+use crate::checkpoint::{Checkpoint, OffsetEntry};
+use crate::options::MicroBatchOptions;
+use crate::state_store::StoreVersion;
+use query::Shared;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use weir_runner_core::exec::clock::Clock;
+use weir_runner_core::exec::sink::SinkWriter;
+use weir_runner_core::exec::source::{SourceState, TsStats};
+use weir_runner_core::exec::topology::{Slot, Topology};
+use weir_runner_core::exec::workers::Workers;
+use weir_runner_core::group_also_by_window::StateChanges;
+use weir_runner_core::metrics::JobMetrics;
+use weir_runner_core::operator::Operator;
+use weir_runner_core::plan::{PhysicalPlan, Role};
+use weir_runner_core::watermark::Watermarks;
+use weir_sdk::graph::PipelineGraph;
+use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::time::Timestamp;
+use weir_sdk::{PipelineOptions, Result};
+
+struct NodeRt {
+    source: Option<SourceState>,
+    ops: Vec<Box<dyn Operator>>,
+    wm: Watermarks,
+    /// Pending main-input bundles per partition.
+    pending: Vec<Vec<Batch>>,
+    /// Pending side-input bundles (broadcast to every partition).
+    side_pending: Vec<(usize, Batch)>,
+    /// For a sink: what its partitions staged in this batch, written at commit.
+    sink: Option<Box<dyn SinkWriter>>,
+    /// State rows and bytes of the operators as of their last watermark advance, measured
+    /// once per batch for the metrics and the progress report (`None`: not measured yet).
+    state_size: Option<(u64, u64)>,
+}
+
+impl NodeRt {
+    /// State rows and bytes, measured now.
+    fn measure_state(&self) -> (u64, u64) {
+        self.ops.iter().fold((0, 0), |(r, b), o| (r + o.state_rows() as u64, b + o.state_bytes() as u64))
+    }
+
+    /// State rows and bytes as last measured (measured now if never).
+    fn state_size(&self) -> (u64, u64) {
+        self.state_size.unwrap_or_else(|| self.measure_state())
+    }
+}
+
+/// What one node's batch did, for the progress report.
+#[derive(Default)]
+pub(super) struct NodeStats {
+    update_ms: u64,
+    removal_ms: u64,
+    input_rows: u64,
+    dropped: u64,
+    changes: StateChanges,
+}
+
+pub(crate) struct Engine {
+    graph: Arc<PipelineGraph>,
+    plan: PhysicalPlan,
+    options: PipelineOptions,
+    /// The runner's own options.
+    mb: MicroBatchOptions,
+    partitions: usize,
+    nodes: Vec<NodeRt>,
+    topology: Topology,
+    /// The workers partitions run on.
+    workers: Workers,
+    clock: Clock,
+    batch_id: u64,
+    metrics: Arc<JobMetrics>,
+    shared: Arc<Shared>,
+    id: String,
+    run_id: String,
+    last_trigger: Option<Instant>,
+    checkpoint: Option<Checkpoint>,
+    /// A logged but uncommitted batch to re-run with exactly its offsets.
+    replay: Option<OffsetEntry>,
+    /// Per operator partition, what its state store committed last.
+    stores: HashMap<(usize, usize), StoreVersion>,
+    /// Per node, bytes of snapshot and delta files written by the last commit.
+    state_bytes: HashMap<usize, (u64, u64)>,
+    /// Whether the next batch starts from state read back from checkpoint files (a restart)
+    /// rather than the state already in memory: Spark's state store cache miss.
+    state_loaded_from_files: bool,
+    /// With batch retries: the last committed state of every operator partition and every
+    /// node's watermarks.
+    retry_base: Option<RetryBase>,
+    /// Fused chains of element-wise nodes ([`PhysicalPlan::fused_chains`]), the chain each head starts,
+    /// and whether a node runs as part of an earlier node's chain.
+    chains: Vec<Vec<usize>>,
+    chain_at: Vec<Option<usize>>,
+    fused_follower: Vec<bool>,
+    /// Event-time stats of the elements planned reads delivered in this batch.
+    deferred_stats: TsStats,
+    /// Per node: a source whose reads are planned and left to the chain it feeds.
+    defer_reads: Vec<bool>,
+}
+
+type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
+
+/// A batch's input as it stood before processing: per node, main bundles per partition and
+/// side-input bundles.
+type BatchInput = Vec<(Vec<Vec<Batch>>, Vec<(usize, Batch)>)>;
+
+fn random_id() -> String {
+    let a: u128 = rand::random();
+    let h = format!("{a:032x}");
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+impl Engine {
+    fn new(
+        graph: Arc<PipelineGraph>,
+        plan: PhysicalPlan,
+        options: PipelineOptions,
+        metrics: Arc<JobMetrics>,
+        shared: Arc<Shared>,
+    ) -> Result<Self> {
+        let mb = options.get::<MicroBatchOptions>().into_owned();
+        let partitions = mb.partitions().max(1);
+        let topology = Topology::of(&plan);
+        let mut nodes = Vec::with_capacity(plan.nodes.len());
+        for spec in &plan.nodes {
+            let source = match (&spec.role, spec.outputs.first()) {
+                (Role::Source(s), Some(&o)) => Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone())),
+                _ => None,
+            };
+            let ops = (0..partitions).filter_map(|_| spec.instantiate(&graph)).collect();
+            nodes.push(NodeRt {
+                source,
+                ops,
+                wm: Watermarks::new(),
+                pending: (0..partitions).map(|_| Vec::new()).collect(),
+                side_pending: Vec::new(),
+                sink: None,
+                state_size: None,
+            });
+        }
+        let chains = plan.fused_chains();
+        let mut chain_at = vec![None; plan.nodes.len()];
+        let mut fused_follower = vec![false; plan.nodes.len()];
+        for (c, chain) in chains.iter().enumerate() {
+            chain_at[chain[0]] = Some(c);
+            for &i in &chain[1..] {
+                fused_follower[i] = true;
+            }
+        }
+        let clock = Clock::for_plan(&plan);
+        let mut engine = Engine {
+            graph,
+            plan,
+            mb,
+            options,
+            partitions,
+            nodes,
+            topology,
+            workers: Workers::new("weir-microbatch-worker", partitions)?,
+            clock,
+            batch_id: 0,
+            metrics,
+            shared,
+            id: random_id(),
+            run_id: random_id(),
+            last_trigger: None,
+            checkpoint: None,
+            replay: None,
+            stores: HashMap::new(),
+            state_bytes: HashMap::new(),
+            state_loaded_from_files: false,
+            retry_base: None,
+            chain_at,
+            fused_follower,
+            chains,
+            deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
+            defer_reads: Vec::new(),
+        };
+        engine.defer_reads = (0..engine.nodes.len()).map(|i| engine.defers_reads(i)).collect();
+        if let Some(dir) = engine.mb.checkpoint_dir.clone() {
+            engine.recover(&dir)?;
+        }
+        // Sinks open for this query (a resumed query writes on into its own output).
+        let owner = format!("query {}", engine.id);
+        for (i, spec) in engine.plan.nodes.iter().enumerate() {
+            if let Role::Sink(factory) = &spec.role {
+                engine.nodes[i].sink = Some(factory.open(&owner, partitions)?);
+            }
+        }
+        Ok(engine)
+    }
+
+    /// Whether source node `i` plans its reads and leaves the reading to the fused chain it
+    /// feeds: it has one consumer, the head of a chain, and a failed batch is not retried (a
+    /// retry needs the batch's input kept whole). Decided once, with the plan.
+    fn defers_reads(&self, i: usize) -> bool {
+        let Some(pc) = self.plan.nodes[i].outputs.first() else { return false };
+        match self.topology.consumers(*pc) {
+            &[(c, Slot::Main(_))] => self.chain_at[c].is_some() && self.mb.max_batch_retries == 0,
+            _ => false,
+        }
+    }
+
+    /// The input watermark of node `i`: the minimum output watermark of its main inputs'
+    /// producers.
+    fn upstream_watermark(&self, i: usize) -> Timestamp {
+        self.topology.upstream_watermark(i, |p| self.nodes[p].wm.output())
+    }
+
+    /// Node `i`'s pending main-input bundles per partition, leaving it none.
+    fn take_pending(&mut self, i: usize) -> Vec<Vec<Batch>> {
+        std::mem::replace(&mut self.nodes[i].pending, (0..self.partitions).map(|_| Vec::new()).collect())
+    }
+
+    /// The operations on node `i`'s pending main-input batches: what its exchange delivers.
+    fn main_ops(&self, i: usize) -> Option<Arc<dyn CollectionOps>> {
+        self.plan.nodes[i].input_ops(&self.graph)
+    }
+
+    fn finish(&mut self) {
+        for n in &mut self.nodes {
+            for op in &mut n.ops {
+                op.finish();
+            }
+        }
+    }
+
+    pub(crate) fn is_finished(&self) -> bool {
+        self.nodes.iter().all(|n| n.wm.is_done() && n.pending.iter().all(Vec::is_empty) && n.side_pending.is_empty())
+    }
+
+    fn idle_wait_ms(&self) -> u64 {
+        let now = self.clock.now();
+        let next = self.nodes.iter().flat_map(|n| n.ops.iter().filter_map(|o| o.next_processing_timer())).min();
+        next.map(|t| (t - now + 1).clamp(1, 20) as u64).unwrap_or(10)
+    }
+
+    fn processing_timer_due(&self) -> bool {
+        let now = self.clock.now();
+        self.nodes.iter().any(|n| n.ops.iter().any(|o| o.next_processing_timer().is_some_and(|t| t < now)))
+    }
+}

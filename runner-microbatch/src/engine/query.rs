@@ -1,0 +1,141 @@
+//! The handle on a running micro-batch query (Spark's `StreamingQuery`): progress, status,
+//! listeners, stop and wait.
+
+use super::Engine;
+use crate::progress::StreamingQueryProgress;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+use weir_runner_core::job::Job;
+use weir_runner_core::metrics::JobMetrics;
+use weir_runner_core::plan::PhysicalPlan;
+use weir_sdk::graph::PipelineGraph;
+use weir_sdk::metrics::MetricResults;
+use weir_sdk::runner::{PipelineResult, PipelineState};
+use weir_sdk::{PipelineOptions, Result};
+
+type Listener = Box<dyn Fn(&StreamingQueryProgress) + Send + Sync>;
+
+/// State shared between the engine thread and the query handle.
+pub(super) struct Shared {
+    pub(super) recent: Mutex<VecDeque<StreamingQueryProgress>>,
+    pub(super) listeners: Mutex<Vec<Listener>>,
+    /// Incremented whenever a trigger found no new data; with `changed`, for
+    /// `process_all_available`.
+    pub(super) idle: Mutex<u64>,
+    pub(super) changed: Condvar,
+    pub(super) active: std::sync::atomic::AtomicBool,
+}
+
+/// Progress reports kept for `recent_progress`.
+pub(super) const RECENT: usize = 100;
+
+/// A running micro-batch query (Spark's `StreamingQuery`): progress, status, stop and wait.
+pub struct StreamingQuery {
+    result: Box<dyn PipelineResult>,
+    shared: Arc<Shared>,
+}
+
+/// What the query is doing (Spark's `StreamingQueryStatus`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryStatus {
+    /// A readable description.
+    pub message: String,
+    /// Whether the last trigger found new data.
+    pub is_data_available: bool,
+    /// Whether a batch is running.
+    pub is_trigger_active: bool,
+}
+
+impl StreamingQuery {
+    pub(crate) fn start(graph: Arc<PipelineGraph>, plan: PhysicalPlan, options: PipelineOptions) -> Result<Self> {
+        let shared = Arc::new(Shared {
+            recent: Mutex::new(VecDeque::new()),
+            listeners: Mutex::new(Vec::new()),
+            idle: Mutex::new(0),
+            changed: Condvar::new(),
+            active: std::sync::atomic::AtomicBool::new(false),
+        });
+        let metrics = JobMetrics::with_committed();
+        let (m, s) = (metrics.clone(), shared.clone());
+        let opts = options.clone();
+        let result = Job::spawn("weir-microbatch", metrics, &opts, move |job| {
+            let mut engine = Engine::new(graph, plan, options, m, s.clone())?;
+            let r = super::driver::run(&mut engine, &job);
+            engine.finish();
+            // Wake anyone waiting in process_all_available.
+            *s.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            s.changed.notify_all();
+            r
+        })?;
+        Ok(StreamingQuery { result, shared })
+    }
+
+    /// The progress of the most recent batch.
+    pub fn last_progress(&self) -> Option<StreamingQueryProgress> {
+        self.shared.recent.lock().unwrap_or_else(|e| e.into_inner()).back().cloned()
+    }
+
+    /// The progress of the most recent batches (up to 100), oldest first.
+    pub fn recent_progress(&self) -> Vec<StreamingQueryProgress> {
+        self.shared.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+
+    /// Calls `listener` with the progress of every batch from now on.
+    pub fn add_listener(&self, listener: impl Fn(&StreamingQueryProgress) + Send + Sync + 'static) {
+        self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(listener));
+    }
+
+    /// What the query is doing.
+    pub fn status(&self) -> QueryStatus {
+        let active = self.shared.active.load(std::sync::atomic::Ordering::SeqCst);
+        let state = self.result.state();
+        let message = match state {
+            PipelineState::Running if active => "Processing new data",
+            PipelineState::Running => "Waiting for next trigger",
+            _ => "Stopped",
+        };
+        let is_data_available = self.last_progress().is_some_and(|p| p.num_input_rows > 0);
+        QueryStatus { message: message.to_string(), is_data_available, is_trigger_active: active }
+    }
+
+    /// Stops the query after the current batch has committed (Spark's `stop`).
+    pub fn stop(&self) -> Result<PipelineState> {
+        self.result.stop()
+    }
+
+    /// Waits until the query ends (or `timeout` passes).
+    pub fn await_termination(&self, timeout: Option<Duration>) -> Result<PipelineState> {
+        self.result.wait_until_finish(timeout)
+    }
+
+    /// Blocks until every batch of data available so far has been processed: a trigger found no
+    /// new data, or the query ended.
+    pub fn process_all_available(&self) -> Result<()> {
+        let mut idle = self.shared.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let start = *idle;
+        while *idle == start && !self.result.state().is_terminal() {
+            idle =
+                self.shared.changed.wait_timeout(idle, Duration::from_millis(50)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        Ok(())
+    }
+}
+
+impl PipelineResult for StreamingQuery {
+    fn state(&self) -> PipelineState {
+        self.result.state()
+    }
+    fn wait_until_finish(&self, timeout: Option<Duration>) -> Result<PipelineState> {
+        self.result.wait_until_finish(timeout)
+    }
+    fn cancel(&self) -> Result<PipelineState> {
+        self.result.cancel()
+    }
+    fn stop(&self) -> Result<PipelineState> {
+        self.result.stop()
+    }
+    fn metrics(&self) -> MetricResults {
+        self.result.metrics()
+    }
+}

@@ -1,0 +1,104 @@
+//! Recovery: opening the checkpoint directory for this pipeline and restoring the last
+//! committed batch (source positions, watermarks, operator state); a batch logged but not
+//! committed is re-run with its logged offsets.
+
+use super::Engine;
+use crate::checkpoint::{Checkpoint, SourceOffsets};
+use crate::state_store::{apply, read_file, StoreVersion};
+use std::collections::HashMap;
+use weir_runner_core::fingerprint::Fingerprint;
+use weir_runner_core::watermark::Watermarks;
+use weir_sdk::{Error, Result};
+
+impl Engine {
+    /// What a checkpoint must have been written by to be resumed here: the pipeline's shape and
+    /// parameters, the physical nodes this runner made of it, the partitioning and the state
+    /// format.
+    pub(super) fn fingerprint(&self) -> Fingerprint {
+        let mut f = Fingerprint::of_graph(&self.graph);
+        for n in &self.plan.nodes {
+            let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
+            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
+        }
+        f.push("state format", crate::state_store::FORMAT);
+        f.with_partitioning(self.partitions)
+    }
+
+    /// Opens the checkpoint directory and restores the last committed batch: source positions,
+    /// watermarks and operator state; a logged but uncommitted batch is re-run with its offsets.
+    pub(super) fn recover(&mut self, dir: &str) -> Result<()> {
+        let (cp, rec) = Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.mb.min_batches_to_retain)?;
+        self.id = rec.id;
+        if let Some((offsets, commit)) = &rec.committed {
+            self.restore_state(&cp, commit.batch_id)?;
+            for (i, spec) in self.plan.nodes.iter().enumerate() {
+                if let Some((_, input, output)) = commit.watermarks.iter().find(|(n, _, _)| *n == spec.name) {
+                    self.nodes[i].wm = Watermarks::restored(*input, *output);
+                }
+            }
+            self.batch_id = commit.batch_id + 1;
+            if rec.uncommitted.is_none() {
+                self.restore_sources(&offsets.sources, |s| &s.end)?;
+                if let Some(c) = offsets.clock {
+                    self.clock.set_test_time(c);
+                }
+            }
+        }
+        if let Some(entry) = rec.uncommitted {
+            self.restore_sources(&entry.sources, |s| &s.start)?;
+            if let Some(c) = entry.start_clock {
+                self.clock.set_test_time(c);
+            }
+            self.batch_id = entry.batch_id;
+            self.replay = Some(entry);
+        }
+        self.checkpoint = Some(cp);
+        Ok(())
+    }
+
+    pub(super) fn restore_sources(
+        &mut self,
+        logged: &[SourceOffsets],
+        pos: impl Fn(&SourceOffsets) -> &serde_json::Value,
+    ) -> Result<()> {
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            if let Some(src) = self.nodes[i].source.as_mut() {
+                match logged.iter().find(|s| s.name == spec.name) {
+                    Some(s) => src.restore(pos(s), self.partitions)?,
+                    None => {
+                        return Err(Error::Construction {
+                            step: spec.name.clone(),
+                            message: "the checkpoint's offset log has no entry for this source".into(),
+                        })
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads every operator partition's state as of committed batch `c`: the latest snapshot
+    /// batch at or before it, then the deltas after it.
+    pub(super) fn restore_state(&mut self, cp: &Checkpoint, c: u64) -> Result<()> {
+        let start = c - c % self.snapshot_interval();
+        let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
+        for b in start..=c {
+            for f in cp.read_manifest(b)? {
+                let rows = read_file(&cp.state_dir(b), &f)?;
+                apply(maps.entry((f.node.clone(), f.partition)).or_default(), f.kind, rows);
+            }
+        }
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
+                if let Some(map) = maps.remove(&(spec.name.clone(), p)) {
+                    let entries: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
+                    self.stores.insert((i, p), StoreVersion::from_entries(&entries));
+                    op.restore_entries(entries)?;
+                }
+            }
+            self.nodes[i].state_size = None;
+        }
+        self.state_loaded_from_files = true;
+        Ok(())
+    }
+}
