@@ -322,7 +322,7 @@ impl<'a> Executor<'a> {
             };
             match *slot {
                 Slot::Main(port) => {
-                    let routed = self.plan.nodes[*c].exchanges[port].route(0, copy, 1)?;
+                    let routed = self.plan.nodes[*c].exchanges[port].route(vec![copy], 1)?;
                     self.nodes[*c].pending.extend(routed.into_iter().flatten());
                 }
                 Slot::Side(k) => self.nodes[*c].side_pending.extend(copy.into_iter().map(|b| (k, b))),

@@ -53,15 +53,26 @@ impl Exchange {
         Exchange::Hash(Arc::new(PartialCombineExchange { step: step.to_string(), kernel }))
     }
 
-    /// Routes `batches` of one upstream partition (`from`) to `partitions` partitions.
-    pub fn route(&self, from: usize, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
+    /// Routes what one upstream call produced (its batches per upstream partition) to
+    /// `partitions` partitions. An exchange that moves data sees all of it at once: a lifted
+    /// combine then combines every key of the call once, and a co-group encodes one batch.
+    pub fn route(&self, per_partition: Vec<Vec<Batch>>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
+        let partitions = partitions.max(1);
         match self {
             Exchange::Forward => {
-                let mut out: Vec<Vec<Batch>> = (0..partitions.max(1)).map(|_| Vec::new()).collect();
-                out[from % partitions.max(1)] = batches;
+                let mut out: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
+                for (from, batches) in per_partition.into_iter().enumerate() {
+                    out[from % partitions].extend(batches);
+                }
                 Ok(out)
             }
-            Exchange::RoundRobin(x) | Exchange::Hash(x) => x.exchange(batches, partitions.max(1)),
+            Exchange::RoundRobin(x) | Exchange::Hash(x) => {
+                let all: Vec<Batch> = per_partition.into_iter().flatten().collect();
+                if all.is_empty() {
+                    return Ok((0..partitions).map(|_| Vec::new()).collect());
+                }
+                x.exchange(all, partitions)
+            }
         }
     }
 

@@ -121,14 +121,9 @@ impl Engine {
                     }
                 }
                 Slot::Main(port) => {
-                    let exchange = self.plan.nodes[c].exchanges[port].clone();
-                    for (from, bundles) in data.into_iter().enumerate() {
-                        if bundles.is_empty() {
-                            continue;
-                        }
-                        for (q, part) in exchange.route(from, bundles, self.partitions)?.into_iter().enumerate() {
-                            self.nodes[c].pending[q].extend(part);
-                        }
+                    let routed = self.plan.nodes[c].exchanges[port].route(data, self.partitions)?;
+                    for (q, part) in routed.into_iter().enumerate() {
+                        self.nodes[c].pending[q].extend(part);
                     }
                 }
             }
