@@ -184,7 +184,7 @@ mod tests {
                 pane: PaneInfo::NO_FIRING,
             })
             .collect();
-        Box::new(v)
+        Batch::new(v)
     }
 
     fn keys(b: Batch) -> Vec<String> {

@@ -131,8 +131,8 @@ impl DoFnRunner {
         guarded(&step, "start_bundle", || self.instance.start_bundle())?;
         body(&step, self.instance.as_mut(), &mut outputs)?;
         guarded(&step, "finish_bundle", || self.instance.finish_bundle(&mut outputs))?;
-        for ((size, o), b) in self.last_sizes.iter_mut().zip(&self.outputs).zip(&outputs).skip(1) {
-            *size = o.len(b);
+        for (size, b) in self.last_sizes.iter_mut().zip(&outputs).skip(1) {
+            *size = b.len();
         }
         Ok(outputs)
     }

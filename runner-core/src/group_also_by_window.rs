@@ -1560,7 +1560,7 @@ mod tests {
                 pane: PaneInfo::NO_FIRING,
             })
             .collect();
-        Box::new(rows)
+        Batch::new(rows)
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::metrics::MetricsContainerImpl;
 use crate::side_inputs::{Pushback, SideInputs};
 use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
-use weir_sdk::kernel::{AssignKernel, Batch, CollectionOps, NoSideInputs};
+use weir_sdk::kernel::{AssignKernel, Batch, NoSideInputs};
 use weir_sdk::metrics::scoped_container;
 use weir_sdk::time::Timestamp;
 use weir_sdk::Result;
@@ -104,7 +104,6 @@ pub struct ParDoOperator {
     runner: DoFnRunner,
     sides: SideInputs,
     pushback: Pushback,
-    input_ops: Arc<dyn CollectionOps>,
 }
 
 impl ParDoOperator {
@@ -114,8 +113,7 @@ impl ParDoOperator {
         ParDoOperator {
             runner: DoFnRunner::new(node, payload, graph),
             sides: SideInputs::new(&payload.side_inputs, graph),
-            pushback: Pushback::new(ops.clone()),
-            input_ops: ops,
+            pushback: Pushback::new(ops),
         }
     }
 
@@ -124,7 +122,7 @@ impl ParDoOperator {
             .pushback
             .ready(&self.sides, input, retry)
             .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
-        if self.input_ops.len(&ready) == 0 {
+        if ready.is_empty() {
             return Ok(self.runner.empty_outputs());
         }
         if self.sides.is_empty() {

@@ -124,10 +124,7 @@ impl SideInputReader for SideInputs {
         if let Some(v) = cache.get(&(i, side)) {
             return Ok(v.clone());
         }
-        let batches = self.data[i]
-            .get(&side)
-            .map(|(_, bs)| bs.iter().map(|b| self.ops[i].clone_batch(b)).collect())
-            .unwrap_or_default();
+        let batches = self.data[i].get(&side).map(|(_, bs)| bs.to_vec()).unwrap_or_default();
         let built = self.specs[i].kernel.build(batches)?;
         cache.insert((i, side), built.clone());
         Ok(built)
@@ -155,7 +152,7 @@ impl Pushback {
     }
 
     fn wait(&mut self, window: Window, batch: Batch) {
-        let min = self.ops.min_timestamp(&batch).unwrap_or(MAX_TIMESTAMP);
+        let min = batch.min_timestamp().unwrap_or(MAX_TIMESTAMP);
         let w = self.waiting.entry(window).or_insert(Waiting { batches: Vec::new(), min_timestamp: MAX_TIMESTAMP });
         w.min_timestamp = w.min_timestamp.min(min);
         w.batches.push(batch);
@@ -198,7 +195,7 @@ impl Pushback {
                 return Err(e);
             }
             ready.push(now);
-            if self.ops.len(&later) > 0 {
+            if !later.is_empty() {
                 for (w, _, part) in self.ops.group_by_window(later) {
                     self.wait(w, part);
                 }

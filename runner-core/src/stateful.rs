@@ -233,8 +233,8 @@ impl Operator for StatefulParDoOperator {
         // Elements of expired windows never reach user code.
         let (wm, strategy) = (self.input_watermark, &self.strategy);
         let (live, expired) = self.input_ops.partition_by_window(input, &mut |w| strategy.gc_time(w) >= wm);
-        self.dropped.late += self.input_ops.len(&expired) as u64;
-        if self.input_ops.len(&live) == 0 {
+        self.dropped.late += expired.len() as u64;
+        if live.is_empty() {
             return Ok(self.runner.empty_outputs());
         }
         let live = self
@@ -354,7 +354,7 @@ fn concat_outputs(ops: &[Arc<dyn CollectionOps>], a: Vec<Batch>, b: Vec<Batch>) 
 
 impl StatefulParDoOperator {
     fn run_keyed(&mut self, live: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        if self.input_ops.len(&live) == 0 {
+        if live.is_empty() {
             return Ok(self.runner.empty_outputs());
         }
         let mut touched = HashMap::new();

@@ -38,7 +38,7 @@ fn name(n: &str) -> Option<Arc<MetricName>> {
 /// Adds a batch to the step's `elementsIn`/`bytesIn` (or `elementsOut`/`bytesOut`) counters.
 /// Bytes are estimated from the encoded size of a sample of the batch.
 pub fn count_batch(container: &MetricsContainerImpl, ops: &dyn CollectionOps, b: &Batch, output: bool) {
-    let n = ops.len(b);
+    let n = b.len();
     if n == 0 {
         return;
     }

@@ -179,14 +179,14 @@ impl<'a> Executor<'a> {
         // Process pending bundles at the current input watermark, then move the watermark.
         let in_ops = node.input_ops(self.graph);
         let mut pending = std::mem::take(&mut self.nodes[i].pending);
-        if let (false, Some(ops)) = (pending.is_empty(), &in_ops) {
+        if !pending.is_empty() {
             progressed = true;
             // A TestStream's bundles stay whole: element-count triggers depend on them, as in
             // Beam's DirectRunner.
             if !self.plan.has_test_stream() {
-                pending = self.rebundle(pending, &**ops);
+                pending = self.rebundle(pending);
             }
-            self.shuffle(&mut pending, &**ops);
+            self.shuffle(&mut pending);
         }
         for bundle in pending {
             if self.job.is_stop_requested() {
@@ -298,7 +298,7 @@ impl<'a> Executor<'a> {
         let node = &self.plan.nodes[i];
         let Some(&pc) = node.outputs.get(port) else { return Ok(()) };
         let ops = self.ops(pc);
-        let bundles: Vec<Batch> = bundles.into_iter().filter(|b| ops.len(b) > 0).collect();
+        let bundles: Vec<Batch> = bundles.into_iter().filter(|b| !b.is_empty()).collect();
         if bundles.is_empty() {
             return Ok(());
         }
@@ -318,7 +318,7 @@ impl<'a> Executor<'a> {
             let copy = if n + 1 == consumers.len() {
                 bundles.take().unwrap_or_default()
             } else {
-                bundles.as_ref().map(|bs| bs.iter().map(|b| ops.clone_batch(b)).collect()).unwrap_or_default()
+                bundles.as_ref().map(|bs| bs.to_vec()).unwrap_or_default()
             };
             match *slot {
                 Slot::Main(port) => {
@@ -332,23 +332,23 @@ impl<'a> Executor<'a> {
     }
 
     /// Shuffles bundle order and element order within bundles when asked to.
-    fn shuffle(&mut self, bundles: &mut [Batch], ops: &dyn CollectionOps) {
+    fn shuffle(&mut self, bundles: &mut [Batch]) {
         if !self.options.shuffle {
             return;
         }
         bundles.shuffle(&mut self.rng);
         for b in bundles.iter_mut() {
-            ops.shuffle(b, self.rng.next_u64());
+            b.shuffle(self.rng.next_u64());
         }
     }
 
     /// Splits batches into bundles of at most the bundle size, with random sizes when shuffling.
-    fn rebundle(&mut self, batches: Vec<Batch>, ops: &dyn CollectionOps) -> Vec<Batch> {
+    fn rebundle(&mut self, batches: Vec<Batch>) -> Vec<Batch> {
         let max = self.options.bundle_size.max(1);
         let mut out = Vec::new();
         for b in batches {
             let size = if self.options.shuffle { 1 + (self.rng.next_u64() as usize) % max } else { max };
-            out.extend(ops.split(b, size).into_iter().filter(|b| ops.len(b) > 0));
+            out.extend(b.split(size).into_iter().filter(|b| !b.is_empty()));
         }
         out
     }

@@ -350,8 +350,8 @@ fn uniform_output<'a, I, O: Element>(
     input: &UniformBatch<I>,
     wanted: usize,
 ) -> Option<&'a mut Vec<O>> {
-    if main.downcast_ref::<Vec<WindowedValue<O>>>().is_some_and(Vec::is_empty) {
-        *main = Box::new(UniformBatch::like(input, crate::kernel::recycle::take::<O>(wanted)));
+    if main.kind() == crate::batch::BatchKind::Rows && main.is_empty() {
+        *main = Batch::new(UniformBatch::like(input, crate::kernel::recycle::take::<O>(wanted)));
     }
     match main.downcast_mut::<UniformBatch<O>>() {
         Some(u) if u.same_metadata(input) => {
@@ -388,7 +388,7 @@ impl<F: DoFn> DoFnKernel<F> {
         let mut spill: Vec<WindowedValue<F::Out>> = Vec::new();
         let Some(values) = uniform_output::<_, F::Out>(main, &input, wanted) else {
             let rows = crate::kernel::Bundle::Uniform(input).into_rows();
-            return self.process_batch(Box::new(rows), outputs, sides);
+            return self.process_batch(Batch::new(rows), outputs, sides);
         };
         let before = values.len();
         match self.fn_.process_values(&mut input.values, values) {
@@ -581,7 +581,7 @@ mod tests {
     }
 
     fn uniform(values: Vec<i64>, timestamp: Timestamp) -> Batch {
-        Box::new(UniformBatch { values, timestamp, window: Window::Global, pane: PaneInfo::NO_FIRING })
+        Batch::new(UniformBatch { values, timestamp, window: Window::Global, pane: PaneInfo::NO_FIRING })
     }
 
     fn sorted(b: Batch) -> Vec<(i64, Timestamp)> {
@@ -594,7 +594,7 @@ mod tests {
     fn a_uniform_input_gives_a_uniform_output_unless_metadata_differs() {
         // Only plain outputs: the output stays uniform, with the input's metadata.
         let mut k = kernel(false);
-        let mut out: Vec<Batch> = vec![Box::new(Vec::<WindowedValue<i64>>::new())];
+        let mut out: Vec<Batch> = vec![Batch::new(Vec::<WindowedValue<i64>>::new())];
         k.process_batch(uniform(vec![1, 2], 5), &mut out, &NoSideInputs).unwrap();
         k.process_batch(uniform(vec![4], 5), &mut out, &NoSideInputs).unwrap();
         k.finish_bundle(&mut out).unwrap();
@@ -604,10 +604,10 @@ mod tests {
         // Outputs at another timestamp, inputs with other metadata, and finish_bundle outputs
         // all end up as rows, none lost.
         let mut k = kernel(true);
-        let mut out: Vec<Batch> = vec![Box::new(Vec::<WindowedValue<i64>>::new())];
+        let mut out: Vec<Batch> = vec![Batch::new(Vec::<WindowedValue<i64>>::new())];
         k.process_batch(uniform(vec![1, 3], 5), &mut out, &NoSideInputs).unwrap();
         k.process_batch(uniform(vec![2], 7), &mut out, &NoSideInputs).unwrap();
-        k.process_batch(Box::new(vec![WindowedValue::timestamped(6i64, 9)]), &mut out, &NoSideInputs).unwrap();
+        k.process_batch(Batch::new(vec![WindowedValue::timestamped(6i64, 9)]), &mut out, &NoSideInputs).unwrap();
         k.finish_bundle(&mut out).unwrap();
         assert_eq!(sorted(out.pop().unwrap()), vec![(3, 6), (6, 10), (10, 5), (20, 7), (30, 5), (60, 9), (1000, 0)]);
     }

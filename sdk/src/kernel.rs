@@ -15,173 +15,14 @@ use rand::SeedableRng;
 use std::any::Any;
 use std::sync::Arc;
 
-pub mod recycle;
+pub use crate::batch::recycle;
+use crate::batch::BatchRef;
+pub use crate::batch::{downcast_batch, rows_mut, Batch, BatchData, BatchKind, Bundle, UniformBatch};
 
-/// A batch of elements of one PCollection, type-erased: a `Vec<WindowedValue<T>>` (rows) or a
-/// [`UniformBatch<T>`] (values sharing one timestamp, window and pane).
-pub type Batch = Box<dyn Any + Send>;
-
-/// Elements that share one timestamp, window and pane, stored as their values alone.
-///
-/// A source whose elements all have one timestamp (`Create`, `GenerateSequence` without
-/// timestamps) reads into this, and a stateless DoFn given one outputs one with
-/// `ProcessContext::output`: a chain of element-wise transforms then moves values, not
-/// windowed values four or five times their size, and runs tight loops over them. Every kernel
-/// and [`CollectionOps`] accepts both forms of a batch; [`downcast_batch`] turns either into rows.
-#[derive(Clone, Debug, PartialEq)]
-pub struct UniformBatch<T> {
-    /// The elements' values.
-    pub values: Vec<T>,
-    /// Their event timestamp.
-    pub timestamp: Timestamp,
-    /// Their window.
-    pub window: Window,
-    /// The pane that produced them.
-    pub pane: PaneInfo,
-}
-
-impl<T> UniformBatch<T> {
-    /// `values` at `timestamp` in the global window, not from any firing (what a source reads).
-    pub fn global(values: Vec<T>, timestamp: Timestamp) -> Self {
-        UniformBatch { values, timestamp, window: Window::Global, pane: PaneInfo::NO_FIRING }
-    }
-    /// An empty batch with `values`' room and the metadata of `like`.
-    pub fn like<U>(like: &UniformBatch<U>, values: Vec<T>) -> Self {
-        UniformBatch { values, timestamp: like.timestamp, window: like.window, pane: like.pane }
-    }
-    /// Whether `other` has the same timestamp, window and pane.
-    pub fn same_metadata<U>(&self, other: &UniformBatch<U>) -> bool {
-        self.timestamp == other.timestamp && self.window == other.window && self.pane == other.pane
-    }
-}
-
-/// A batch taken out of its box: rows, or a [`UniformBatch`].
-pub enum Bundle<T> {
-    /// One windowed value per element.
-    Rows(Vec<WindowedValue<T>>),
-    /// Values sharing their metadata.
-    Uniform(UniformBatch<T>),
-}
-
-impl<T: Send + 'static> Bundle<T> {
-    /// Unboxes a batch of element type `T`.
-    ///
-    /// Kernels are built for one element type, so a mismatch is a bug in a runner (it passed a
-    /// batch to the wrong kernel); the error names the type.
-    pub fn from_batch(b: Batch) -> Result<Self, CoderError> {
-        match b.downcast::<Vec<WindowedValue<T>>>() {
-            Ok(rows) => Ok(Bundle::Rows(*rows)),
-            Err(b) => b.downcast::<UniformBatch<T>>().map(|u| Bundle::Uniform(*u)).map_err(|_| {
-                CoderError::new(format!("internal error: batch is not of element type {}", std::any::type_name::<T>()))
-            }),
-        }
-    }
-    /// The number of elements.
-    pub fn len(&self) -> usize {
-        match self {
-            Bundle::Rows(r) => r.len(),
-            Bundle::Uniform(u) => u.values.len(),
-        }
-    }
-    /// Whether there are no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// One windowed value per element (a uniform batch's values buffer goes back for reuse).
-    pub fn into_rows(self) -> Vec<WindowedValue<T>> {
-        match self {
-            Bundle::Rows(r) => r,
-            uniform => {
-                let mut rows: Vec<WindowedValue<T>> = recycle::take(uniform.len());
-                uniform.append_rows_to(&mut rows);
-                rows
-            }
-        }
-    }
-    /// Appends one windowed value per element to `rows` (emptied buffers go back for reuse).
-    fn append_rows_to(self, rows: &mut Vec<WindowedValue<T>>) {
-        match self {
-            Bundle::Rows(mut r) => {
-                rows.append(&mut r);
-                recycle::give(r);
-            }
-            Bundle::Uniform(mut u) => {
-                let (timestamp, window, pane) = (u.timestamp, u.window, u.pane);
-                rows.extend(u.values.drain(..).map(|value| WindowedValue { value, timestamp, window, pane }));
-                recycle::give(u.values);
-            }
-        }
-    }
-    /// Calls `f` with every element, in order, and gives the emptied buffer back for reuse.
-    pub fn try_for_each<E>(self, mut f: impl FnMut(WindowedValue<T>) -> Result<(), E>) -> Result<(), E> {
-        match self {
-            Bundle::Rows(mut r) => {
-                for wv in r.drain(..) {
-                    f(wv)?;
-                }
-                recycle::give(r);
-            }
-            Bundle::Uniform(mut u) => {
-                let (timestamp, window, pane) = (u.timestamp, u.window, u.pane);
-                for value in u.values.drain(..) {
-                    f(WindowedValue { value, timestamp, window, pane })?;
-                }
-                recycle::give(u.values);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Downcasts a batch to rows (a [`UniformBatch`] is expanded).
-///
-/// Kernels are built for one element type, so a mismatch is a bug in a runner (it passed a
-/// batch to the wrong kernel); the error names both types.
-pub fn downcast_batch<T: Send + 'static>(b: Batch) -> Result<Vec<WindowedValue<T>>, CoderError> {
-    Bundle::from_batch(b).map(Bundle::into_rows)
-}
-
-/// The rows of an output buffer, turning a [`UniformBatch`] into rows in place first; `None`
-/// when the buffer holds neither form of element type `T`.
-pub fn rows_mut<T: Send + 'static>(b: &mut Batch) -> Option<&mut Vec<WindowedValue<T>>> {
-    if b.is::<UniformBatch<T>>() {
-        let u = std::mem::replace(b, Box::new(Vec::<WindowedValue<T>>::new()));
-        *b = Box::new(Bundle::<T>::from_batch(u).ok()?.into_rows());
-    }
-    b.downcast_mut::<Vec<WindowedValue<T>>>()
-}
-
-/// A borrowed batch of either form.
-enum BatchRef<'a, T> {
-    Rows(&'a [WindowedValue<T>]),
-    Uniform(&'a UniformBatch<T>),
-}
-
-impl<'a, T> BatchRef<'a, T> {
-    fn len(&self) -> usize {
-        match self {
-            BatchRef::Rows(r) => r.len(),
-            BatchRef::Uniform(u) => u.values.len(),
-        }
-    }
-    /// The values, in order (one of the two slices is empty: no dynamic dispatch per value).
-    fn values(&self) -> impl Iterator<Item = &'a T> + 'a {
-        let (rows, values): (&'a [WindowedValue<T>], &'a [T]) = match *self {
-            BatchRef::Rows(r) => (r, &[]),
-            BatchRef::Uniform(u) => (&[], &u.values),
-        };
-        rows.iter().map(|wv| &wv.value).chain(values)
-    }
-    /// Calls `f` with every element's value, timestamp, window and pane, in order.
-    fn try_for_each<E>(&self, mut f: impl FnMut(&T, Timestamp, &Window, &PaneInfo) -> Result<(), E>) -> Result<(), E> {
-        match self {
-            BatchRef::Rows(r) => r.iter().try_for_each(|wv| f(&wv.value, wv.timestamp, &wv.window, &wv.pane)),
-            BatchRef::Uniform(u) => u.values.iter().try_for_each(|v| f(v, u.timestamp, &u.window, &u.pane)),
-        }
-    }
-}
-
-/// Operations on the batches of one PCollection, built when its element type was known.
+/// What a runner does with the batches of one PCollection that needs its element type or
+/// coder: make empty batches, join them, check and estimate encodings, render elements for
+/// messages, split by window. Built when the element type was known. (What every batch knows
+/// by itself, its length, kind, clones and splits, is [`Batch`]'s.)
 pub trait CollectionOps: Send + Sync {
     /// The Rust element type, for messages.
     fn type_name(&self) -> &'static str;
@@ -192,24 +33,12 @@ pub trait CollectionOps: Send + Sync {
         let _ = n;
         self.empty()
     }
-    /// Number of elements in a batch.
-    fn len(&self, b: &Batch) -> usize;
-    /// A copy of a batch (for a PCollection with several consumers).
-    fn clone_batch(&self, b: &Batch) -> Batch;
     /// Concatenates batches.
     fn concat(&self, parts: Vec<Batch>) -> Batch;
-    /// Splits a batch into batches of at most `max_len` elements.
-    fn split(&self, b: Batch, max_len: usize) -> Vec<Batch>;
-    /// Shuffles the elements of a batch with the given seed.
-    fn shuffle(&self, b: &mut Batch, seed: u64);
     /// Checks that every element round-trips through the PCollection's coder.
     fn check_encodable(&self, b: &Batch) -> Result<(), CoderError>;
     /// Renders up to `limit` elements for messages.
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String>;
-    /// The earliest element timestamp of a batch.
-    fn min_timestamp(&self, b: &Batch) -> Option<Timestamp>;
-    /// Minimum, maximum and sum of the element timestamps, and their count.
-    fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize);
     /// Splits a batch by window: each window with its elements and the highest pane index among
     /// them, or -1 when no trigger produced them (their window is complete only once the
     /// watermark passes its end).
@@ -237,16 +66,17 @@ impl<T: Element> TypedCollectionOps<T> {
 }
 
 fn batch_ref<T: 'static>(b: &Batch) -> BatchRef<'_, T> {
-    if let Some(rows) = b.downcast_ref::<Vec<WindowedValue<T>>>() {
-        return BatchRef::Rows(rows);
-    }
-    match b.downcast_ref::<UniformBatch<T>>() {
-        Some(u) => BatchRef::Uniform(u),
-        None => panic!("internal error: batch is not of type {}", std::any::type_name::<T>()),
-    }
+    let r = match b.kind() {
+        BatchKind::Rows => b.downcast_ref::<Vec<WindowedValue<T>>>().map(|r| BatchRef::Rows(r)),
+        BatchKind::Uniform => b.downcast_ref::<UniformBatch<T>>().map(BatchRef::Uniform),
+        _ => None,
+    };
+    r.unwrap_or_else(|| {
+        panic!("internal error: a batch of {:?} is not of type {}", b.kind(), std::any::type_name::<T>())
+    })
 }
 
-fn unbox<T: Send + 'static>(b: Batch) -> Bundle<T> {
+fn unbox<T: Clone + Send + 'static>(b: Batch) -> Bundle<T> {
     Bundle::from_batch(b).unwrap_or_else(|e| panic!("{e}"))
 }
 
@@ -255,19 +85,10 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
         std::any::type_name::<T>()
     }
     fn empty(&self) -> Batch {
-        Box::new(Vec::<WindowedValue<T>>::new())
+        Batch::new(Vec::<WindowedValue<T>>::new())
     }
     fn empty_with_capacity(&self, n: usize) -> Batch {
-        Box::new(recycle::take::<WindowedValue<T>>(n))
-    }
-    fn len(&self, b: &Batch) -> usize {
-        batch_ref::<T>(b).len()
-    }
-    fn clone_batch(&self, b: &Batch) -> Batch {
-        match batch_ref::<T>(b) {
-            BatchRef::Rows(r) => Box::new(r.to_vec()),
-            BatchRef::Uniform(u) => Box::new(u.clone()),
-        }
+        Batch::new(recycle::take::<WindowedValue<T>>(n))
     }
     fn concat(&self, parts: Vec<Batch>) -> Batch {
         let parts: Vec<Bundle<T>> = parts.into_iter().map(unbox).filter(|p| !p.is_empty()).collect();
@@ -280,7 +101,7 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
                 });
                 let mut out = uniforms.next().expect("a first part");
                 uniforms.for_each(|u| out.values.extend(u.values));
-                return Box::new(out);
+                return Batch::new(out);
             }
         }
         let mut out: Vec<WindowedValue<T>> = Vec::new();
@@ -291,38 +112,7 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
                 p.append_rows_to(&mut out);
             }
         }
-        Box::new(out)
-    }
-    fn split(&self, b: Batch, max_len: usize) -> Vec<Batch> {
-        let max_len = max_len.max(1);
-        /// Pieces cut from the end, so that every element is moved once; the first piece keeps
-        /// the original buffer.
-        fn chunks<E>(mut v: Vec<E>, max_len: usize, mut make: impl FnMut(Vec<E>) -> Batch) -> Vec<Batch> {
-            let mut out: Vec<Batch> = Vec::with_capacity(v.len().div_ceil(max_len).max(1));
-            while v.len() > max_len {
-                let at = (v.len() - 1) / max_len * max_len;
-                out.push(make(v.split_off(at)));
-            }
-            out.push(make(v));
-            out.reverse();
-            out
-        }
-        match unbox::<T>(b) {
-            Bundle::Rows(r) => chunks(r, max_len, |c| Box::new(c)),
-            Bundle::Uniform(mut u) => {
-                let values = std::mem::take(&mut u.values);
-                chunks(values, max_len, |c| Box::new(UniformBatch::like(&u, c)))
-            }
-        }
-    }
-    fn shuffle(&self, b: &mut Batch, seed: u64) {
-        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-        if let Some(u) = b.downcast_mut::<UniformBatch<T>>() {
-            u.values.shuffle(&mut rng);
-        } else {
-            let v = b.downcast_mut::<Vec<WindowedValue<T>>>().expect("batch of the collection's type");
-            v.shuffle(&mut rng);
-        }
+        Batch::new(out)
     }
     fn check_encodable(&self, b: &Batch) -> Result<(), CoderError> {
         batch_ref::<T>(b).values().try_for_each(|v| check_roundtrip(&*self.coder, v))
@@ -330,32 +120,12 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String> {
         batch_ref::<T>(b).values().take(limit).map(|v| format!("{v:?}")).collect()
     }
-    fn min_timestamp(&self, b: &Batch) -> Option<Timestamp> {
-        match batch_ref::<T>(b) {
-            BatchRef::Rows(r) => r.iter().map(|wv| wv.timestamp).min(),
-            BatchRef::Uniform(u) => (!u.values.is_empty()).then_some(u.timestamp),
-        }
-    }
-    fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize) {
-        match batch_ref::<T>(b) {
-            BatchRef::Rows(r) => {
-                r.iter().fold((Timestamp::MAX, Timestamp::MIN, 0i128, 0usize), |(lo, hi, sum, n), wv| {
-                    (lo.min(wv.timestamp), hi.max(wv.timestamp), sum + i128::from(wv.timestamp), n + 1)
-                })
-            }
-            BatchRef::Uniform(u) if u.values.is_empty() => (Timestamp::MAX, Timestamp::MIN, 0, 0),
-            BatchRef::Uniform(u) => {
-                let n = u.values.len();
-                (u.timestamp, u.timestamp, i128::from(u.timestamp) * n as i128, n)
-            }
-        }
-    }
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
         // Elements no trigger produced (e.g. straight from a source) carry no pane: -1.
         let pane_of = |p: &PaneInfo| if p.timing == crate::pane::Timing::Unknown { -1 } else { p.index };
         let v = match unbox::<T>(b) {
             Bundle::Uniform(u) if u.values.is_empty() => return Vec::new(),
-            Bundle::Uniform(u) => return vec![(u.window, pane_of(&u.pane), Box::new(u) as Batch)],
+            Bundle::Uniform(u) => return vec![(u.window, pane_of(&u.pane), Batch::new(u))],
             Bundle::Rows(r) => r,
         };
         let mut groups: Vec<(Window, i64, Vec<WindowedValue<T>>)> = Vec::new();
@@ -370,7 +140,7 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
             groups[g].1 = groups[g].1.max(pane);
             groups[g].2.push(wv);
         }
-        groups.into_iter().map(|(w, p, v)| (w, p, Box::new(v) as Batch)).collect()
+        groups.into_iter().map(|(w, p, v)| (w, p, Batch::new(v))).collect()
     }
     fn estimated_bytes(&self, b: &Batch) -> usize {
         let b = batch_ref::<T>(b);
@@ -407,20 +177,20 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
             rest = r;
             out.push(WindowedValue { value, timestamp, window, pane });
         }
-        Ok(Box::new(out))
+        Ok(Batch::new(out))
     }
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch) {
         match unbox::<T>(b) {
             Bundle::Uniform(u) => {
                 if keep(&u.window) {
-                    (Box::new(u), self.empty())
+                    (Batch::new(u), self.empty())
                 } else {
-                    (self.empty(), Box::new(u))
+                    (self.empty(), Batch::new(u))
                 }
             }
             Bundle::Rows(v) => {
                 let (yes, no): (Vec<_>, Vec<_>) = v.into_iter().partition(|wv| keep(&wv.window));
-                (Box::new(yes), Box::new(no))
+                (Batch::new(yes), Batch::new(no))
             }
         }
     }
@@ -534,6 +304,9 @@ pub struct EncodedKvBatch {
     pub data: Vec<u8>,
     /// One row per element.
     pub rows: Vec<EncodedRow>,
+    /// Whether the rows are [lifted rows](lifted_value), partial accumulators: the batch's
+    /// length is then the number of inputs they combine, so element counts stay the input's.
+    pub lifted: bool,
 }
 
 impl EncodedKvBatch {
@@ -545,14 +318,14 @@ impl EncodedKvBatch {
         value: &impl crate::coders::Coder<V>,
     ) -> Result<(), CoderError>
     where
-        K: Send + 'static,
-        V: Send + 'static,
+        K: Clone + Send + 'static,
+        V: Clone + Send + 'static,
     {
         self.append_with::<K, V>(input, key, |v, data| value.encode(v, data))
     }
 
     /// [`EncodedKvBatch::append`] with values written by `value` (which may keep scratch space).
-    pub fn append_with<K: Send + 'static, V: Send + 'static>(
+    pub fn append_with<K: Clone + Send + 'static, V: Clone + Send + 'static>(
         &mut self,
         input: Batch,
         key: &impl crate::coders::Coder<K>,
@@ -611,7 +384,7 @@ impl EncodedKvBatch {
     /// An empty batch with room for `rows` rows of `bytes` bytes in all, in recycled buffers
     /// when there are some that size.
     pub fn with_capacity(rows: usize, bytes: usize) -> Self {
-        EncodedKvBatch { data: recycle::take(bytes), rows: recycle::take(rows) }
+        EncodedKvBatch { data: recycle::take(bytes), rows: recycle::take(rows), lifted: false }
     }
 
     /// Gives the batch's buffers back for reuse.
@@ -643,7 +416,8 @@ impl EncodedKvBatch {
         if n <= 1 {
             return vec![self];
         }
-        let mut parts: Vec<EncodedKvBatch> = (0..n).map(|_| EncodedKvBatch::default()).collect();
+        let mut parts: Vec<EncodedKvBatch> =
+            (0..n).map(|_| EncodedKvBatch { lifted: self.lifted, ..EncodedKvBatch::default() }).collect();
         for r in &self.rows {
             parts[partition_of(&self.data[r.key.0..r.key.1], n)].push_copy(&self.data, r);
         }
@@ -664,17 +438,48 @@ impl EncodedKvBatch {
 }
 
 /// [`CollectionOps`] for batches of [`EncodedKvBatch`]: the input of a grouping operator whose
-/// inputs were encoded on the way in (a natively translated CoGroupByKey).
+/// inputs were encoded on the way in (a natively translated CoGroupByKey, a lifted combine).
 #[derive(Default)]
-pub struct EncodedKvOps {
-    lifted: bool,
-}
+pub struct EncodedKvOps;
 
-impl EncodedKvOps {
-    /// Operations on [lifted rows](lifted_value): a batch's length is the number of inputs
-    /// its partial accumulators combine, so element counts stay those of the input.
-    pub fn lifted() -> Self {
-        EncodedKvOps { lifted: true }
+impl BatchData for EncodedKvBatch {
+    fn kind(&self) -> BatchKind {
+        BatchKind::EncodedRows
+    }
+    fn len(&self) -> usize {
+        if !self.lifted {
+            return self.rows.len();
+        }
+        (0..self.rows.len()).map(|i| lifted_value(self.value(i)).map_or(1, |(n, _)| n as usize)).sum()
+    }
+    fn clone_batch(&self) -> Batch {
+        Batch::new(self.clone())
+    }
+    fn split_batch(self: Box<Self>, max_len: usize) -> Vec<Batch> {
+        if self.rows.len() <= max_len {
+            return vec![Batch::new(*self)];
+        }
+        (0..self.rows.len())
+            .step_by(max_len)
+            .map(|start| Batch::new(self.copy_rows(self.rows[start..(start + max_len).min(self.rows.len())].iter())))
+            .collect()
+    }
+    fn shuffle(&mut self, seed: u64) {
+        self.rows.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
+    }
+    fn timestamp_stats(&self) -> crate::batch::TimestampStats {
+        self.rows.iter().fold(crate::batch::NO_TIMESTAMPS, |(lo, hi, sum, n), r| {
+            (lo.min(r.timestamp), hi.max(r.timestamp), sum + i128::from(r.timestamp), n + 1)
+        })
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
     }
 }
 
@@ -694,7 +499,7 @@ impl EncodedKvBatch {
 
     /// A new batch holding copies of `rows` (rows of this batch).
     fn copy_rows<'a>(&self, rows: impl Iterator<Item = &'a EncodedRow>) -> EncodedKvBatch {
-        let mut out = EncodedKvBatch::default();
+        let mut out = EncodedKvBatch { lifted: self.lifted, ..EncodedKvBatch::default() };
         for r in rows {
             out.push_copy(&self.data, r);
         }
@@ -716,40 +521,14 @@ impl CollectionOps for EncodedKvOps {
         "encoded key-value rows"
     }
     fn empty(&self) -> Batch {
-        Box::new(EncodedKvBatch::default())
-    }
-    fn len(&self, b: &Batch) -> usize {
-        let e = encoded(b);
-        if !self.lifted {
-            return e.rows.len();
-        }
-        (0..e.rows.len()).map(|i| lifted_value(e.value(i)).map_or(1, |(n, _)| n as usize)).sum()
-    }
-    fn clone_batch(&self, b: &Batch) -> Batch {
-        Box::new(encoded(b).clone())
+        Batch::new(EncodedKvBatch::default())
     }
     fn concat(&self, parts: Vec<Batch>) -> Batch {
         let mut out = EncodedKvBatch::default();
         for p in parts {
             out.extend(take_encoded(p));
         }
-        Box::new(out)
-    }
-    fn split(&self, b: Batch, max_len: usize) -> Vec<Batch> {
-        let b = take_encoded(b);
-        let max_len = max_len.max(1);
-        if b.rows.len() <= max_len {
-            return vec![Box::new(b)];
-        }
-        (0..b.rows.len())
-            .step_by(max_len)
-            .map(|start| Box::new(b.copy_rows(b.rows[start..(start + max_len).min(b.rows.len())].iter())) as Batch)
-            .collect()
-    }
-    fn shuffle(&self, b: &mut Batch, seed: u64) {
-        if let Some(e) = b.downcast_mut::<EncodedKvBatch>() {
-            e.rows.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(seed));
-        }
+        Batch::new(out)
     }
     fn check_encodable(&self, _: &Batch) -> Result<(), CoderError> {
         Ok(())
@@ -757,14 +536,6 @@ impl CollectionOps for EncodedKvOps {
     fn describe(&self, b: &Batch, limit: usize) -> Vec<String> {
         let e = encoded(b);
         (0..e.rows.len().min(limit)).map(|i| format!("key {:?} value {:?}", e.key(i), e.value(i))).collect()
-    }
-    fn min_timestamp(&self, b: &Batch) -> Option<Timestamp> {
-        encoded(b).rows.iter().map(|r| r.timestamp).min()
-    }
-    fn timestamp_stats(&self, b: &Batch) -> (Timestamp, Timestamp, i128, usize) {
-        encoded(b).rows.iter().fold((Timestamp::MAX, Timestamp::MIN, 0i128, 0usize), |(lo, hi, sum, n), r| {
-            (lo.min(r.timestamp), hi.max(r.timestamp), sum + i128::from(r.timestamp), n + 1)
-        })
     }
     fn group_by_window(&self, b: Batch) -> Vec<(Window, i64, Batch)> {
         let e = take_encoded(b);
@@ -779,12 +550,12 @@ impl CollectionOps for EncodedKvOps {
             groups[g].1 = groups[g].1.max(pane);
             groups[g].2.push_copy(&e.data, r);
         }
-        groups.into_iter().map(|(w, p, b)| (w, p, Box::new(b) as Batch)).collect()
+        groups.into_iter().map(|(w, p, b)| (w, p, Batch::new(b))).collect()
     }
     fn partition_by_window(&self, b: Batch, keep: &mut dyn FnMut(&Window) -> bool) -> (Batch, Batch) {
         let e = take_encoded(b);
         let flags: Vec<bool> = e.rows.iter().map(|r| keep(&r.window)).collect();
-        (Box::new(e.select(|i, _| flags[i])), Box::new(e.select(|i, _| !flags[i])))
+        (Batch::new(e.select(|i, _| flags[i])), Batch::new(e.select(|i, _| !flags[i])))
     }
     fn estimated_bytes(&self, b: &Batch) -> usize {
         encoded(b).data.len()
@@ -869,7 +640,7 @@ impl<K: Element, V: Element> KeyPartitioner for KvPartitioner<K, V> {
             coder.encode(&wv.value.key, &mut key)?;
             parts[partition_of(&key, n)].push(wv);
         }
-        Ok(parts.into_iter().map(|p| Box::new(p) as Batch).collect())
+        Ok(parts.into_iter().map(Batch::new).collect())
     }
 }
 
@@ -963,8 +734,6 @@ pub trait ErasedUnboundedSource: Send + Sync {
 pub trait ErasedUnboundedReader: Send {
     /// Reads up to `max` elements available now (possibly none).
     fn read_batch(&mut self, max: usize) -> Result<Batch, UserError>;
-    /// Number of elements in a batch returned by `read_batch`.
-    fn batch_len(&self, batch: &Batch) -> usize;
     /// The source's watermark: no element before it will be read any more. `MAX_TIMESTAMP`
     /// once the source is exhausted.
     fn watermark(&self) -> Timestamp;
@@ -1049,11 +818,11 @@ mod tests {
             })
             .collect();
         let mut batch = EncodedKvBatch::default();
-        batch.append::<i64, String>(Box::new(input), &ElementCoder::new(), &ElementCoder::new()).unwrap();
+        batch.append::<i64, String>(Batch::new(input), &ElementCoder::new(), &ElementCoder::new()).unwrap();
         let all = rows(&batch);
-        let ops = EncodedKvOps::default();
-        let parts = ops.split(Box::new(batch.clone()), 3);
-        assert_eq!(parts.iter().map(|p| ops.len(p)).collect::<Vec<_>>(), [3, 3, 3, 1]);
+        let ops = EncodedKvOps;
+        let parts = Batch::new(batch.clone()).split(3);
+        assert_eq!(parts.iter().map(Batch::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
         let joined = ops.concat(parts);
         assert_eq!(rows(joined.downcast_ref::<EncodedKvBatch>().unwrap()), all);
         // By key partition: every row once, each where its key belongs, in order.
@@ -1062,7 +831,7 @@ mod tests {
         for (q, p) in by_key.iter().enumerate() {
             assert!((0..p.rows.len()).all(|i| partition_of(p.key(i), 3) == q));
         }
-        let (early, late) = ops.partition_by_window(Box::new(batch), &mut |w| w.max_timestamp() < 5);
+        let (early, late) = ops.partition_by_window(Batch::new(batch), &mut |w| w.max_timestamp() < 5);
         assert_eq!(rows(early.downcast_ref::<EncodedKvBatch>().unwrap()), all[..5]);
         assert_eq!(rows(late.downcast_ref::<EncodedKvBatch>().unwrap()), all[5..]);
     }
@@ -1071,61 +840,61 @@ mod tests {
         UniformBatch { values, timestamp, window, pane: PaneInfo::NO_FIRING }
     }
 
-    fn rows_of(ops: &TypedCollectionOps<i64>, b: &Batch) -> Vec<WindowedValue<i64>> {
-        downcast_batch::<i64>(ops.clone_batch(b)).unwrap()
+    fn rows_of(b: &Batch) -> Vec<WindowedValue<i64>> {
+        downcast_batch::<i64>(b.clone()).unwrap()
     }
 
     #[test]
     fn uniform_batches_are_collections_like_rows() {
         let ops = TypedCollectionOps::<i64>::new(Arc::new(ElementCoder::new()));
         let w = Window::Interval(IntervalWindow::new(0, 10));
-        let b: Batch = Box::new(uniform(vec![1, 2, 3], 7, w));
+        let b: Batch = Batch::new(uniform(vec![1, 2, 3], 7, w));
         let expanded: Vec<WindowedValue<i64>> = [1, 2, 3]
             .into_iter()
             .map(|value| WindowedValue { value, timestamp: 7, window: w, pane: PaneInfo::NO_FIRING })
             .collect();
-        assert_eq!(rows_of(&ops, &b), expanded);
-        assert_eq!(ops.len(&b), 3);
-        assert_eq!(ops.min_timestamp(&b), Some(7));
-        assert_eq!(ops.timestamp_stats(&b), (7, 7, 21, 3));
+        assert_eq!(rows_of(&b), expanded);
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.min_timestamp(), Some(7));
+        assert_eq!(b.timestamp_stats(), (7, 7, 21, 3));
         assert_eq!(ops.describe(&b, 2), vec!["1", "2"]);
         assert!(ops.estimated_bytes(&b) > 0);
         // Encoded like the rows they stand for.
         let bytes = ops.encode_batch(&b).unwrap();
-        assert_eq!(bytes, ops.encode_batch(&(Box::new(expanded.clone()) as Batch)).unwrap());
-        assert_eq!(rows_of(&ops, &ops.decode_batch(&bytes).unwrap()), expanded);
+        assert_eq!(bytes, ops.encode_batch(&Batch::new(expanded.clone())).unwrap());
+        assert_eq!(rows_of(&ops.decode_batch(&bytes).unwrap()), expanded);
         // Rows split into pieces in order, every piece but the last full.
-        let ten: Batch = Box::new((0..10i64).map(|i| WindowedValue::timestamped(i, i)).collect::<Vec<_>>());
-        let pieces = ops.split(ten, 3);
-        assert_eq!(pieces.iter().map(|p| ops.len(p)).collect::<Vec<_>>(), vec![3, 3, 3, 1]);
-        let values: Vec<i64> = pieces.iter().flat_map(|p| rows_of(&ops, p)).map(|wv| wv.value).collect();
+        let ten: Batch = Batch::new((0..10i64).map(|i| WindowedValue::timestamped(i, i)).collect::<Vec<_>>());
+        let pieces = ten.split(3);
+        assert_eq!(pieces.iter().map(Batch::len).collect::<Vec<_>>(), vec![3, 3, 3, 1]);
+        let values: Vec<i64> = pieces.iter().flat_map(rows_of).map(|wv| wv.value).collect();
         assert_eq!(values, (0..10).collect::<Vec<_>>());
         // Split stays uniform; concat of parts with one metadata too, else rows.
-        let parts = ops.split(ops.clone_batch(&b), 2);
+        let parts = b.clone().split(2);
         assert_eq!(parts.len(), 2);
         assert!(parts.iter().all(|p| p.is::<UniformBatch<i64>>()));
         let joined = ops.concat(parts);
         assert_eq!(joined.downcast_ref::<UniformBatch<i64>>().map(|u| u.values.clone()), Some(vec![1, 2, 3]));
-        let other: Batch = Box::new(uniform(vec![4], 8, w));
-        let mixed = ops.concat(vec![ops.clone_batch(&b), other, Box::new(vec![WindowedValue::timestamped(5i64, 9)])]);
-        let mut got: Vec<(i64, Timestamp)> = rows_of(&ops, &mixed).iter().map(|wv| (wv.value, wv.timestamp)).collect();
+        let other: Batch = Batch::new(uniform(vec![4], 8, w));
+        let mixed = ops.concat(vec![b.clone(), other, Batch::new(vec![WindowedValue::timestamped(5i64, 9)])]);
+        let mut got: Vec<(i64, Timestamp)> = rows_of(&mixed).iter().map(|wv| (wv.value, wv.timestamp)).collect();
         got.sort();
         assert_eq!(got, vec![(1, 7), (2, 7), (3, 7), (4, 8), (5, 9)]);
         // One window: one group, kept uniform; partitioned whole.
-        let groups = ops.group_by_window(ops.clone_batch(&b));
+        let groups = ops.group_by_window(b.clone());
         assert_eq!(groups.len(), 1);
-        assert_eq!((groups[0].0, groups[0].1, ops.len(&groups[0].2)), (w, -1, 3));
-        let (yes, no) = ops.partition_by_window(ops.clone_batch(&b), &mut |x| *x == w);
-        assert_eq!((ops.len(&yes), ops.len(&no)), (3, 0));
-        let (yes, no) = ops.partition_by_window(ops.clone_batch(&b), &mut |x| *x != w);
-        assert_eq!((ops.len(&yes), ops.len(&no)), (0, 3));
+        assert_eq!((groups[0].0, groups[0].1, groups[0].2.len()), (w, -1, 3));
+        let (yes, no) = ops.partition_by_window(b.clone(), &mut |x| *x == w);
+        assert_eq!((yes.len(), no.len()), (3, 0));
+        let (yes, no) = ops.partition_by_window(b.clone(), &mut |x| *x != w);
+        assert_eq!((yes.len(), no.len()), (0, 3));
         // An output buffer holding a uniform batch turns into rows in place.
-        let mut out = ops.clone_batch(&b);
+        let mut out = b.clone();
         rows_mut::<i64>(&mut out).unwrap().push(WindowedValue::timestamped(9, 1));
-        assert_eq!(rows_of(&ops, &out).len(), 4);
+        assert_eq!(rows_of(&out).len(), 4);
         assert!(rows_mut::<String>(&mut out).is_none());
         // Keys and values encode from either form alike.
-        let kvs: Batch = Box::new(UniformBatch {
+        let kvs: Batch = Batch::new(UniformBatch {
             values: vec![KV::new(1i64, "a".to_string())],
             timestamp: 3,
             window: w,

@@ -27,6 +27,7 @@
 
 #![deny(missing_docs)]
 
+pub mod batch;
 pub mod coders;
 pub mod do_fn;
 pub mod error;

@@ -10,6 +10,7 @@ use crate::operator::{count_drops, OpContext, Operator};
 use crate::system_metrics;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use weir_sdk::batch::BatchKind;
 use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result};
@@ -18,6 +19,14 @@ use weir_sdk::{Error, Result};
 /// member's input and output stay in cache, large enough to amortize each member's per-bundle
 /// work.
 pub const DEFERRED_PIECE: usize = 32_768;
+
+/// What a member of a chain is given.
+enum Feed {
+    /// A batch of input.
+    Input(Batch),
+    /// Its input watermark moves: it fires what that releases.
+    Advance,
+}
 
 /// One partition of a fused chain: its operators (one per node, head first) and the head's
 /// input bundles.
@@ -74,21 +83,21 @@ impl ChainTask<'_> {
             .collect();
         let before: Vec<DropCounts> = ops.iter().map(|o| o.dropped()).collect();
         let mut outputs: Vec<Vec<Batch>> = (0..out_ops[k - 1].len()).map(|_| Vec::new()).collect();
-        // Feeds `batch` to node `j` and what comes out through the rest of the chain; `advance`
-        // moves node `j`'s watermark instead (and feeds its output onwards the same way).
-        let mut feed =
-            |ops: &mut Vec<&mut dyn Operator>, mut j: usize, mut batch: Batch, advance: bool| -> Result<()> {
-                let mut advancing = advance;
-                loop {
-                    let m = &mut members[j];
-                    let ctx = OpContext { processing_time: now, metrics: &m.metrics };
-                    let t = Instant::now();
-                    let outs = if advancing {
+        // Feeds node `j` (a batch of input, or its watermark advance) and what comes out of it
+        // through the rest of the chain.
+        let mut feed = |ops: &mut Vec<&mut dyn Operator>, mut j: usize, mut step: Feed| -> Result<()> {
+            loop {
+                let m = &mut members[j];
+                let ctx = OpContext { processing_time: now, metrics: &m.metrics };
+                let t = Instant::now();
+                let outs = match step {
+                    Feed::Advance => {
                         let outs = ops[j].advance(upstream, &ctx)?;
                         m.removal += t.elapsed();
                         outs
-                    } else {
-                        let n = in_ops[j].len(&batch);
+                    }
+                    Feed::Input(batch) => {
+                        let n = batch.len();
                         if n == 0 {
                             return Ok(());
                         }
@@ -97,42 +106,43 @@ impl ChainTask<'_> {
                         let outs = ops[j].process(batch, &ctx)?;
                         m.update += t.elapsed();
                         outs
-                    };
-                    advancing = false;
-                    for (port, o) in outs.iter().enumerate() {
-                        system_metrics::count_batch(&m.metrics, &*out_ops[j][port], o, true);
                     }
-                    if j + 1 == k {
-                        for (port, o) in outs.into_iter().enumerate() {
-                            outputs[port].push(o);
-                        }
-                        return Ok(());
-                    }
-                    // Not the last node: one output, the next node's input.
-                    match outs.into_iter().next() {
-                        Some(o) => batch = o,
-                        None => return Ok(()),
-                    }
-                    j += 1;
+                };
+                for (port, o) in outs.iter().enumerate() {
+                    system_metrics::count_batch(&m.metrics, &*out_ops[j][port], o, true);
                 }
-            };
+                if j + 1 == k {
+                    for (port, o) in outs.into_iter().enumerate() {
+                        outputs[port].push(o);
+                    }
+                    return Ok(());
+                }
+                // Not the last node: one output, the next node's input.
+                match outs.into_iter().next() {
+                    Some(o) => step = Feed::Input(o),
+                    None => return Ok(()),
+                }
+                j += 1;
+            }
+        };
         let mut sources: Vec<(String, Arc<MetricsContainerImpl>)> = Vec::new();
         let mut read_stats: TsStats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
         let work = || -> Result<()> {
             for b in bundles {
-                match b.downcast::<DeferredRead>() {
-                    // A planned read: piece by piece, each through the whole chain while it is
-                    // in cache.
-                    Ok(d) => {
-                        let metrics = MetricsContainerImpl::new();
-                        sources.push((d.step().to_string(), metrics.clone()));
-                        d.read(DEFERRED_PIECE, &metrics, &mut read_stats, |piece| feed(&mut ops, 0, piece, false))?;
-                    }
-                    Err(b) => feed(&mut ops, 0, b, false)?,
+                if b.kind() != BatchKind::Planned {
+                    feed(&mut ops, 0, Feed::Input(b))?;
+                    continue;
+                }
+                // A planned read: piece by piece, each through the whole chain while it is in
+                // cache.
+                if let Ok(d) = b.downcast::<DeferredRead>() {
+                    let metrics = MetricsContainerImpl::new();
+                    sources.push((d.step().to_string(), metrics.clone()));
+                    d.read(DEFERRED_PIECE, &metrics, &mut read_stats, |piece| feed(&mut ops, 0, Feed::Input(piece)))?;
                 }
             }
             for j in 0..k {
-                feed(&mut ops, j, Box::new(()), true)?;
+                feed(&mut ops, j, Feed::Advance)?;
             }
             Ok(())
         };

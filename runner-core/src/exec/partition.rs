@@ -104,11 +104,11 @@ pub const FIRED_BUNDLE: usize = crate::group_also_by_window::FIRED_BUNDLE;
 
 /// `bundles` with every one of more than twice [`FIRED_BUNDLE`] elements split into bundles of
 /// that many.
-pub fn in_fired_bundles(ops: &dyn CollectionOps, bundles: Vec<Batch>) -> Vec<Batch> {
+pub fn in_fired_bundles(bundles: Vec<Batch>) -> Vec<Batch> {
     let mut out = Vec::with_capacity(bundles.len());
     for b in bundles {
-        if ops.len(&b) > 2 * FIRED_BUNDLE {
-            out.extend(ops.split(b, FIRED_BUNDLE));
+        if b.len() > 2 * FIRED_BUNDLE {
+            out.extend(b.split(FIRED_BUNDLE));
         } else {
             out.push(b);
         }

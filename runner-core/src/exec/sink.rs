@@ -8,10 +8,9 @@
 
 use crate::do_fn_runner::guarded;
 use std::path::Path;
-use std::sync::Arc;
 use weir_sdk::io::for_each_batch::ForEachBatchPayload;
 use weir_sdk::io::json_lines::{claim_output_dir, JsonLinesPayload};
-use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::kernel::Batch;
 use weir_sdk::{Error, Result};
 
 /// A sink's writer for one run of a pipeline.
@@ -96,37 +95,30 @@ impl SinkWriter for JsonLinesWriter {
 pub struct ForEachBatchSinkFactory {
     step: String,
     payload: ForEachBatchPayload,
-    ops: Arc<dyn CollectionOps>,
 }
 
 impl ForEachBatchSinkFactory {
-    /// The sink of step `step`, whose input's batches `ops` measures.
-    pub fn new(step: &str, payload: ForEachBatchPayload, ops: Arc<dyn CollectionOps>) -> Self {
-        ForEachBatchSinkFactory { step: step.to_string(), payload, ops }
+    /// The sink of step `step`.
+    pub fn new(step: &str, payload: ForEachBatchPayload) -> Self {
+        ForEachBatchSinkFactory { step: step.to_string(), payload }
     }
 }
 
 impl SinkFactory for ForEachBatchSinkFactory {
     fn open(&self, _: &str, _: usize) -> Result<Box<dyn SinkWriter>> {
-        Ok(Box::new(ForEachBatchWriter {
-            step: self.step.clone(),
-            payload: self.payload.clone(),
-            ops: self.ops.clone(),
-            staged: Vec::new(),
-        }))
+        Ok(Box::new(ForEachBatchWriter { step: self.step.clone(), payload: self.payload.clone(), staged: Vec::new() }))
     }
 }
 
 struct ForEachBatchWriter {
     step: String,
     payload: ForEachBatchPayload,
-    ops: Arc<dyn CollectionOps>,
     staged: Vec<Batch>,
 }
 
 impl SinkWriter for ForEachBatchWriter {
     fn stage(&mut self, _: usize, batch: Batch) -> Result<usize> {
-        let n = self.ops.len(&batch);
+        let n = batch.len();
         self.staged.push(batch);
         Ok(n)
     }

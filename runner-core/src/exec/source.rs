@@ -12,6 +12,7 @@ use crate::exec::clock::Clock;
 use crate::plan::SourceSpec;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
+use weir_sdk::batch::BatchKind;
 use weir_sdk::kernel::{
     Batch, CollectionOps, ErasedBoundedReader, ErasedBoundedSource, ErasedUnboundedReader, ErasedUnboundedSource,
     TestStreamEvent,
@@ -91,7 +92,7 @@ impl DeferredRead {
                 let _scope = weir_sdk::metrics::scoped_container(metrics.clone());
                 let mut slot = lock(&self.reader);
                 let b = guarded(&self.step, "read", || slot.reader.read_batch(left.min(piece)))?;
-                let n = b.as_ref().map_or(0, |b| self.ops.len(b));
+                let n = b.as_ref().map_or(0, |b| b.len());
                 slot.delivered += n as u64;
                 (b.filter(|_| n > 0), n)
             };
@@ -103,18 +104,47 @@ impl DeferredRead {
             };
             left = left.saturating_sub(n);
             crate::system_metrics::count_batch(metrics, &*self.ops, &b, true);
-            add_stats(stats, self.ops.timestamp_stats(&b));
+            add_stats(stats, b.timestamp_stats());
             f(b)?;
         }
         Ok(())
     }
 }
 
-/// The number of elements of a source bundle: a batch, or a [`DeferredRead`].
-pub fn bundle_len(ops: &dyn CollectionOps, b: &Batch) -> usize {
-    match b.downcast_ref::<DeferredRead>() {
-        Some(d) => d.len(),
-        None => ops.len(b),
+impl weir_sdk::batch::BatchData for DeferredRead {
+    fn kind(&self) -> BatchKind {
+        BatchKind::Planned
+    }
+    fn len(&self) -> usize {
+        self.count
+    }
+    fn clone_batch(&self) -> Batch {
+        // A planned read is consumed once, by the chain it feeds; a source whose output is
+        // used twice does not plan its reads (see the runner's choice of deferred sources).
+        Batch::new(DeferredRead {
+            step: self.step.clone(),
+            reader: self.reader.clone(),
+            count: self.count,
+            ops: self.ops.clone(),
+        })
+    }
+    fn split_batch(self: Box<Self>, _: usize) -> Vec<Batch> {
+        // Read piece by piece by the chain anyway.
+        vec![Batch::new(*self)]
+    }
+    fn shuffle(&mut self, _: u64) {}
+    fn timestamp_stats(&self) -> weir_sdk::batch::TimestampStats {
+        // Not known until read: the chain adds the stats of what it reads.
+        weir_sdk::batch::NO_TIMESTAMPS
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
     }
 }
 
@@ -299,7 +329,7 @@ impl SourceState {
                         window: Window::Global,
                         pane: PaneInfo::NO_FIRING,
                     }];
-                    bundles[0].push(Box::new(v));
+                    bundles[0].push(Batch::new(v));
                 }
                 MAX_TIMESTAMP
             }
@@ -350,7 +380,7 @@ impl SourceState {
                         }
                         s.read += n as u64;
                         counts[i] = n;
-                        bundles[i % partitions].push(Box::new(DeferredRead {
+                        bundles[i % partitions].push(Batch::new(DeferredRead {
                             step: name.clone(),
                             reader: shared_reader.clone(),
                             count: n,
@@ -364,10 +394,10 @@ impl SourceState {
                         let want = (n - counts[i]).min(BUNDLE);
                         match guarded(&name, "read", || slot.reader.read_batch(want))? {
                             Some(b) => {
-                                let len = self.ops.len(&b);
+                                let len = b.len();
                                 add_stats(
                                     read_stats.get_or_insert((Timestamp::MAX, Timestamp::MIN, 0, 0)),
-                                    self.ops.timestamp_stats(&b),
+                                    b.timestamp_stats(),
                                 );
                                 s.read += len as u64;
                                 slot.delivered += len as u64;
@@ -411,7 +441,7 @@ impl SourceState {
                     // A replay reads exactly the logged count (the source re-delivers it).
                     loop {
                         let b = guarded(&name, "read", || r.read_batch(want - got))?;
-                        let n = r.batch_len(&b);
+                        let n = b.len();
                         got += n;
                         if n > 0 {
                             parts.push(b);
@@ -451,12 +481,12 @@ impl SourceState {
         };
         moved |= watermark != self.watermark;
         self.watermark = self.watermark.max(watermark);
-        let rows: usize = bundles.iter().flatten().map(|b| bundle_len(&*self.ops, b)).sum();
+        let rows: usize = bundles.iter().flatten().map(Batch::len).sum();
         moved |= rows > 0;
         let ts_stats = read_stats.unwrap_or_else(|| {
             let mut acc = (Timestamp::MAX, Timestamp::MIN, 0, 0);
-            for b in bundles.iter().flatten().filter(|b| !b.is::<DeferredRead>()) {
-                add_stats(&mut acc, self.ops.timestamp_stats(b));
+            for b in bundles.iter().flatten().filter(|b| b.kind() != BatchKind::Planned) {
+                add_stats(&mut acc, b.timestamp_stats());
             }
             acc
         });

@@ -37,8 +37,8 @@ pub enum Exchange {
 
 impl Exchange {
     /// The exchange by key of a keyed input, split by `partitioner`.
-    pub fn by_key(step: &str, partitioner: Arc<dyn KeyPartitioner>, ops: Arc<dyn CollectionOps>) -> Self {
-        Exchange::Hash(Arc::new(KeyExchange { step: step.to_string(), partitioner, ops }))
+    pub fn by_key(step: &str, partitioner: Arc<dyn KeyPartitioner>) -> Self {
+        Exchange::Hash(Arc::new(KeyExchange { step: step.to_string(), partitioner }))
     }
 
     /// The exchange of a co-group's input: encoded with `encoder` (the input's tag), then split
@@ -98,7 +98,6 @@ impl Exchange {
 struct KeyExchange {
     step: String,
     partitioner: Arc<dyn KeyPartitioner>,
-    ops: Arc<dyn CollectionOps>,
 }
 
 impl Exchanger for KeyExchange {
@@ -110,7 +109,7 @@ impl Exchanger for KeyExchange {
                 .partition(b, partitions)
                 .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
             for (q, piece) in pieces.into_iter().enumerate() {
-                if self.ops.len(&piece) > 0 {
+                if !piece.is_empty() {
                     out[q].push(piece);
                 }
             }
@@ -123,7 +122,7 @@ impl Exchanger for KeyExchange {
 fn split_encoded(rows: EncodedKvBatch, partitions: usize) -> Vec<Vec<Batch>> {
     rows.partition(partitions)
         .into_iter()
-        .map(|part| if part.rows.is_empty() { Vec::new() } else { vec![Box::new(part) as Batch] })
+        .map(|part| if part.rows.is_empty() { Vec::new() } else { vec![Batch::new(part)] })
         .collect()
 }
 
@@ -148,7 +147,7 @@ impl Exchanger for EncodingExchange {
         Ok(split_encoded(rows, partitions))
     }
     fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
-        Some(Arc::new(EncodedKvOps::default()))
+        Some(Arc::new(EncodedKvOps))
     }
 }
 
@@ -160,24 +159,22 @@ struct PartialCombineExchange {
 
 impl Exchanger for PartialCombineExchange {
     fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
-        let mut rows = EncodedKvBatch::default();
+        let mut rows = EncodedKvBatch { lifted: true, ..EncodedKvBatch::default() };
         crate::do_fn_runner::guarded(&self.step, "partial combine", || self.kernel.partial(batches, &mut rows))?;
         Ok(split_encoded(rows, partitions))
     }
     fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
-        Some(Arc::new(EncodedKvOps::lifted()))
+        Some(Arc::new(EncodedKvOps))
     }
 }
 
 /// Spreads a batch over the partitions in nearly equal parts (Reshuffle).
-pub struct Spread {
-    ops: Arc<dyn CollectionOps>,
-}
+pub struct Spread;
 
 impl Spread {
-    /// The round-robin exchange of a collection with operations `ops`.
-    pub fn exchange(ops: Arc<dyn CollectionOps>) -> Exchange {
-        Exchange::RoundRobin(Arc::new(Spread { ops }))
+    /// The round-robin exchange.
+    pub fn exchange() -> Exchange {
+        Exchange::RoundRobin(Arc::new(Spread))
     }
 }
 
@@ -185,11 +182,11 @@ impl Exchanger for Spread {
     fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
         let mut out: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
         for input in batches {
-            let len = self.ops.len(&input);
+            let len = input.len();
             if len == 0 {
                 continue;
             }
-            let parts = self.ops.split(input, len.div_ceil(partitions).max(1));
+            let parts = input.split(len.div_ceil(partitions).max(1));
             // Rotated so that small batches do not all land in partition 0.
             let shift = (len * 7919) % partitions;
             for (k, part) in parts.into_iter().enumerate() {

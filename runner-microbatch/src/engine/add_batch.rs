@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use weir_runner_core::exec::chain::ChainTask;
 use weir_runner_core::exec::partition::{in_fired_bundles, PartitionTask};
-use weir_runner_core::exec::source::{add_stats, bundle_len};
+use weir_runner_core::exec::source::add_stats;
 use weir_runner_core::exec::topology::Slot;
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::MetricsContainerImpl;
@@ -96,23 +96,19 @@ impl Engine {
     /// be broadcast to every partition.
     pub(super) fn route(&mut self, i: usize, port: usize, per_partition: Vec<Vec<Batch>>) -> Result<()> {
         let Some(&pc) = self.plan.nodes[i].outputs.get(port) else { return Ok(()) };
-        let ops = self.graph.pcollection(pc).ops.clone();
         let consumers = self.topology.consumers(pc).to_vec();
         if consumers.is_empty() {
             return Ok(());
         }
         let per_partition: Vec<Vec<Batch>> =
-            per_partition.into_iter().map(|bs| bs.into_iter().filter(|b| bundle_len(&*ops, b) > 0).collect()).collect();
+            per_partition.into_iter().map(|bs| bs.into_iter().filter(|b| !b.is_empty()).collect()).collect();
         let last = consumers.len() - 1;
         let mut owned = Some(per_partition);
         for (n, (c, slot)) in consumers.into_iter().enumerate() {
             let data = if n == last {
                 owned.take().unwrap_or_default()
             } else {
-                owned
-                    .as_ref()
-                    .map(|pp| pp.iter().map(|bs| bs.iter().map(|b| ops.clone_batch(b)).collect()).collect())
-                    .unwrap_or_default()
+                owned.as_ref().map(|pp| pp.iter().map(|bs| bs.to_vec()).collect()).unwrap_or_default()
             };
             match slot {
                 Slot::Side(k) => {
@@ -163,21 +159,20 @@ impl Engine {
         let upstream = self.upstream_watermark(i);
         let side_wms = self.topology.side_watermarks(i, |p| self.nodes[p].wm.output());
         let in_ops = self.main_ops(i);
-        let side_ops: Vec<_> = spec.side_inputs.iter().map(|&pc| self.graph.pcollection(pc).ops.clone()).collect();
         let n_outputs = spec.outputs.len();
         let now = self.clock.now();
         let pending = self.take_pending(i);
         let node = &mut self.nodes[i];
         let side_pending = std::mem::take(&mut node.side_pending);
         stats.input_rows = match &in_ops {
-            Some(ops) => pending.iter().flatten().map(|b| ops.len(b) as u64).sum(),
+            Some(_) => pending.iter().flatten().map(|b| b.len() as u64).sum(),
             None => 0,
         };
         // Side-input data goes to every partition.
         let n_parts = node.ops.len();
         let mut sides_per_partition: Vec<Vec<(usize, Batch)>> = (0..n_parts).map(|_| Vec::new()).collect();
         for (k, b) in side_pending {
-            let mut copies: Vec<Batch> = (1..n_parts).map(|_| side_ops[k].clone_batch(&b)).collect();
+            let mut copies: Vec<Batch> = (1..n_parts).map(|_| b.clone()).collect();
             copies.push(b);
             for (p, c) in copies.into_iter().enumerate() {
                 sides_per_partition[p].push((k, c));
@@ -237,7 +232,7 @@ impl Engine {
             if let Some(&pc) = self.plan.nodes[i].outputs.get(port) {
                 let ops = self.graph.pcollection(pc).ops.clone();
                 for b in per_partition.iter().flatten() {
-                    out_rows += ops.len(b);
+                    out_rows += b.len();
                     system_metrics::count_batch(&system, &*ops, b, true);
                 }
                 if grouping {
@@ -245,7 +240,7 @@ impl Engine {
                     // at once) goes on in bundles of groups, so what consumes it learns its
                     // fan-out on the first and sizes its output for the rest, and a chain
                     // after it reuses one bundle's buffers for the next.
-                    per_partition = per_partition.into_iter().map(|bs| in_fired_bundles(&*ops, bs)).collect();
+                    per_partition = per_partition.into_iter().map(in_fired_bundles).collect();
                 }
             }
             self.route(i, port, per_partition)?;
@@ -327,7 +322,7 @@ impl Engine {
         }
         let mut out_rows = 0;
         for (port, per_partition) in outputs.into_iter().enumerate() {
-            out_rows += per_partition.iter().flatten().map(|b| out_ops[chain.len() - 1][port].len(b)).sum::<usize>();
+            out_rows += per_partition.iter().flatten().map(Batch::len).sum::<usize>();
             self.route(tail, port, per_partition)?;
         }
         Ok(out_rows)

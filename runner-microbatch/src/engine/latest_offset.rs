@@ -3,9 +3,10 @@
 
 use super::Engine;
 use crate::checkpoint::OffsetEntry;
-use weir_runner_core::exec::source::{add_stats, DeferredRead, SourceBatch, TsStats};
+use weir_runner_core::exec::source::{add_stats, SourceBatch, TsStats};
 use weir_runner_core::metrics::MetricsContainerImpl;
 use weir_runner_core::system_metrics;
+use weir_sdk::batch::BatchKind;
 use weir_sdk::time::Timestamp;
 use weir_sdk::Result;
 
@@ -46,7 +47,7 @@ impl Engine {
             if let (Ok(sb), Some(&pc)) = (&sb, self.plan.nodes[i].outputs.first()) {
                 let ops = self.graph.pcollection(pc).ops.clone();
                 // Planned reads are counted as the chain reads them.
-                for b in sb.bundles.iter().flatten().filter(|b| !b.is::<DeferredRead>()) {
+                for b in sb.bundles.iter().flatten().filter(|b| b.kind() != BatchKind::Planned) {
                     system_metrics::count_batch(&container, &*ops, b, true);
                 }
             }

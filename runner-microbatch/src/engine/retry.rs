@@ -12,20 +12,9 @@ impl Engine {
         self.nodes
             .iter()
             .zip(&self.plan.nodes)
-            .enumerate()
-            .map(|(i, (n, spec))| {
-                let main = self.main_ops(i);
-                let pending = n
-                    .pending
-                    .iter()
-                    .map(|bs| bs.iter().filter_map(|b| main.as_ref().map(|o| o.clone_batch(b))).collect())
-                    .collect();
-                let sides = n
-                    .side_pending
-                    .iter()
-                    .map(|(k, b)| (*k, self.graph.pcollection(spec.side_inputs[*k]).ops.clone_batch(b)))
-                    .collect();
-                (pending, sides)
+            .map(|(n, _)| {
+                let pending = n.pending.iter().map(|bs| bs.to_vec()).collect();
+                (pending, n.side_pending.clone())
             })
             .collect()
     }
@@ -69,16 +58,8 @@ impl Engine {
         }
         if let Some(input) = input {
             for (i, (pending, sides)) in input.iter().enumerate() {
-                let main = self.main_ops(i);
-                let spec = &self.plan.nodes[i];
-                self.nodes[i].pending = pending
-                    .iter()
-                    .map(|bs| bs.iter().filter_map(|b| main.as_ref().map(|o| o.clone_batch(b))).collect())
-                    .collect();
-                self.nodes[i].side_pending = sides
-                    .iter()
-                    .map(|(k, b)| (*k, self.graph.pcollection(spec.side_inputs[*k]).ops.clone_batch(b)))
-                    .collect();
+                self.nodes[i].pending = pending.clone();
+                self.nodes[i].side_pending = sides.clone();
             }
         }
         Ok(())

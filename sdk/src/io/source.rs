@@ -116,7 +116,7 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
                     self.reader = None;
                     return Ok(None);
                 }
-                return Ok(Some(Box::new(UniformBatch::global(fitted(values), timestamp))));
+                return Ok(Some(Batch::new(UniformBatch::global(fitted(values), timestamp))));
             }
             let (mut first_ts, mut odd) = (None, None);
             while values.len() < max {
@@ -146,7 +146,7 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
                     }
                 }
                 let timestamp = first_ts.unwrap_or(crate::time::MIN_TIMESTAMP);
-                return Ok(Some(Box::new(UniformBatch::global(fitted(values), timestamp))));
+                return Ok(Some(Batch::new(UniformBatch::global(fitted(values), timestamp))));
             };
             // Timestamps vary: this bundle and the reader's next ones are rows.
             self.varied = true;
@@ -175,7 +175,7 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
                 return Ok(None);
             }
         }
-        Ok(Some(Box::new(fitted(rows))))
+        Ok(Some(Batch::new(fitted(rows))))
     }
 }
 
@@ -295,10 +295,7 @@ impl<R: UnboundedReader> crate::kernel::ErasedUnboundedReader for UnboundedReade
                 None => break,
             }
         }
-        Ok(Box::new(out))
-    }
-    fn batch_len(&self, batch: &Batch) -> usize {
-        batch.downcast_ref::<Vec<WindowedValue<R::Output>>>().map_or(0, Vec::len)
+        Ok(Batch::new(out))
     }
     fn watermark(&self) -> Timestamp {
         self.0.watermark()

@@ -31,7 +31,7 @@ impl<T: Element> TestStream<T> {
     pub fn add_elements(mut self, values: Vec<TimestampedValue<T>>) -> Self {
         let values = Arc::new(values);
         self.events.push(TestStreamEvent::Elements(Arc::new(move || -> Batch {
-            Box::new(
+            Batch::new(
                 values.iter().map(|v| WindowedValue::timestamped(v.value.clone(), v.timestamp)).collect::<Vec<_>>(),
             )
         })));

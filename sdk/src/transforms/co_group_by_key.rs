@@ -3,7 +3,7 @@
 use crate::coders::{Coder, CoderError, Element, ElementCoder};
 use crate::do_fn::{DoFn, ProcessContext, TupleTag};
 use crate::error::UserResult;
-use crate::kernel::{Batch, EncodedGroup, EncodedKvBatch, GroupKernel};
+use crate::kernel::{Batch, BatchKind, EncodedGroup, EncodedKvBatch, GroupKernel};
 use crate::kv::KV;
 use crate::pipeline::{PCollection, PCollectionList, PTransform, Pipeline};
 use crate::transforms::flatten::Flatten;
@@ -278,13 +278,13 @@ struct CoGbkKernel<K> {
 impl<K: Element> GroupKernel for CoGbkKernel<K> {
     fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
         // Natively translated, the batch was encoded by the inputs' `UnionEncoder`s already.
-        match input.downcast::<EncodedKvBatch>() {
-            Ok(encoded) => {
+        if input.kind() == BatchKind::EncodedRows {
+            if let Ok(encoded) = input.downcast::<EncodedKvBatch>() {
                 out.extend(*encoded);
-                Ok(())
             }
-            Err(input) => out.append::<K, RawUnion>(input, &self.key, &ElementCoder::<RawUnion>::new()),
+            return Ok(());
         }
+        out.append::<K, RawUnion>(input, &self.key, &ElementCoder::<RawUnion>::new())
     }
 
     fn decode_groups(&self, groups: Vec<EncodedGroup>) -> Result<Batch, CoderError> {
@@ -299,7 +299,7 @@ impl<K: Element> GroupKernel for CoGbkKernel<K> {
                 pane: g.pane,
             });
         }
-        Ok(Box::new(out))
+        Ok(Batch::new(out))
     }
 }
 
@@ -340,7 +340,7 @@ mod tests {
             .map(|(i, v)| WindowedValue::in_global_window(KV::new(i as i64, v.clone())))
             .collect();
         let mut out = EncodedKvBatch::default();
-        UnionEncoderImpl::<i64, String> { index: 3, _t: PhantomData }.encode(Box::new(input), &mut out).unwrap();
+        UnionEncoderImpl::<i64, String> { index: 3, _t: PhantomData }.encode(Batch::new(input), &mut out).unwrap();
         let coder = ElementCoder::<String>::new();
         let mut group = Vec::new();
         for (i, v) in values.iter().enumerate() {

@@ -255,7 +255,7 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
                 pane: g.pane,
             });
         }
-        Ok(Box::new(out))
+        Ok(Batch::new(out))
     }
 }
 
@@ -530,7 +530,7 @@ mod tests {
                     pane: crate::pane::PaneInfo::NO_FIRING,
                 })
                 .collect();
-            Box::new(v)
+            Batch::new(v)
         };
         let inputs = vec![
             input(&[("x", 1, 5, w1), (&long_a, 2, 4, w1), (&long_b, 4, 3, w1), ("x", 8, 2, w1)]),

@@ -62,7 +62,7 @@ impl<K: Element, V: Element> DedupKernel for DedupKernelImpl<K, V> {
         });
         match error {
             Some(e) => Err(e),
-            None => Ok(Box::new(elements)),
+            None => Ok(Batch::new(elements)),
         }
     }
 }

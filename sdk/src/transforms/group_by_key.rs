@@ -76,7 +76,7 @@ impl<K: Element, V: Element> GroupKernel for GroupKernelImpl<K, V> {
                 pane: g.pane,
             });
         }
-        Ok(Box::new(out))
+        Ok(Batch::new(out))
     }
 }
 

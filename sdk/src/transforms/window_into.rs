@@ -105,7 +105,7 @@ impl<T: Element, W: WindowFn> AssignKernel for AssignKernelImpl<T, W> {
             self.window_fn.assign_windows(wv.timestamp, &wv.window, &mut windows);
             push_windowed(&mut out, wv, &windows);
         }
-        Ok(Box::new(out))
+        Ok(Batch::new(out))
     }
 }
 
@@ -126,7 +126,7 @@ impl<T: Element, W: ElementWindowFn<T>> AssignKernel for ElementAssignKernel<T, 
                 .map_err(|e| format!("{:?} cannot window an element at {}: {e}", self.window_fn, wv.timestamp))?;
             push_windowed(&mut out, wv, &windows);
         }
-        Ok(Box::new(out))
+        Ok(Batch::new(out))
     }
 }
 

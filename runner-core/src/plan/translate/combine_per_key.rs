@@ -34,10 +34,7 @@ impl Translator<PlanBuilder> for CombinePerKeyTranslator {
                 "GroupAlsoByWindow[combining partial accumulators, combined before the exchange]",
             )
         } else {
-            (
-                Exchange::by_key(&node.full_name, p.partitioner.clone(), input.ops.clone()),
-                "GroupAlsoByWindow[combining]",
-            )
+            (Exchange::by_key(&node.full_name, p.partitioner.clone()), "GroupAlsoByWindow[combining]")
         };
         b.push(
             PhysicalNode::of(node, Role::Transform(factory), "combine-per-key", description)

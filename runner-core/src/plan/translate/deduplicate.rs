@@ -28,7 +28,7 @@ impl Translator<PlanBuilder> for DeduplicateTranslator {
         let description = format!("StreamingDeduplicate[within {ms} ms]");
         b.push(
             PhysicalNode::of(node, Role::Transform(factory), "deduplicate", description)
-                .with_exchange(Exchange::by_key(&node.full_name, p.partitioner.clone(), input.ops.clone()))
+                .with_exchange(Exchange::by_key(&node.full_name, p.partitioner.clone()))
                 .stateful(),
         );
         Ok(())

@@ -16,11 +16,10 @@ impl Translator<PlanBuilder> for ForEachBatchTranslator {
     fn can_translate(&self, node: &TransformNode, _: &PipelineGraph) -> bool {
         composite_payload::<ForEachBatchPayload>(node).is_some() && node.inputs.len() == 1
     }
-    fn translate(&self, node: &TransformNode, graph: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
+    fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
         let Some(p) = composite_payload::<ForEachBatchPayload>(node) else { return Ok(()) };
         let description = format!("BatchSink[{}]", p.description);
-        let ops = graph.pcollection(node.inputs[0]).ops.clone();
-        let role = Role::Sink(Arc::new(ForEachBatchSinkFactory::new(&node.full_name, p.clone(), ops)));
+        let role = Role::Sink(Arc::new(ForEachBatchSinkFactory::new(&node.full_name, p.clone())));
         b.push(PhysicalNode::of(node, role, "batch-sink", description));
         Ok(())
     }

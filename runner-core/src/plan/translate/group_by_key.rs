@@ -12,7 +12,7 @@ use weir_sdk::Result;
 pub(crate) struct GroupByKeyTranslator;
 
 impl Translator<PlanBuilder> for GroupByKeyTranslator {
-    fn translate(&self, node: &TransformNode, graph: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
+    fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
         let Payload::GroupByKey(kernel, partitioner) = &node.payload else {
             return Err(internal(node, "grouping kernel"));
         };
@@ -20,8 +20,7 @@ impl Translator<PlanBuilder> for GroupByKeyTranslator {
         let factory = Arc::new(move |g: &PipelineGraph| {
             Box::new(GroupOperator::new(g.node(id), g, Values::Buffer(kernel.clone()))) as Box<dyn Operator>
         });
-        let exchange =
-            Exchange::by_key(&node.full_name, partitioner.clone(), graph.pcollection(node.inputs[0]).ops.clone());
+        let exchange = Exchange::by_key(&node.full_name, partitioner.clone());
         b.push(
             PhysicalNode::of(node, Role::Transform(factory), "group-by-key", "GroupAlsoByWindow[buffering]")
                 .with_exchange(exchange)

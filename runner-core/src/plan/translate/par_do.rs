@@ -13,7 +13,7 @@ use weir_sdk::Result;
 pub(crate) struct ParDoTranslator;
 
 impl Translator<PlanBuilder> for ParDoTranslator {
-    fn translate(&self, node: &TransformNode, graph: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
+    fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
         let Payload::ParDo(p) = &node.payload else { return Err(internal(node, "DoFn")) };
         let id = node.id;
         let payload = p.clone();
@@ -24,11 +24,7 @@ impl Translator<PlanBuilder> for ParDoTranslator {
             let description = format!("StatefulParDo[{}]", short_type_name(p.fn_name));
             let n = PhysicalNode::of(node, Role::Transform(factory), "stateful-pardo", description).stateful();
             match &p.key_partitioner {
-                Some(k) => n.with_exchange(Exchange::by_key(
-                    &node.full_name,
-                    k.clone(),
-                    graph.pcollection(node.inputs[0]).ops.clone(),
-                )),
+                Some(k) => n.with_exchange(Exchange::by_key(&node.full_name, k.clone())),
                 None => n,
             }
         } else {

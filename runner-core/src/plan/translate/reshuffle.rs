@@ -16,9 +16,9 @@ impl Translator<PlanBuilder> for ReshuffleTranslator {
     fn can_translate(&self, node: &TransformNode, _: &PipelineGraph) -> bool {
         node.inputs.len() == 1 && node.outputs.len() == 1
     }
-    fn translate(&self, node: &TransformNode, graph: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
+    fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
         let factory = Arc::new(|_: &PipelineGraph| Box::new(FlattenOperator) as Box<dyn Operator>);
-        let exchange = Spread::exchange(graph.pcollection(node.inputs[0]).ops.clone());
+        let exchange = Spread::exchange();
         b.push(PhysicalNode::of(node, Role::Transform(factory), "flatten", "Redistribute").with_exchange(exchange));
         Ok(())
     }
