@@ -2,7 +2,7 @@
 //!
 //! Each sink turns the cumulative `MetricQueryResults` a MetricsPusher hands it into one
 //! backend's wire format. The formats are pure functions, tested against the examples of Beam's
-//! own sinks (spec METRICS.md §6, §7), so that dashboards built for Beam read Weir unchanged;
+//! own sinks (Beam's MetricsHttpSink and MetricsGraphiteSink), so that dashboards built for Beam read Weir unchanged;
 //! the transports around them are thin. [`register`] makes the sinks selectable with
 //! `--metrics-sink NAME`: `http`, `graphite`, `prometheus` (Pushgateway), `prometheus-remote-write`,
 //! `jsonl`, `console`.

@@ -1,4 +1,4 @@
-//! The generator against the test vectors and aggregates of spec §2.8 (Beam's Java generator).
+//! The generator against the test vectors and aggregates published with Beam's Java generator.
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! # weir-runner-core: the semantics every runner shares
 //!
 //! A runner decides *where data lives and when work runs*; everything about *what the model
-//! means* lives here, once (DESIGN D4): the translation framework that walks a pipeline
+//! means* lives here, once (ARCHITECTURE.md, "Semantics live once"): the translation framework that walks a pipeline
 //! composite-first ([`translate`]), the DoFn runner that drives the lifecycle and turns panics
 //! into errors naming the step ([`do_fn_runner`]), the GroupAlsoByWindow engine with triggers, panes and holds
 //! ([`group_also_by_window`]), the operators runners execute ([`operator`]), and the job handle behind every [`weir_sdk::PipelineResult`] ([`job`]).

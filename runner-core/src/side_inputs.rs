@@ -1,5 +1,5 @@
 //! Side inputs: materialized per window, mapped from main-input windows, and ready when data
-//! for the side window arrived or the side watermark passed it (spec §6.2, §6.3).
+//! for the side window arrived or the side watermark passed it.
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};

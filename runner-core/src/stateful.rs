@@ -1,5 +1,5 @@
 //! Stateful ParDo: per key and window state, event- and processing-time timers with output
-//! timestamps that hold the watermark, and garbage collection at window expiry (spec §5).
+//! timestamps that hold the watermark, and garbage collection at window expiry.
 
 use crate::do_fn_runner::{guarded, DoFnRunner};
 use crate::group_also_by_window::{DropCounts, StateChanges};

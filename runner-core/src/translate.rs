@@ -3,7 +3,7 @@
 //! Walking the graph top-down, a composite is translated as a whole when a translator for its URN
 //! accepts it ([`Translator::can_translate`]); otherwise the walk descends into its parts. Every
 //! primitive must have a translator, or translation fails with an error naming the step, its URN
-//! and the runner (DESIGN D3).
+//! and the runner (ARCHITECTURE.md, "The physical plan").
 
 use std::collections::HashMap;
 use weir_sdk::graph::{PipelineGraph, TransformNode};
@@ -14,6 +14,15 @@ use weir_sdk::{Error, Result};
 pub fn composite_payload<T: 'static>(node: &TransformNode) -> Option<&T> {
     match &node.payload {
         weir_sdk::graph::Payload::Composite(p) => p.downcast_ref::<T>(),
+        _ => None,
+    }
+}
+
+/// The kernels of a primitive carried as [`weir_sdk::graph::Payload::Primitive`], if they are a
+/// `T`.
+pub fn primitive_payload<T: 'static>(node: &TransformNode) -> Option<&T> {
+    match &node.payload {
+        weir_sdk::graph::Payload::Primitive(p) => p.downcast_ref::<T>(),
         _ => None,
     }
 }

@@ -1,4 +1,4 @@
-//! Trigger state machines: a [`Trigger`] executed per key and window (spec §3.1).
+//! Trigger state machines: a [`Trigger`] executed per key and window.
 //!
 //! The trigger tree is flattened once per GroupByKey into [`TriggerMachine`] nodes (preorder,
 //! node 0 the root); the per-window [`TriggerState`] is plain data (finished bits, element
@@ -528,5 +528,55 @@ mod tests {
         assert_eq!(aligned(13, Some((10, 0))), 20);
         assert_eq!(aligned(20, Some((10, 0))), 20);
         assert_eq!(aligned(13, Some((10, 5))), 15);
+    }
+
+    /// A trigger tree of every kind, and states reached by feeding elements and firings.
+    fn trees() -> Vec<Trigger> {
+        vec![
+            Trigger::Default,
+            AfterPane::element_count_at_least(3),
+            Repeatedly::forever(AfterPane::element_count_at_least(2)),
+            AfterWatermark::past_end_of_window().with_early_firings(AfterPane::element_count_at_least(2)).into(),
+            AfterEach::in_order(vec![AfterPane::element_count_at_least(1), AfterPane::element_count_at_least(2)]),
+            AfterFirst::of(vec![
+                AfterPane::element_count_at_least(4),
+                AfterProcessingTime::past_first_element_in_pane()
+                    .plus_delay_of(std::time::Duration::from_millis(5))
+                    .into(),
+            ]),
+            AfterAll::of(vec![AfterPane::element_count_at_least(2), AfterWatermark::past_end_of_window().into()]),
+        ]
+    }
+
+    fn state_after(m: &TriggerMachine, steps: &[(u8, i64)]) -> TriggerState {
+        let mut s = m.new_state();
+        for &(n, t) in steps {
+            let c = ctx(t, t);
+            m.on_elements(&mut s, i64::from(n % 4) + 1, &c);
+            if m.should_fire(&s, &c) {
+                m.on_fire(&mut s, &c);
+            }
+        }
+        s
+    }
+
+    proptest::proptest! {
+        /// Merging trigger states commutes and associates: the windows a merge joins can come
+        /// in any order (a session merged left to right or right to left fires the same).
+        #[test]
+        fn merging_trigger_states_commutes_and_associates(
+            tree in 0usize..7,
+            a in proptest::collection::vec((0u8..8, 0i64..120), 0..6),
+            b in proptest::collection::vec((0u8..8, 0i64..120), 0..6),
+            c in proptest::collection::vec((0u8..8, 0i64..120), 0..6),
+        ) {
+            let m = TriggerMachine::new(&trees()[tree]);
+            let (sa, sb, sc) = (state_after(&m, &a), state_after(&m, &b), state_after(&m, &c));
+            proptest::prop_assert_eq!(m.merge(&[&sa, &sb]), m.merge(&[&sb, &sa]));
+            let left = m.merge(&[&m.merge(&[&sa, &sb]), &sc]);
+            let right = m.merge(&[&sa, &m.merge(&[&sb, &sc])]);
+            proptest::prop_assert_eq!(&left, &right);
+            proptest::prop_assert_eq!(&left, &m.merge(&[&sc, &sa, &sb]));
+        }
     }
 }

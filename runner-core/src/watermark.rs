@@ -1,4 +1,4 @@
-//! Watermark math for one transform (DESIGN D5, spec §4.1).
+//! Watermark math for one transform (ARCHITECTURE.md, "A watermark per operator").
 //!
 //! `input' = max(input, min(upstream outputs, pending input))` and
 //! `output' = max(output, min(input', holds))`: both only move forward, and the output never

@@ -1,4 +1,4 @@
-//! Micro-batch engine benchmarks (DESIGN "Performance").
+//! Micro-batch engine benchmarks.
 //!
 //! Run with `cargo bench -p weir-runner-microbatch --bench engine`. Each benchmark pairs the
 //! engine with the same work done by hand, so the ratio of the two is the engine's overhead:

@@ -1,4 +1,4 @@
-//! The checkpoint directory: offset log, commit log and state snapshots (DESIGN D6, D8).
+//! The checkpoint directory: offset log, commit log and state snapshots (ARCHITECTURE.md, "Exactly once").
 //!
 //! ```text
 //! <dir>/lock                    held (flock) by the process running the query: its pid and host

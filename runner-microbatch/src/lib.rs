@@ -1,7 +1,7 @@
 //! # weir-runner-microbatch: the native micro-batch engine
 //!
 //! A pipeline runs as a series of small batch jobs, as in Spark Structured Streaming's
-//! micro-batch execution (DESIGN D6): each batch reads a bounded slice of every source, runs the
+//! micro-batch execution (ARCHITECTURE.md, "Runners are schedulers"): each batch reads a bounded slice of every source, runs the
 //! physical plan over it, then advances watermarks operator by operator in topological order and
 //! fires what they release, so a window closes in the batch whose data closed it. The one
 //! difference from Spark that everything else follows: **a watermark per operator** (D5). A

@@ -1,4 +1,4 @@
-//! Versioned state stores (DESIGN D8): each stateful operator partition's state is committed
+//! Versioned state stores (ARCHITECTURE.md, "Exactly once"): each stateful operator partition's state is committed
 //! per batch as an Arrow IPC file — a full snapshot every `--state-snapshot-interval` batches and
 //! a delta (changed entries, and tombstones for removed ones) in between — so state can be read
 //! with any Arrow tool, and a restart loads the latest snapshot and replays the deltas after it.

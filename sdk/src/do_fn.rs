@@ -4,7 +4,7 @@ use crate::coders::Element;
 use crate::error::{UserError, UserResult};
 use crate::kernel::{Batch, ErasedDoFn, KeyedStateEnv, SideInputReader, UniformBatch};
 use crate::pane::PaneInfo;
-use crate::state::{KeyedState, StateAccess, StateScope, StateTime, TimeDomain};
+use crate::state::{KeyedState, StateAccess, StateScope, StateTime};
 use crate::time::Timestamp;
 use crate::time::MIN_TIMESTAMP;
 use crate::view::{PCollectionView, ViewValue};
@@ -71,20 +71,7 @@ pub trait DoFn: Clone + Send + 'static {
     }
 }
 
-/// A timer that fired.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TimerFiring {
-    /// Timer family ("" for plain timers).
-    pub family: String,
-    /// Timer id.
-    pub id: String,
-    /// Clock.
-    pub domain: TimeDomain,
-    /// When it was set to fire.
-    pub fire_timestamp: Timestamp,
-    /// Its output timestamp, `None` if set without one.
-    pub output_timestamp: Option<Timestamp>,
-}
+pub use crate::state::TimerFiring;
 
 /// What `on_timer` and `on_window_expiration` see: the key, window and state, and the outputs.
 pub struct OnTimerContext<'a, O> {

@@ -52,7 +52,7 @@ pub enum ReadPayload {
     Unbounded(Arc<dyn ErasedUnboundedSource>),
 }
 
-/// The payload of a transform node: its kernels (DESIGN D1).
+/// The payload of a transform node: its kernels (ARCHITECTURE.md, "Typed at the surface, erased per batch").
 #[derive(Clone)]
 pub enum Payload {
     /// A composite with no runner-visible payload, or a node under construction.
@@ -73,6 +73,9 @@ pub enum Payload {
     TestStream(Arc<Vec<TestStreamEvent>>),
     /// A composite's payload for runners that translate it natively (e.g. a CombineFn kernel).
     Composite(Arc<dyn Any + Send + Sync>),
+    /// The kernels of a primitive without a variant of its own: its translator takes them back
+    /// by type, so a new primitive needs no change here.
+    Primitive(Arc<dyn Any + Send + Sync>),
 }
 
 impl std::fmt::Debug for Payload {
@@ -87,6 +90,7 @@ impl std::fmt::Debug for Payload {
             Payload::WindowInto(_) => "WindowInto",
             Payload::TestStream(_) => "TestStream",
             Payload::Composite(_) => "Composite",
+            Payload::Primitive(_) => "Primitive",
         };
         f.write_str(s)
     }

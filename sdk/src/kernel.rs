@@ -1,4 +1,4 @@
-//! Type-erased kernels: what a runner calls without knowing element types (DESIGN D1).
+//! Type-erased kernels: what a runner calls without knowing element types (ARCHITECTURE.md, "Typed at the surface, erased per batch").
 //!
 //! Every kernel is built by the SDK at `apply` time, while the element types are known, and works
 //! on whole batches: a [`Batch`] is always a `Vec<WindowedValue<T>>` behind `Box<dyn Any>`, and a
@@ -268,7 +268,7 @@ pub trait ErasedDoFn: Send {
         &mut self,
         key: &[u8],
         window: Window,
-        firing: Option<&crate::do_fn::TimerFiring>,
+        firing: Option<&crate::state::TimerFiring>,
         outputs: &mut [Batch],
         state: &mut crate::state::KeyedState,
         time: crate::state::StateTime,

@@ -4,7 +4,7 @@
 //! [`ParDo`] with a [`DoFn`], [`GroupByKey`], [`Flatten`], [`Window`], and a library of
 //! composites built from them — and run it on any registered runner with `--runner NAME`.
 //!
-//! The one decision everything else follows (DESIGN D1): **typed at the surface, erased per
+//! The one decision everything else follows (ARCHITECTURE.md, "Typed at the surface, erased per batch"): **typed at the surface, erased per
 //! batch inside.** When a transform is applied, its element types are known, and the SDK builds
 //! type-erased *kernels* for it ([`kernel`]): a ParDo's kernel processes a whole
 //! `Vec<WindowedValue<T>>` behind `Box<dyn Any>`, a GroupByKey's kernel encodes a whole batch of
@@ -29,6 +29,7 @@
 
 pub mod batch;
 pub mod coders;
+pub mod combine_fn;
 pub mod do_fn;
 pub mod error;
 pub mod graph;
@@ -76,8 +77,9 @@ pub use transforms::par_do::{ErasedTupleTag, ParDo};
 pub use transforms::partition::Partition;
 pub use transforms::reshuffle::Reshuffle;
 pub use transforms::to_string::ToString;
+pub use transforms::view::View;
 pub use transforms::window_into::Window;
-pub use view::{PCollectionView, View};
+pub use view::PCollectionView;
 pub use windowed_value::{TimestampedValue, WindowedValue};
 
 /// Everything a pipeline author usually needs.

@@ -1,4 +1,4 @@
-//! State and timers of stateful DoFns (spec §5), scoped per key and window.
+//! State and timers of stateful DoFns, scoped per key and window.
 //!
 //! A stateful ParDo (`ParDo::stateful`) gives each `process` and `on_timer` call the
 //! [`KeyedState`] of the element's key and window: named cells read and written through typed
@@ -7,9 +7,9 @@
 //! returns owned snapshots: later writes never change a value already read.
 
 use crate::coders::{Coder, Element, ElementCoder};
+use crate::combine_fn::CombineFn;
 use crate::error::{UserError, UserResult};
 use crate::time::{duration_millis, Timestamp};
-use crate::transforms::combine::CombineFn;
 use crate::windowed_value::TimestampedValue;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -664,4 +664,19 @@ pub trait StateAccess<'a> {
             output: None,
         }
     }
+}
+
+/// A timer that fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimerFiring {
+    /// Timer family ("" for plain timers).
+    pub family: String,
+    /// Timer id.
+    pub id: String,
+    /// Clock.
+    pub domain: TimeDomain,
+    /// When it was set to fire.
+    pub fire_timestamp: Timestamp,
+    /// Its output timestamp, `None` if set without one.
+    pub output_timestamp: Option<Timestamp>,
 }

@@ -1,4 +1,4 @@
-//! Triggers: when the panes of a window are emitted (Beam's trigger catalogue, spec §3.1).
+//! Triggers: when the panes of a window are emitted (Beam's trigger catalogue).
 //!
 //! A [`Trigger`] is a description; runner-core executes it as a state machine per key and
 //! window. Builders mirror Beam's names: `AfterWatermark::past_end_of_window()`,

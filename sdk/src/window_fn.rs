@@ -29,11 +29,11 @@ pub trait WindowFn: Send + Sync + Debug + 'static {
     }
     /// The timestamp an element at `timestamp` contributes to grouped output in `window`
     /// (before the timestamp combiner). Sliding windows move it forward so that later windows
-    /// are not held back by earlier ones (spec §2.3).
+    /// are not held back by earlier ones.
     fn output_time(&self, timestamp: Timestamp, _window: &Window) -> Timestamp {
         timestamp
     }
-    /// The side-input window that a main-input element in `main` reads (spec §6.2), or why this
+    /// The side-input window that a main-input element in `main` reads, or why this
     /// function cannot window a side input.
     fn side_input_window(&self, _main: &Window) -> Result<Window, String> {
         Err(format!("{self:?} cannot be used to window a side input"))

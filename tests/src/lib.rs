@@ -1,6 +1,6 @@
 //! # weir-tests: the conformance suite
 //!
-//! One test body, every runner configuration (DESIGN D4). [`conformance!`] expands each test
+//! One test body, every runner configuration (ARCHITECTURE.md, "Semantics live once"). [`conformance!`] expands each test
 //! into one `#[test]` per configuration in [`CONFIGURATIONS`], so a runner added there inherits
 //! the whole suite, and a difference between runners shows up as a failing test named after
 //! the configuration.

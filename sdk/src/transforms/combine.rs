@@ -16,24 +16,7 @@ use crate::transforms::par_do::ParDo;
 use crate::windowed_value::WindowedValue;
 use std::marker::PhantomData;
 
-/// An associative, commutative aggregation (Beam's `CombineFn`): inputs are added to
-/// accumulators, accumulators merged in any grouping and order, and the output extracted.
-pub trait CombineFn: Clone + Send + Sync + 'static {
-    /// Input type.
-    type In: Element;
-    /// Accumulator type.
-    type Accum: Element;
-    /// Output type.
-    type Out: Element;
-    /// A new, empty accumulator.
-    fn create_accumulator(&self) -> Self::Accum;
-    /// Adds one input to an accumulator.
-    fn add_input(&self, acc: &mut Self::Accum, input: Self::In);
-    /// Merges accumulators into one.
-    fn merge_accumulators(&self, accs: Vec<Self::Accum>) -> Self::Accum;
-    /// The output of an accumulator.
-    fn extract_output(&self, acc: Self::Accum) -> Self::Out;
-}
+pub use crate::combine_fn::CombineFn;
 
 /// Entry points of the Combine family.
 pub struct Combine;
@@ -445,7 +428,7 @@ impl<F: CombineFn> CombineGlobally<F> {
     ) -> crate::view::PCollectionView<crate::view::Singleton<F::Out>> {
         let default = self.fn_.extract_output(self.fn_.create_accumulator());
         let combined = input.apply(name, self.without_defaults());
-        crate::view::View::as_singleton_with_default(&combined, default)
+        crate::transforms::view::View::as_singleton_with_default(&combined, default)
     }
 }
 

@@ -15,4 +15,5 @@ pub mod par_do;
 pub mod partition;
 pub mod reshuffle;
 pub mod to_string;
+pub mod view;
 pub mod window_into;

@@ -1,0 +1,78 @@
+//! Watermark holds: each window's state holds the output watermark at the timestamp its pane
+//! will carry. The holds of all states are one counted multiset, exact at all times, so the
+//! earliest hold is read without a scan.
+
+use super::*;
+
+/// The element holds of every window state, as a counted multiset of times: exact at all times
+/// (each change of a state's hold moves one count), so the earliest hold is the first entry.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Holds(BTreeMap<Timestamp, u32>);
+
+impl Holds {
+    pub(super) fn add(&mut self, hold: Option<Timestamp>) {
+        if let Some(t) = hold {
+            *self.0.entry(t).or_insert(0) += 1;
+        }
+    }
+
+    pub(super) fn remove(&mut self, hold: Option<Timestamp>) {
+        let Some(t) = hold else { return };
+        if let std::collections::btree_map::Entry::Occupied(mut e) = self.0.entry(t) {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
+                e.remove();
+            }
+        }
+    }
+
+    /// A state's hold moved from `old` to `new`.
+    pub(super) fn change(&mut self, old: Option<Timestamp>, new: Option<Timestamp>) {
+        if old != new {
+            self.remove(old);
+            self.add(new);
+        }
+    }
+
+    pub(super) fn earliest(&self) -> Option<Timestamp> {
+        self.0.first_key_value().map(|(t, _)| *t)
+    }
+}
+
+impl GroupAlsoByWindow {
+    /// The earliest watermark hold. While the input watermark is at its minimum (holds are
+    /// not tracked), the minimum if any state is held: it holds back nothing the input
+    /// watermark does not.
+    pub fn hold(&self) -> Option<Timestamp> {
+        if !self.tracked {
+            return (!self.keys.is_empty()).then_some(MIN_TIMESTAMP);
+        }
+        // Every test run checks the running multiset against a full recount.
+        debug_assert_eq!(self.holds, self.counted_holds(), "holds of {}", self.step);
+        self.holds.earliest()
+    }
+
+    /// Starts tracking event timers and holds (see the field `tracked`): derives them from the
+    /// window states.
+    pub(super) fn track(&mut self) {
+        self.tracked = true;
+        self.holds = self.counted_holds();
+        self.event_timers.clear();
+        let windows: Vec<(Key, Window)> =
+            self.keys.iter().flat_map(|(key, windows)| windows.iter().map(|(w, _)| (key.clone(), *w))).collect();
+        for (key, window) in windows {
+            self.window_timers(key, window);
+        }
+    }
+
+    pub(super) fn counted_holds(&self) -> Holds {
+        let mut holds = Holds::default();
+        for windows in self.keys.values() {
+            debug_assert_eq!(windows.closed, windows.iter().filter(|(_, s)| s.closed).count());
+            for (_, ws) in windows.iter() {
+                holds.add(ws.hold);
+            }
+        }
+        holds
+    }
+}

@@ -1,0 +1,302 @@
+//! Tests of the engine's parts together.
+
+use super::*;
+use std::hash::BuildHasher;
+use weir_sdk::windowed_value::WindowedValue;
+use weir_sdk::KV;
+
+type Grouped = WindowedValue<KV<i64, Vec<i64>>>;
+
+fn grouped(batch: Batch) -> Vec<(i64, Vec<i64>, Timestamp, Timing)> {
+    let groups = batch.downcast::<Vec<Grouped>>().expect("grouped batch");
+    groups.into_iter().map(|g| (g.value.key, g.value.value, g.timestamp, g.pane.timing)).collect()
+}
+
+/// Fixed 10 ms windows, 5 ms allowed lateness, output at the earliest element.
+fn engine() -> GroupAlsoByWindow {
+    let mut strategy =
+        WindowingStrategy::of(Arc::new(weir_sdk::window_fn::FixedWindows::of(std::time::Duration::from_millis(10))));
+    strategy.allowed_lateness_ms = 5;
+    strategy.timestamp_combiner = TimestampCombiner::Earliest;
+    GroupAlsoByWindow::new("G", strategy, Values::Buffer(weir_sdk::transforms::group_by_key::kernel::<i64, i64>()))
+}
+
+fn input(rows: &[(i64, i64, Timestamp)]) -> Batch {
+    let window = |t: i64| Window::Interval(weir_sdk::window::IntervalWindow::new(t / 10 * 10, t / 10 * 10 + 10));
+    let rows: Vec<WindowedValue<KV<i64, i64>>> = rows
+        .iter()
+        .map(|&(k, v, t)| WindowedValue {
+            value: KV::new(k, v),
+            timestamp: t,
+            window: window(t),
+            pane: PaneInfo::NO_FIRING,
+        })
+        .collect();
+    Batch::new(rows)
+}
+
+#[test]
+fn state_grouped_before_the_watermark_moves_gets_its_timers_and_holds_when_it_does() {
+    // Input while the input watermark is at its minimum (a bounded input), then the
+    // watermark moves for the first time, from a restored checkpoint or not.
+    for restored in [false, true] {
+        let mut gaw = engine();
+        let out = gaw.process(input(&[(1, 10, 3), (1, 11, 12), (2, 20, 4)]), 0).unwrap();
+        assert!(grouped(out).is_empty());
+        assert_eq!(gaw.hold(), Some(MIN_TIMESTAMP), "nothing can pass the input watermark yet");
+        if restored {
+            let entries = gaw.state_entries().unwrap();
+            gaw = engine();
+            gaw.restore_entries(entries).unwrap();
+        }
+        // Both windows' holds are in place: the earliest element of each.
+        assert!(grouped(gaw.advance(5, 0).unwrap()).is_empty());
+        assert_eq!(gaw.hold(), Some(3));
+        assert_eq!(gaw.watermarks().output(), 3);
+        // The end-of-window timers of [0, 10) fire; [10, 20) still holds at 12.
+        let mut fired = grouped(gaw.advance(10, 0).unwrap());
+        fired.sort_by_key(|f| f.0);
+        assert_eq!(fired, vec![(1, vec![10], 3, Timing::OnTime), (2, vec![20], 4, Timing::OnTime)]);
+        assert_eq!(gaw.hold(), Some(12));
+        // Late data within the allowed lateness fires a late pane at once; past the
+        // garbage-collection timer of [0, 10) it is dropped.
+        let late = grouped(gaw.process(input(&[(1, 13, 5)]), 0).unwrap());
+        assert_eq!(late, vec![(1, vec![13], 9, Timing::Late)]);
+        assert!(grouped(gaw.advance(15, 0).unwrap()).is_empty());
+        assert!(grouped(gaw.process(input(&[(1, 14, 6)]), 0).unwrap()).is_empty());
+        assert_eq!(gaw.dropped().late, 1);
+        assert_eq!(grouped(gaw.advance(20, 0).unwrap()), vec![(1, vec![11], 12, Timing::OnTime)]);
+        assert_eq!(gaw.hold(), None);
+        assert_eq!(grouped(gaw.advance(MAX_TIMESTAMP, 0).unwrap()), vec![]);
+        assert!(gaw.is_empty());
+    }
+}
+
+#[test]
+fn window_sets_find_every_window_below_and_above_the_linear_limit() {
+    let window = |i: i64| Window::Interval(weir_sdk::window::IntervalWindow::new(i * 10, i * 10 + 5));
+    let mut set = WindowSet::default();
+    for round in 0..2 {
+        set.clear();
+        for i in 0..40 {
+            assert_eq!(set.add(window(i)), (i as usize, true), "round {round}");
+            // Adding again finds it where it is.
+            assert_eq!(set.add(window(i)), (i as usize, false));
+            for j in 0..=i {
+                assert_eq!(set.position(&window(j)), Some(j as usize), "{j} of {i}");
+            }
+            assert_eq!(set.position(&window(i + 1)), None);
+        }
+        assert_eq!((set.len(), set.windows()), (40, &(0..40).map(window).collect::<Vec<_>>()[..]));
+    }
+}
+
+#[test]
+fn keys_hash_compare_and_order_as_their_bytes_inline_or_shared() {
+    let short: &[u8] = b"k";
+    let edge = [7u8; INLINE_KEY];
+    let long = [7u8; INLINE_KEY + 1];
+    let keys: Vec<Key> = [short, &edge[..], &long[..], b""].iter().map(|k| Key::from(*k)).collect();
+    assert!(matches!(keys[0], Key::Inline { .. }) && matches!(keys[1], Key::Inline { .. }));
+    assert!(matches!(keys[2], Key::Shared(_)));
+    let hasher = hashbrown::DefaultHashBuilder::default();
+    for (k, bytes) in keys.iter().zip([short, &edge[..], &long[..], b""]) {
+        assert_eq!(&**k, bytes);
+        assert_eq!(hasher.hash_one(k), hasher.hash_one(bytes));
+    }
+    // Found in a map by their bytes, whichever form they take.
+    let map: hashbrown::HashMap<Key, usize> = keys.iter().cloned().zip(0..).collect();
+    assert_eq!(map.get(&long[..]), Some(&2));
+    assert_eq!(map.get(&edge[..]), Some(&1));
+    assert_eq!(map.get(&b"x"[..]), None);
+    // Ordered as byte strings: a prefix first, across the two forms.
+    let mut sorted = keys.clone();
+    sorted.sort();
+    let order: Vec<&[u8]> = sorted.iter().map(|k| &**k).collect();
+    assert_eq!(order, vec![&b""[..], &edge[..], &long[..], short]);
+}
+
+/// Merges [0, 10) and [20, 30) into [0, 30), which merges on with [40, 50) into [0, 50).
+#[derive(Debug)]
+struct ChainedMerges;
+
+impl weir_sdk::window_fn::WindowFn for ChainedMerges {
+    fn assign_windows(&self, _: Timestamp, window: &Window, out: &mut Vec<Window>) {
+        out.push(*window);
+    }
+    fn is_merging(&self) -> bool {
+        true
+    }
+    fn is_compatible(&self, other: &dyn weir_sdk::window_fn::WindowFn) -> bool {
+        other.as_any().is::<ChainedMerges>()
+    }
+    fn merge_windows(&self, windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
+        let w = |a, b| Window::Interval(weir_sdk::window::IntervalWindow::new(a, b));
+        if !windows.contains(&w(0, 10)) {
+            return Vec::new();
+        }
+        vec![(vec![w(0, 10), w(20, 30)], w(0, 30)), (vec![w(0, 30), w(40, 50)], w(0, 50))]
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn a_window_merged_into_one_that_merges_on_ends_in_the_last() {
+    let strategy = WindowingStrategy::of(Arc::new(ChainedMerges));
+    let kernel = weir_sdk::transforms::group_by_key::kernel::<i64, i64>();
+    let mut gaw = GroupAlsoByWindow::new("G", strategy, Values::Buffer(kernel));
+    assert!(grouped(gaw.process(input(&[(1, 1, 5), (1, 2, 25), (1, 3, 45)]), 0).unwrap()).is_empty());
+    // One state: the intermediate [0, 30) keeps none.
+    assert_eq!(gaw.state_size(), 1);
+    let mut fired = grouped(gaw.advance(60, 0).unwrap());
+    fired[0].1.sort();
+    assert_eq!(fired, vec![(1, vec![1, 2, 3], 49, Timing::OnTime)]);
+    assert!(gaw.is_empty());
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// Issue 16: restoring state entries of any bytes, or real entries with bytes changed,
+    /// gives an error naming the step or a state the engine goes on with; never a panic.
+    #[test]
+    fn restoring_damaged_state_never_panics(
+        junk in proptest::collection::vec((proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24), proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48)), 0..6),
+        flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..6),
+    ) {
+        if let Err(e) = engine().restore_entries(junk) {
+            proptest::prop_assert!(e.to_string().contains("'G'") || e.to_string().contains(" G"), "{}", e);
+        }
+        let mut real = engine();
+        let _ = real.process(input(&[(1, 10, 3), (1, 11, 12), (2, 20, 4)]), 0).unwrap();
+        let _ = real.advance(5, 0).unwrap();
+        let mut entries = real.state_entries().unwrap();
+        for (e, at, x) in flips {
+            let n = entries.len();
+            let (k, v) = &mut entries[e % n];
+            let target = if at % 2 == 0 || k.is_empty() { v } else { k };
+            if !target.is_empty() {
+                let len = target.len();
+                target[at % len] ^= x | 1;
+            }
+        }
+        let mut restored = engine();
+        if restored.restore_entries(entries).is_ok() {
+            // Whatever was read back runs on to the end of time.
+            let _ = restored.advance(MAX_TIMESTAMP, 0);
+        }
+    }
+}
+
+/// Rows (key, value, timestamp) of `KV<i64, i64>` windowed by `strategy`.
+fn windowed_input(strategy: &WindowingStrategy, rows: &[(i64, i64, Timestamp)]) -> Batch {
+    let mut windows = Vec::new();
+    let rows: Vec<WindowedValue<KV<i64, i64>>> = rows
+        .iter()
+        .flat_map(|&(k, v, t)| {
+            windows.clear();
+            strategy.window_fn.assign_windows(t, &Window::Global, &mut windows);
+            windows
+                .iter()
+                .map(|&window| WindowedValue { value: KV::new(k, v), timestamp: t, window, pane: PaneInfo::NO_FIRING })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Batch::new(rows)
+}
+
+fn sessions(gap_ms: u64) -> WindowingStrategy {
+    WindowingStrategy::of(Arc::new(weir_sdk::window_fn::Sessions::with_gap_duration(std::time::Duration::from_millis(
+        gap_ms,
+    ))))
+}
+
+/// Every group a run fired, canonically sorted: key, sorted values, window, pane timing.
+type Fired = Vec<(i64, Vec<i64>, Window, Timing)>;
+
+fn fired_of(batches: Vec<Batch>) -> Fired {
+    let mut out = Vec::new();
+    for b in batches {
+        let groups = b.downcast::<Vec<Grouped>>().expect("grouped batch");
+        for g in groups.into_iter() {
+            let mut values = g.value.value;
+            values.sort();
+            out.push((g.value.key, values, g.window, g.pane.timing));
+        }
+    }
+    out.sort_by(|a, b| (a.0, a.2.max_timestamp(), &a.1).cmp(&(b.0, b.2.max_timestamp(), &b.1)));
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// The holds kept incrementally always equal a full recount from the window states, and the
+    /// engine's hold is their earliest, through input, merges, firings and expiry.
+    #[test]
+    fn holds_equal_a_full_recount(
+        merging in proptest::prelude::any::<bool>(),
+        steps in proptest::collection::vec(
+            (proptest::collection::vec((0i64..4, 0i64..100, 0i64..200), 0..12), 0i64..60),
+            1..8,
+        ),
+    ) {
+        let mut strategy = if merging { sessions(7) } else { engine().strategy.clone() };
+        strategy.allowed_lateness_ms = 20;
+        strategy.timestamp_combiner = TimestampCombiner::Earliest;
+        let mut gaw = GroupAlsoByWindow::new("G", strategy.clone(), Values::Buffer(weir_sdk::transforms::group_by_key::kernel::<i64, i64>()));
+        let mut watermark = MIN_TIMESTAMP;
+        for (rows, advance) in steps {
+            gaw.process(windowed_input(&strategy, &rows), 0).unwrap();
+            if gaw.tracked {
+                proptest::prop_assert_eq!(&gaw.holds, &gaw.counted_holds());
+            }
+            watermark = watermark.max(0) + advance;
+            gaw.advance(watermark, 0).unwrap();
+            proptest::prop_assert!(gaw.tracked);
+            proptest::prop_assert_eq!(&gaw.holds, &gaw.counted_holds());
+            proptest::prop_assert_eq!(gaw.hold(), gaw.counted_holds().earliest());
+        }
+        gaw.advance(MAX_TIMESTAMP, 0).unwrap();
+        proptest::prop_assert!(gaw.is_empty());
+        proptest::prop_assert_eq!(gaw.hold(), None);
+    }
+
+    /// Merging windows gives the same panes whatever the order and the batches the elements
+    /// come in: sessions merge to the same windows with the same values.
+    #[test]
+    fn merge_order_does_not_change_the_result(
+        rows in proptest::collection::vec((0i64..3, 0i64..1000, 0i64..300), 1..40),
+        cuts in proptest::collection::vec(0usize..40, 0..5),
+        seed in proptest::prelude::any::<u64>(),
+    ) {
+        let strategy = sessions(10);
+        let kernel = || Values::Buffer(weir_sdk::transforms::group_by_key::kernel::<i64, i64>());
+        let run = |order: &[(i64, i64, Timestamp)], cuts: &[usize]| -> Fired {
+            let mut gaw = GroupAlsoByWindow::new("G", strategy.clone(), kernel());
+            let mut out = Vec::new();
+            let mut start = 0;
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (order.len() + 1)).collect();
+            cuts.sort();
+            for end in cuts.into_iter().chain([order.len()]) {
+                if end > start {
+                    out.push(gaw.process(windowed_input(&strategy, &order[start..end]), 0).unwrap());
+                    start = end;
+                }
+            }
+            out.push(gaw.advance(MAX_TIMESTAMP, 0).unwrap());
+            fired_of(out)
+        };
+        let whole = run(&rows, &[]);
+        let mut shuffled = rows.clone();
+        use rand::seq::SliceRandom;
+        shuffled.shuffle(&mut <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(seed));
+        proptest::prop_assert_eq!(&whole, &run(&shuffled, &cuts));
+        // One on-time pane per session, and every value in exactly one of them.
+        let values: usize = whole.iter().map(|f| f.1.len()).sum();
+        proptest::prop_assert_eq!(values, rows.len());
+        proptest::prop_assert!(whole.iter().all(|f| f.3 == Timing::OnTime));
+    }
+}

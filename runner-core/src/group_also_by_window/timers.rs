@@ -1,0 +1,159 @@
+//! Timers: end-of-window and garbage-collection timers in event time (in buckets of 2^10 ms),
+//! processing-time timers of triggers, and expiry: every timer a watermark releases fires
+//! before the output watermark is recomputed.
+
+use super::*;
+
+pub(super) type TimerKey = (Timestamp, Key, Window);
+
+/// Event timers are kept in buckets of 2^this many milliseconds.
+pub(super) const TIMER_BUCKET_BITS: u32 = 10;
+
+impl GroupAlsoByWindow {
+    pub(super) fn fire_timers(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        // Processing-time timers (strictly before now), then event-time timers (strictly before
+        // the input watermark), each in timestamp order.
+        while let Some((t, key, window)) = self.processing_timers.first().cloned() {
+            if t >= self.processing_time {
+                break;
+            }
+            self.processing_timers.remove(&(t, key.clone(), window));
+            if let Some(ws) = self.keys.get_mut(&key).and_then(|w| w.get_mut(&window)) {
+                ws.pt_timer = None;
+            }
+            self.maybe_fire(&key, window, out)?;
+            self.refresh_pt_timer(&key, window);
+            self.spill(out)?;
+        }
+        if self.watermarks.input() == MAX_TIMESTAMP {
+            return self.expire_all(out);
+        }
+        // Firing a window's timers sets no event timer, so every due timer is taken at once,
+        // then fired in (time, key, window) order, each once.
+        let (wm, mut due) = (self.watermarks.input(), Vec::new());
+        while let Some(mut bucket) = self.event_timers.first_entry() {
+            match (*bucket.key()).cmp(&(wm >> TIMER_BUCKET_BITS)) {
+                // Every time in the bucket is before the watermark.
+                std::cmp::Ordering::Less => due.extend(bucket.remove()),
+                // The watermark's own bucket: what is before it.
+                std::cmp::Ordering::Equal => {
+                    let timers = bucket.get_mut();
+                    let mut i = 0;
+                    while i < timers.len() {
+                        if timers[i].0 < wm {
+                            due.push(timers.swap_remove(i));
+                        } else {
+                            i += 1;
+                        }
+                    }
+                    if timers.is_empty() {
+                        bucket.remove();
+                    }
+                    break;
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        due.sort_unstable();
+        due.dedup();
+        out.reserve(due.len().min(self.bundle_limit));
+        for (_, key, window) in due {
+            self.on_event_timer(&key, window, out)?;
+            self.spill(out)?;
+        }
+        Ok(())
+    }
+
+    /// Sets the window's event timers: the end of the window, and garbage collection when later.
+    pub(super) fn window_timers(&mut self, key: Key, window: Window) {
+        let (eow, gc) = (window.max_timestamp(), self.strategy.gc_time(&window));
+        if gc != eow {
+            self.event_timer((gc, key.clone(), window));
+        }
+        self.event_timer((eow, key, window));
+    }
+
+    pub(super) fn event_timer(&mut self, timer: TimerKey) {
+        if !self.tracked {
+            return;
+        }
+        self.event_timers.entry(timer.0 >> TIMER_BUCKET_BITS).or_default().push(timer);
+    }
+
+    pub(super) fn refresh_pt_timer(&mut self, key: &[u8], window: Window) {
+        let k = self.arc_key(key);
+        if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) {
+            if ws.closed {
+                return;
+            }
+            let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
+            if pt != ws.pt_timer {
+                if let Some(t) = ws.pt_timer {
+                    self.processing_timers.remove(&(t, k.clone(), window));
+                }
+                if let Some(t) = pt {
+                    self.processing_timers.insert((t, k, window));
+                }
+                ws.pt_timer = pt;
+            }
+        }
+    }
+
+    /// An event-time timer of the window: classified by the window's state, not by which timer
+    /// it was.
+    pub(super) fn on_event_timer(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        if self.watermarks.input() <= self.strategy.gc_time(&window) {
+            if self.keys.get(key).and_then(|w| w.get(&window)).is_some_and(|ws| !ws.closed) {
+                self.maybe_fire(key, window, out)?;
+            }
+            return Ok(());
+        }
+        // Expiry: the state leaves the map (one lookup), and its last pane is emitted from it.
+        if let Some(ws) = self.remove_window(key, &window) {
+            self.expire(key, window, ws, out);
+        }
+        Ok(())
+    }
+
+    /// Emits the last pane of an expired window (removed from the key map) unless its trigger
+    /// closed it.
+    pub(super) fn expire(&mut self, key: &[u8], window: Window, mut ws: WindowState, out: &mut Vec<EncodedGroup>) {
+        if !ws.closed {
+            // The last pane of an expiring window removes the row: not also an update.
+            ws.updated_in = self.epoch;
+            let ctx = self.ctx(&window);
+            if self.machine.should_fire(&ws.trigger, &ctx) {
+                self.machine.on_fire(&mut ws.trigger, &ctx);
+            }
+            let mut c = PaneContext {
+                strategy: &self.strategy,
+                watermarks: self.watermarks,
+                epoch: self.epoch,
+                changes: &mut self.changes,
+            };
+            emit_pane(&mut c, &mut ws, key, window, true, out);
+        }
+    }
+
+    /// The end of time (input watermark at its maximum): every window is past its GC time
+    /// (which is at most the global window's end, a day before the end of time) and expires,
+    /// and no event timer will be set again. The windows are taken key by key in the key map's
+    /// own order instead of in timer order: the same panes, but each key's windows visited once
+    /// and in memory order (at the end of a bounded input every window of the whole input fires
+    /// here, and in timer order each cost several cache misses).
+    pub(super) fn expire_all(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        self.event_timers.clear();
+        self.holds = Holds::default();
+        // Nothing is held from here on, so nothing is left to derive.
+        self.tracked = true;
+        out.reserve(self.windows.min(self.bundle_limit));
+        for (key, windows) in std::mem::take(&mut self.keys) {
+            for (window, ws) in windows.windows {
+                self.forget(key.clone(), &window, &ws);
+                self.expire(&key, window, ws, out);
+            }
+            self.spill(out)?;
+        }
+        Ok(())
+    }
+}
