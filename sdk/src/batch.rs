@@ -41,8 +41,30 @@ pub type TimestampStats = (Timestamp, Timestamp, i128, usize);
 /// No timestamps yet.
 pub const NO_TIMESTAMPS: TimestampStats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
 
+/// A batch's data as `Any`, to take back its typed form; implemented for every sized type.
+pub trait AsAny: Any + Send {
+    /// The data as `Any`.
+    fn as_any(&self) -> &dyn Any;
+    /// See [`AsAny::as_any`].
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// See [`AsAny::as_any`].
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+impl<T: Any + Send> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
 /// The data behind a [`Batch`]: every form of batch implements it.
-pub trait BatchData: Any + Send {
+pub trait BatchData: AsAny {
     /// What the batch holds.
     fn kind(&self) -> BatchKind;
     /// The number of elements.
@@ -59,12 +81,6 @@ pub trait BatchData: Any + Send {
     fn shuffle(&mut self, seed: u64);
     /// Minimum, maximum and sum of the element timestamps, and their count.
     fn timestamp_stats(&self) -> TimestampStats;
-    /// The data as `Any`, to take back its typed form.
-    fn as_any(&self) -> &dyn Any;
-    /// See [`BatchData::as_any`].
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-    /// See [`BatchData::as_any`].
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
 /// A batch of elements of one PCollection, type-erased and self-describing.
@@ -106,15 +122,15 @@ impl Batch {
     }
     /// Whether the data is a `T`.
     pub fn is<T: 'static>(&self) -> bool {
-        self.0.as_any().is::<T>()
+        (*self.0).as_any().is::<T>()
     }
     /// The data as a `T`, if it is one.
     pub fn downcast_ref<T: 'static>(&self) -> Option<&T> {
-        self.0.as_any().downcast_ref()
+        (*self.0).as_any().downcast_ref()
     }
     /// See [`Batch::downcast_ref`].
     pub fn downcast_mut<T: 'static>(&mut self) -> Option<&mut T> {
-        self.0.as_any_mut().downcast_mut()
+        (*self.0).as_any_mut().downcast_mut()
     }
     /// The data as a `T`, or the batch back when it is not one.
     pub fn downcast<T: 'static>(self) -> Result<Box<T>, Batch> {
@@ -187,15 +203,6 @@ impl<T: Clone + Send + 'static> BatchData for Vec<WindowedValue<T>> {
             (lo.min(wv.timestamp), hi.max(wv.timestamp), sum + i128::from(wv.timestamp), n + 1)
         })
     }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
 }
 
 impl<T: Clone + Send + 'static> BatchData for UniformBatch<T> {
@@ -221,15 +228,6 @@ impl<T: Clone + Send + 'static> BatchData for UniformBatch<T> {
             0 => NO_TIMESTAMPS,
             n => (self.timestamp, self.timestamp, i128::from(self.timestamp) * n as i128, n),
         }
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
     }
 }
 

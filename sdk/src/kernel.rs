@@ -472,15 +472,6 @@ impl BatchData for EncodedKvBatch {
             (lo.min(r.timestamp), hi.max(r.timestamp), sum + i128::from(r.timestamp), n + 1)
         })
     }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
 }
 
 fn encoded(b: &Batch) -> &EncodedKvBatch {

@@ -50,6 +50,23 @@ pub fn configuration(name: &str) -> PipelineOptions {
     o
 }
 
+/// A DoFn reporting one metric of each kind per element (counter `test:elements`,
+/// distribution `test:values` of the elements, gauge `test:last` at 7), passing elements on.
+#[derive(Clone)]
+pub struct Measured;
+
+impl weir_sdk::DoFn for Measured {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, ctx: &mut weir_sdk::ProcessContext<'_, i64>) -> weir_sdk::UserResult {
+        weir_sdk::Metrics::counter("test", "elements")?.inc();
+        weir_sdk::Metrics::distribution("test", "values")?.update(e);
+        weir_sdk::Metrics::gauge("test", "last")?.set(7);
+        ctx.output(e);
+        Ok(())
+    }
+}
+
 /// The options of configuration `config` with the metrics flags `flags` (`--metrics-sink`,
 /// the pusher's and the sinks' settings) applied.
 pub fn with_metrics_flags(config: &str, flags: &[&str]) -> PipelineOptions {

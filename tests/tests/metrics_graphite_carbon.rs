@@ -42,20 +42,7 @@ fn start_carbon(dir: &Path) -> Option<Carbon> {
     Some(Carbon { receiver, data })
 }
 
-#[derive(Clone)]
-struct Measured;
-
-impl DoFn for Measured {
-    type In = i64;
-    type Out = i64;
-    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
-        Metrics::counter("test", "elements")?.inc();
-        Metrics::distribution("test", "values")?.update(e);
-        Metrics::gauge("test", "last")?.set(7);
-        ctx.output(e);
-        Ok(())
-    }
-}
+use weir_tests::Measured;
 
 /// The newest non-empty value of a whisper file, polled until it is `expected` or time runs out.
 fn read_back(file: &Path, expected: f64) -> f64 {

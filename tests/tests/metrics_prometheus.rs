@@ -9,20 +9,7 @@ use std::time::{Duration, Instant};
 use weir_sdk::prelude::*;
 use weir_tests::receivers::{free_port, get, installed, start};
 
-#[derive(Clone)]
-struct Measured;
-
-impl DoFn for Measured {
-    type In = i64;
-    type Out = i64;
-    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
-        Metrics::counter("test", "elements")?.inc();
-        Metrics::distribution("test", "values")?.update(e);
-        Metrics::gauge("test", "last")?.set(7);
-        ctx.output(e);
-        Ok(())
-    }
-}
+use weir_tests::Measured;
 
 /// Runs Create(1..=4) -> `step` on `config` with the metrics flags `flags`.
 fn run(config: &str, step: &str, flags: &[&str]) {

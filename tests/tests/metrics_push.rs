@@ -7,20 +7,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 use weir_sdk::prelude::*;
 
-#[derive(Clone)]
-struct Measured;
-
-impl DoFn for Measured {
-    type In = i64;
-    type Out = i64;
-    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
-        Metrics::counter("test", "elements")?.inc();
-        Metrics::distribution("test", "values")?.update(e);
-        Metrics::gauge("test", "last")?.set(7);
-        ctx.output(e);
-        Ok(())
-    }
-}
+use weir_tests::Measured;
 
 fn pipeline(config: &str, flags: &[&str]) -> TestPipeline {
     let p = TestPipeline::from_options(weir_tests::with_metrics_flags(config, flags));

@@ -137,15 +137,6 @@ impl weir_sdk::batch::BatchData for DeferredRead {
         // Not known until read: the chain adds the stats of what it reads.
         weir_sdk::batch::NO_TIMESTAMPS
     }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
-        self
-    }
 }
 
 enum Kind {
