@@ -1,10 +1,20 @@
-//! # weir-runner-core: the semantics every runner shares
+//! # weir-runner-core: what every runner shares
 //!
 //! A runner decides *where data lives and when work runs*; everything about *what the model
-//! means* lives here, once (ARCHITECTURE.md, "Semantics live once"): the translation framework that walks a pipeline
-//! composite-first ([`translate`]), the DoFn runner that drives the lifecycle and turns panics
-//! into errors naming the step ([`do_fn_runner`]), the GroupAlsoByWindow engine with triggers, panes and holds
-//! ([`group_also_by_window`]), the operators runners execute ([`operator`]), and the job handle behind every [`weir_sdk::PipelineResult`] ([`job`]).
+//! means*, and everything about *how a plan executes* that does not depend on those decisions,
+//! lives here, once (see ARCHITECTURE.md):
+//!
+//! - the semantics: the DoFn runner that drives the lifecycle and turns panics into errors
+//!   naming the step ([`do_fn_runner`]), the GroupAlsoByWindow engine with triggers, panes,
+//!   holds, merging and timers ([`group_also_by_window`]), stateful ParDo ([`stateful`]), side
+//!   inputs, watermarks, metrics, the operators ([`operator`]);
+//! - the physical plan ([`plan`]) and its translators, one file per URN, applied
+//!   composite-first ([`translate`]);
+//! - the execution layer ([`exec`]): sources, commit-aware sinks, the plan's topology, one
+//!   partition's work, fused chains, the workers, the clock;
+//! - what jobs share: the job handle behind every [`weir_sdk::PipelineResult`] ([`job`]), the
+//!   MetricsPusher ([`pusher`]), checkpoint fingerprints ([`fingerprint`]), logging.
+//!
 //! Runners built on these cannot disagree about the model; the conformance suite checks that
 //! they also agree in practice.
 

@@ -1,14 +1,16 @@
 //! # weir-runner-direct: the strict reference runner
 //!
-//! Simple, strict and slow by choice. It executes a bounded pipeline step by step in
-//! topological order, in bundles, and checks what the model promises users rather than what
-//! happens to work: it shuffles the order of bundles and of the elements inside them (seeded,
+//! Simple, strict and slow by choice. It schedules runner-core's physical plan in rounds (every
+//! node in topological order reads, processes its pending bundles, then moves its watermark),
+//! and checks what the model promises users rather than what happens to work: it shuffles the order of bundles and of the elements inside them (seeded,
 //! `--direct-shuffle`, `--direct-seed`), so a pipeline that depends on order shows up, and it
 //! round-trips every element through its coder (`--direct-check-encodability`), so an element
 //! that cannot be encoded fails here rather than on a distributed runner. Other runners are
-//! checked against its results by the conformance suite.
+//! checked against its results by the conformance suite. It translates only Combine.perKey
+//! natively (unlifted); every other composite runs as its expansion, so the expansions are
+//! checked too.
 //!
-//! Select it with `--runner direct` after calling [`register`].
+//! Select it with `--runner direct` after calling [`register`] (or `weir::register()`).
 
 #![deny(missing_docs)]
 

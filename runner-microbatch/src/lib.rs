@@ -1,33 +1,33 @@
 //! # weir-runner-microbatch: the native micro-batch engine
 //!
 //! A pipeline runs as a series of small batch jobs, as in Spark Structured Streaming's
-//! micro-batch execution (ARCHITECTURE.md, "Runners are schedulers"): each batch reads a bounded slice of every source, runs the
-//! physical plan over it, then advances watermarks operator by operator in topological order and
-//! fires what they release, so a window closes in the batch whose data closed it. The one
-//! difference from Spark that everything else follows: **a watermark per operator** (D5). A
-//! grouping operator holds its output watermark at what it still buffers, so chained stateful
+//! micro-batch execution: each batch reads a bounded slice of every source, runs the physical
+//! plan over it, then advances watermarks operator by operator in topological order and fires
+//! what they release, so a window closes in the batch whose data closed it. The one difference
+//! from Spark that everything else follows: **a watermark per operator** (see ARCHITECTURE.md).
+//! A grouping operator holds its output watermark at what it still buffers, so chained stateful
 //! aggregations, joins after aggregations and aggregations after joins stay correct in streaming.
 //!
-//! Bounded pipelines run through the same loop (D7): bounded sources keep their watermark at the
-//! beginning of time until they are exhausted, then jump to the end; batch size is bounded by
-//! `--max-batch-size` (records per batch across a source's splits), so memory is bounded by state,
-//! not by input.
+//! This crate is a scheduler. The plan, its translators, its operators and the execution pieces
+//! (sources, exchanges, sinks, partitions, fused chains, workers) are runner-core's; what is
+//! decided here is when work runs and what survives a crash: batches driven by a trigger
+//! (`--trigger available-now|once|processing-time`), each one pass through Spark's phases, a file
+//! each in `engine/` (latest offset, WAL commit, get batch, add batch, commit, progress); the
+//! offset and commit logs and versioned state stores of a checkpoint directory, for exactly-once
+//! restarts; batch retries from the last commit; and Spark-style progress reports.
 //!
-//! The plan partitions every stage into `--parallelism` partitions that run in parallel; keyed
-//! operators (GroupByKey, Combine.perKey, Deduplicate, stateful ParDo) are preceded by an exchange
-//! that hash-partitions by encoded key. Chains of element-wise transforms run fused (each bundle
-//! through the whole chain before the next), and a grouping operator groups all of a batch's
-//! bundles at once. A source whose reader knows how many elements it has left (GenerateSequence,
+//! Bounded pipelines run through the same loop: bounded sources keep their watermark at the
+//! beginning of time until they are exhausted, then jump to the end; batch size is bounded by
+//! `--max-batch-size` (records per batch across a source's splits), so memory is bounded by
+//! state, not by input. Every node runs as `--parallelism` partitions on a pool of long-lived
+//! workers. A source whose reader knows how many elements it has left (GenerateSequence,
 //! Create) and that feeds a fused chain is read lazily, as Spark's `getBatch` is: the batch's
-//! counts are planned and logged first, and the chain reads the elements in cache-sized pieces,
-//! each through the whole chain. Elements that share one timestamp, window and pane travel as
-//! bare values ([`weir_sdk::kernel::UniformBatch`]), so Map and Filter run tight loops over them. Composites translated natively: Combine.perKey (one accumulator per key and
-//! window; with combiner lifting where windows do not merge and panes are stamped at the end of
-//! the window: each batch's inputs are combined per key and window before the exchange, and only
-//! partial accumulators are encoded, exchanged and merged), CoGroupByKey (inputs encoded and tagged on their way into one grouping node),
-//! Reshuffle (an exchange only) and Deduplicate (a streaming deduplicate operator).
-//! Semantics (windows, triggers, state, timers, side inputs) come from runner-core's operators;
-//! this crate only decides where data lives and when work runs.
+//! counts are planned and logged first, and the chain reads the elements in cache-sized pieces.
+//! The runner asks for every native translation runner-core has (Combine.perKey with combiner
+//! lifting, CoGroupByKey, Reshuffle, Deduplicate, the exactly-once JSON-lines and ForEachBatch
+//! sinks).
+//!
+//! Select it with `--runner microbatch` (the default) after `weir::register()`.
 
 #![deny(missing_docs)]
 
