@@ -59,14 +59,7 @@ element_wise!(
         Ok(())
     },
     |f, input, out| {
-        if std::mem::size_of::<I>() == std::mem::size_of::<O>() && std::mem::align_of::<I>() == std::mem::align_of::<O>() {
-            // Collected in place (`I` and `O` have one layout), and moved whole into an empty
-            // `out`.
-            let mapped: Vec<O> = std::mem::take(input).into_iter().map(f).collect();
-            append_values(out, mapped);
-        } else {
-            out.extend(input.drain(..).map(f));
-        }
+        out.extend(input.drain(..).map(f));
         Ok(())
     }
 );
