@@ -28,15 +28,16 @@ enum Feed {
     Advance,
 }
 
-/// One partition of a fused chain: its operators (one per node, head first) and the head's
-/// input bundles.
-pub struct ChainTask<'a> {
+/// One partition of a fused chain: its operators (one per node, head first, handed back with
+/// the result) and the head's input bundles. It owns what it works on, so it can run on any
+/// worker thread.
+pub struct ChainTask {
     /// The partition's operator of every node of the chain, head first.
-    pub ops: Vec<&'a mut dyn Operator>,
+    pub ops: Vec<Box<dyn Operator>>,
     /// Per node, the operations on its input batches.
-    pub in_ops: &'a [Arc<dyn CollectionOps>],
+    pub in_ops: Arc<[Arc<dyn CollectionOps>]>,
     /// Per node, the operations on each of its outputs' batches.
-    pub out_ops: &'a [Vec<Arc<dyn CollectionOps>>],
+    pub out_ops: Arc<[Vec<Arc<dyn CollectionOps>>]>,
     /// The head's input: batches, or planned reads.
     pub bundles: Vec<Batch>,
 }
@@ -67,9 +68,13 @@ pub struct ChainDone {
     pub outputs: Vec<Vec<Batch>>,
 }
 
-impl ChainTask<'_> {
-    /// Runs the partition's part of the chain: what every node did, and the first error.
-    pub fn run(self, upstream: Timestamp, now: Timestamp) -> (ChainDone, Option<Error>) {
+/// What a partition of a chain gives back: its operators, what every node did, and the first
+/// error.
+pub type ChainResult = (Vec<Box<dyn Operator>>, ChainDone, Option<Error>);
+
+impl ChainTask {
+    /// Runs the partition's part of the chain.
+    pub fn run(self, upstream: Timestamp, now: Timestamp) -> ChainResult {
         let ChainTask { mut ops, in_ops, out_ops, bundles } = self;
         let k = ops.len();
         let mut members: Vec<ChainMember> = (0..k)
@@ -85,7 +90,7 @@ impl ChainTask<'_> {
         let mut outputs: Vec<Vec<Batch>> = (0..out_ops[k - 1].len()).map(|_| Vec::new()).collect();
         // Feeds node `j` (a batch of input, or its watermark advance) and what comes out of it
         // through the rest of the chain.
-        let mut feed = |ops: &mut Vec<&mut dyn Operator>, mut j: usize, mut step: Feed| -> Result<()> {
+        let mut feed = |ops: &mut Vec<Box<dyn Operator>>, mut j: usize, mut step: Feed| -> Result<()> {
             loop {
                 let m = &mut members[j];
                 let ctx = OpContext { processing_time: now, metrics: &m.metrics };
@@ -150,6 +155,6 @@ impl ChainTask<'_> {
         for (j, op) in ops.iter().enumerate() {
             members[j].dropped = count_drops(&**op, before[j], &members[j].metrics);
         }
-        (ChainDone { members, sources, read_stats, outputs }, result.err())
+        (ops, ChainDone { members, sources, read_stats, outputs }, result.err())
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod chain;
 pub mod clock;
+pub mod exchange;
 pub mod partition;
 pub mod sink;
 pub mod source;

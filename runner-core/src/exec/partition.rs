@@ -13,18 +13,19 @@ use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result};
 
-/// One partition's work in a node's unit of work.
-pub struct PartitionTask<'a> {
+/// One partition's work in a node's unit of work. It owns what it works on (the operator
+/// included, handed back with the result), so it can run on any worker thread.
+pub struct PartitionTask {
     /// The partition's operator.
-    pub op: &'a mut dyn Operator,
+    pub op: Box<dyn Operator>,
     /// The operations on the pending input batches.
-    pub in_ops: Option<&'a Arc<dyn CollectionOps>>,
+    pub in_ops: Option<Arc<dyn CollectionOps>>,
     /// The pending main-input bundles.
     pub bundles: Vec<Batch>,
     /// The pending side-input bundles, by side input.
     pub sides: Vec<(usize, Batch)>,
     /// The side inputs' watermarks.
-    pub side_wms: &'a [Timestamp],
+    pub side_wms: Arc<[Timestamp]>,
 }
 
 /// What one partition of a node did.
@@ -43,36 +44,36 @@ pub struct PartitionDone {
     pub changes: StateChanges,
 }
 
-impl PartitionTask<'_> {
+/// What a partition's run gives back: its operator, and what it did or the error (with the
+/// metrics gathered until then).
+pub type PartitionResult = (Box<dyn Operator>, std::result::Result<PartitionDone, (Error, Arc<MetricsContainerImpl>)>);
+
+impl PartitionTask {
     /// Runs the partition at input watermark `upstream` and processing time `now`, for a node
-    /// with `n_outputs` outputs; on failure, the error and the metrics gathered until then.
-    pub fn run(
-        self,
-        upstream: Timestamp,
-        now: Timestamp,
-        n_outputs: usize,
-    ) -> std::result::Result<PartitionDone, (Error, Arc<MetricsContainerImpl>)> {
+    /// with `n_outputs` outputs.
+    pub fn run(self, upstream: Timestamp, now: Timestamp, n_outputs: usize) -> PartitionResult {
+        let PartitionTask { op: mut boxed, in_ops, bundles, sides, side_wms } = self;
         let metrics = MetricsContainerImpl::new();
         let ctx = OpContext { processing_time: now, metrics: &metrics };
-        let op = self.op;
+        let op: &mut dyn Operator = &mut *boxed;
         let before = op.dropped();
         let mut outputs: Vec<Vec<Batch>> = (0..n_outputs).map(|_| Vec::new()).collect();
         let work = || -> Result<(u64, u64)> {
-            for (k, b) in self.sides {
+            for (k, b) in sides {
                 op.process_side(k, b)?;
             }
-            for (k, wm) in self.side_wms.iter().enumerate() {
+            for (k, wm) in side_wms.iter().enumerate() {
                 op.advance_side(k, *wm);
             }
             let t = Instant::now();
-            if let Some(ops) = self.in_ops {
-                for b in &self.bundles {
+            if let Some(ops) = &in_ops {
+                for b in &bundles {
                     system_metrics::count_batch(&metrics, &**ops, b, false);
                 }
             }
             // All of the batch's bundles at once: grouping operators group them together.
-            if !self.bundles.is_empty() {
-                for (port, outs) in op.process_bundles(self.bundles, &ctx)?.into_iter().enumerate() {
+            if !bundles.is_empty() {
+                for (port, outs) in op.process_bundles(bundles, &ctx)?.into_iter().enumerate() {
                     if let Some(o) = outputs.get_mut(port) {
                         o.extend(outs);
                     }
@@ -90,12 +91,13 @@ impl PartitionTask<'_> {
         let result = work();
         let changes = op.take_state_changes();
         let dropped = count_drops(op, before, &metrics);
-        match result {
+        let done = match result {
             Ok((update_ms, removal_ms)) => {
                 Ok(PartitionDone { outputs, metrics, update_ms, removal_ms, dropped, changes })
             }
             Err(e) => Err((e, metrics)),
-        }
+        };
+        (boxed, done)
     }
 }
 

@@ -3,84 +3,155 @@
 //! thread start and stop for every piece of work). Work is handed out with [`Workers::run`],
 //! which returns the tasks' results in order. The calling thread works too: it runs the first
 //! task while the pool's threads take the others, so `n` partitions keep `n` threads busy with
-//! `n - 1` in the pool, and nothing waits idle for a thread to wake.
+//! `n - 1` in the pool.
+//!
+//! The pool's threads block on their queues between units of work rather than spin looking
+//! for it: a micro-batch engine hands out a short burst of tasks per node and then runs its
+//! own bookkeeping, and threads that spin through that gap take the core the caller needs.
+//! Tasks own what they work on (they are `'static`), so a task is a plain message to a thread.
 
-use std::sync::{Mutex, MutexGuard};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use weir_sdk::{Error, Result};
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
+type Job = Box<dyn FnOnce() + Send>;
 
 /// A pool of worker threads.
 pub struct Workers {
-    pool: Option<rayon::ThreadPool>,
+    queues: Vec<Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Workers {
     /// Workers for `parallelism` tasks at a time: the caller and `parallelism - 1` threads named
     /// `name-<i>`; with a parallelism of one, work runs on the caller alone.
     pub fn new(name: &str, parallelism: usize) -> Result<Self> {
-        if parallelism <= 1 {
-            return Ok(Workers { pool: None });
+        let mut queues = Vec::new();
+        let mut threads = Vec::new();
+        for i in 0..parallelism.saturating_sub(1) {
+            let (tx, rx) = channel::<Job>();
+            let thread = std::thread::Builder::new()
+                .name(format!("{name}-{i}"))
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        job();
+                    }
+                })
+                .map_err(|e| Error::Internal {
+                    component: "workers".into(),
+                    message: format!("cannot start worker thread {name}-{i}: {e}"),
+                })?;
+            queues.push(tx);
+            threads.push(thread);
         }
-        let prefix = name.to_string();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(parallelism - 1)
-            .thread_name(move |i| format!("{prefix}-{i}"))
-            .build()
-            .map_err(|e| Error::Internal {
-                component: "workers".into(),
-                message: format!("cannot start workers: {e}"),
-            })?;
-        Ok(Workers { pool: Some(pool) })
+        Ok(Workers { queues, threads })
     }
 
     /// Runs `f` on every task, in parallel when there are several, and returns the results in
-    /// the tasks' order. A panic in `f` is resumed on the caller.
-    pub fn run<T: Send, R: Send>(&self, tasks: Vec<T>, f: impl Fn(T) -> R + Sync + Send) -> Vec<R> {
-        let pool = match &self.pool {
-            Some(pool) if tasks.len() > 1 => pool,
-            _ => return tasks.into_iter().map(f).collect(),
-        };
-        let results: Vec<Mutex<Option<R>>> = tasks.iter().map(|_| Mutex::new(None)).collect();
+    /// the tasks' order. A panic in `f` is resumed on the caller once every task has finished.
+    pub fn run<T, R, F>(&self, tasks: Vec<T>, f: F) -> Vec<R>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        F: Fn(T) -> R + Send + Sync + 'static,
+    {
+        if self.queues.is_empty() || tasks.len() <= 1 {
+            return tasks.into_iter().map(f).collect();
+        }
+        let n = tasks.len();
+        let f = Arc::new(f);
+        let (done_tx, done_rx) = channel();
         let mut tasks = tasks.into_iter().enumerate();
         let first = tasks.next();
-        pool.in_place_scope(|s| {
-            for (i, t) in tasks {
-                let (f, results) = (&f, &results);
-                s.spawn(move |_| *lock(&results[i]) = Some(f(t)));
+        for (i, t) in tasks {
+            let (f, done) = (f.clone(), done_tx.clone());
+            let job: Job = Box::new(move || {
+                let r = catch_unwind(AssertUnwindSafe(|| f(t)));
+                let _ = done.send((i, r));
+            });
+            if let Err(refused) = self.queues[(i - 1) % self.queues.len()].send(job) {
+                // The thread is gone (it cannot be: jobs catch their panics); run it here.
+                (refused.0)();
             }
-            if let Some((i, t)) = first {
-                *lock(&results[i]) = Some(f(t));
+        }
+        drop(done_tx);
+        let mut results: Vec<Option<std::thread::Result<R>>> = (0..n).map(|_| None).collect();
+        if let Some((i, t)) = first {
+            results[i] = Some(catch_unwind(AssertUnwindSafe(|| f(t))));
+        }
+        for (i, r) in done_rx.iter() {
+            results[i] = Some(r);
+        }
+        let mut out = Vec::with_capacity(n);
+        let mut panic = None;
+        for r in results {
+            match r.expect("every task reports back") {
+                Ok(r) => out.push(r),
+                Err(p) => {
+                    panic.get_or_insert(p);
+                }
             }
-        });
-        results
-            .into_iter()
-            .map(|r| r.into_inner().unwrap_or_else(|e| e.into_inner()))
-            .map(|r| r.expect("every task ran"))
-            .collect()
+        }
+        if let Some(p) = panic {
+            resume_unwind(p);
+        }
+        out
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.queues.clear();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
+    use std::sync::Mutex;
 
     #[test]
     fn results_keep_the_order_of_the_tasks_and_threads_are_reused() {
         let workers = Workers::new("test", 3).unwrap();
-        let names = std::sync::Mutex::new(std::collections::BTreeSet::new());
+        let names = Arc::new(Mutex::new(BTreeSet::new()));
         for round in 0..50 {
-            let out = workers.run((0..8).collect(), |i: i32| {
+            let names = names.clone();
+            let out = workers.run((0..8).collect(), move |i: i32| {
                 names.lock().unwrap().insert(std::thread::current().name().unwrap_or("").to_string());
                 i * round
             });
             assert_eq!(out, (0..8).map(|i| i * round).collect::<Vec<_>>());
         }
         // 400 tasks ran on the pool's two threads and the caller, not on a thread each.
-        let names = names.into_inner().unwrap();
+        let names = names.lock().unwrap().clone();
         assert!(names.len() <= 3 && names.iter().any(|n| n.starts_with("test-")), "{names:?}");
         assert_eq!(Workers::new("one", 1).unwrap().run(vec![1, 2], |x| x + 1), vec![2, 3]);
+    }
+
+    #[test]
+    fn a_panicking_task_reaches_the_caller_after_the_others_finish_and_the_pool_lives_on() {
+        let workers = Workers::new("panics", 2).unwrap();
+        let finished = Arc::new(Mutex::new(Vec::new()));
+        let seen = finished.clone();
+        let caught = catch_unwind(AssertUnwindSafe(|| {
+            workers.run((0..4).collect(), move |i: i32| {
+                if i == 1 {
+                    panic!("task {i} failed");
+                }
+                seen.lock().unwrap().push(i);
+            })
+        }));
+        let message = caught.unwrap_err().downcast::<String>().unwrap();
+        assert_eq!(*message, "task 1 failed");
+        let mut finished = finished.lock().unwrap().clone();
+        finished.sort();
+        assert_eq!(finished, vec![0, 2, 3]);
+        assert_eq!(workers.run(vec![1, 2, 3], |x| x * 2), vec![2, 4, 6]);
     }
 }

@@ -76,6 +76,14 @@ impl Exchange {
         }
     }
 
+    /// The exchanger of an exchange that moves data between partitions.
+    pub fn exchanger(&self) -> Option<&Arc<dyn Exchanger>> {
+        match self {
+            Exchange::Forward => None,
+            Exchange::RoundRobin(x) | Exchange::Hash(x) => Some(x),
+        }
+    }
+
     /// What the batches delivered are, when the exchange changes their form.
     pub fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
         match self {

@@ -7,6 +7,7 @@ use super::{Engine, NodeStats};
 use std::sync::Arc;
 use std::time::Instant;
 use weir_runner_core::exec::chain::ChainTask;
+use weir_runner_core::exec::exchange;
 use weir_runner_core::exec::partition::{in_fired_bundles, PartitionTask};
 use weir_runner_core::exec::source::add_stats;
 use weir_runner_core::exec::topology::Slot;
@@ -117,7 +118,8 @@ impl Engine {
                     }
                 }
                 Slot::Main(port) => {
-                    let routed = self.plan.nodes[c].exchanges[port].route(data, self.partitions)?;
+                    let routed =
+                        exchange::route(&self.plan.nodes[c].exchanges[port], data, self.partitions, &self.workers)?;
                     for (q, part) in routed.into_iter().enumerate() {
                         self.nodes[c].pending[q].extend(part);
                     }
@@ -178,23 +180,28 @@ impl Engine {
                 sides_per_partition[p].push((k, c));
             }
         }
-        let tasks: Vec<PartitionTask<'_>> = node
-            .ops
-            .iter_mut()
+        let side_wms: Arc<[weir_sdk::time::Timestamp]> = side_wms.into();
+        let tasks: Vec<PartitionTask> = std::mem::take(&mut node.ops)
+            .into_iter()
             .zip(pending)
             .zip(sides_per_partition)
             .map(|((op, bundles), sides)| PartitionTask {
-                op: op.as_mut(),
-                in_ops: in_ops.as_ref(),
+                op,
+                in_ops: in_ops.clone(),
                 bundles,
                 sides,
-                side_wms: &side_wms,
+                side_wms: side_wms.clone(),
             })
             .collect();
-        let results = self.workers.run(tasks, |t| t.run(upstream, now, n_outputs));
+        let results = self.workers.run(tasks, move |t| t.run(upstream, now, n_outputs));
+        let mut done_all = Vec::with_capacity(results.len());
+        for (op, done) in results {
+            self.nodes[i].ops.push(op);
+            done_all.push(done);
+        }
         let mut outputs: Vec<Vec<Vec<Batch>>> = (0..n_outputs).map(|_| Vec::new()).collect();
         let mut first_error = None;
-        for r in results {
+        for r in done_all {
             match r {
                 Ok(done) => {
                     stats.update_ms += done.update_ms;
@@ -271,26 +278,29 @@ impl Engine {
             .map(|&i| self.plan.nodes[i].outputs.iter().map(|&o| self.graph.pcollection(o).ops.clone()).collect())
             .collect();
         let pending = self.take_pending(head);
-        let mut member_ops: Vec<Vec<Box<dyn Operator>>> =
-            chain.iter().map(|&i| std::mem::take(&mut self.nodes[i].ops)).collect();
-        let mut per_partition: Vec<Vec<&mut dyn Operator>> = (0..self.partitions).map(|_| Vec::new()).collect();
-        for ops in member_ops.iter_mut() {
-            for (p, op) in ops.iter_mut().enumerate() {
-                per_partition[p].push(op.as_mut());
+        let mut per_partition: Vec<Vec<Box<dyn Operator>>> = (0..self.partitions).map(|_| Vec::new()).collect();
+        for &i in chain {
+            for (p, op) in std::mem::take(&mut self.nodes[i].ops).into_iter().enumerate() {
+                per_partition[p].push(op);
             }
         }
-        let tasks: Vec<ChainTask<'_>> = per_partition
+        let (in_ops, out_ops): (Arc<[_]>, Arc<[_]>) = (in_ops.into(), out_ops.into());
+        let tasks: Vec<ChainTask> = per_partition
             .into_iter()
             .zip(pending)
-            .map(|(ops, bundles)| ChainTask { ops, in_ops: &in_ops, out_ops: &out_ops, bundles })
+            .map(|(ops, bundles)| ChainTask { ops, in_ops: in_ops.clone(), out_ops: out_ops.clone(), bundles })
             .collect();
-        let results = self.workers.run(tasks, |t| t.run(upstream, now));
-        for (&i, ops) in chain.iter().zip(member_ops) {
-            self.nodes[i].ops = ops;
+        let results = self.workers.run(tasks, move |t| t.run(upstream, now));
+        let mut done_all = Vec::with_capacity(results.len());
+        for (ops, done, error) in results {
+            for (&i, op) in chain.iter().zip(ops) {
+                self.nodes[i].ops.push(op);
+            }
+            done_all.push((done, error));
         }
         let mut outputs: Vec<Vec<Vec<Batch>>> = (0..out_ops[chain.len() - 1].len()).map(|_| Vec::new()).collect();
         let mut first_error = None;
-        for (done, error) in results {
+        for (done, error) in done_all {
             containers.extend(done.sources);
             add_stats(&mut self.deferred_stats, done.read_stats);
             for (j, member) in done.members.into_iter().enumerate() {
