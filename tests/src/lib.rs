@@ -9,11 +9,19 @@
 
 use weir::direct::DirectOptions;
 use weir::microbatch::MicroBatchOptions;
+use weir::timely::TimelyOptions;
 use weir_sdk::testing::TestPipeline;
 use weir_sdk::PipelineOptions;
 
 /// Every runner configuration the suite runs on.
-pub const CONFIGURATIONS: &[&str] = &["direct", "direct_unshuffled", "microbatch_p1", "microbatch_p4_small_batches"];
+pub const CONFIGURATIONS: &[&str] = &[
+    "direct",
+    "direct_unshuffled",
+    "microbatch_p1",
+    "microbatch_p4_small_batches",
+    "timely_w1",
+    "timely_w3_small_batches",
+];
 
 /// Registers every runner with the SDK's registry (once per process).
 pub fn register_runners() {
@@ -44,6 +52,15 @@ pub fn configuration(name: &str) -> PipelineOptions {
             let m = o.group_mut::<MicroBatchOptions>();
             m.parallelism = 4;
             m.max_batch_size = 3;
+        }
+        "timely_w1" => {
+            o.runner = "timely".into();
+            o.group_mut::<TimelyOptions>().workers = 1;
+        }
+        "timely_w3_small_batches" => {
+            o.runner = "timely".into();
+            o.group_mut::<TimelyOptions>().workers = 3;
+            o.group_mut::<MicroBatchOptions>().max_batch_size = 5;
         }
         other => panic!("unknown conformance configuration '{other}'; known: {CONFIGURATIONS:?}"),
     }
@@ -108,6 +125,14 @@ macro_rules! conformance {
             #[test]
             fn microbatch_p4_small_batches() {
                 body(&$crate::pipeline("microbatch_p4_small_batches"))
+            }
+            #[test]
+            fn timely_w1() {
+                body(&$crate::pipeline("timely_w1"))
+            }
+            #[test]
+            fn timely_w3_small_batches() {
+                body(&$crate::pipeline("timely_w3_small_batches"))
             }
         }
     )*};

@@ -16,7 +16,7 @@
 //! ```
 //!
 //! The crates are also reachable one by one: [`sdk`], [`core`] (what runners share), and, with
-//! their features, [`direct`], [`microbatch`] and [`sinks`].
+//! their features, [`direct`], [`microbatch`], [`timely`] and [`sinks`].
 
 #![deny(missing_docs)]
 
@@ -30,6 +30,8 @@ pub use weir_metrics_sinks as sinks;
 pub use weir_runner_direct as direct;
 #[cfg(feature = "microbatch")]
 pub use weir_runner_microbatch as microbatch;
+#[cfg(feature = "timely")]
+pub use weir_runner_timely as timely;
 
 /// Everything a pipeline usually needs, and [`register`].
 pub mod prelude {
@@ -46,6 +48,8 @@ pub fn register() {
         weir_runner_direct::register();
         #[cfg(feature = "microbatch")]
         weir_runner_microbatch::register();
+        #[cfg(feature = "timely")]
+        weir_runner_timely::register();
         #[cfg(feature = "sinks")]
         weir_metrics_sinks::register();
     });

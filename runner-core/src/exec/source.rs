@@ -174,12 +174,19 @@ pub fn add_stats(acc: &mut TsStats, b: TsStats) {
     *acc = (acc.0.min(b.0), acc.1.max(b.1), acc.2 + b.2, acc.3 + b.3);
 }
 
+/// The splits of share `(index, count)` among `parts`: those at `i % count == index`.
+fn of_share<T>(parts: Vec<T>, (index, count): (usize, usize)) -> Vec<T> {
+    parts.into_iter().enumerate().filter(|(i, _)| i % count == index).map(|(_, p)| p).collect()
+}
+
 /// A source node's state across batches.
 pub struct SourceState {
     name: String,
     kind: Kind,
     ops: Arc<dyn CollectionOps>,
     watermark: Timestamp,
+    /// This reader's share of the source: splits `i` with `i % count == index` ([`SourceState::share`]).
+    share: (usize, usize),
 }
 
 impl SourceState {
@@ -196,7 +203,25 @@ impl SourceState {
         Self::new(name, kind, ops)
     }
     fn new(name: &str, kind: Kind, ops: Arc<dyn CollectionOps>) -> Self {
-        SourceState { name: name.to_string(), kind, ops, watermark: MIN_TIMESTAMP }
+        SourceState { name: name.to_string(), kind, ops, watermark: MIN_TIMESTAMP, share: (0, 1) }
+    }
+
+    /// Makes this state read share `index` of `count` (a distributed runner's worker `index` of
+    /// `count`): the source is split for `count` times the partitions asked for, and this state
+    /// reads the splits `i` with `i % count == index`. Impulse and TestStream are read by share
+    /// 0 alone; the others see them at the end of time at once. Every share's watermark is its
+    /// own splits'; a runner takes the minimum over the shares.
+    pub fn share(mut self, index: usize, count: usize) -> Self {
+        let count = count.max(1);
+        self.share = (index % count, count);
+        if !index.is_multiple_of(count) {
+            match &mut self.kind {
+                Kind::Impulse { done } => *done = true,
+                Kind::TestStream { events, next, .. } => *next = events.len(),
+                _ => {}
+            }
+        }
+        self
     }
 
     /// Whether the source is finite (Impulse, a bounded source, a TestStream): a runner may read
@@ -208,6 +233,7 @@ impl SourceState {
     /// Moves a fresh source to a logged position (restart from a checkpoint).
     pub fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
         let name = self.name.clone();
+        let share = self.share;
         let bad = |what: &str| weir_sdk::Error::Execution {
             step: name.clone(),
             message: format!("offset log entry does not match the source: {what} in {pos}"),
@@ -220,7 +246,8 @@ impl SourceState {
                     return Ok(());
                 }
                 let size = guarded(&name, "estimate source size", || source.estimated_size_bytes())?;
-                let parts = guarded(&name, "split source", || source.split((size / (4 * partitions as u64)).max(1)))?;
+                let wanted = (4 * partitions * share.1) as u64;
+                let parts = of_share(guarded(&name, "split source", || source.split((size / wanted).max(1)))?, share);
                 if parts.len() != logged.len() {
                     return Err(bad(&format!("{} splits now, {} logged", parts.len(), logged.len())));
                 }
@@ -246,7 +273,7 @@ impl SourceState {
                 if logged.is_empty() {
                     return Ok(());
                 }
-                let parts = guarded(&name, "split source", || source.split(partitions))?;
+                let parts = of_share(guarded(&name, "split source", || source.split(partitions * share.1))?, share);
                 if parts.len() != logged.len() {
                     return Err(bad(&format!("{} readers now, {} logged", parts.len(), logged.len())));
                 }
@@ -309,6 +336,7 @@ impl SourceState {
         // Timestamp stats of bounded reads are taken per bundle as it is read (while it is in
         // cache), not in a pass over the whole batch afterwards.
         let mut read_stats: Option<TsStats> = None;
+        let share = self.share;
         let watermark = match &mut self.kind {
             Kind::Impulse { done } => {
                 if !*done {
@@ -327,8 +355,9 @@ impl SourceState {
             Kind::Bounded { source, splits } => {
                 if splits.is_none() {
                     let size = guarded(&name, "estimate source size", || source.estimated_size_bytes())?;
-                    let parts =
-                        guarded(&name, "split source", || source.split((size / (4 * partitions as u64)).max(1)))?;
+                    let wanted = (4 * partitions * share.1) as u64;
+                    let parts = guarded(&name, "split source", || source.split((size / wanted).max(1)))?;
+                    let parts = of_share(parts, share);
                     *splits = Some(
                         parts
                             .into_iter()
@@ -416,7 +445,8 @@ impl SourceState {
             }
             Kind::Unbounded { source, readers } => {
                 if readers.is_none() {
-                    let splits = guarded(&name, "split source", || source.split(partitions))?;
+                    let splits = guarded(&name, "split source", || source.split(partitions * share.1))?;
+                    let splits = of_share(splits, share);
                     let mut rs = Vec::with_capacity(splits.len());
                     for s in splits {
                         rs.push(guarded(&name, "open reader", || s.reader(None))?);

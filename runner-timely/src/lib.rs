@@ -1,0 +1,134 @@
+//! # weir-runner-timely: the physical plan on Timely Dataflow
+//!
+//! Users who outgrow one machine run the same pipeline with `--runner timely`, on Timely
+//! Dataflow, threads and processes with timely's conventions: `--workers W` per process,
+//! `--processes N`, `--process-id I`, `--hostfile FILE`. Timely is SPMD: every process runs the
+//! same program and builds the same plan, so no user closure is ever serialized; only batches
+//! are, with their collections' coders, when they cross processes.
+//!
+//! This crate is a scheduler over runner-core's plan (see ARCHITECTURE.md), like the others:
+//!
+//! - one micro-batch is one timely epoch, and epochs run one at a time across the cluster;
+//! - every plan node is one timely operator per worker, which runs the runner-core operator for
+//!   an epoch once its input frontier has passed that epoch ([`worker`]);
+//! - an exchange is timely's `Exchange` pact over records each addressed to one worker by the
+//!   consumer's runner-core exchange (Weir's key hash, round robin, forward, broadcast for side
+//!   inputs) ([`wire`]);
+//! - each upstream worker sends its output watermark with its data for every epoch, so a
+//!   node's input watermark is the minimum over every upstream worker, and chained stateful
+//!   aggregations stay correct across workers ([`node`]);
+//! - bounded sources' splits are spread over all workers, and unbounded sources' splits are
+//!   assigned to workers;
+//! - sinks stage per epoch and commit once every worker has finished the epoch.
+//!
+//! Batch sizes, the trigger and its interval are the micro-batch runner's flags
+//! (`--max-batch-size` is shared among the workers).
+
+#![deny(missing_docs)]
+
+mod node;
+pub mod options;
+mod process;
+mod wire;
+mod worker;
+
+pub use options::TimelyOptions;
+
+use process::Process;
+use std::sync::Arc;
+use weir_runner_core::job::Job;
+use weir_runner_core::metrics::JobMetrics;
+use weir_runner_core::plan::PhysicalPlan;
+use weir_runner_microbatch::MicroBatchOptions;
+use weir_sdk::graph::PipelineGraph;
+use weir_sdk::runner::{PipelineResult, Runner};
+use weir_sdk::{Error, PipelineOptions, Result};
+
+/// The name `--runner` selects the timely runner by.
+pub const NAME: &str = "timely";
+
+/// The timely runner.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TimelyRunner;
+
+impl Runner for TimelyRunner {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
+        let t = options.get::<TimelyOptions>().into_owned();
+        t.validate()?;
+        let mb = options.get::<MicroBatchOptions>().into_owned();
+        if mb.checkpoint_dir.is_some() {
+            return Err(Error::NotSupported(
+                "the timely runner does not take --checkpoint-dir yet; run checkpointed queries with --runner microbatch"
+                    .into(),
+            ));
+        }
+        let plan = translate(&graph)?;
+        let config = config(&t)?;
+        let metrics = JobMetrics::with_committed();
+        let m = metrics.clone();
+        Job::spawn("weir-timely", metrics, options, move |job| {
+            let owner = format!("timely run {:016x}", rand::random::<u64>());
+            let process =
+                Arc::new(Process::new(graph, plan, m, job, mb, t.process_id, t.processes, t.workers, &owner)?);
+            let p = process.clone();
+            let guards = timely::execute(config, move |worker| worker::run(worker, p.clone()))
+                .map_err(|e| Error::Internal { component: "timely runner".into(), message: e })?;
+            let results = guards.join();
+            if let Some(e) = process.take_failure() {
+                return Err(e);
+            }
+            for r in results {
+                match r {
+                    Ok(r) => r?,
+                    Err(panic) => {
+                        return Err(Error::Internal { component: "timely worker".into(), message: panic });
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
+        Ok(translate(graph)?.explain(options.get::<TimelyOptions>().peers()))
+    }
+}
+
+/// Timely's configuration for these options: threads in one process, or a cluster.
+fn config(t: &TimelyOptions) -> Result<timely::Config> {
+    if t.processes <= 1 {
+        return Ok(timely::Config::process(t.workers.max(1)));
+    }
+    let Some(addresses) = t.addresses()? else {
+        return Err(Error::Options(format!(
+            "--processes {} needs --hostfile naming every process's host:port",
+            t.processes
+        )));
+    };
+    Ok(timely::Config {
+        communication: timely::CommunicationConfig::Cluster {
+            threads: t.workers.max(1),
+            process: t.process_id,
+            addresses,
+            report: false,
+            zerocopy: false,
+        },
+        worker: timely::WorkerConfig::default(),
+    })
+}
+
+/// The timely runner's translation: every native composite, combines lifted.
+fn translate(graph: &PipelineGraph) -> Result<PhysicalPlan> {
+    use weir_runner_core::plan::translate::{translate, Natives, Translation};
+    translate(graph, &Translation { runner: NAME, natives: Natives::All, lift_combines: true })
+}
+
+/// Registers the timely runner under the name `timely`.
+pub fn register() {
+    weir_sdk::options::register_option_group::<TimelyOptions>();
+    weir_sdk::runner::register_runner(Arc::new(TimelyRunner));
+}

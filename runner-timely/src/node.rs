@@ -1,0 +1,282 @@
+//! One worker's share of one plan node, run epoch by epoch: what arrived for the epoch (batches
+//! per input slot, and every upstream worker's progress), the runner-core operator over it at
+//! the input watermark that progress gives, then the output routed to the consumers' workers
+//! with this worker's progress after it.
+
+use crate::process::Process;
+use crate::wire::{Address, Body, Envelope, Routed, WireBatch, WireSlot};
+use std::collections::HashMap;
+use std::sync::Arc;
+use weir_runner_core::exec::clock::Clock;
+use weir_runner_core::exec::partition::{in_fired_bundles, PartitionTask};
+use weir_runner_core::exec::topology::Slot;
+use weir_runner_core::metrics::MetricsContainerImpl;
+use weir_runner_core::operator::Operator;
+use weir_runner_core::system_metrics;
+use weir_runner_core::watermark::Watermarks;
+use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::{Error, Result};
+
+/// Where one node's outputs go: per consumer input, the edge (the node's output stream number)
+/// it travels on.
+#[derive(Clone)]
+pub(crate) struct OutEdge {
+    /// The node's output port.
+    pub(crate) port: usize,
+    /// The consumer node.
+    pub(crate) consumer: usize,
+    /// The consumer's input.
+    pub(crate) slot: Slot,
+}
+
+/// The out edges of every node of the plan, in the order their streams are made.
+pub(crate) fn out_edges(process: &Process) -> Vec<Vec<OutEdge>> {
+    let plan = &process.plan;
+    plan.nodes
+        .iter()
+        .map(|n| {
+            n.outputs
+                .iter()
+                .enumerate()
+                .flat_map(|(port, &pc)| {
+                    process.topology.consumers(pc).iter().map(move |&(consumer, slot)| OutEdge { port, consumer, slot })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Routes node `i`'s output on `port` (batches made by worker `me`) to the workers of its
+/// consumers: a main input through the consumer's exchange for it, a side input to every worker.
+/// Records go to `out` as `(edge, (target, envelope))`.
+pub(crate) fn route(
+    process: &Process,
+    i: usize,
+    port: usize,
+    batches: Vec<Batch>,
+    me: usize,
+    out: &mut Vec<(u64, Routed)>,
+) -> Result<()> {
+    let batches: Vec<Batch> = batches.into_iter().filter(|b| !b.is_empty()).collect();
+    if batches.is_empty() {
+        return Ok(());
+    }
+    let edges = &process.edges[i];
+    let on_port: Vec<usize> = (0..edges.len()).filter(|&e| edges[e].port == port).collect();
+    let peers = process.peers;
+    let mut owned = Some(batches);
+    for (n, &e) in on_port.iter().enumerate() {
+        let data = if n + 1 == on_port.len() {
+            owned.take().unwrap_or_default()
+        } else {
+            owned.as_ref().map(|bs| bs.to_vec()).unwrap_or_default()
+        };
+        let edge = &edges[e];
+        let consumer = &process.plan.nodes[edge.consumer];
+        let (per_target, ops, slot): (Vec<Vec<Batch>>, Arc<dyn CollectionOps>, WireSlot) = match edge.slot {
+            Slot::Main(p) => {
+                let exchange = &consumer.exchanges[p];
+                let ops = exchange
+                    .delivered_ops()
+                    .unwrap_or_else(|| process.graph.pcollection(process.plan.nodes[i].outputs[port]).ops.clone());
+                let per_target = match exchange.exchanger() {
+                    None => {
+                        let mut v: Vec<Vec<Batch>> = (0..peers).map(|_| Vec::new()).collect();
+                        v[me] = data;
+                        v
+                    }
+                    Some(x) => x.exchange(data, peers)?,
+                };
+                (per_target, ops, WireSlot::Main(p as u32))
+            }
+            Slot::Side(k) => {
+                let ops = process.graph.pcollection(process.plan.nodes[i].outputs[port]).ops.clone();
+                let per_target = (0..peers).map(|_| data.to_vec()).collect();
+                (per_target, ops, WireSlot::Side(k as u32))
+            }
+        };
+        let to = |_t: usize| Address { producer: i as u32, from: me as u32, slot };
+        for (target, bs) in per_target.into_iter().enumerate() {
+            for b in bs.into_iter().filter(|b| !b.is_empty()) {
+                let wire = if process.is_local(target) {
+                    WireBatch::Local(b, ops.clone())
+                } else {
+                    let bytes = ops
+                        .encode_batch(&b)
+                        .map_err(|e| Error::Coder { step: process.plan.nodes[i].name.clone(), source: e })?;
+                    WireBatch::Encoded(bytes)
+                };
+                out.push((e as u64, (target as u32, Envelope { to: to(target), body: Body::Data(wire) })));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Node `i`'s progress after an epoch on worker `me`, to every worker of every consumer.
+pub(crate) fn progress(
+    process: &Process,
+    i: usize,
+    me: usize,
+    watermark: Timestamp,
+    clock: Option<Timestamp>,
+    out: &mut Vec<(u64, Routed)>,
+) {
+    for (e, edge) in process.edges[i].iter().enumerate() {
+        let slot = match edge.slot {
+            Slot::Main(p) => WireSlot::Main(p as u32),
+            Slot::Side(k) => WireSlot::Side(k as u32),
+        };
+        for target in 0..process.peers {
+            let to = Address { producer: i as u32, from: me as u32, slot };
+            out.push((e as u64, (target as u32, Envelope { to, body: Body::Progress { watermark, clock } })));
+        }
+    }
+}
+
+/// One worker's share of a transform or sink node across epochs.
+pub(crate) struct NodeWorker {
+    process: Arc<Process>,
+    i: usize,
+    me: usize,
+    /// The node's operator; `None` for a sink.
+    op: Option<Box<dyn Operator>>,
+    wm: Watermarks,
+    /// Per producer node, what each of its workers last said its output watermark was.
+    upstream: HashMap<u32, Vec<Timestamp>>,
+    /// The latest processing-time clock a producer sent (TestStream's test clock).
+    clock: Option<Timestamp>,
+    /// Per main input port, the operations on the batches it delivers.
+    main_ops: Vec<Arc<dyn CollectionOps>>,
+    /// Per side input, the operations on its batches.
+    side_ops: Vec<Arc<dyn CollectionOps>>,
+}
+
+impl NodeWorker {
+    /// Worker `me`'s share of node `i`.
+    pub(crate) fn new(process: Arc<Process>, i: usize, me: usize) -> Self {
+        let node = &process.plan.nodes[i];
+        let op = node.instantiate(&process.graph);
+        let main_ops = node
+            .inputs
+            .iter()
+            .zip(&node.exchanges)
+            .map(|(&pc, x)| x.delivered_ops().unwrap_or_else(|| process.graph.pcollection(pc).ops.clone()))
+            .collect();
+        let side_ops = node.side_inputs.iter().map(|&pc| process.graph.pcollection(pc).ops.clone()).collect();
+        let mut upstream = HashMap::new();
+        for &pc in node.inputs.iter().chain(&node.side_inputs) {
+            upstream.insert(process.topology.producer(pc) as u32, vec![MIN_TIMESTAMP; process.peers]);
+        }
+        NodeWorker { process, i, me, op, wm: Watermarks::new(), upstream, clock: None, main_ops, side_ops }
+    }
+
+    /// The minimum watermark the workers of the producers of `inputs` last reported.
+    fn watermark_of(&self, inputs: &[weir_sdk::graph::PCollectionId]) -> Timestamp {
+        inputs
+            .iter()
+            .map(|&pc| {
+                let p = self.process.topology.producer(pc) as u32;
+                self.upstream.get(&p).and_then(|ws| ws.iter().min().copied()).unwrap_or(MIN_TIMESTAMP)
+            })
+            .min()
+            .unwrap_or(weir_sdk::time::MAX_TIMESTAMP)
+    }
+
+    /// Runs one epoch over what arrived for it, appending what goes downstream to `out`.
+    pub(crate) fn run_epoch(
+        &mut self,
+        epoch: u64,
+        envelopes: Vec<Envelope>,
+        out: &mut Vec<(u64, Routed)>,
+    ) -> Result<()> {
+        let name = self.process.plan.nodes[self.i].name.clone();
+        let mut main = Vec::new();
+        let mut sides = Vec::new();
+        for env in envelopes {
+            match env.body {
+                Body::Progress { watermark, clock } => {
+                    if let Some(ws) = self.upstream.get_mut(&env.to.producer) {
+                        let w = &mut ws[env.to.from as usize];
+                        *w = (*w).max(watermark);
+                    }
+                    if let Some(c) = clock {
+                        self.clock = Some(self.clock.map_or(c, |old| old.max(c)));
+                    }
+                }
+                Body::Data(wire) => {
+                    let ops = match env.to.slot {
+                        WireSlot::Main(p) => &self.main_ops[p as usize],
+                        WireSlot::Side(k) => &self.side_ops[k as usize],
+                    };
+                    let batch = wire.into_batch(&**ops).map_err(|e| {
+                        Error::execution(&name, format!("cannot decode a batch from worker {}: {e}", env.to.from))
+                    })?;
+                    match env.to.slot {
+                        WireSlot::Main(_) => main.push(batch),
+                        WireSlot::Side(k) => sides.push((k as usize, batch)),
+                    }
+                }
+            }
+        }
+        let node = &self.process.plan.nodes[self.i];
+        let upstream = self.watermark_of(&node.inputs);
+        let now = self.clock.unwrap_or_else(|| Clock::Wall.now());
+        let system = MetricsContainerImpl::new();
+        match self.op.take() {
+            None => {
+                if let Some(sink) = &self.process.sinks[self.i] {
+                    let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
+                    for b in main {
+                        sink.stage(epoch, self.me, b);
+                    }
+                }
+                self.wm.advance(upstream, None, None);
+            }
+            Some(op) => {
+                let side_wms: Vec<Timestamp> = node.side_inputs.iter().map(|&pc| self.watermark_of(&[pc])).collect();
+                let in_ops = node.input_ops(&self.process.graph);
+                let n_outputs = node.outputs.len();
+                let task = PartitionTask { op, in_ops, bundles: main, sides, side_wms: side_wms.into() };
+                let (op, done) = task.run(upstream, now, n_outputs);
+                let hold = op.hold();
+                let (rows, bytes) = (op.state_rows(), op.state_bytes());
+                self.op = Some(op);
+                let done = match done {
+                    Ok(done) => done,
+                    Err((e, metrics)) => {
+                        self.process.metrics.record(Some(&name), &metrics, false);
+                        return Err(e);
+                    }
+                };
+                self.process.metrics.record(Some(&name), &done.metrics, true);
+                self.wm.advance(upstream, None, hold);
+                if rows > 0 || bytes > 0 {
+                    system_metrics::state(&system, rows, bytes, now);
+                }
+                for (port, batches) in done.outputs.into_iter().enumerate() {
+                    if let Some(&pc) = node.outputs.get(port) {
+                        let ops = self.process.graph.pcollection(pc).ops.clone();
+                        for b in &batches {
+                            system_metrics::count_batch(&system, &*ops, b, true);
+                        }
+                    }
+                    let batches = if node.stateful { in_fired_bundles(batches) } else { batches };
+                    route(&self.process, self.i, port, batches, self.me, out)?;
+                }
+            }
+        }
+        system_metrics::watermarks(&system, self.wm.input(), self.wm.output(), now);
+        self.process.metrics.record(Some(&name), &system, true);
+        progress(&self.process, self.i, self.me, self.wm.output(), self.clock, out);
+        Ok(())
+    }
+
+    /// Ends the node's operator (closes what it holds open).
+    pub(crate) fn finish(&mut self) {
+        if let Some(op) = &mut self.op {
+            op.finish();
+        }
+    }
+}

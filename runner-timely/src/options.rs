@@ -1,0 +1,81 @@
+//! The timely runner's flags: workers per process, processes and where they are.
+//!
+//! An epoch is a micro-batch, so batch sizes, the trigger and the checkpoint directory are the
+//! micro-batch runner's flags (`--max-batch-size`, `--trigger`, `--trigger-interval-ms`,
+//! `--checkpoint-dir`), read from its option group.
+
+use weir_sdk::{Error, Result};
+
+/// Options of the timely runner, with timely's conventions.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct TimelyOptions {
+    /// Worker threads per process.
+    #[arg(long = "workers", default_value_t = 1)]
+    pub workers: usize,
+    /// Processes in the cluster.
+    #[arg(long = "processes", default_value_t = 1)]
+    pub processes: usize,
+    /// This process's index in the cluster, from 0.
+    #[arg(long = "process-id", default_value_t = 0)]
+    pub process_id: usize,
+    /// A file naming every process's address, one `host:port` per line, in process order.
+    /// Without it, `--processes N > 1` starts a local cluster of N processes on 127.0.0.1.
+    #[arg(long = "hostfile")]
+    pub hostfile: Option<String>,
+}
+
+impl Default for TimelyOptions {
+    fn default() -> Self {
+        TimelyOptions { workers: 1, processes: 1, process_id: 0, hostfile: None }
+    }
+}
+
+impl TimelyOptions {
+    /// Every worker in the cluster.
+    pub fn peers(&self) -> usize {
+        self.workers.max(1) * self.processes.max(1)
+    }
+
+    /// Checks the flags against each other.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Options(m));
+        if self.workers == 0 {
+            return bad("--workers must be at least 1".into());
+        }
+        if self.processes == 0 {
+            return bad("--processes must be at least 1".into());
+        }
+        if self.process_id >= self.processes {
+            return bad(format!("--process-id {} is not below --processes {}", self.process_id, self.processes));
+        }
+        Ok(())
+    }
+
+    /// The addresses of the cluster's processes from `--hostfile`: one `host:port` per line
+    /// (blank lines and `#` comments skipped), exactly `--processes` of them.
+    pub fn addresses(&self) -> Result<Option<Vec<String>>> {
+        let Some(path) = &self.hostfile else { return Ok(None) };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Options(format!("--hostfile {path}: cannot read it: {e}")))?;
+        let mut out = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let ok = line.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(Error::Options(format!("--hostfile {path}, line {}: '{line}' is not host:port", n + 1)));
+            }
+            out.push(line.to_string());
+        }
+        if out.len() != self.processes {
+            return Err(Error::Options(format!(
+                "--hostfile {path} names {} processes, but --processes is {}",
+                out.len(),
+                self.processes
+            )));
+        }
+        Ok(Some(out))
+    }
+}

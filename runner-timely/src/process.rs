@@ -1,0 +1,145 @@
+//! What the workers of one process share: the plan, its topology, the sinks' writers, the
+//! metrics, the job, and the first failure.
+
+use crate::node::{out_edges, OutEdge};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use weir_runner_core::exec::sink::SinkWriter;
+use weir_runner_core::exec::topology::Topology;
+use weir_runner_core::job::Job;
+use weir_runner_core::metrics::JobMetrics;
+use weir_runner_core::plan::{PhysicalPlan, Role};
+use weir_runner_microbatch::MicroBatchOptions;
+use weir_sdk::graph::PipelineGraph;
+use weir_sdk::kernel::Batch;
+use weir_sdk::{Error, Result};
+
+/// A sink's writer in this process, and what the process's workers staged for each epoch not
+/// yet committed (a worker may start the next epoch while the last one is being committed).
+pub(crate) struct SinkSlot {
+    writer: Box<dyn SinkWriter>,
+    staged: BTreeMap<u64, Vec<(usize, Batch)>>,
+}
+
+impl SinkSlot {
+    /// Stages worker `worker`'s input of `epoch`.
+    pub(crate) fn stage(&mut self, epoch: u64, worker: usize, batch: Batch) {
+        self.staged.entry(epoch).or_default().push((worker, batch));
+    }
+}
+
+/// One process of a timely run.
+pub(crate) struct Process {
+    pub(crate) graph: Arc<PipelineGraph>,
+    pub(crate) plan: PhysicalPlan,
+    pub(crate) topology: Topology,
+    /// Per node, where its outputs go.
+    pub(crate) edges: Vec<Vec<OutEdge>>,
+    /// Per sink node, the process's writer; the process's workers stage into it, and it
+    /// commits each epoch once every worker has finished it.
+    pub(crate) sinks: Vec<Option<Mutex<SinkSlot>>>,
+    pub(crate) metrics: Arc<JobMetrics>,
+    pub(crate) job: Arc<Job>,
+    /// Batch sizes and the trigger.
+    pub(crate) mb: MicroBatchOptions,
+    /// Workers in the cluster.
+    pub(crate) peers: usize,
+    /// This process's workers: `first..first + workers`.
+    pub(crate) first: usize,
+    pub(crate) workers: usize,
+    /// The first error any worker of this process hit.
+    failure: Mutex<Option<Error>>,
+}
+
+impl Process {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        graph: Arc<PipelineGraph>,
+        plan: PhysicalPlan,
+        metrics: Arc<JobMetrics>,
+        job: Arc<Job>,
+        mb: MicroBatchOptions,
+        process_id: usize,
+        processes: usize,
+        workers: usize,
+        owner: &str,
+    ) -> Result<Self> {
+        let peers = workers * processes;
+        let topology = Topology::of(&plan);
+        let mut sinks = Vec::with_capacity(plan.nodes.len());
+        for n in &plan.nodes {
+            sinks.push(match &n.role {
+                Role::Sink(factory) => {
+                    Some(Mutex::new(SinkSlot { writer: factory.open(owner, peers)?, staged: BTreeMap::new() }))
+                }
+                _ => None,
+            });
+        }
+        let mut process = Process {
+            graph,
+            plan,
+            topology,
+            edges: Vec::new(),
+            sinks,
+            metrics,
+            job,
+            mb,
+            peers,
+            first: process_id * workers,
+            workers,
+            failure: Mutex::new(None),
+        };
+        process.edges = out_edges(&process);
+        Ok(process)
+    }
+
+    /// Whether worker `w` runs in this process.
+    pub(crate) fn is_local(&self, w: usize) -> bool {
+        (self.first..self.first + self.workers).contains(&w)
+    }
+
+    /// Records a worker's failure (the first one wins).
+    pub(crate) fn fail(&self, e: Error) {
+        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = Some(e);
+        }
+    }
+
+    /// Whether a worker of this process has failed.
+    pub(crate) fn failed(&self) -> bool {
+        self.failure.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// The first failure, taken.
+    pub(crate) fn take_failure(&self) -> Option<Error> {
+        self.failure.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Commits every sink's output of the epochs before `frontier` (every worker has finished
+    /// them), in order.
+    pub(crate) fn commit_sinks(&self, frontier: u64) -> Result<()> {
+        for (i, sink) in self.sinks.iter().enumerate() {
+            let Some(sink) = sink else { continue };
+            let container = weir_runner_core::metrics::MetricsContainerImpl::new();
+            let result = {
+                let _scope = weir_sdk::metrics::scoped_container(container.clone());
+                let mut slot = sink.lock().unwrap_or_else(|e| e.into_inner());
+                let later = slot.staged.split_off(&frontier);
+                let done = std::mem::replace(&mut slot.staged, later);
+                (|| {
+                    for (epoch, batches) in done {
+                        for (w, b) in batches {
+                            slot.writer.stage(w, b)?;
+                        }
+                        slot.writer.commit(epoch)?;
+                    }
+                    Ok(())
+                })()
+            };
+            self.metrics.record(Some(&self.plan.nodes[i].name), &container, result.is_ok());
+            result?;
+        }
+        Ok(())
+    }
+}

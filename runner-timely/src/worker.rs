@@ -1,0 +1,238 @@
+//! One timely worker: the plan built as a dataflow, then epochs until the sources are done.
+//!
+//! Every plan node becomes one timely operator per worker. A source's share is read by the
+//! worker's loop and enters through an input handle; every other node is a `unary_frontier`
+//! operator whose input is the concatenation of the edges into it, routed by timely's `Exchange`
+//! pact to the worker each record names. An operator runs an epoch once its input frontier has
+//! passed it (every worker's data and progress for the epoch has arrived). Its output is split
+//! by edge, one stream per consumer input.
+//!
+//! Epochs run one at a time across the cluster, as micro-batches do: a worker reads its
+//! sources' next slice only once the probe on the dataflow's leaves shows the last epoch
+//! finished on every worker. Then each process's first worker commits the process's sinks for
+//! it.
+
+use crate::node::{progress, route, NodeWorker};
+use crate::process::Process;
+use crate::wire::Routed;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::core::{Concatenate, Partition};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::{Capability, Input, Probe};
+use timely::dataflow::{InputHandle, ProbeHandle};
+use timely::worker::Worker;
+use weir_runner_core::exec::clock::Clock;
+use weir_runner_core::exec::source::SourceState;
+use weir_runner_core::metrics::MetricsContainerImpl;
+use weir_runner_core::plan::Role;
+use weir_runner_microbatch::StreamingTrigger;
+use weir_sdk::time::MAX_TIMESTAMP;
+use weir_sdk::{Error, Result};
+
+type Record = (u64, Routed);
+type Builder = timely::container::CapacityContainerBuilder<Vec<Record>>;
+
+/// Runs worker `worker` of the cluster to the end of the pipeline, or until a worker of the
+/// process fails (its error is the process's [`Process::take_failure`]), or a stop or cancel:
+/// `Err(Cancelled)` then.
+pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
+    let me = worker.index();
+    let n = process.plan.nodes.len();
+    let mut inputs: Vec<(usize, InputHandle<u64, Builder>)> = Vec::new();
+    let mut nodes: Vec<Rc<RefCell<NodeWorker>>> = Vec::new();
+    let probe = ProbeHandle::new();
+    let dataflow = worker.next_dataflow_index();
+    worker.dataflow::<u64, _, _>(|scope| {
+        let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
+        for i in 0..n {
+            let name = process.plan.nodes[i].name.clone();
+            let out = if process.plan.nodes[i].is_source() {
+                let mut handle = InputHandle::new();
+                let stream = scope.input_from(&mut handle);
+                inputs.push((i, handle));
+                stream
+            } else {
+                let stream = scope.concatenate(std::mem::take(&mut into[i]));
+                let node = Rc::new(RefCell::new(NodeWorker::new(process.clone(), i, me)));
+                nodes.push(node.clone());
+                let process = process.clone();
+                let pact = Exchange::new(|r: &Routed| r.0 as u64);
+                stream.unary_frontier(pact, &name, move |_, _| {
+                    let mut stash: BTreeMap<u64, (Capability<u64>, Vec<crate::wire::Envelope>)> = BTreeMap::new();
+                    move |(input, frontier), output| {
+                        input.for_each(|cap, data| {
+                            // Records sent under no capability make no claim on any epoch.
+                            let Some(&t) = cap.least() else { return };
+                            let entry = stash.entry(t).or_insert_with(|| (cap.delayed(&t, 0), Vec::new()));
+                            entry.1.extend(data.drain(..).map(|(_, env)| env));
+                        });
+                        while let Some(&t) = stash.keys().next() {
+                            if frontier.frontier().less_equal(&t) {
+                                break;
+                            }
+                            let Some((cap, envelopes)) = stash.remove(&t) else { break };
+                            let mut out = Vec::new();
+                            if !process.failed() {
+                                if let Err(e) = node.borrow_mut().run_epoch(t, envelopes, &mut out) {
+                                    process.fail(e);
+                                    out.clear();
+                                }
+                            }
+                            output.session(&cap).give_iterator(out.into_iter());
+                        }
+                    }
+                })
+            };
+            let edges = process.edges[i].len();
+            if edges == 0 {
+                out.probe_with(&probe);
+            } else {
+                let parts = out.partition::<timely::container::CapacityContainerBuilder<Vec<Routed>>, _, _>(
+                    edges as u64,
+                    |(e, r)| (e, r),
+                );
+                for (e, s) in parts.into_iter().enumerate() {
+                    into[process.edges[i][e].consumer].push(s);
+                }
+            }
+        }
+    });
+    let result = match drive(worker, &process, me, &mut inputs, &probe) {
+        Err(Error::Cancelled) => Err(Error::Cancelled),
+        Err(e) => {
+            process.fail(e);
+            Err(Error::Cancelled)
+        }
+        Ok(()) => Ok(()),
+    };
+    if result.is_err() {
+        // Abandon the dataflow: the other workers are stopping too.
+        worker.drop_dataflow(dataflow);
+    }
+    for node in &nodes {
+        node.borrow_mut().finish();
+    }
+    result
+}
+
+/// The worker's epochs: sources read, the epoch closed, the cluster waited for, sinks committed.
+fn drive(
+    worker: &mut Worker,
+    process: &Arc<Process>,
+    me: usize,
+    inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
+    probe: &ProbeHandle<u64>,
+) -> Result<()> {
+    let plan = &process.plan;
+    let mut clock = Clock::for_plan(plan);
+    let mut sources: Vec<SourceState> = inputs
+        .iter()
+        .map(|(i, _)| {
+            let node = &plan.nodes[*i];
+            let Role::Source(spec) = &node.role else {
+                return Err(Error::Internal {
+                    component: "timely runner".into(),
+                    message: format!("{} is not a source", node.name),
+                });
+            };
+            let ops = process.graph.pcollection(node.outputs[0]).ops.clone();
+            Ok(SourceState::of(&node.name, spec, ops).share(me, process.peers))
+        })
+        .collect::<Result<_>>()?;
+    let leader = me == process.first;
+    let trigger = process.mb.trigger;
+    let interval = Duration::from_millis(process.mb.trigger_interval_ms);
+    // Each worker reads its share of the batch size.
+    let max = if trigger == StreamingTrigger::Once {
+        usize::MAX
+    } else {
+        process.mb.max_batch_size.max(1).div_ceil(process.peers).max(1)
+    };
+    let mut epoch = 0u64;
+    loop {
+        let started = Instant::now();
+        let mut done = true;
+        let mut moved = false;
+        for (k, src) in sources.iter_mut().enumerate() {
+            let i = inputs[k].0;
+            let name = &plan.nodes[i].name;
+            let container = MetricsContainerImpl::new();
+            let read = {
+                let _scope = weir_sdk::metrics::scoped_container(container.clone());
+                let max = if src.is_bounded() && trigger == StreamingTrigger::Once { usize::MAX } else { max };
+                src.next(1, max, None, &mut clock, false)
+            };
+            if let Ok(read) = &read {
+                let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
+                for b in read.bundles.iter().flatten() {
+                    weir_runner_core::system_metrics::count_batch(&container, &**ops, b, true);
+                }
+            }
+            process.metrics.record(Some(name), &container, read.is_ok());
+            let read = read?;
+            moved |= read.moved;
+            done &= read.watermark >= MAX_TIMESTAMP;
+            let mut out = Vec::new();
+            route(process, i, 0, read.bundles.into_iter().flatten().collect(), me, &mut out)?;
+            progress(process, i, me, read.watermark, clock.test_time(), &mut out);
+            let handle = &mut inputs[k].1;
+            for r in out {
+                handle.send(r);
+            }
+        }
+        epoch += 1;
+        for (_, h) in inputs.iter_mut() {
+            h.advance_to(epoch);
+        }
+        step_until(worker, process, || !probe.less_than(&epoch))?;
+        if leader {
+            process.commit_sinks(epoch)?;
+        }
+        if done || trigger == StreamingTrigger::Once {
+            break;
+        }
+        if process.job.is_stop_requested() {
+            return Err(Error::Cancelled);
+        }
+        let wait = match trigger {
+            StreamingTrigger::ProcessingTime => interval.checked_sub(started.elapsed()),
+            _ if !moved => Some(Duration::from_millis(10)),
+            _ => None,
+        };
+        if let Some(wait) = wait {
+            process.job.sleep_unless_stopped(wait);
+        }
+    }
+    // This worker's sources are done: close its inputs, and run what the others still send
+    // until the dataflow is complete, committing the epochs as they finish.
+    inputs.clear();
+    step_until(worker, process, || {
+        if leader {
+            let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
+            if let Err(e) = process.commit_sinks(frontier) {
+                process.fail(e);
+            }
+        }
+        probe.done()
+    })?;
+    Ok(())
+}
+
+/// Steps the worker until `ready` holds, or a worker of this process fails (the failure is the
+/// process's to report), or the job is cancelled.
+fn step_until(worker: &mut Worker, process: &Process, mut ready: impl FnMut() -> bool) -> Result<()> {
+    loop {
+        if process.failed() || process.job.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        if ready() {
+            return Ok(());
+        }
+        worker.step_or_park(Some(Duration::from_millis(5)));
+    }
+}
