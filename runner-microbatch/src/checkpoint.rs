@@ -48,11 +48,17 @@ pub(crate) struct OffsetEntry {
     pub clock: Option<Timestamp>,
 }
 
-/// A commit log entry: every node's (input, output) watermark after the batch.
+/// A commit log entry: every node's (input, output) watermark after the batch, and the batch
+/// whose state snapshot the batch's state is read from (with the deltas after it).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub(crate) struct CommitEntry {
     pub batch_id: u64,
     pub watermarks: Vec<(String, Timestamp, Timestamp)>,
+    /// The latest batch that wrote a full snapshot, at or before this one. Entries written
+    /// before it was recorded lack it; their snapshots were every `--state-snapshot-interval`
+    /// batches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<u64>,
 }
 
 /// A log entry, which knows its batch.

@@ -103,6 +103,39 @@ fn crash_at_every_phase_recovers_exactly_once() {
     }
 }
 
+/// The snapshot interval is not part of a checkpoint's identity: a restart with another one
+/// reads the state from where the last snapshot really is, and goes on with the new interval.
+#[test]
+fn a_changed_snapshot_interval_resumes_exactly_once() {
+    for (first, second, batch) in [("10", "4", 23), ("3", "10", 14), ("4", "7", 9)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+        let crashed = child_with(
+            &cp,
+            &out,
+            Some(&format!("add-batch:{batch}")),
+            false,
+            &format!("--state-snapshot-interval {first}"),
+        );
+        assert!(!crashed.status.success(), "add-batch:{batch} did not crash");
+        ok(&child_with(&cp, &out, None, false, &format!("--state-snapshot-interval {second}")));
+        assert_eq!(output(&out), expected(), "interval {first}, then {second}, after a crash in batch {batch}");
+    }
+}
+
+/// A run killed while it claimed its output directory leaves a temporary file there, which is
+/// nobody's output: the restart claims the directory all the same.
+#[test]
+fn an_interrupted_claim_of_the_output_directory_is_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join(".weir-sink.4242-0.tmp"), b"query of a killed run").unwrap();
+    ok(&child(&cp, &out, None, false));
+    assert_eq!(output(&out), expected());
+    assert!(!out.join(".weir-sink.4242-0.tmp").exists());
+}
+
 /// A bounded source read lazily by the chain it feeds (its counts planned and logged before
 /// any element is read) recovers exactly once from a crash at every phase too.
 #[test]

@@ -17,7 +17,8 @@ impl Engine {
             self.commit_sinks()?;
             return Ok(t.elapsed().as_millis() as u64);
         }
-        self.write_state()?;
+        let snapshot = self.is_snapshot_batch();
+        self.write_state(snapshot)?;
         weir_sdk::testing::fault::point("state-commit");
         self.commit_sinks()?;
         weir_sdk::testing::fault::point("sink-commit");
@@ -29,17 +30,29 @@ impl Engine {
             .zip(&self.nodes)
             .map(|(s, n)| (s.name.clone(), n.wm.input(), n.wm.output()))
             .collect();
-        let latest_snapshot = self.batch_id - self.batch_id % self.snapshot_interval();
-        cp.write_commit(&CommitEntry { batch_id: self.batch_id, watermarks }, latest_snapshot)?;
+        let latest_snapshot = if snapshot { self.batch_id } else { self.last_snapshot.unwrap_or(0) };
+        cp.write_commit(
+            &CommitEntry { batch_id: self.batch_id, watermarks, snapshot: Some(latest_snapshot) },
+            latest_snapshot,
+        )?;
+        self.last_snapshot = Some(latest_snapshot);
         weir_sdk::testing::fault::point("commit-log");
         Ok(t.elapsed().as_millis() as u64)
     }
 
-    /// Writes every operator partition's state after this batch, with a manifest.
-    pub(super) fn write_state(&mut self) -> Result<()> {
+    /// Whether this batch writes full snapshots rather than deltas: every
+    /// `--state-snapshot-interval` batches, and whenever the last snapshot is that far behind or
+    /// unknown (the interval changed between runs, or nothing was committed yet).
+    fn is_snapshot_batch(&self) -> bool {
+        let interval = self.snapshot_interval();
+        self.batch_id.is_multiple_of(interval) || self.last_snapshot.is_none_or(|s| self.batch_id >= s + interval)
+    }
+
+    /// Writes every operator partition's state after this batch, with a manifest: full
+    /// snapshots when `snapshot`, otherwise what changed since the last commit.
+    pub(super) fn write_state(&mut self, snapshot: bool) -> Result<()> {
         let Some(cp) = &self.checkpoint else { return Ok(()) };
         let dir = cp.state_dir(self.batch_id);
-        let snapshot = self.batch_id.is_multiple_of(self.snapshot_interval());
         let mut files = Vec::new();
         self.state_bytes.clear();
         for (i, spec) in self.plan.nodes.iter().enumerate() {

@@ -107,6 +107,8 @@ pub(crate) struct Engine {
     replay: Option<OffsetEntry>,
     /// Per operator partition, what its state store committed last.
     stores: HashMap<(usize, usize), StoreVersion>,
+    /// The last committed batch that wrote full state snapshots (`None`: none yet).
+    last_snapshot: Option<u64>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
     state_bytes: HashMap<usize, (u64, u64)>,
     /// Whether the next batch starts from state read back from checkpoint files (a restart)
@@ -195,6 +197,7 @@ impl Engine {
             checkpoint: None,
             replay: None,
             stores: HashMap::new(),
+            last_snapshot: None,
             state_bytes: HashMap::new(),
             state_loaded_from_files: false,
             retry_base: None,

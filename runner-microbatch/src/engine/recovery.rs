@@ -30,7 +30,12 @@ impl Engine {
         let (cp, rec) = Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.mb.min_batches_to_retain)?;
         self.id = rec.id;
         if let Some((offsets, commit)) = &rec.committed {
-            self.restore_state(&cp, commit.batch_id)?;
+            // Older commit entries do not say where their snapshot is: then it is where the
+            // interval put it.
+            let c = commit.batch_id;
+            let snapshot = commit.snapshot.unwrap_or(c - c % self.snapshot_interval());
+            self.restore_state(&cp, snapshot, c)?;
+            self.last_snapshot = Some(snapshot);
             for (i, spec) in self.plan.nodes.iter().enumerate() {
                 if let Some((_, input, output)) = commit.watermarks.iter().find(|(n, _, _)| *n == spec.name) {
                     self.nodes[i].wm = Watermarks::restored(*input, *output);
@@ -77,10 +82,9 @@ impl Engine {
         Ok(())
     }
 
-    /// Loads every operator partition's state as of committed batch `c`: the latest snapshot
-    /// batch at or before it, then the deltas after it.
-    pub(super) fn restore_state(&mut self, cp: &Checkpoint, c: u64) -> Result<()> {
-        let start = c - c % self.snapshot_interval();
+    /// Loads every operator partition's state as of committed batch `c`: the snapshot written
+    /// by batch `start`, then the deltas after it.
+    pub(super) fn restore_state(&mut self, cp: &Checkpoint, start: u64, c: u64) -> Result<()> {
         let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
         for b in start..=c {
             for f in cp.read_manifest(b)? {

@@ -65,8 +65,17 @@ pub fn claim_output_dir(dir: &str, owner: &str, overwrite: bool) -> Result<(), S
     if std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == owner) {
         return Ok(());
     }
-    let entries: Vec<std::fs::DirEntry> =
+    let mut entries: Vec<std::fs::DirEntry> =
         std::fs::read_dir(path).map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+    // What an interrupted atomic write left (a run killed while claiming the directory, or
+    // while committing) is nobody's output.
+    entries.retain(|e| {
+        let temporary = crate::io::atomic::is_temporary(&e.file_name().to_string_lossy());
+        if temporary {
+            let _ = std::fs::remove_file(e.path());
+        }
+        !temporary
+    });
     if !entries.is_empty() {
         if !overwrite {
             let what = if marker.exists() { "the output of another run" } else { "files this sink did not write" };
