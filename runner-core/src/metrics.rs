@@ -7,7 +7,7 @@
 //! retried or failed bundle is never counted as committed. Containers are merged cumulatively,
 //! so each fresh container must be merged exactly once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use weir_sdk::metrics::{
@@ -170,12 +170,26 @@ pub struct JobMetrics {
     pub committed: MetricsStepMap,
     /// Whether this runner tracks committed values.
     pub supports_committed: bool,
+    /// What the other processes of a distributed job last reported, by process: their
+    /// cumulative results, added to this process's in [`MetricsSource::snapshot`].
+    remote: Mutex<BTreeMap<usize, MetricQueryResults>>,
 }
 
 impl JobMetrics {
     /// Metrics of a runner that tracks committed values.
     pub fn with_committed() -> Arc<Self> {
         Arc::new(JobMetrics { supports_committed: true, ..Default::default() })
+    }
+
+    /// Sets what process `process` of a distributed job reports: its cumulative results so far
+    /// (each report replaces the last).
+    pub fn set_remote(&self, process: usize, results: MetricQueryResults) {
+        self.remote.lock().unwrap_or_else(|e| e.into_inner()).insert(process, results);
+    }
+
+    /// This process's own results, without what other processes reported.
+    pub fn local_snapshot(&self) -> MetricQueryResults {
+        self.snapshot_of_maps()
     }
 
     /// Merges a unit of work's container: into attempted always, into committed if it
@@ -190,6 +204,43 @@ impl JobMetrics {
 
 impl MetricsSource for JobMetrics {
     fn snapshot(&self) -> MetricQueryResults {
+        let mut out = self.snapshot_of_maps();
+        for r in self.remote.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            merge_results(&mut out, r);
+        }
+        out
+    }
+}
+
+/// Adds `b`'s results into `a`: counters and distributions add up, a gauge keeps its latest
+/// value.
+pub fn merge_results(a: &mut MetricQueryResults, b: &MetricQueryResults) {
+    fn merge<T: Copy>(into: &mut Vec<MetricResult<T>>, from: &[MetricResult<T>], f: impl Fn(T, T) -> T, empty: T) {
+        let mut at: HashMap<MetricKey, usize> = into.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
+        for r in from {
+            match at.get(&r.key) {
+                Some(&i) => {
+                    let x = &mut into[i];
+                    x.attempted = f(x.attempted, r.attempted);
+                    x.committed = match (x.committed, r.committed) {
+                        (None, None) => None,
+                        (c, d) => Some(f(c.unwrap_or(empty), d.unwrap_or(empty))),
+                    };
+                }
+                None => {
+                    at.insert(r.key.clone(), into.len());
+                    into.push(r.clone());
+                }
+            }
+        }
+    }
+    merge(&mut a.counters, &b.counters, |x, y| x.wrapping_add(y), 0);
+    merge(&mut a.distributions, &b.distributions, |x, y| x.combine(&y), DistributionResult::EMPTY);
+    merge(&mut a.gauges, &b.gauges, |x, y| x.combine(&y), GaugeResult::EMPTY);
+}
+
+impl JobMetrics {
+    fn snapshot_of_maps(&self) -> MetricQueryResults {
         let attempted = self.attempted.snapshot();
         let committed = self.committed.snapshot();
         let mut out = MetricQueryResults::default();
@@ -221,6 +272,33 @@ impl MetricsSource for JobMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_processes_reports_add_up_with_this_ones() {
+        let name = Arc::new(MetricName::new("ns", "c").unwrap());
+        let process = |n: i64, at: i64| {
+            let job = JobMetrics::with_committed();
+            let c = MetricsContainerImpl::new();
+            c.inc_counter(&name, n);
+            c.update_distribution(&name, &DistributionResult::of(n));
+            c.set_gauge_at(&name, n, at);
+            job.record(Some("Step"), &c, true);
+            job
+        };
+        let zero = process(1, 300);
+        zero.set_remote(1, process(10, 100).local_snapshot());
+        zero.set_remote(2, process(100, 200).local_snapshot());
+        // A later report of a process replaces its earlier one.
+        zero.set_remote(2, process(1000, 200).local_snapshot());
+        let r = zero.snapshot();
+        assert_eq!(r.counter("Step", "ns", "c").unwrap().attempted, 1011);
+        assert_eq!(r.counter("Step", "ns", "c").unwrap().committed, Some(1011));
+        let d = r.distribution("Step", "ns", "c").unwrap().attempted;
+        assert_eq!((d.sum, d.count, d.min, d.max), (1011, 3, 1, 1000));
+        // The gauge set last wins, wherever it was set.
+        assert_eq!(r.gauge("Step", "ns", "c").unwrap().attempted.value, 1);
+        assert_eq!(zero.local_snapshot().counter("Step", "ns", "c").unwrap().attempted, 1);
+    }
 
     #[test]
     fn attempted_counts_every_try_committed_only_commits() {

@@ -10,13 +10,13 @@
 //!
 //! - one micro-batch is one timely epoch, and epochs run one at a time across the cluster;
 //! - every plan node is one timely operator per worker, which runs the runner-core operator for
-//!   an epoch once its input frontier has passed that epoch ([`worker`]);
+//!   an epoch once its input frontier has passed that epoch (`worker.rs`);
 //! - an exchange is timely's `Exchange` pact over records each addressed to one worker by the
 //!   consumer's runner-core exchange (Weir's key hash, round robin, forward, broadcast for side
-//!   inputs) ([`wire`]);
+//!   inputs) (`wire.rs`);
 //! - each upstream worker sends its output watermark with its data for every epoch, so a
 //!   node's input watermark is the minimum over every upstream worker, and chained stateful
-//!   aggregations stay correct across workers ([`node`]);
+//!   aggregations stay correct across workers (`node.rs`);
 //! - bounded sources' splits are spread over all workers, and unbounded sources' splits are
 //!   assigned to workers;
 //! - sinks stage per epoch and commit once every worker has finished the epoch.
@@ -26,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+mod cluster;
 mod node;
 pub mod options;
 mod process;
@@ -59,6 +60,7 @@ impl Runner for TimelyRunner {
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
         let t = options.get::<TimelyOptions>().into_owned();
         t.validate()?;
+        let t = cluster::resolve(&t)?;
         let mb = options.get::<MicroBatchOptions>().into_owned();
         if mb.checkpoint_dir.is_some() {
             return Err(Error::NotSupported(
@@ -67,10 +69,15 @@ impl Runner for TimelyRunner {
             ));
         }
         let plan = translate(&graph)?;
-        let config = config(&t)?;
+        let config = cluster::config(&t)?;
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
-        Job::spawn("weir-timely", metrics, options, move |job| {
+        // Process 0 serves the job's metrics and pushes them; the others report to it.
+        let mut job_options = options.clone();
+        if t.process_id != 0 {
+            job_options.metrics.sinks.clear();
+        }
+        Job::spawn("weir-timely", metrics, &job_options, move |job| {
             let owner = format!("timely run {:016x}", rand::random::<u64>());
             let process =
                 Arc::new(Process::new(graph, plan, m, job, mb, t.process_id, t.processes, t.workers, &owner)?);
@@ -85,7 +92,10 @@ impl Runner for TimelyRunner {
                 match r {
                     Ok(r) => r?,
                     Err(panic) => {
-                        return Err(Error::Internal { component: "timely worker".into(), message: panic });
+                        return Err(Error::Execution {
+                            step: "timely cluster".into(),
+                            message: format!("a worker stopped: {panic} (a process of the cluster may have died)"),
+                        });
                     }
                 }
             }
@@ -96,29 +106,6 @@ impl Runner for TimelyRunner {
     fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
         Ok(translate(graph)?.explain(options.get::<TimelyOptions>().peers()))
     }
-}
-
-/// Timely's configuration for these options: threads in one process, or a cluster.
-fn config(t: &TimelyOptions) -> Result<timely::Config> {
-    if t.processes <= 1 {
-        return Ok(timely::Config::process(t.workers.max(1)));
-    }
-    let Some(addresses) = t.addresses()? else {
-        return Err(Error::Options(format!(
-            "--processes {} needs --hostfile naming every process's host:port",
-            t.processes
-        )));
-    };
-    Ok(timely::Config {
-        communication: timely::CommunicationConfig::Cluster {
-            threads: t.workers.max(1),
-            process: t.process_id,
-            addresses,
-            report: false,
-            zerocopy: false,
-        },
-        worker: timely::WorkerConfig::default(),
-    })
 }
 
 /// The timely runner's translation: every native composite, combines lifted.

@@ -12,6 +12,7 @@ use weir_runner_core::exec::partition::{in_fired_bundles, PartitionTask};
 use weir_runner_core::exec::topology::Slot;
 use weir_runner_core::metrics::MetricsContainerImpl;
 use weir_runner_core::operator::Operator;
+use weir_runner_core::plan::Role;
 use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::kernel::{Batch, CollectionOps};
@@ -80,7 +81,14 @@ pub(crate) fn route(
                 let ops = exchange
                     .delivered_ops()
                     .unwrap_or_else(|| process.graph.pcollection(process.plan.nodes[i].outputs[port]).ops.clone());
+                let gathers = matches!(&consumer.role, Role::Sink(f) if f.gathers());
                 let per_target = match exchange.exchanger() {
+                    // A sink that hands its input to one callback gets all of it on worker 0.
+                    _ if gathers => {
+                        let mut v: Vec<Vec<Batch>> = (0..peers).map(|_| Vec::new()).collect();
+                        v[0] = data;
+                        v
+                    }
                     None => {
                         let mut v: Vec<Vec<Batch>> = (0..peers).map(|_| Vec::new()).collect();
                         v[me] = data;

@@ -47,6 +47,8 @@ pub(crate) struct Process {
     /// This process's workers: `first..first + workers`.
     pub(crate) first: usize,
     pub(crate) workers: usize,
+    /// This process's index in the cluster.
+    pub(crate) process_id: usize,
     /// The first error any worker of this process hit.
     failure: Mutex<Option<Error>>,
 }
@@ -70,7 +72,9 @@ impl Process {
         for n in &plan.nodes {
             sinks.push(match &n.role {
                 Role::Sink(factory) => {
-                    Some(Mutex::new(SinkSlot { writer: factory.open(owner, peers)?, staged: BTreeMap::new() }))
+                    // The first process claims the sink's place; the others write into it.
+                    let writer = if process_id == 0 { factory.open(owner, peers)? } else { factory.join(peers)? };
+                    Some(Mutex::new(SinkSlot { writer, staged: BTreeMap::new() }))
                 }
                 _ => None,
             });
@@ -87,6 +91,7 @@ impl Process {
             peers,
             first: process_id * workers,
             workers,
+            process_id,
             failure: Mutex::new(None),
         };
         process.edges = out_edges(&process);

@@ -31,11 +31,15 @@ use weir_runner_core::exec::source::SourceState;
 use weir_runner_core::metrics::MetricsContainerImpl;
 use weir_runner_core::plan::Role;
 use weir_runner_microbatch::StreamingTrigger;
+use weir_sdk::metrics::MetricQueryResults;
 use weir_sdk::time::MAX_TIMESTAMP;
 use weir_sdk::{Error, Result};
 
 type Record = (u64, Routed);
 type Builder = timely::container::CapacityContainerBuilder<Vec<Record>>;
+/// A process's cumulative metrics, for worker 0: `(0, (process, results))`.
+type MetricsRecord = (u32, (u32, MetricQueryResults));
+type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRecord>>;
 
 /// Runs worker `worker` of the cluster to the end of the pipeline, or until a worker of the
 /// process fails (its error is the process's [`Process::take_failure`]), or a stop or cancel:
@@ -46,8 +50,19 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let mut inputs: Vec<(usize, InputHandle<u64, Builder>)> = Vec::new();
     let mut nodes: Vec<Rc<RefCell<NodeWorker>>> = Vec::new();
     let probe = ProbeHandle::new();
+    let mut metrics: InputHandle<u64, MetricsBuilder> = InputHandle::new();
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
+        // Every process's metrics reach worker 0, which serves the job's.
+        let reports = scope.input_from(&mut metrics);
+        let p = process.clone();
+        reports.sink(Exchange::new(|r: &MetricsRecord| r.0 as u64), "Metrics", move |(input, _)| {
+            input.for_each(|_, data| {
+                for (_, (from, results)) in data.drain(..) {
+                    p.metrics.set_remote(from as usize, results);
+                }
+            });
+        });
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         for i in 0..n {
             let name = process.plan.nodes[i].name.clone();
@@ -102,7 +117,9 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
             }
         }
     });
-    let result = match drive(worker, &process, me, &mut inputs, &probe) {
+    // The first worker of every other process reports the process's metrics to worker 0.
+    let mut reporter = (me == process.first && process.process_id != 0).then_some(metrics);
+    let result = match drive(worker, &process, me, &mut inputs, &probe, &mut reporter) {
         Err(Error::Cancelled) => Err(Error::Cancelled),
         Err(e) => {
             process.fail(e);
@@ -127,7 +144,14 @@ fn drive(
     me: usize,
     inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
     probe: &ProbeHandle<u64>,
+    reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
 ) -> Result<()> {
+    let report = |reporter: &mut Option<InputHandle<u64, MetricsBuilder>>| {
+        if let Some(r) = reporter.as_mut() {
+            r.send((0, (process.process_id as u32, process.metrics.local_snapshot())));
+            r.flush();
+        }
+    };
     let plan = &process.plan;
     let mut clock = Clock::for_plan(plan);
     let mut sources: Vec<SourceState> = inputs
@@ -192,6 +216,7 @@ fn drive(
         step_until(worker, process, || !probe.less_than(&epoch))?;
         if leader {
             process.commit_sinks(epoch)?;
+            report(reporter);
         }
         if done || trigger == StreamingTrigger::Once {
             break;
@@ -220,6 +245,9 @@ fn drive(
         }
         probe.done()
     })?;
+    // The process's final metrics, then the reports end.
+    report(reporter);
+    reporter.take();
     Ok(())
 }
 

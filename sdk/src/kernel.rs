@@ -551,11 +551,52 @@ impl CollectionOps for EncodedKvOps {
     fn estimated_bytes(&self, b: &Batch) -> usize {
         encoded(b).data.len()
     }
-    fn encode_batch(&self, _: &Batch) -> Result<Vec<u8>, CoderError> {
-        Err(CoderError::new("encoded key-value rows are not written to checkpoints"))
+    /// The rows, for a batch that crosses processes: whether they are lifted, their count, then
+    /// per row its key and value (each length-prefixed) and its timestamp, window and pane.
+    fn encode_batch(&self, b: &Batch) -> Result<Vec<u8>, CoderError> {
+        let e = encoded(b);
+        let mut out = Vec::with_capacity(e.data.len() + 24 * e.rows.len() + 16);
+        out.push(u8::from(e.lifted));
+        crate::coders::write_varint(e.rows.len() as u64, &mut out);
+        for r in &e.rows {
+            for (a, z) in [r.key, r.value] {
+                crate::coders::write_varint((z - a) as u64, &mut out);
+                out.extend_from_slice(&e.data[a..z]);
+            }
+            let meta = postcard::to_stdvec(&(r.timestamp, r.window, r.pane))
+                .map_err(|e| CoderError::new(format!("cannot encode element metadata: {e}")))?;
+            out.extend_from_slice(&meta);
+        }
+        Ok(out)
     }
-    fn decode_batch(&self, _: &[u8]) -> Result<Batch, CoderError> {
-        Err(CoderError::new("encoded key-value rows are not read from checkpoints"))
+    fn decode_batch(&self, bytes: &[u8]) -> Result<Batch, CoderError> {
+        let (&lifted, mut rest) =
+            bytes.split_first().ok_or_else(|| CoderError::new("an empty buffer is not encoded key-value rows"))?;
+        if lifted > 1 {
+            return Err(CoderError::new(format!("bad lifted flag {lifted} in encoded key-value rows")));
+        }
+        let n = crate::coders::read_varint(&mut rest)? as usize;
+        let mut out = EncodedKvBatch { lifted: lifted == 1, ..Default::default() };
+        out.rows.reserve(n.min(rest.len()));
+        for _ in 0..n {
+            let mut span = || -> Result<(usize, usize), CoderError> {
+                let len = crate::coders::read_varint(&mut rest)? as usize;
+                if len > rest.len() {
+                    return Err(CoderError::new("encoded key-value rows end inside a row"));
+                }
+                let start = out.data.len();
+                out.data.extend_from_slice(&rest[..len]);
+                rest = &rest[len..];
+                Ok((start, start + len))
+            };
+            let (key, value) = (span()?, span()?);
+            let ((timestamp, window, pane), r): ((Timestamp, Window, PaneInfo), &[u8]) =
+                postcard::take_from_bytes(rest)
+                    .map_err(|e| CoderError::new(format!("cannot decode element metadata: {e}")))?;
+            rest = r;
+            out.rows.push(EncodedRow { key, value, timestamp, window, pane });
+        }
+        Ok(Batch::new(out))
     }
 }
 
@@ -825,6 +866,32 @@ mod tests {
         let (early, late) = ops.partition_by_window(Batch::new(batch), &mut |w| w.max_timestamp() < 5);
         assert_eq!(rows(early.downcast_ref::<EncodedKvBatch>().unwrap()), all[..5]);
         assert_eq!(rows(late.downcast_ref::<EncodedKvBatch>().unwrap()), all[5..]);
+    }
+
+    #[test]
+    fn encoded_rows_cross_processes_as_bytes() {
+        let input: Vec<WindowedValue<KV<i64, String>>> = (0..7i64)
+            .map(|i| {
+                let mut wv = WindowedValue::timestamped(KV::new(i % 3, format!("value {i}")), 10 * i);
+                wv.window = Window::Interval(IntervalWindow::new(i, i + 5));
+                wv
+            })
+            .collect();
+        let mut batch = EncodedKvBatch::default();
+        batch.append::<i64, String>(Batch::new(input), &ElementCoder::new(), &ElementCoder::new()).unwrap();
+        for lifted in [false, true] {
+            batch.lifted = lifted;
+            let ops = EncodedKvOps;
+            let bytes = ops.encode_batch(&Batch::new(batch.clone())).unwrap();
+            let back = ops.decode_batch(&bytes).unwrap();
+            let back = back.downcast_ref::<EncodedKvBatch>().unwrap();
+            assert_eq!(rows(back), rows(&batch));
+            assert_eq!(back.lifted, lifted);
+            // Every truncation is an error, never a panic.
+            for n in 0..bytes.len() {
+                assert!(ops.decode_batch(&bytes[..n]).is_err(), "{n} of {} bytes decoded", bytes.len());
+            }
+        }
     }
 
     fn uniform(values: Vec<i64>, timestamp: Timestamp, window: Window) -> UniformBatch<i64> {

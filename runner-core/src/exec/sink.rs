@@ -30,6 +30,16 @@ pub trait SinkFactory: Send + Sync {
     /// checkpointed query, the query, the same across restarts): output already in the sink's
     /// place from another owner is refused unless the sink was asked to overwrite it.
     fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>>;
+    /// The writer of a process that joins a distributed run whose first process has opened
+    /// (and claimed) the sink's place: it writes its own partitions there without claiming it.
+    fn join(&self, partitions: usize) -> Result<Box<dyn SinkWriter>> {
+        self.open("", partitions)
+    }
+    /// Whether the sink hands every batch to one callback in the driving process (ForEachBatch,
+    /// Collect, Console): a distributed runner then sends all of its input to its first worker.
+    fn gathers(&self) -> bool {
+        false
+    }
 }
 
 /// The exactly-once JSON-lines file sink: one file per batch and partition,
@@ -50,11 +60,24 @@ impl SinkFactory for JsonLinesSinkFactory {
     fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>> {
         claim_output_dir(&self.payload.dir, owner, self.payload.overwrite)
             .map_err(|e| Error::construction(&self.step, e))?;
-        Ok(Box::new(JsonLinesWriter {
+        Ok(self.writer(partitions))
+    }
+    fn join(&self, partitions: usize) -> Result<Box<dyn SinkWriter>> {
+        std::fs::create_dir_all(&self.payload.dir).map_err(|e| Error::Io {
+            path: self.payload.dir.clone(),
+            message: format!("cannot create the output directory: {e}"),
+        })?;
+        Ok(self.writer(partitions))
+    }
+}
+
+impl JsonLinesSinkFactory {
+    fn writer(&self, partitions: usize) -> Box<dyn SinkWriter> {
+        Box::new(JsonLinesWriter {
             step: self.step.clone(),
             payload: self.payload.clone(),
             buffers: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
-        }))
+        })
     }
 }
 
@@ -107,6 +130,9 @@ impl ForEachBatchSinkFactory {
 impl SinkFactory for ForEachBatchSinkFactory {
     fn open(&self, _: &str, _: usize) -> Result<Box<dyn SinkWriter>> {
         Ok(Box::new(ForEachBatchWriter { step: self.step.clone(), payload: self.payload.clone(), staged: Vec::new() }))
+    }
+    fn gathers(&self) -> bool {
+        true
     }
 }
 

@@ -1,0 +1,74 @@
+//! The launcher on the timely runner across processes: a local cluster of two processes on
+//! 127.0.0.1 (started by the launcher itself) gives the models' results and the same result
+//! files as one process, and bad cluster flags are refused with the flag named.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn nexmark(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nexmark")).args(args).env_remove("RUST_LOG").output().expect("run nexmark")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// What a run printed: its table (where a query's error goes) and its log.
+fn printed(o: &Output) -> String {
+    text(&o.stdout) + &text(&o.stderr)
+}
+
+/// Every result line of every query folder under a `--results` directory, sorted.
+fn results(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for q in std::fs::read_dir(dir).unwrap().flatten() {
+        for e in std::fs::read_dir(q.path()).unwrap().flatten() {
+            if e.file_name().to_string_lossy().ends_with(".jsonl") {
+                lines.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(String::from));
+            }
+        }
+    }
+    lines.sort();
+    lines
+}
+
+#[test]
+fn two_processes_match_the_models_and_one_process_in_batch_and_streaming() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in [&[][..], &["--streaming"][..]] {
+        let run = |name: &str, runner: &[&str]| {
+            let out = dir.path().join(format!("{name}{}", mode.len()));
+            let mut args = vec!["--query", "3", "--query", "5", "--query", "8", "--num-events", "20000"];
+            args.extend(["--num-event-generators", "1", "--check", "--results", out.to_str().unwrap()]);
+            args.extend(mode);
+            args.extend(runner);
+            let o = nexmark(&args);
+            assert!(o.status.success(), "{name} {mode:?}: {}{}", text(&o.stdout), text(&o.stderr));
+            results(&out)
+        };
+        let one = run("one", &["--runner", "microbatch", "--parallelism", "1"]);
+        let two = run("two", &["--runner", "timely", "--processes", "2"]);
+        assert!(!one.is_empty());
+        assert_eq!(one, two, "{mode:?}");
+    }
+}
+
+#[test]
+fn bad_cluster_flags_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = nexmark(&["--runner", "timely", "--processes", "2", "--process-id", "1", "--query", "0"]);
+    assert!(!o.status.success());
+    assert!(printed(&o).contains("--process-id 1 needs --hostfile"), "{}", printed(&o));
+    let hosts = dir.path().join("hosts");
+    std::fs::write(&hosts, "127.0.0.1:1\n").unwrap();
+    let o = nexmark(&["--runner", "timely", "--processes", "2", "--hostfile", hosts.to_str().unwrap(), "--query", "0"]);
+    assert!(!o.status.success());
+    assert!(printed(&o).contains("names 1 processes, but --processes is 2"), "{}", printed(&o));
+    std::fs::write(&hosts, "127.0.0.1:1\nnot an address\n").unwrap();
+    let o = nexmark(&["--runner", "timely", "--processes", "2", "--hostfile", hosts.to_str().unwrap(), "--query", "0"]);
+    assert!(!o.status.success());
+    assert!(printed(&o).contains("line 2: 'not an address' is not host:port"), "{}", printed(&o));
+    let o = nexmark(&["--runner", "timely", "--workers", "0", "--query", "0"]);
+    assert!(!o.status.success());
+    assert!(printed(&o).contains("--workers must be at least 1"), "{}", printed(&o));
+}

@@ -1,0 +1,148 @@
+//! Where a process's peers are: timely's configuration from the options, and the local cluster
+//! a user gets on one machine with `--processes N` and no hostfile.
+//!
+//! A local cluster is this program started N−1 more times with the same arguments, each told
+//! its process index and a hostfile of free ports on 127.0.0.1 through the environment. Timely
+//! is SPMD: every process runs the same program, so each of the program's pipeline runs is run
+//! by all of them, in the same order, over the same addresses. The children's standard error
+//! is this process's (their standard output, which would repeat this process's tables, is
+//! dropped), and a child whose parent is gone exits: the cluster stops together.
+
+use crate::options::TimelyOptions;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+use weir_sdk::{Error, Result};
+
+/// The environment variable naming a local cluster's hostfile, set for its children.
+const HOSTFILE_ENV: &str = "WEIR_TIMELY_LOCAL_HOSTFILE";
+/// The environment variable giving a local cluster child its process index.
+const PROCESS_ENV: &str = "WEIR_TIMELY_LOCAL_PROCESS";
+
+/// The local cluster this process started, if any: its hostfile and children.
+struct LocalCluster {
+    processes: usize,
+    hostfile: PathBuf,
+    _dir: std::path::PathBuf,
+    children: Vec<std::process::Child>,
+}
+
+static LOCAL: OnceLock<Mutex<Option<LocalCluster>>> = OnceLock::new();
+
+/// The options this process runs with: as given, or, in a local cluster, with its hostfile and
+/// index (starting the cluster's other processes first if this is its first process).
+pub(crate) fn resolve(t: &TimelyOptions) -> Result<TimelyOptions> {
+    let mut t = t.clone();
+    if let (Ok(hostfile), Ok(index)) = (std::env::var(HOSTFILE_ENV), std::env::var(PROCESS_ENV)) {
+        // A child of a local cluster.
+        t.hostfile = Some(hostfile);
+        t.process_id = index.parse().map_err(|_| Error::Options(format!("{PROCESS_ENV}={index} is not an index")))?;
+        watch_parent();
+        return Ok(t);
+    }
+    if t.processes <= 1 || t.hostfile.is_some() {
+        return Ok(t);
+    }
+    if t.process_id != 0 {
+        return Err(Error::Options(format!(
+            "--process-id {} needs --hostfile: without one, process 0 starts a local cluster of {} processes itself",
+            t.process_id, t.processes
+        )));
+    }
+    let mut local = LOCAL.get_or_init(|| Mutex::new(None)).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = local.as_mut() {
+        if c.processes != t.processes {
+            return Err(Error::Options(format!(
+                "this program already runs a local cluster of {} processes; it cannot also run one of {}",
+                c.processes, t.processes
+            )));
+        }
+        if let Some((i, status)) =
+            c.children.iter_mut().enumerate().find_map(|(i, ch)| ch.try_wait().ok().flatten().map(|s| (i + 1, s)))
+        {
+            return Err(Error::Execution {
+                step: "timely cluster".into(),
+                message: format!("process {i} of the local cluster has exited ({status})"),
+            });
+        }
+        t.hostfile = Some(c.hostfile.display().to_string());
+        return Ok(t);
+    }
+    let cluster = start(t.processes)?;
+    t.hostfile = Some(cluster.hostfile.display().to_string());
+    *local = Some(cluster);
+    Ok(t)
+}
+
+/// Starts processes 1..n of a local cluster on free ports of 127.0.0.1.
+fn start(n: usize) -> Result<LocalCluster> {
+    let fail = |m: String| Error::Execution { step: "timely cluster".into(), message: m };
+    // Free ports: bound and released at once (timely binds them again).
+    let mut ports = Vec::with_capacity(n);
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| fail(format!("cannot find free ports on 127.0.0.1: {e}")))?;
+    for l in &listeners {
+        ports.push(l.local_addr().map_err(|e| fail(e.to_string()))?.port());
+    }
+    drop(listeners);
+    let dir = std::env::temp_dir().join(format!("weir-timely-{}-{:08x}", std::process::id(), rand::random::<u32>()));
+    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+    let hostfile = dir.join("hostfile");
+    let text: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
+    std::fs::write(&hostfile, text).map_err(|e| fail(format!("cannot write {}: {e}", hostfile.display())))?;
+    let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this program to start it again: {e}")))?;
+    let mut children = Vec::with_capacity(n - 1);
+    for i in 1..n {
+        let child = std::process::Command::new(&exe)
+            .args(std::env::args_os().skip(1))
+            .env(HOSTFILE_ENV, &hostfile)
+            .env(PROCESS_ENV, i.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .map_err(|e| fail(format!("cannot start process {i} of the local cluster ({}): {e}", exe.display())))?;
+        children.push(child);
+    }
+    tracing::info!(processes = n, hostfile = %hostfile.display(), "started a local timely cluster");
+    Ok(LocalCluster { processes: n, hostfile, _dir: dir, children })
+}
+
+/// In a local cluster's child: exits once the process that started it is gone.
+fn watch_parent() {
+    static WATCHING: std::sync::Once = std::sync::Once::new();
+    WATCHING.call_once(|| {
+        let parent = std::os::unix::process::parent_id();
+        let _ = std::thread::Builder::new().name("weir-timely-parent".into()).spawn(move || loop {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if std::os::unix::process::parent_id() != parent {
+                eprintln!("weir: the first process of the local timely cluster is gone; stopping");
+                std::process::exit(1);
+            }
+        });
+    });
+}
+
+/// Timely's configuration for these options: threads in one process, or a cluster.
+pub(crate) fn config(t: &TimelyOptions) -> Result<timely::Config> {
+    if t.processes <= 1 {
+        return Ok(timely::Config::process(t.workers.max(1)));
+    }
+    let Some(addresses) = t.addresses()? else {
+        return Err(Error::Options(format!(
+            "--processes {} needs --hostfile naming every process's host:port",
+            t.processes
+        )));
+    };
+    Ok(timely::Config {
+        communication: timely::CommunicationConfig::Cluster {
+            threads: t.workers.max(1),
+            process: t.process_id,
+            addresses,
+            report: false,
+            zerocopy: false,
+        },
+        worker: timely::WorkerConfig::default(),
+    })
+}
