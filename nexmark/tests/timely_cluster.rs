@@ -72,3 +72,42 @@ fn bad_cluster_flags_are_refused_naming_the_flag() {
     assert!(!o.status.success());
     assert!(printed(&o).contains("--workers must be at least 1"), "{}", printed(&o));
 }
+
+/// Timely is fail-stop: when a process of the cluster dies, the others stop within seconds
+/// with an error naming it, and exit non-zero.
+#[test]
+fn a_lost_process_stops_the_cluster_naming_it() {
+    use std::time::{Duration, Instant};
+    let mut parent = Command::new(env!("CARGO_BIN_EXE_nexmark"))
+        .args(["--runner", "timely", "--processes", "2", "--query", "5", "--streaming", "--num-events", "1000000000"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let children = format!("/proc/{0}/task/{0}/children", parent.id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let child: i32 = loop {
+        let listed = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(pid) = listed.split_whitespace().next().and_then(|p| p.parse().ok()) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the local cluster never started its second process");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Let the cluster connect and run for a while, then kill its second process.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(Command::new("kill").args(["-9", &child.to_string()]).status().unwrap().success());
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(20), "process 0 did not stop after process 1 died");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(parent.stdout.as_mut().unwrap(), &mut out).unwrap();
+    assert!(!status.success());
+    assert!(out.contains("lost process 1 of the cluster"), "{out}");
+}

@@ -146,3 +146,38 @@ pub(crate) fn config(t: &TimelyOptions) -> Result<timely::Config> {
         worker: timely::WorkerConfig::default(),
     })
 }
+
+/// The first connection to another process that broke in this process: that process's index
+/// and timely's words for it.
+static LOST: Mutex<Option<(usize, String)>> = Mutex::new(None);
+
+/// Notes which process a broken connection led to: timely's communication threads, named
+/// `timely:send-N` and `timely:recv-N` after the process N they talk to, panic when it goes away.
+pub(crate) fn watch_connections() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let thread = std::thread::current();
+            let peer = thread.name().and_then(|n| n.strip_prefix("timely:recv-").or_else(|| n.strip_prefix("timely:send-")));
+            if let Some(i) = peer.and_then(|i| i.parse::<usize>().ok()) {
+                let why = info
+                    .payload()
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "connection lost".into());
+                let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
+                if lost.is_none() && !why.contains("poisoned") {
+                    *lost = Some((i, why));
+                }
+            }
+            previous(info);
+        }));
+    });
+}
+
+/// The process whose connection broke first, if one did (taken: the next run starts clean).
+pub(crate) fn lost_process() -> Option<(usize, String)> {
+    LOST.lock().unwrap_or_else(|e| e.into_inner()).take()
+}

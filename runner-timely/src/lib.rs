@@ -82,21 +82,29 @@ impl Runner for TimelyRunner {
             let process =
                 Arc::new(Process::new(graph, plan, m, job, mb, t.process_id, t.processes, t.workers, &owner)?);
             let p = process.clone();
-            let guards = timely::execute(config, move |worker| worker::run(worker, p.clone()))
-                .map_err(|e| Error::Internal { component: "timely runner".into(), message: e })?;
-            let results = guards.join();
+            cluster::watch_connections();
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                timely::execute(config, move |worker| worker::run(worker, p.clone())).map(|guards| guards.join())
+            }));
             if let Some(e) = process.take_failure() {
                 return Err(e);
             }
+            let lost = |detail: String| Error::Execution {
+                step: "timely cluster".into(),
+                message: match cluster::lost_process() {
+                    Some((i, why)) => format!("lost process {i} of the cluster ({why}); stopping"),
+                    None => format!("a worker stopped: {detail}"),
+                },
+            };
+            let results = match ran {
+                Ok(Ok(results)) => results,
+                Ok(Err(e)) => return Err(Error::Internal { component: "timely runner".into(), message: e }),
+                Err(panic) => return Err(lost(weir_runner_core::do_fn_runner::panic_message(&*panic))),
+            };
             for r in results {
                 match r {
                     Ok(r) => r?,
-                    Err(panic) => {
-                        return Err(Error::Execution {
-                            step: "timely cluster".into(),
-                            message: format!("a worker stopped: {panic} (a process of the cluster may have died)"),
-                        });
-                    }
+                    Err(panic) => return Err(lost(panic)),
                 }
             }
             Ok(())
