@@ -111,3 +111,41 @@ fn a_lost_process_stops_the_cluster_naming_it() {
     assert!(!status.success());
     assert!(out.contains("lost process 1 of the cluster"), "{out}");
 }
+
+/// Processes started by hand with a hostfile, one of them with another option: both are
+/// refused at startup with the difference named.
+#[test]
+fn processes_that_differ_are_refused_naming_the_difference() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let hosts = dir.path().join("hosts");
+    std::fs::write(&hosts, format!("127.0.0.1:{}\n127.0.0.1:{}\n", ports[0], ports[1])).unwrap();
+    let start = |id: &str, extra: &[&str]| {
+        let mut args = vec!["--runner", "timely", "--processes", "2", "--hostfile", hosts.to_str().unwrap()];
+        args.extend(["--process-id", id, "--query", "0", "--num-events", "1000"]);
+        args.extend(extra);
+        Command::new(env!("CARGO_BIN_EXE_nexmark"))
+            .args(args)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let one = start("1", &["--max-batch-size", "5"]);
+    let zero = start("0", &[]);
+    let (zero, one) = (zero.wait_with_output().unwrap(), one.wait_with_output().unwrap());
+    for o in [&zero, &one] {
+        assert!(
+            printed(o).contains("process 1 was started with other options: process 0 has `max_batch_size: 100000`, process 1 has `max_batch_size: 5`"),
+            "{}",
+            printed(o)
+        );
+    }
+    assert!(!zero.status.success());
+}

@@ -159,7 +159,8 @@ pub(crate) fn watch_connections() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let thread = std::thread::current();
-            let peer = thread.name().and_then(|n| n.strip_prefix("timely:recv-").or_else(|| n.strip_prefix("timely:send-")));
+            let peer =
+                thread.name().and_then(|n| n.strip_prefix("timely:recv-").or_else(|| n.strip_prefix("timely:send-")));
             if let Some(i) = peer.and_then(|i| i.parse::<usize>().ok()) {
                 let why = info
                     .payload()

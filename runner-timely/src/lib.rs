@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 
 mod cluster;
+mod handshake;
 mod node;
 pub mod options;
 mod process;
@@ -69,6 +70,7 @@ impl Runner for TimelyRunner {
             ));
         }
         let plan = translate(&graph)?;
+        let fingerprint = handshake::fingerprint(&graph, &plan, options);
         let config = cluster::config(&t)?;
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
@@ -79,8 +81,18 @@ impl Runner for TimelyRunner {
         }
         Job::spawn("weir-timely", metrics, &job_options, move |job| {
             let owner = format!("timely run {:016x}", rand::random::<u64>());
-            let process =
-                Arc::new(Process::new(graph, plan, m, job, mb, t.process_id, t.processes, t.workers, &owner)?);
+            let process = Arc::new(Process::new(
+                graph,
+                plan,
+                m,
+                job,
+                mb,
+                t.process_id,
+                t.processes,
+                t.workers,
+                &owner,
+                fingerprint,
+            )?);
             let p = process.clone();
             cluster::watch_connections();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

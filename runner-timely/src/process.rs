@@ -49,6 +49,8 @@ pub(crate) struct Process {
     pub(crate) workers: usize,
     /// This process's index in the cluster.
     pub(crate) process_id: usize,
+    /// What every process of the cluster must agree on ([`crate::handshake`]).
+    pub(crate) fingerprint: weir_runner_core::fingerprint::Fingerprint,
     /// The first error any worker of this process hit.
     failure: Mutex<Option<Error>>,
 }
@@ -65,6 +67,7 @@ impl Process {
         processes: usize,
         workers: usize,
         owner: &str,
+        fingerprint: weir_runner_core::fingerprint::Fingerprint,
     ) -> Result<Self> {
         let peers = workers * processes;
         let topology = Topology::of(&plan);
@@ -92,6 +95,7 @@ impl Process {
             first: process_id * workers,
             workers,
             process_id,
+            fingerprint,
             failure: Mutex::new(None),
         };
         process.edges = out_edges(&process);

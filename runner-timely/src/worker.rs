@@ -45,6 +45,12 @@ type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRec
 /// process fails (its error is the process's [`Process::take_failure`]), or a stop or cancel:
 /// `Err(Cancelled)` then.
 pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
+    if process.peers > process.workers {
+        if let Err(e) = crate::handshake::run(worker, &process) {
+            process.fail(e);
+            return Err(Error::Cancelled);
+        }
+    }
     let me = worker.index();
     let n = process.plan.nodes.len();
     let mut inputs: Vec<(usize, InputHandle<u64, Builder>)> = Vec::new();
