@@ -7,6 +7,7 @@ use crate::process::Process;
 use crate::wire::{Address, Body, Envelope, Routed, WireBatch, WireSlot};
 use std::collections::HashMap;
 use std::sync::Arc;
+use weir_runner_core::exec::chain::ChainTask;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::partition::{in_fired_bundles, PartitionTask};
 use weir_runner_core::exec::topology::Slot;
@@ -143,13 +144,30 @@ pub(crate) fn progress(
     }
 }
 
-/// One worker's share of a transform or sink node across epochs.
+/// A fused chain of element-wise nodes run as one ([`PhysicalPlan::fused_chains`]): each of
+/// the head's bundles runs through every member before the next.
+///
+/// [`PhysicalPlan::fused_chains`]: weir_runner_core::plan::PhysicalPlan::fused_chains
+struct Chain {
+    /// The members, head first.
+    members: Vec<usize>,
+    /// Their operators, handed to a [`ChainTask`] each epoch and back.
+    ops: Vec<Box<dyn Operator>>,
+    /// Their watermarks (the last is the chain's output watermark).
+    wms: Vec<Watermarks>,
+    in_ops: Arc<[Arc<dyn CollectionOps>]>,
+    out_ops: Arc<[Vec<Arc<dyn CollectionOps>>]>,
+}
+
+/// One worker's share of a transform or sink node (or of a fused chain) across epochs.
 pub(crate) struct NodeWorker {
     process: Arc<Process>,
     i: usize,
     me: usize,
-    /// The node's operator; `None` for a sink.
+    /// The node's operator; `None` for a sink or a chain.
     op: Option<Box<dyn Operator>>,
+    /// The chain this node heads.
+    chain: Option<Chain>,
     wm: Watermarks,
     /// Per producer node, what each of its workers last said its output watermark was.
     upstream: HashMap<u32, Vec<Timestamp>>,
@@ -162,10 +180,26 @@ pub(crate) struct NodeWorker {
 }
 
 impl NodeWorker {
-    /// Worker `me`'s share of node `i`.
-    pub(crate) fn new(process: Arc<Process>, i: usize, me: usize) -> Self {
+    /// Worker `me`'s share of node `i`, or of the fused chain `chain` it heads.
+    pub(crate) fn new(process: Arc<Process>, i: usize, me: usize, chain: Option<&[usize]>) -> Self {
         let node = &process.plan.nodes[i];
-        let op = node.instantiate(&process.graph);
+        let graph = &process.graph;
+        let (op, chain) = match chain {
+            Some(members) => {
+                let nodes = members.iter().map(|&m| &process.plan.nodes[m]);
+                let chain = Chain {
+                    members: members.to_vec(),
+                    ops: nodes.clone().filter_map(|n| n.instantiate(graph)).collect(),
+                    wms: members.iter().map(|_| Watermarks::new()).collect(),
+                    in_ops: nodes.clone().map(|n| graph.pcollection(n.inputs[0]).ops.clone()).collect(),
+                    out_ops: nodes
+                        .map(|n| n.outputs.iter().map(|&o| graph.pcollection(o).ops.clone()).collect())
+                        .collect(),
+                };
+                (None, Some(chain))
+            }
+            None => (node.instantiate(graph), None),
+        };
         let main_ops = node
             .inputs
             .iter()
@@ -177,7 +211,7 @@ impl NodeWorker {
         for &pc in node.inputs.iter().chain(&node.side_inputs) {
             upstream.insert(process.topology.producer(pc) as u32, vec![MIN_TIMESTAMP; process.peers]);
         }
-        NodeWorker { process, i, me, op, wm: Watermarks::new(), upstream, clock: None, main_ops, side_ops }
+        NodeWorker { process, i, me, op, chain, wm: Watermarks::new(), upstream, clock: None, main_ops, side_ops }
     }
 
     /// The minimum watermark the workers of the producers of `inputs` last reported.
@@ -231,6 +265,9 @@ impl NodeWorker {
         let node = &self.process.plan.nodes[self.i];
         let upstream = self.watermark_of(&node.inputs);
         let now = self.clock.unwrap_or_else(|| Clock::Wall.now());
+        if let Some(chain) = self.chain.as_mut() {
+            return run_chain(&self.process, chain, self.me, upstream, now, self.clock, main, out);
+        }
         let system = MetricsContainerImpl::new();
         match self.op.take() {
             None => {
@@ -281,10 +318,59 @@ impl NodeWorker {
         Ok(())
     }
 
-    /// Ends the node's operator (closes what it holds open).
+    /// Ends the node's operators (closes what they hold open).
     pub(crate) fn finish(&mut self) {
-        if let Some(op) = &mut self.op {
+        let chained = self.chain.iter_mut().flat_map(|c| c.ops.iter_mut());
+        for op in self.op.iter_mut().chain(chained) {
             op.finish();
         }
     }
+}
+
+/// One epoch of a fused chain on worker `me`: the head's input (batches, or planned source
+/// reads carried out piece by piece) through every member, then every member's watermark; the
+/// tail's output routed on, with the tail's progress.
+#[allow(clippy::too_many_arguments)]
+fn run_chain(
+    process: &Process,
+    chain: &mut Chain,
+    me: usize,
+    upstream: Timestamp,
+    now: Timestamp,
+    clock: Option<Timestamp>,
+    bundles: Vec<Batch>,
+    out: &mut Vec<(u64, Routed)>,
+) -> Result<()> {
+    let task = ChainTask {
+        ops: std::mem::take(&mut chain.ops),
+        in_ops: chain.in_ops.clone(),
+        out_ops: chain.out_ops.clone(),
+        bundles,
+    };
+    let (ops, done, error) = task.run(upstream, now);
+    chain.ops = ops;
+    let ok = error.is_none();
+    for (step, c) in &done.sources {
+        process.metrics.record(Some(step), c, ok);
+    }
+    for (&m, member) in chain.members.iter().zip(&done.members) {
+        process.metrics.record(Some(&process.plan.nodes[m].name), &member.metrics, ok);
+    }
+    if let Some(e) = error {
+        return Err(e);
+    }
+    // Element-wise members hold nothing back: every member's input watermark is the head's.
+    for ((&m, wm), op) in chain.members.iter().zip(&mut chain.wms).zip(&chain.ops) {
+        wm.advance(upstream, None, op.hold());
+        let system = MetricsContainerImpl::new();
+        system_metrics::watermarks(&system, wm.input(), wm.output(), now);
+        process.metrics.record(Some(&process.plan.nodes[m].name), &system, true);
+    }
+    let tail = *chain.members.last().unwrap_or(&0);
+    for (port, batches) in done.outputs.into_iter().enumerate() {
+        route(process, tail, port, batches, me, out)?;
+    }
+    let output = chain.wms.last().map_or(upstream, |w| w.output());
+    progress(process, tail, me, output, clock, out);
+    Ok(())
 }

@@ -7,10 +7,11 @@
 //! passed it (every worker's data and progress for the epoch has arrived). Its output is split
 //! by edge, one stream per consumer input.
 //!
-//! Epochs run one at a time across the cluster, as micro-batches do: a worker reads its
-//! sources' next slice only once the probe on the dataflow's leaves shows the last epoch
-//! finished on every worker. Then each process's first worker commits the process's sinks for
-//! it.
+//! Epochs follow each other as micro-batches do, with one overlap: a worker reads its sources'
+//! slice of epoch `e` once the probe on the dataflow's leaves shows epoch `e - 2` finished on
+//! every worker (each operator still runs its epochs in order, each over exactly its own
+//! epoch's input and progress). As epochs finish, each process's first worker commits the
+//! process's sinks for them.
 
 use crate::node::{progress, route, NodeWorker};
 use crate::process::Process;
@@ -28,14 +29,21 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::source::SourceState;
+use weir_runner_core::exec::topology::Slot;
 use weir_runner_core::metrics::MetricsContainerImpl;
-use weir_runner_core::plan::Role;
+use weir_runner_core::plan::{Exchange as PlanExchange, Role};
 use weir_runner_microbatch::StreamingTrigger;
+use weir_sdk::batch::BatchKind;
 use weir_sdk::metrics::MetricQueryResults;
 use weir_sdk::time::MAX_TIMESTAMP;
 use weir_sdk::{Error, Result};
 
 type Record = (u64, Routed);
+
+/// Epochs a worker may have read but not seen finished everywhere: the sources read epoch `e`
+/// while epoch `e - 1` is still running, so a worker that finished its share of `e - 1` early
+/// does not wait idle for the others.
+const IN_FLIGHT: u64 = 2;
 type Builder = timely::container::CapacityContainerBuilder<Vec<Record>>;
 /// A process's cumulative metrics, for worker 0: `(0, (process, results))`.
 type MetricsRecord = (u32, (u32, MetricQueryResults));
@@ -70,7 +78,19 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
             });
         });
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
+        // Fused chains run as one operator, the head's, with the tail's outputs.
+        let chains = process.plan.fused_chains();
+        let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
+        let mut follower = vec![false; n];
+        for c in &chains {
+            chain_at[c[0]] = Some(c.as_slice());
+            c[1..].iter().for_each(|&m| follower[m] = true);
+        }
         for i in 0..n {
+            if follower[i] {
+                continue;
+            }
+            let tail = chain_at[i].and_then(|c| c.last().copied()).unwrap_or(i);
             let name = process.plan.nodes[i].name.clone();
             let out = if process.plan.nodes[i].is_source() {
                 let mut handle = InputHandle::new();
@@ -79,7 +99,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 stream
             } else {
                 let stream = scope.concatenate(std::mem::take(&mut into[i]));
-                let node = Rc::new(RefCell::new(NodeWorker::new(process.clone(), i, me)));
+                let node = Rc::new(RefCell::new(NodeWorker::new(process.clone(), i, me, chain_at[i])));
                 nodes.push(node.clone());
                 let process = process.clone();
                 let pact = Exchange::new(|r: &Routed| r.0 as u64);
@@ -109,7 +129,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                     }
                 })
             };
-            let edges = process.edges[i].len();
+            let edges = process.edges[tail].len();
             if edges == 0 {
                 out.probe_with(&probe);
             } else {
@@ -118,7 +138,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                     |(e, r)| (e, r),
                 );
                 for (e, s) in parts.into_iter().enumerate() {
-                    into[process.edges[i][e].consumer].push(s);
+                    into[process.edges[tail][e].consumer].push(s);
                 }
             }
         }
@@ -174,6 +194,18 @@ fn drive(
             Ok(SourceState::of(&node.name, spec, ops).share(me, process.peers))
         })
         .collect::<Result<_>>()?;
+    // A source whose one consumer is the head of a fused chain on this worker plans its reads,
+    // and leaves the reading to the chain (in cache-sized pieces, each through the whole chain).
+    let heads: Vec<usize> = plan.fused_chains().iter().map(|c| c[0]).collect();
+    let defer: Vec<bool> = inputs
+        .iter()
+        .map(|(i, _)| match process.topology.consumers(plan.nodes[*i].outputs[0]) {
+            &[(c, Slot::Main(0))] => heads.contains(&c) && matches!(plan.nodes[c].exchanges[0], PlanExchange::Forward),
+            _ => false,
+        })
+        .collect();
+    // Planned reads must be carried out before the next epoch plans more from the same split.
+    let in_flight = if defer.iter().any(|&d| d) { 1 } else { IN_FLIGHT };
     let leader = me == process.first;
     let trigger = process.mb.trigger;
     let interval = Duration::from_millis(process.mb.trigger_interval_ms);
@@ -195,11 +227,12 @@ fn drive(
             let read = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
                 let max = if src.is_bounded() && trigger == StreamingTrigger::Once { usize::MAX } else { max };
-                src.next(1, max, None, &mut clock, false)
+                src.next(1, max, None, &mut clock, defer[k])
             };
             if let Ok(read) = &read {
                 let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
-                for b in read.bundles.iter().flatten() {
+                // Planned reads are counted as the chain reads them.
+                for b in read.bundles.iter().flatten().filter(|b| b.kind() != BatchKind::Planned) {
                     weir_runner_core::system_metrics::count_batch(&container, &**ops, b, true);
                 }
             }
@@ -219,9 +252,12 @@ fn drive(
         for (_, h) in inputs.iter_mut() {
             h.advance_to(epoch);
         }
-        step_until(worker, process, || !probe.less_than(&epoch))?;
+        // At most IN_FLIGHT epochs are unfinished: the next one is read while the last runs.
+        let wait_for = epoch.saturating_sub(in_flight - 1);
+        step_until(worker, process, || !probe.less_than(&wait_for))?;
         if leader {
-            process.commit_sinks(epoch)?;
+            let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
+            process.commit_sinks(frontier)?;
             report(reporter);
         }
         if done || trigger == StreamingTrigger::Once {
