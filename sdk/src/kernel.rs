@@ -639,12 +639,17 @@ pub fn partition_of(key: &[u8], n: usize) -> usize {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
+    (fmix64(h) % n.max(1) as u64) as usize
+}
+
+/// MurmurHash3's 64-bit finalizer: every input bit flips each output bit with probability
+/// about one half.
+pub fn fmix64(mut h: u64) -> u64 {
     h ^= h >> 33;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
     h ^= h >> 33;
     h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    (h % n.max(1) as u64) as usize
+    h ^ (h >> 33)
 }
 
 /// [`KeyPartitioner`] for `KV<K, V>` batches.

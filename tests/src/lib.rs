@@ -110,30 +110,21 @@ macro_rules! conformance {
             #[allow(unused_imports)]
             use super::*;
             fn body($p: &weir_sdk::testing::TestPipeline) $body
-            #[test]
-            fn direct() {
-                body(&$crate::pipeline("direct"))
+            $crate::configurations! {
+                direct direct_unshuffled microbatch_p1 microbatch_p4_small_batches timely_w1 timely_w3_small_batches
             }
-            #[test]
-            fn direct_unshuffled() {
-                body(&$crate::pipeline("direct_unshuffled"))
-            }
-            #[test]
-            fn microbatch_p1() {
-                body(&$crate::pipeline("microbatch_p1"))
-            }
-            #[test]
-            fn microbatch_p4_small_batches() {
-                body(&$crate::pipeline("microbatch_p4_small_batches"))
-            }
-            #[test]
-            fn timely_w1() {
-                body(&$crate::pipeline("timely_w1"))
-            }
-            #[test]
-            fn timely_w3_small_batches() {
-                body(&$crate::pipeline("timely_w3_small_batches"))
-            }
+        }
+    )*};
+}
+
+/// One `#[test]` per configuration named, each running the enclosing module's `body` on a fresh
+/// pipeline of that configuration (used by [`conformance!`]; the names are [`CONFIGURATIONS`]).
+#[macro_export]
+macro_rules! configurations {
+    ($($config:ident)*) => {$(
+        #[test]
+        fn $config() {
+            body(&$crate::pipeline(stringify!($config)))
         }
     )*};
 }

@@ -129,12 +129,7 @@ fn shard_of(bytes: &[u8], n: u32) -> u32 {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^= h >> 33;
-    (h % u64::from(n.max(1))) as u32
+    (weir_sdk::kernel::fmix64(h) % u64::from(n.max(1))) as u32
 }
 
 /// Keys every event by its shard (a stable hash of its encoding), counting annotated late events.
