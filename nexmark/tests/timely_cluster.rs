@@ -68,6 +68,17 @@ fn bad_cluster_flags_are_refused_naming_the_flag() {
     let o = nexmark(&["--runner", "timely", "--processes", "2", "--hostfile", hosts.to_str().unwrap(), "--query", "0"]);
     assert!(!o.status.success());
     assert!(printed(&o).contains("line 2: 'not an address' is not host:port"), "{}", printed(&o));
+    for (flags, says) in [
+        (&["--parallelism", "2"][..], "--parallelism 2 is the micro-batch runner's"),
+        (&["--max-batch-retries", "1"][..], "does not retry epochs (--max-batch-retries)"),
+        (&["--checkpoint-dir", "cp"][..], "does not take --checkpoint-dir yet"),
+    ] {
+        let mut args = vec!["--runner", "timely", "--query", "0", "--num-events", "100"];
+        args.extend(flags);
+        let o = nexmark(&args);
+        assert!(!o.status.success(), "{flags:?}");
+        assert!(printed(&o).contains(says), "{flags:?}: {}", printed(&o));
+    }
     let o = nexmark(&["--runner", "timely", "--workers", "0", "--query", "0"]);
     assert!(!o.status.success());
     assert!(printed(&o).contains("--workers must be at least 1"), "{}", printed(&o));

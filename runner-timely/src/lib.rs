@@ -63,6 +63,19 @@ impl Runner for TimelyRunner {
         t.validate()?;
         let t = cluster::resolve(&t)?;
         let mb = options.get::<MicroBatchOptions>().into_owned();
+        // The micro-batch flags an epoch does not use are refused, not ignored.
+        if mb.parallelism != 0 {
+            return Err(Error::Options(format!(
+                "--parallelism {} is the micro-batch runner's; the timely runner runs --workers threads in each \
+                 of --processes processes",
+                mb.parallelism
+            )));
+        }
+        if mb.max_batch_retries != 0 {
+            return Err(Error::NotSupported(
+                "the timely runner does not retry epochs (--max-batch-retries): a failed epoch fails the job".into(),
+            ));
+        }
         if mb.checkpoint_dir.is_some() {
             return Err(Error::NotSupported(
                 "the timely runner does not take --checkpoint-dir yet; run checkpointed queries with --runner microbatch"
