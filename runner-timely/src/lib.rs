@@ -31,10 +31,14 @@ mod handshake;
 mod node;
 pub mod options;
 mod process;
+pub mod progress;
 mod wire;
 mod worker;
 
 pub use options::TimelyOptions;
+pub use progress::{EpochProgress, WorkerProgress};
+
+use progress::Progress;
 
 use process::Process;
 use std::sync::Arc;
@@ -59,6 +63,18 @@ impl Runner for TimelyRunner {
     }
 
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
+        Ok(Box::new(self.start(graph, options)?))
+    }
+
+    fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
+        Ok(translate(graph)?.explain(options.get::<TimelyOptions>().peers()))
+    }
+}
+
+impl TimelyRunner {
+    /// Translates and starts `graph` on this process's part of the cluster, returning the
+    /// handle: the job's state and metrics, and (on process 0) each epoch's progress.
+    pub fn start(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<TimelyQuery> {
         let t = options.get::<TimelyOptions>().into_owned();
         t.validate()?;
         let t = cluster::resolve(&t)?;
@@ -87,12 +103,14 @@ impl Runner for TimelyRunner {
         let config = cluster::config(&t)?;
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
+        let progress = Arc::new(Progress::new(t.peers()));
+        let p_progress = progress.clone();
         // Process 0 serves the job's metrics and pushes them; the others report to it.
         let mut job_options = options.clone();
         if t.process_id != 0 {
             job_options.metrics.sinks.clear();
         }
-        Job::spawn("weir-timely", metrics, &job_options, move |job| {
+        let result = Job::spawn("weir-timely", metrics, &job_options, move |job| {
             let owner = format!("timely run {:016x}", rand::random::<u64>());
             let process = Arc::new(Process::new(
                 graph,
@@ -105,6 +123,7 @@ impl Runner for TimelyRunner {
                 t.workers,
                 &owner,
                 fingerprint,
+                p_progress,
             )?);
             let p = process.clone();
             cluster::watch_connections();
@@ -133,11 +152,51 @@ impl Runner for TimelyRunner {
                 }
             }
             Ok(())
-        })
+        })?;
+        Ok(TimelyQuery { result, progress })
+    }
+}
+
+/// A pipeline running on the timely runner: the job's state and metrics (the whole cluster's
+/// on process 0), and the progress of each epoch.
+pub struct TimelyQuery {
+    result: Box<dyn PipelineResult>,
+    progress: Arc<Progress>,
+}
+
+impl TimelyQuery {
+    /// The latest epochs (up to 100), oldest first, each with one row per worker. Process 0
+    /// reports them; on the other processes there are none.
+    pub fn recent_progress(&self) -> Vec<EpochProgress> {
+        self.progress.recent()
     }
 
-    fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
-        Ok(translate(graph)?.explain(options.get::<TimelyOptions>().peers()))
+    /// The latest epoch's progress.
+    pub fn last_progress(&self) -> Option<EpochProgress> {
+        self.progress.recent().pop()
+    }
+
+    /// Calls `listener` with every epoch's progress from now on (on process 0).
+    pub fn add_listener(&self, listener: impl Fn(&EpochProgress) + Send + Sync + 'static) {
+        self.progress.listen(Box::new(listener));
+    }
+}
+
+impl PipelineResult for TimelyQuery {
+    fn state(&self) -> weir_sdk::runner::PipelineState {
+        self.result.state()
+    }
+    fn wait_until_finish(&self, timeout: Option<std::time::Duration>) -> Result<weir_sdk::runner::PipelineState> {
+        self.result.wait_until_finish(timeout)
+    }
+    fn cancel(&self) -> Result<weir_sdk::runner::PipelineState> {
+        self.result.cancel()
+    }
+    fn stop(&self) -> Result<weir_sdk::runner::PipelineState> {
+        self.result.stop()
+    }
+    fn metrics(&self) -> weir_sdk::metrics::MetricResults {
+        self.result.metrics()
     }
 }
 

@@ -168,6 +168,8 @@ pub(crate) struct NodeWorker {
     op: Option<Box<dyn Operator>>,
     /// The chain this node heads.
     chain: Option<Chain>,
+    /// The last epoch it ran.
+    last_epoch: Option<u64>,
     wm: Watermarks,
     /// Per producer node, what each of its workers last said its output watermark was.
     upstream: HashMap<u32, Vec<Timestamp>>,
@@ -211,7 +213,19 @@ impl NodeWorker {
         for &pc in node.inputs.iter().chain(&node.side_inputs) {
             upstream.insert(process.topology.producer(pc) as u32, vec![MIN_TIMESTAMP; process.peers]);
         }
-        NodeWorker { process, i, me, op, chain, wm: Watermarks::new(), upstream, clock: None, main_ops, side_ops }
+        NodeWorker {
+            process,
+            i,
+            me,
+            op,
+            chain,
+            last_epoch: None,
+            wm: Watermarks::new(),
+            upstream,
+            clock: None,
+            main_ops,
+            side_ops,
+        }
     }
 
     /// The minimum watermark the workers of the producers of `inputs` last reported.
@@ -233,6 +247,7 @@ impl NodeWorker {
         envelopes: Vec<Envelope>,
         out: &mut Vec<(u64, Routed)>,
     ) -> Result<()> {
+        self.last_epoch = Some(epoch);
         let name = self.process.plan.nodes[self.i].name.clone();
         let mut main = Vec::new();
         let mut sides = Vec::new();
@@ -316,6 +331,17 @@ impl NodeWorker {
         self.process.metrics.record(Some(&name), &system, true);
         progress(&self.process, self.i, self.me, self.wm.output(), self.clock, out);
         Ok(())
+    }
+
+    /// The last epoch the node ran.
+    pub(crate) fn last_epoch(&self) -> Option<u64> {
+        self.last_epoch
+    }
+
+    /// Keys and windows the node's operators hold, and their bytes.
+    pub(crate) fn state(&self) -> (u64, u64) {
+        let chained = self.chain.iter().flat_map(|c| c.ops.iter());
+        self.op.iter().chain(chained).fold((0, 0), |(r, b), o| (r + o.state_rows() as u64, b + o.state_bytes() as u64))
     }
 
     /// Ends the node's operators (closes what they hold open).

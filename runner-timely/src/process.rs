@@ -51,6 +51,8 @@ pub(crate) struct Process {
     pub(crate) process_id: usize,
     /// What every process of the cluster must agree on ([`crate::handshake`]).
     pub(crate) fingerprint: weir_runner_core::fingerprint::Fingerprint,
+    /// What each epoch did (filled on process 0).
+    pub(crate) progress: Arc<crate::progress::Progress>,
     /// The first error any worker of this process hit.
     failure: Mutex<Option<Error>>,
 }
@@ -68,6 +70,7 @@ impl Process {
         workers: usize,
         owner: &str,
         fingerprint: weir_runner_core::fingerprint::Fingerprint,
+        progress: Arc<crate::progress::Progress>,
     ) -> Result<Self> {
         let peers = workers * processes;
         let topology = Topology::of(&plan);
@@ -96,6 +99,7 @@ impl Process {
             workers,
             process_id,
             fingerprint,
+            progress,
             failure: Mutex::new(None),
         };
         process.edges = out_edges(&process);

@@ -15,6 +15,7 @@
 
 use crate::node::{progress, route, NodeWorker};
 use crate::process::Process;
+use crate::progress::WorkerProgress;
 use crate::wire::Routed;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -48,6 +49,9 @@ type Builder = timely::container::CapacityContainerBuilder<Vec<Record>>;
 /// A process's cumulative metrics, for worker 0: `(0, (process, results))`.
 type MetricsRecord = (u32, (u32, MetricQueryResults));
 type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRecord>>;
+/// A worker's part of an epoch, for worker 0: `(0, (epoch, row))`.
+type ProgressRecord = (u32, (u64, WorkerProgress));
+type ProgressBuilder = timely::container::CapacityContainerBuilder<Vec<ProgressRecord>>;
 
 /// Runs worker `worker` of the cluster to the end of the pipeline, or until a worker of the
 /// process fails (its error is the process's [`Process::take_failure`]), or a stop or cancel:
@@ -65,6 +69,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let mut nodes: Vec<Rc<RefCell<NodeWorker>>> = Vec::new();
     let probe = ProbeHandle::new();
     let mut metrics: InputHandle<u64, MetricsBuilder> = InputHandle::new();
+    let mut rows: InputHandle<u64, ProgressBuilder> = InputHandle::new();
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
         // Every process's metrics reach worker 0, which serves the job's.
@@ -77,6 +82,19 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 }
             });
         });
+        // Every worker's part of every epoch reaches worker 0, which reports the epoch.
+        let p = process.clone();
+        scope.input_from(&mut rows).sink(
+            Exchange::new(|r: &ProgressRecord| r.0 as u64),
+            "Progress",
+            move |(input, _)| {
+                input.for_each(|_, data| {
+                    for (_, (epoch, row)) in data.drain(..) {
+                        p.progress.add(epoch, row);
+                    }
+                });
+            },
+        );
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         // Fused chains run as one operator, the head's, with the tail's outputs.
         let chains = process.plan.fused_chains();
@@ -145,7 +163,15 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     });
     // The first worker of every other process reports the process's metrics to worker 0.
     let mut reporter = (me == process.first && process.process_id != 0).then_some(metrics);
-    let result = match drive(worker, &process, me, &mut inputs, &probe, &mut reporter) {
+    let mut ledger = Ledger {
+        rows: Some(rows),
+        open: BTreeMap::new(),
+        next: 0,
+        nodes: nodes.clone(),
+        me,
+        process: process.process_id,
+    };
+    let result = match drive(worker, &process, me, &mut inputs, &probe, &mut reporter, &mut ledger) {
         Err(Error::Cancelled) => Err(Error::Cancelled),
         Err(e) => {
             process.fail(e);
@@ -171,6 +197,7 @@ fn drive(
     inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
     probe: &ProbeHandle<u64>,
     reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
+    ledger: &mut Ledger,
 ) -> Result<()> {
     let report = |reporter: &mut Option<InputHandle<u64, MetricsBuilder>>| {
         if let Some(r) = reporter.as_mut() {
@@ -220,6 +247,7 @@ fn drive(
         let started = Instant::now();
         let mut done = true;
         let mut moved = false;
+        let mut read_rows = 0u64;
         for (k, src) in sources.iter_mut().enumerate() {
             let i = inputs[k].0;
             let name = &plan.nodes[i].name;
@@ -238,6 +266,7 @@ fn drive(
             }
             process.metrics.record(Some(name), &container, read.is_ok());
             let read = read?;
+            read_rows += read.rows as u64;
             moved |= read.moved;
             done &= read.watermark >= MAX_TIMESTAMP;
             let mut out = Vec::new();
@@ -248,6 +277,7 @@ fn drive(
                 handle.send(r);
             }
         }
+        ledger.open.insert(epoch, (started, read_rows));
         epoch += 1;
         for (_, h) in inputs.iter_mut() {
             h.advance_to(epoch);
@@ -255,11 +285,12 @@ fn drive(
         // At most IN_FLIGHT epochs are unfinished: the next one is read while the last runs.
         let wait_for = epoch.saturating_sub(in_flight - 1);
         step_until(worker, process, || !probe.less_than(&wait_for))?;
+        let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
         if leader {
-            let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
             process.commit_sinks(frontier)?;
             report(reporter);
         }
+        ledger.finished(frontier);
         if done || trigger == StreamingTrigger::Once {
             break;
         }
@@ -279,18 +310,63 @@ fn drive(
     // until the dataflow is complete, committing the epochs as they finish.
     inputs.clear();
     step_until(worker, process, || {
+        let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
         if leader {
-            let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
             if let Err(e) = process.commit_sinks(frontier) {
                 process.fail(e);
             }
         }
+        ledger.finished(frontier);
         probe.done()
     })?;
+    ledger.rows.take();
     // The process's final metrics, then the reports end.
     report(reporter);
     reporter.take();
     Ok(())
+}
+
+/// A worker's account of its epochs for the progress reports: when each began and what its
+/// sources read, until the epoch is seen finished everywhere and its row sent to worker 0.
+pub(crate) struct Ledger {
+    rows: Option<InputHandle<u64, ProgressBuilder>>,
+    /// Epochs this worker read and has not reported, with when and how much.
+    open: BTreeMap<u64, (Instant, u64)>,
+    /// The first epoch not reported yet.
+    next: u64,
+    nodes: Vec<Rc<RefCell<NodeWorker>>>,
+    me: usize,
+    process: usize,
+}
+
+impl Ledger {
+    /// Reports every epoch before `frontier` that this worker took part in: the ones its
+    /// sources read, and (once they are done) the later ones its operators ran.
+    fn finished(&mut self, frontier: u64) {
+        let Some(rows) = self.rows.as_mut() else { return };
+        let seen = self.nodes.iter().filter_map(|n| n.borrow().last_epoch()).max();
+        let last = self.open.keys().next_back().copied().max(seen).map_or(0, |e| e + 1);
+        let until = frontier.min(last);
+        if self.next >= until {
+            return;
+        }
+        let (state_rows, state_bytes) =
+            self.nodes.iter().map(|n| n.borrow().state()).fold((0, 0), |(r, b), (x, y)| (r + x, b + y));
+        for epoch in self.next..until {
+            let (started, input_rows) = self.open.remove(&epoch).map_or((None, 0), |(s, r)| (Some(s), r));
+            let row = WorkerProgress {
+                worker: self.me,
+                process: self.process,
+                input_rows,
+                duration_ms: started.map_or(0, |s| s.elapsed().as_millis() as u64),
+                state_rows,
+                state_bytes,
+            };
+            rows.send((0, (epoch, row)));
+        }
+        rows.flush();
+        self.next = until;
+    }
 }
 
 /// Steps the worker until `ready` holds, or a worker of this process fails (the failure is the
