@@ -33,3 +33,34 @@ fn every_epoch_is_reported_with_a_row_per_worker() {
     assert!(recent.iter().any(|e| e.state_rows > 0), "{recent:?}");
     assert_eq!(query.last_progress().unwrap().epoch, recent.len() as u64 - 1);
 }
+
+/// The micro-batch triggers drive epochs too: `once` reads everything available in one epoch,
+/// `processing-time` an epoch per interval; both give the same counts.
+#[test]
+fn the_micro_batch_triggers_drive_epochs() {
+    weir_tests::register_runners();
+    for (flags, epochs) in [
+        (&["--trigger", "once"][..], Some(1)),
+        (&["--trigger", "processing-time", "--trigger-interval-ms", "5"][..], None),
+        (&["--trigger", "available-now"][..], None),
+    ] {
+        let mut args = vec!["--runner", "timely", "--workers", "2", "--max-batch-size", "10"];
+        args.extend(flags);
+        let p = Pipeline::new(PipelineOptions::from_args(args).unwrap());
+        let counts = p
+            .apply("Create", Create::of(0..60i64))
+            .apply("Key", Map::new(|i: i64| KV::new(i % 3, i)))
+            .apply("Count", Count::per_key());
+        assert_that(&counts).contains_in_any_order(vec![KV::new(0, 20), KV::new(1, 20), KV::new(2, 20)]);
+        let query = TimelyRunner.start(p.graph(), &p.options()).unwrap();
+        assert_eq!(query.wait_until_finish(None).unwrap(), PipelineState::Done, "{flags:?}");
+        let recent = query.recent_progress();
+        // The 60 numbers, and the one element of the assertion's own Impulse.
+        assert_eq!(recent.iter().map(|e| e.num_input_rows).sum::<u64>(), 61, "{flags:?}");
+        match epochs {
+            Some(n) => assert_eq!(recent.len(), n, "{flags:?}"),
+            // 60 elements, 5 per worker and epoch: 6 epochs of data, then the end of input.
+            None => assert!(recent.len() >= 6, "{flags:?}: {} epochs", recent.len()),
+        }
+    }
+}
