@@ -124,10 +124,23 @@ fn watch_parent() {
     });
 }
 
-/// Timely's configuration for these options: threads in one process, or a cluster.
-pub(crate) fn config(t: &TimelyOptions) -> Result<timely::Config> {
+/// How long a process waits for the others of its cluster to start and connect.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `func` on every worker of this process: threads of one process, or this process's part
+/// of a cluster, connected to its peers first (quietly, polling every few milliseconds, and
+/// giving up with an error naming a peer that never answers).
+pub(crate) fn execute<T, F>(t: &TimelyOptions, func: F) -> Result<timely_communication::WorkerGuards<T>>
+where
+    T: Send + 'static,
+    F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
+{
+    use timely_communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+    use timely_communication::allocator::{AllocatorBuilder, ProcessBuilder};
+    let fail = |m: String| Error::Execution { step: "timely cluster".into(), message: m };
+    let threads = t.workers.max(1);
     if t.processes <= 1 {
-        return Ok(timely::Config::process(t.workers.max(1)));
+        return timely::execute(timely::Config::process(threads), func).map_err(fail);
     }
     let Some(addresses) = t.addresses()? else {
         return Err(Error::Options(format!(
@@ -135,16 +148,77 @@ pub(crate) fn config(t: &TimelyOptions) -> Result<timely::Config> {
             t.processes
         )));
     };
-    Ok(timely::Config {
-        communication: timely::CommunicationConfig::Cluster {
-            threads: t.workers.max(1),
-            process: t.process_id,
-            addresses,
-            report: false,
-            zerocopy: false,
-        },
-        worker: timely::WorkerConfig::default(),
-    })
+    let sockets = connect(&addresses, t.process_id)?;
+    let hooks = timely_communication::Hooks::default();
+    let allocators = ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+    let (builders, guard) = initialize_networking_from_sockets(allocators, sockets, t.process_id, threads, hooks)
+        .map_err(|e| fail(format!("cannot start the cluster's networking: {e}")))?;
+    let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
+    timely::execute::execute_from(builders, Box::new(guard), timely::WorkerConfig::default(), func).map_err(fail)
+}
+
+/// Timely's connections between processes: process `me` listens at its own address for every
+/// later process and connects to every earlier one, each connecting side sending its index
+/// (eight bytes, big-endian), as timely's own setup does. Entry `i` is the connection to
+/// process `i`; `None` at `me`.
+fn connect(addresses: &[String], me: usize) -> Result<Vec<Option<std::net::TcpStream>>> {
+    use std::io::{Read, Write};
+    use std::time::Instant;
+    let fail = |m: String| Error::Execution { step: "timely cluster".into(), message: m };
+    let deadline = Instant::now() + CONNECT_TIMEOUT;
+    let listener = std::net::TcpListener::bind(&addresses[me])
+        .map_err(|e| fail(format!("process {me} cannot listen at {}: {e}", addresses[me])))?;
+    listener.set_nonblocking(true).map_err(|e| fail(e.to_string()))?;
+    let later = addresses.len() - me - 1;
+    let accepting = std::thread::spawn(move || -> std::result::Result<Vec<Option<std::net::TcpStream>>, String> {
+        let mut got: Vec<Option<std::net::TcpStream>> = (0..later).map(|_| None).collect();
+        while got.iter().any(Option::is_none) {
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+                    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+                    let mut index = [0u8; 8];
+                    stream.read_exact(&mut index).map_err(|e| format!("a peer connected but sent no index: {e}"))?;
+                    let i = u64::from_be_bytes(index) as usize;
+                    match i.checked_sub(me + 1).and_then(|k| got.get_mut(k)) {
+                        Some(slot) if slot.is_none() => *slot = Some(stream),
+                        _ => {
+                            return Err(format!("a peer connected as process {i}, which process {me} does not expect"))
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() > deadline {
+                        let missing: Vec<usize> =
+                            got.iter().enumerate().filter(|(_, s)| s.is_none()).map(|(k, _)| me + 1 + k).collect();
+                        return Err(format!("processes {missing:?} did not connect within {CONNECT_TIMEOUT:?}"));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(got)
+    });
+    let mut out: Vec<Option<std::net::TcpStream>> = Vec::with_capacity(addresses.len());
+    for (i, address) in addresses.iter().enumerate().take(me) {
+        let stream = loop {
+            match std::net::TcpStream::connect(address) {
+                Ok(s) => break s,
+                Err(e) if Instant::now() > deadline => {
+                    return Err(fail(format!("cannot reach process {i} at {address} within {CONNECT_TIMEOUT:?}: {e}")))
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        };
+        stream.set_nodelay(true).map_err(|e| fail(e.to_string()))?;
+        (&stream).write_all(&(me as u64).to_be_bytes()).map_err(|e| fail(format!("process {i} at {address}: {e}")))?;
+        out.push(Some(stream));
+    }
+    out.push(None);
+    let later = accepting.join().map_err(|_| fail("the thread accepting connections stopped".into()))?.map_err(fail)?;
+    out.extend(later);
+    Ok(out)
 }
 
 /// The first connection to another process that broke in this process: that process's index

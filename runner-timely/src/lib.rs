@@ -100,7 +100,6 @@ impl TimelyRunner {
         }
         let plan = translate(&graph)?;
         let fingerprint = handshake::fingerprint(&graph, &plan, options);
-        let config = cluster::config(&t)?;
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
         let progress = Arc::new(Progress::new(t.peers()));
@@ -128,7 +127,7 @@ impl TimelyRunner {
             let p = process.clone();
             cluster::watch_connections();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                timely::execute(config, move |worker| worker::run(worker, p.clone())).map(|guards| guards.join())
+                cluster::execute(&t, move |worker| worker::run(worker, p.clone())).map(|guards| guards.join())
             }));
             if let Some(e) = process.take_failure() {
                 return Err(e);
@@ -142,7 +141,7 @@ impl TimelyRunner {
             };
             let results = match ran {
                 Ok(Ok(results)) => results,
-                Ok(Err(e)) => return Err(Error::Internal { component: "timely runner".into(), message: e }),
+                Ok(Err(e)) => return Err(e),
                 Err(panic) => return Err(lost(weir_runner_core::do_fn_runner::panic_message(&*panic))),
             };
             for r in results {
