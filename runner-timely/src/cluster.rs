@@ -2,39 +2,39 @@
 //! a user gets on one machine with `--processes N` and no hostfile.
 //!
 //! A local cluster is this program started N−1 more times with the same arguments, each told
-//! its process index and a hostfile of free ports on 127.0.0.1 through the environment. Timely
+//! its process index and the cluster's addresses (free ports on 127.0.0.1) through the
+//! environment. Timely
 //! is SPMD: every process runs the same program, so each of the program's pipeline runs is run
 //! by all of them, in the same order, over the same addresses. The children's standard error
 //! is this process's (their standard output, which would repeat this process's tables, is
 //! dropped), and a child whose parent is gone exits: the cluster stops together.
 
 use crate::options::TimelyOptions;
-use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 use weir_sdk::{Error, Result};
 
-/// The environment variable naming a local cluster's hostfile, set for its children.
-const HOSTFILE_ENV: &str = "WEIR_TIMELY_LOCAL_HOSTFILE";
+/// The environment variable giving a local cluster's addresses (comma-separated), set for its
+/// children.
+const HOSTS_ENV: &str = "WEIR_TIMELY_LOCAL_HOSTS";
 /// The environment variable giving a local cluster child its process index.
 const PROCESS_ENV: &str = "WEIR_TIMELY_LOCAL_PROCESS";
 
-/// The local cluster this process started, if any: its hostfile and children.
+/// The local cluster this process started, if any: its addresses and children.
 struct LocalCluster {
     processes: usize,
-    hostfile: PathBuf,
-    _dir: std::path::PathBuf,
+    addresses: Vec<String>,
     children: Vec<std::process::Child>,
 }
 
 static LOCAL: OnceLock<Mutex<Option<LocalCluster>>> = OnceLock::new();
 
-/// The options this process runs with: as given, or, in a local cluster, with its hostfile and
+/// The options this process runs with: as given, or, in a local cluster, with its addresses and
 /// index (starting the cluster's other processes first if this is its first process).
 pub(crate) fn resolve(t: &TimelyOptions) -> Result<TimelyOptions> {
     let mut t = t.clone();
-    if let (Ok(hostfile), Ok(index)) = (std::env::var(HOSTFILE_ENV), std::env::var(PROCESS_ENV)) {
+    if let (Ok(hosts), Ok(index)) = (std::env::var(HOSTS_ENV), std::env::var(PROCESS_ENV)) {
         // A child of a local cluster.
-        t.hostfile = Some(hostfile);
+        t.local_addresses = Some(hosts.split(',').map(String::from).collect());
         t.process_id = index.parse().map_err(|_| Error::Options(format!("{PROCESS_ENV}={index} is not an index")))?;
         watch_parent();
         return Ok(t);
@@ -64,11 +64,11 @@ pub(crate) fn resolve(t: &TimelyOptions) -> Result<TimelyOptions> {
                 message: format!("process {i} of the local cluster has exited ({status})"),
             });
         }
-        t.hostfile = Some(c.hostfile.display().to_string());
+        t.local_addresses = Some(c.addresses.clone());
         return Ok(t);
     }
     let cluster = start(t.processes)?;
-    t.hostfile = Some(cluster.hostfile.display().to_string());
+    t.local_addresses = Some(cluster.addresses.clone());
     *local = Some(cluster);
     Ok(t)
 }
@@ -86,17 +86,13 @@ fn start(n: usize) -> Result<LocalCluster> {
         ports.push(l.local_addr().map_err(|e| fail(e.to_string()))?.port());
     }
     drop(listeners);
-    let dir = std::env::temp_dir().join(format!("weir-timely-{}-{:08x}", std::process::id(), rand::random::<u32>()));
-    std::fs::create_dir_all(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-    let hostfile = dir.join("hostfile");
-    let text: String = ports.iter().map(|p| format!("127.0.0.1:{p}\n")).collect();
-    std::fs::write(&hostfile, text).map_err(|e| fail(format!("cannot write {}: {e}", hostfile.display())))?;
+    let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this program to start it again: {e}")))?;
     let mut children = Vec::with_capacity(n - 1);
     for i in 1..n {
         let child = std::process::Command::new(&exe)
             .args(std::env::args_os().skip(1))
-            .env(HOSTFILE_ENV, &hostfile)
+            .env(HOSTS_ENV, addresses.join(","))
             .env(PROCESS_ENV, i.to_string())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -105,8 +101,8 @@ fn start(n: usize) -> Result<LocalCluster> {
             .map_err(|e| fail(format!("cannot start process {i} of the local cluster ({}): {e}", exe.display())))?;
         children.push(child);
     }
-    tracing::info!(processes = n, hostfile = %hostfile.display(), "started a local timely cluster");
-    Ok(LocalCluster { processes: n, hostfile, _dir: dir, children })
+    tracing::info!(processes = n, addresses = %addresses.join(","), "started a local timely cluster");
+    Ok(LocalCluster { processes: n, addresses, children })
 }
 
 /// In a local cluster's child: exits once the process that started it is gone.

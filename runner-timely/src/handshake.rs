@@ -32,6 +32,7 @@ pub(crate) fn fingerprint(
     let mut t = options.get::<crate::TimelyOptions>().into_owned();
     t.process_id = 0;
     t.hostfile = None;
+    t.local_addresses = None;
     let options = format!("{:?}", options.clone().with(t));
     for (k, part) in options.split(", ").enumerate() {
         f.push(format!("option {k}"), part);

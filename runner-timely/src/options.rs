@@ -22,11 +22,14 @@ pub struct TimelyOptions {
     /// Without it, `--processes N > 1` starts a local cluster of N processes on 127.0.0.1.
     #[arg(long = "hostfile")]
     pub hostfile: Option<String>,
+    /// The addresses of a local cluster (set by the launcher, not a flag).
+    #[arg(skip)]
+    pub(crate) local_addresses: Option<Vec<String>>,
 }
 
 impl Default for TimelyOptions {
     fn default() -> Self {
-        TimelyOptions { workers: 1, processes: 1, process_id: 0, hostfile: None }
+        TimelyOptions { workers: 1, processes: 1, process_id: 0, hostfile: None, local_addresses: None }
     }
 }
 
@@ -54,6 +57,9 @@ impl TimelyOptions {
     /// The addresses of the cluster's processes from `--hostfile`: one `host:port` per line
     /// (blank lines and `#` comments skipped), exactly `--processes` of them.
     pub fn addresses(&self) -> Result<Option<Vec<String>>> {
+        if let Some(local) = &self.local_addresses {
+            return Ok(Some(local.clone()));
+        }
         let Some(path) = &self.hostfile else { return Ok(None) };
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Options(format!("--hostfile {path}: cannot read it: {e}")))?;
