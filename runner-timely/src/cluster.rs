@@ -10,7 +10,7 @@
 //! dropped), and a child whose parent is gone exits: the cluster stops together.
 
 use crate::options::TimelyOptions;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use weir_sdk::{Error, Result};
 
 /// The environment variable giving a local cluster's addresses (comma-separated), set for its
@@ -26,7 +26,7 @@ struct LocalCluster {
     children: Vec<std::process::Child>,
 }
 
-static LOCAL: OnceLock<Mutex<Option<LocalCluster>>> = OnceLock::new();
+static LOCAL: Mutex<Option<LocalCluster>> = Mutex::new(None);
 
 /// The options this process runs with: as given, or, in a local cluster, with its addresses and
 /// index (starting the cluster's other processes first if this is its first process).
@@ -48,7 +48,7 @@ pub(crate) fn resolve(t: &TimelyOptions) -> Result<TimelyOptions> {
             t.process_id, t.processes
         )));
     }
-    let mut local = LOCAL.get_or_init(|| Mutex::new(None)).lock().unwrap_or_else(|e| e.into_inner());
+    let mut local = LOCAL.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(c) = local.as_mut() {
         if c.processes != t.processes {
             return Err(Error::Options(format!(

@@ -85,27 +85,19 @@ pub(crate) fn route(
                 let gathers = matches!(&consumer.role, Role::Sink(f) if f.gathers());
                 let per_target = match exchange.exchanger() {
                     // A sink that hands its input to one callback gets all of it on worker 0.
-                    _ if gathers => {
-                        let mut v: Vec<Vec<Batch>> = (0..peers).map(|_| Vec::new()).collect();
-                        v[0] = data;
-                        v
-                    }
-                    None => {
-                        let mut v: Vec<Vec<Batch>> = (0..peers).map(|_| Vec::new()).collect();
-                        v[me] = data;
-                        v
-                    }
+                    _ if gathers => all_to(data, 0, peers),
+                    None => all_to(data, me, peers),
                     Some(x) => x.exchange(data, peers)?,
                 };
-                (per_target, ops, WireSlot::Main(p as u32))
+                (per_target, ops, edge.slot.into())
             }
-            Slot::Side(k) => {
+            Slot::Side(_) => {
                 let ops = process.graph.pcollection(process.plan.nodes[i].outputs[port]).ops.clone();
                 let per_target = (0..peers).map(|_| data.to_vec()).collect();
-                (per_target, ops, WireSlot::Side(k as u32))
+                (per_target, ops, edge.slot.into())
             }
         };
-        let to = |_t: usize| Address { producer: i as u32, from: me as u32, slot };
+        let to = Address { producer: i as u32, from: me as u32, slot };
         for (target, bs) in per_target.into_iter().enumerate() {
             for b in bs.into_iter().filter(|b| !b.is_empty()) {
                 let wire = if process.is_local(target) {
@@ -116,11 +108,18 @@ pub(crate) fn route(
                         .map_err(|e| Error::Coder { step: process.plan.nodes[i].name.clone(), source: e })?;
                     WireBatch::Encoded(bytes)
                 };
-                out.push((e as u64, (target as u32, Envelope { to: to(target), body: Body::Data(wire) })));
+                out.push((e as u64, (target as u32, Envelope { to, body: Body::Data(wire) })));
             }
         }
     }
     Ok(())
+}
+
+/// `data` for worker `target` alone, among `peers`.
+fn all_to(data: Vec<Batch>, target: usize, peers: usize) -> Vec<Vec<Batch>> {
+    let mut v: Vec<Vec<Batch>> = (0..peers).map(|_| Vec::new()).collect();
+    v[target] = data;
+    v
 }
 
 /// Node `i`'s progress after an epoch on worker `me`, to every worker of every consumer.
@@ -133,12 +132,8 @@ pub(crate) fn progress(
     out: &mut Vec<(u64, Routed)>,
 ) {
     for (e, edge) in process.edges[i].iter().enumerate() {
-        let slot = match edge.slot {
-            Slot::Main(p) => WireSlot::Main(p as u32),
-            Slot::Side(k) => WireSlot::Side(k as u32),
-        };
+        let to = Address { producer: i as u32, from: me as u32, slot: edge.slot.into() };
         for target in 0..process.peers {
-            let to = Address { producer: i as u32, from: me as u32, slot };
             out.push((e as u64, (target as u32, Envelope { to, body: Body::Progress { watermark, clock } })));
         }
     }

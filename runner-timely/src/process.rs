@@ -35,6 +35,10 @@ pub(crate) struct Process {
     pub(crate) topology: Topology,
     /// Per node, where its outputs go.
     pub(crate) edges: Vec<Vec<OutEdge>>,
+    /// The fused chains of element-wise nodes, each run as one operator.
+    pub(crate) chains: Vec<Vec<usize>>,
+    /// Per node, whether it is a source whose reads its chain carries out.
+    pub(crate) reads_left_to_chains: Vec<bool>,
     /// Per sink node, the process's writer; the process's workers stage into it, and it
     /// commits each epoch once every worker has finished it.
     pub(crate) sinks: Vec<Option<Mutex<SinkSlot>>>,
@@ -90,6 +94,8 @@ impl Process {
             plan,
             topology,
             edges: Vec::new(),
+            chains: Vec::new(),
+            reads_left_to_chains: Vec::new(),
             sinks,
             metrics,
             job,
@@ -103,6 +109,8 @@ impl Process {
             failure: Mutex::new(None),
         };
         process.edges = out_edges(&process);
+        process.chains = process.plan.fused_chains();
+        process.reads_left_to_chains = process.plan.reads_left_to_chains(&process.topology, &process.chains);
         Ok(process)
     }
 

@@ -30,9 +30,8 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::source::SourceState;
-use weir_runner_core::exec::topology::Slot;
 use weir_runner_core::metrics::MetricsContainerImpl;
-use weir_runner_core::plan::{Exchange as PlanExchange, Role};
+use weir_runner_core::plan::Role;
 use weir_runner_microbatch::StreamingTrigger;
 use weir_sdk::batch::BatchKind;
 use weir_sdk::metrics::MetricQueryResults;
@@ -97,10 +96,9 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         );
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         // Fused chains run as one operator, the head's, with the tail's outputs.
-        let chains = process.plan.fused_chains();
         let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
         let mut follower = vec![false; n];
-        for c in &chains {
+        for c in &process.chains {
             chain_at[c[0]] = Some(c.as_slice());
             c[1..].iter().for_each(|&m| follower[m] = true);
         }
@@ -223,14 +221,7 @@ fn drive(
         .collect::<Result<_>>()?;
     // A source whose one consumer is the head of a fused chain on this worker plans its reads,
     // and leaves the reading to the chain (in cache-sized pieces, each through the whole chain).
-    let heads: Vec<usize> = plan.fused_chains().iter().map(|c| c[0]).collect();
-    let defer: Vec<bool> = inputs
-        .iter()
-        .map(|(i, _)| match process.topology.consumers(plan.nodes[*i].outputs[0]) {
-            &[(c, Slot::Main(0))] => heads.contains(&c) && matches!(plan.nodes[c].exchanges[0], PlanExchange::Forward),
-            _ => false,
-        })
-        .collect();
+    let defer: Vec<bool> = inputs.iter().map(|(i, _)| process.reads_left_to_chains[*i]).collect();
     // Planned reads must be carried out before the next epoch plans more from the same split.
     let in_flight = if defer.iter().any(|&d| d) { 1 } else { IN_FLIGHT };
     let leader = me == process.first;
@@ -254,7 +245,6 @@ fn drive(
             let container = MetricsContainerImpl::new();
             let read = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                let max = if src.is_bounded() && trigger == StreamingTrigger::Once { usize::MAX } else { max };
                 src.next(1, max, None, &mut clock, defer[k])
             };
             if let Ok(read) = &read {
@@ -285,7 +275,7 @@ fn drive(
         // At most IN_FLIGHT epochs are unfinished: the next one is read while the last runs.
         let wait_for = epoch.saturating_sub(in_flight - 1);
         step_until(worker, process, || !probe.less_than(&wait_for))?;
-        let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
+        let frontier = first_unfinished(probe);
         if leader {
             process.commit_sinks(frontier)?;
             report(reporter);
@@ -310,7 +300,7 @@ fn drive(
     // until the dataflow is complete, committing the epochs as they finish.
     inputs.clear();
     step_until(worker, process, || {
-        let frontier = probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
+        let frontier = first_unfinished(probe);
         if leader {
             if let Err(e) = process.commit_sinks(frontier) {
                 process.fail(e);
@@ -324,6 +314,11 @@ fn drive(
     report(reporter);
     reporter.take();
     Ok(())
+}
+
+/// The first epoch not finished everywhere (`u64::MAX` once all are).
+fn first_unfinished(probe: &ProbeHandle<u64>) -> u64 {
+    probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX))
 }
 
 /// A worker's account of its epochs for the progress reports: when each began and what its

@@ -172,6 +172,26 @@ impl PhysicalPlan {
         chains
     }
 
+    /// Per node, whether it is a source that may plan its reads and leave the reading to the
+    /// fused chain it feeds: its one consumer is the head of a chain in `chains`
+    /// ([`PhysicalPlan::fused_chains`]) and takes it forward, in the same partition.
+    pub fn reads_left_to_chains(&self, topology: &crate::exec::topology::Topology, chains: &[Vec<usize>]) -> Vec<bool> {
+        use crate::exec::topology::Slot;
+        self.nodes
+            .iter()
+            .map(|n| {
+                let Some(&pc) = n.outputs.first().filter(|_| n.is_source()) else { return false };
+                match topology.consumers(pc) {
+                    &[(c, Slot::Main(port))] => {
+                        chains.iter().any(|chain| chain[0] == c)
+                            && matches!(self.nodes[c].exchanges.get(port), Some(Exchange::Forward))
+                    }
+                    _ => false,
+                }
+            })
+            .collect()
+    }
+
     /// Whether the plan plays a TestStream, whose events move processing time (a test clock).
     pub fn has_test_stream(&self) -> bool {
         self.nodes.iter().any(|n| matches!(n.role, Role::Source(SourceSpec::TestStream(_))))

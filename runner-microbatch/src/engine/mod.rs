@@ -35,7 +35,7 @@ use std::time::Instant;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::sink::SinkWriter;
 use weir_runner_core::exec::source::{SourceState, TsStats};
-use weir_runner_core::exec::topology::{Slot, Topology};
+use weir_runner_core::exec::topology::Topology;
 use weir_runner_core::exec::workers::Workers;
 use weir_runner_core::group_also_by_window::StateChanges;
 use weir_runner_core::metrics::JobMetrics;
@@ -207,7 +207,15 @@ impl Engine {
             deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
             defer_reads: Vec::new(),
         };
-        engine.defer_reads = (0..engine.nodes.len()).map(|i| engine.defers_reads(i)).collect();
+        // A source feeding a fused chain plans its reads and leaves the reading to the chain,
+        // unless a failed batch is retried (a retry needs the batch's input kept whole).
+        let retries = engine.mb.max_batch_retries > 0;
+        engine.defer_reads = engine
+            .plan
+            .reads_left_to_chains(&engine.topology, &engine.chains)
+            .into_iter()
+            .map(|d| d && !retries)
+            .collect();
         if let Some(dir) = engine.mb.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }
@@ -219,17 +227,6 @@ impl Engine {
             }
         }
         Ok(engine)
-    }
-
-    /// Whether source node `i` plans its reads and leaves the reading to the fused chain it
-    /// feeds: it has one consumer, the head of a chain, and a failed batch is not retried (a
-    /// retry needs the batch's input kept whole). Decided once, with the plan.
-    fn defers_reads(&self, i: usize) -> bool {
-        let Some(pc) = self.plan.nodes[i].outputs.first() else { return false };
-        match self.topology.consumers(*pc) {
-            &[(c, Slot::Main(_))] => self.chain_at[c].is_some() && self.mb.max_batch_retries == 0,
-            _ => false,
-        }
     }
 
     /// The input watermark of node `i`: the minimum output watermark of its main inputs'
