@@ -71,7 +71,6 @@ fn bad_cluster_flags_are_refused_naming_the_flag() {
     for (flags, says) in [
         (&["--parallelism", "2"][..], "--parallelism 2 is the micro-batch runner's"),
         (&["--max-batch-retries", "1"][..], "does not retry epochs (--max-batch-retries)"),
-        (&["--checkpoint-dir", "cp"][..], "does not take --checkpoint-dir yet"),
     ] {
         let mut args = vec!["--runner", "timely", "--query", "0", "--num-events", "100"];
         args.extend(flags);

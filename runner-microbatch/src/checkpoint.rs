@@ -20,22 +20,15 @@
 //! Anything else would skip or repeat a batch, so it is an error naming the file.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
+use weir_runner_core::checkpoint::lock::DirLock;
+use weir_runner_core::checkpoint::log::{self, parse_entry};
+use weir_runner_core::checkpoint::state_files::StateFile;
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result};
 
-const VERSION: u32 = 1;
-
-/// One source's entry in the offset log.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub(crate) struct SourceOffsets {
-    pub name: String,
-    pub start: Value,
-    pub end: Value,
-    pub counts: Vec<usize>,
-}
+pub(crate) use weir_runner_core::checkpoint::log::SourceOffsets;
 
 /// An offset log entry.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -78,13 +71,6 @@ impl Logged for CommitEntry {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct Envelope {
-    version: u32,
-    crc32: u32,
-    body: String,
-}
-
 #[derive(Serialize, Deserialize, PartialEq)]
 struct Metadata {
     id: String,
@@ -108,15 +94,15 @@ pub(crate) struct Checkpoint {
 }
 
 fn io(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Io { path: path.display().to_string(), message: e.to_string() }
+    log::io(&path.display().to_string(), e)
 }
 
 fn corrupt(path: &Path, why: impl std::fmt::Display) -> Error {
-    Error::Io { path: path.display().to_string(), message: format!("corrupt checkpoint file: {why}") }
+    log::corrupt(&path.display().to_string(), why)
 }
 
 fn refused(path: &Path, why: impl std::fmt::Display) -> Error {
-    Error::Checkpoint { path: path.display().to_string(), message: why.to_string() }
+    log::refused(&path.display().to_string(), why)
 }
 
 /// Writes `bytes` to `path` durably and atomically.
@@ -125,68 +111,29 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 fn write_entry<T: Serialize>(path: &Path, value: &T) -> Result<()> {
-    let body = serde_json::to_string(value).map_err(|e| io(path, e))?;
-    let env = Envelope { version: VERSION, crc32: crc32fast::hash(body.as_bytes()), body };
-    write_atomic(path, serde_json::to_string(&env).map_err(|e| io(path, e))?.as_bytes())
+    write_atomic(path, &log::encode_entry(&path.display().to_string(), value)?)
 }
 
 fn read_entry<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
-    parse_entry(path, &bytes)
+    parse_entry(&path.display().to_string(), &bytes)
 }
 
-/// Parses a log entry's bytes: any bytes give an entry or an error naming `path`.
-fn parse_entry<T: for<'de> Deserialize<'de>>(path: &Path, bytes: &[u8]) -> Result<T> {
-    let env: Envelope = serde_json::from_slice(bytes).map_err(|e| corrupt(path, e))?;
-    if env.version != VERSION {
-        return Err(corrupt(path, format!("format version {} (this build reads {VERSION})", env.version)));
-    }
-    if crc32fast::hash(env.body.as_bytes()) != env.crc32 {
-        return Err(corrupt(path, "checksum mismatch"));
-    }
-    serde_json::from_str(&env.body).map_err(|e| corrupt(path, e))
-}
-
-/// The batch ids of the log files in `dir`. Only names the engine writes count: a batch id in
-/// decimal without leading zeros. Anything else (`0018`, `notes.txt`) is not a batch, and is
-/// named in a warning; temporaries of interrupted writes are skipped silently.
+/// The batch ids of the log files in `dir` ([`log::batch_ids`]).
 fn batch_ids(dir: &Path) -> Result<Vec<u64>> {
-    let mut ids = Vec::new();
     if !dir.exists() {
-        return Ok(ids);
+        return Ok(Vec::new());
     }
+    let mut names = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| io(dir, e))? {
-        let e = e.map_err(|e| io(dir, e))?;
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        match name.parse::<u64>() {
-            Ok(id) if id.to_string() == name => ids.push(id),
-            _ if weir_sdk::io::atomic::is_temporary(&name) || name.ends_with(".tmp") => {}
-            _ => {
-                tracing::warn!(file = %e.path().display(), "ignoring a file the engine did not write in the checkpoint")
-            }
-        }
+        names.push(e.map_err(|e| io(dir, e))?.file_name().to_string_lossy().into_owned());
     }
-    ids.sort_unstable();
-    Ok(ids)
+    Ok(log::batch_ids(names, |n| dir.join(n).display().to_string()))
 }
 
 /// Checks that `ids` (sorted) have no hole; the error names the first missing file.
 fn check_contiguous(dir: &Path, ids: &[u64]) -> Result<()> {
-    for w in ids.windows(2) {
-        if w[1] != w[0] + 1 {
-            return Err(refused(
-                &dir.join((w[0] + 1).to_string()),
-                format!(
-                    "missing: the log has a hole between {} and {}; a checkpoint with missing log entries \
-                     cannot be resumed exactly once",
-                    dir.join(w[0].to_string()).display(),
-                    dir.join(w[1].to_string()).display()
-                ),
-            ));
-        }
-    }
-    Ok(())
+    log::check_contiguous(ids, |i| dir.join(i.to_string()).display().to_string())
 }
 
 impl Checkpoint {
@@ -197,7 +144,7 @@ impl Checkpoint {
     pub(crate) fn open(root: &str, fingerprint: Fingerprint, new_id: String, retain: u64) -> Result<(Self, Recovered)> {
         let root = PathBuf::from(root);
         std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
-        let lock = DirLock::acquire(&root)?;
+        let lock = DirLock::acquire(&root, "lock", std::time::Duration::ZERO)?;
         let commits_dir = root.join("commits");
         let offsets_dir = root.join("offsets");
         let commits = batch_ids(&commits_dir)?;
@@ -310,12 +257,12 @@ impl Checkpoint {
     }
 
     /// Records which state files a batch wrote, so a missing one is detected.
-    pub(crate) fn write_manifest(&self, batch: u64, files: &[crate::state_store::StateFile]) -> Result<()> {
+    pub(crate) fn write_manifest(&self, batch: u64, files: &[StateFile]) -> Result<()> {
         write_entry(&self.state_dir(batch).join("manifest.json"), &files.to_vec())
     }
 
     /// The state files of `batch`.
-    pub(crate) fn read_manifest(&self, batch: u64) -> Result<Vec<crate::state_store::StateFile>> {
+    pub(crate) fn read_manifest(&self, batch: u64) -> Result<Vec<StateFile>> {
         let p = self.state_dir(batch).join("manifest.json");
         if !p.exists() {
             return Err(corrupt(&p, "state manifest is missing"));
@@ -345,97 +292,21 @@ impl Checkpoint {
     }
 }
 
-/// An exclusive lock on a checkpoint directory, held for the life of the query. The lock file
-/// says who holds it; the OS releases the lock when its holder dies, so a lock file whose
-/// holder is gone is detected as stale and taken over.
-struct DirLock {
-    file: std::fs::File,
-}
-
-/// This machine's host name, for lock files.
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "an unknown host".into())
-}
-
-impl DirLock {
-    fn acquire(root: &Path) -> Result<Self> {
-        use std::io::{Read, Seek, Write};
-        let path = root.join("lock");
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io(&path, e))?;
-        let mut holder = String::new();
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
-                let holder = if holder.is_empty() { "another process" } else { holder };
-                return Err(refused(
-                    root,
-                    format!(
-                        "in use: locked by {holder} ({}); two queries on one checkpoint directory would \
-                         overwrite each other's logs. Stop that query first, or use another --checkpoint-dir",
-                        path.display()
-                    ),
-                ));
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path, format!("cannot lock: {e}"))),
-        }
-        file.read_to_string(&mut holder).map_err(|e| io(&path, e))?;
-        if !holder.trim().is_empty() {
-            tracing::warn!(
-                lock = %path.display(),
-                "taking over a stale checkpoint lock: its holder, {}, no longer runs",
-                holder.trim()
-            );
-        }
-        let me = format!(
-            "pid {} on host {} since {}\n",
-            std::process::id(),
-            host_name(),
-            weir_sdk::time::iso8601(weir_sdk::time::now_millis())
-        );
-        file.set_len(0).map_err(|e| io(&path, e))?;
-        file.rewind().map_err(|e| io(&path, e))?;
-        file.write_all(me.as_bytes()).map_err(|e| io(&path, e))?;
-        file.sync_all().map_err(|e| io(&path, e))?;
-        Ok(DirLock { file })
-    }
-}
-
-impl Drop for DirLock {
-    fn drop(&mut self) {
-        // An empty lock file marks a clean stop; the lock itself goes with the file handle. The
-        // file is not removed: a process waiting on the old file would then lock a file nobody
-        // else sees.
-        let _ = self.file.set_len(0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::Value;
 
     fn envelope(body: &str) -> Vec<u8> {
-        let env = Envelope { version: VERSION, crc32: crc32fast::hash(body.as_bytes()), body: body.to_string() };
+        let env =
+            serde_json::json!({ "version": log::VERSION, "crc32": crc32fast::hash(body.as_bytes()), "body": body });
         serde_json::to_vec(&env).unwrap()
     }
 
     /// Parses `bytes` as every kind of checkpoint log file; errors must name the file.
     fn parse_all(bytes: &[u8]) -> std::result::Result<(), TestCaseError> {
-        let path = Path::new("cp/offsets/7");
+        let path = "cp/offsets/7";
         let named = |e: Error| e.to_string().contains("cp/offsets/7");
         if let Err(e) = parse_entry::<OffsetEntry>(path, bytes) {
             prop_assert!(named(e));
@@ -446,7 +317,7 @@ mod tests {
         if let Err(e) = parse_entry::<Metadata>(path, bytes) {
             prop_assert!(named(e));
         }
-        if let Err(e) = parse_entry::<Vec<crate::state_store::StateFile>>(path, bytes) {
+        if let Err(e) = parse_entry::<Vec<StateFile>>(path, bytes) {
             prop_assert!(named(e));
         }
         Ok(())
@@ -482,21 +353,5 @@ mod tests {
                 parse_all(&bytes)?;
             }
         }
-    }
-
-    #[test]
-    fn the_lock_names_its_holder_and_a_stale_one_is_taken_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = DirLock::acquire(dir.path()).unwrap();
-        let e = DirLock::acquire(dir.path()).err().expect("a second lock is refused").to_string();
-        assert!(e.contains("in use") && e.contains(&format!("pid {}", std::process::id())), "{e}");
-        drop(first);
-        assert_eq!(std::fs::read_to_string(dir.path().join("lock")).unwrap(), "");
-        // A lock file left by a holder that died: nobody holds the lock, so it is taken over.
-        std::fs::write(dir.path().join("lock"), "pid 1 on host elsewhere since then\n").unwrap();
-        let _again = DirLock::acquire(dir.path()).unwrap();
-        assert!(std::fs::read_to_string(dir.path().join("lock"))
-            .unwrap()
-            .contains(&format!("pid {}", std::process::id())));
     }
 }

@@ -35,7 +35,6 @@ mod checkpoint;
 mod engine;
 pub mod options;
 mod progress;
-mod state_store;
 
 pub use options::{MicroBatchOptions, StreamingTrigger};
 

@@ -242,6 +242,19 @@ pub(crate) fn watch_connections() {
                 if lost.is_none() && !why.contains("poisoned") {
                     *lost = Some((i, why));
                 }
+                // Reported as the lost process, once, by the runner's error.
+                return;
+            }
+            // What a lost connection does next to the workers and the guards is the same loss.
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| info.payload().downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            let consequence = message.contains("MergeQueue poisoned") || message.contains("thread panic");
+            if consequence && LOST.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                return;
             }
             previous(info);
         }));
@@ -251,4 +264,17 @@ pub(crate) fn watch_connections() {
 /// The process whose connection broke first, if one did (taken: the next run starts clean).
 pub(crate) fn lost_process() -> Option<(usize, String)> {
     LOST.lock().unwrap_or_else(|e| e.into_inner()).take()
+}
+
+/// The error of a lost process, if a connection broke (left for [`lost_process`]).
+pub(crate) fn lost_error() -> Option<weir_sdk::Error> {
+    LOST.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(i, why)| lost(*i, why))
+}
+
+/// The error that process `i` of the cluster is gone.
+pub(crate) fn lost(i: usize, why: &str) -> weir_sdk::Error {
+    weir_sdk::Error::Execution {
+        step: "timely cluster".into(),
+        message: format!("lost process {i} of the cluster ({why}); stopping"),
+    }
 }

@@ -26,6 +26,7 @@
 
 #![deny(missing_docs)]
 
+mod checkpoint;
 mod cluster;
 mod handshake;
 mod node;
@@ -92,14 +93,24 @@ impl TimelyRunner {
                 "the timely runner does not retry epochs (--max-batch-retries): a failed epoch fails the job".into(),
             ));
         }
-        if mb.checkpoint_dir.is_some() {
-            return Err(Error::NotSupported(
-                "the timely runner does not take --checkpoint-dir yet; run checkpointed queries with --runner microbatch"
-                    .into(),
-            ));
-        }
         let plan = translate(&graph)?;
-        let fingerprint = handshake::fingerprint(&graph, &plan, options);
+        let mut fingerprint = handshake::fingerprint(&graph, &plan, options);
+        let checkpoint = match &mb.checkpoint_dir {
+            None => None,
+            Some(dir) => {
+                let log = checkpoint::EpochLog::open(
+                    dir,
+                    checkpoint_fingerprint(&graph, &plan, t.peers()),
+                    format!("{:016x}", rand::random::<u64>()),
+                    t.process_id,
+                    mb.min_batches_to_retain,
+                    mb.state_snapshot_interval,
+                )?;
+                // Every process must resume from the same epoch.
+                fingerprint.push("checkpoint resumes at epoch", log.start.to_string());
+                Some(log)
+            }
+        };
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
         let progress = Arc::new(Progress::new(t.peers()));
@@ -110,7 +121,11 @@ impl TimelyRunner {
             job_options.metrics.sinks.clear();
         }
         let result = Job::spawn("weir-timely", metrics, &job_options, move |job| {
-            let owner = format!("timely run {:016x}", rand::random::<u64>());
+            // A checkpointed query's sinks belong to the query, across restarts.
+            let owner = match &checkpoint {
+                Some(log) => format!("query {}", log.id),
+                None => format!("timely run {:016x}", rand::random::<u64>()),
+            };
             let process = Arc::new(Process::new(
                 graph,
                 plan,
@@ -123,21 +138,23 @@ impl TimelyRunner {
                 &owner,
                 fingerprint,
                 p_progress,
+                checkpoint,
             )?);
             let p = process.clone();
             cluster::watch_connections();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 cluster::execute(&t, move |worker| worker::run(worker, p.clone())).map(|guards| guards.join())
             }));
+            // Taken now, so that a later run in this process starts clean.
+            let lost_peer = cluster::lost_process();
             if let Some(e) = process.take_failure() {
                 return Err(e);
             }
-            let lost = |detail: String| Error::Execution {
-                step: "timely cluster".into(),
-                message: match cluster::lost_process() {
-                    Some((i, why)) => format!("lost process {i} of the cluster ({why}); stopping"),
-                    None => format!("a worker stopped: {detail}"),
-                },
+            let lost = |detail: String| match lost_peer {
+                Some((i, ref why)) => cluster::lost(i, why),
+                None => {
+                    Error::Execution { step: "timely cluster".into(), message: format!("a worker stopped: {detail}") }
+                }
             };
             let results = match ran {
                 Ok(Ok(results)) => results,
@@ -197,6 +214,22 @@ impl PipelineResult for TimelyQuery {
     fn metrics(&self) -> weir_sdk::metrics::MetricResults {
         self.result.metrics()
     }
+}
+
+/// What a checkpoint must have been written by to be resumed: the pipeline's shape and
+/// parameters, the physical nodes, the state format, and the workers in the cluster.
+fn checkpoint_fingerprint(
+    graph: &PipelineGraph,
+    plan: &PhysicalPlan,
+    peers: usize,
+) -> weir_runner_core::fingerprint::Fingerprint {
+    let mut f = weir_runner_core::fingerprint::Fingerprint::of_graph(graph);
+    for n in &plan.nodes {
+        let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
+        f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
+    }
+    f.push("state format", weir_runner_core::checkpoint::state_files::FORMAT);
+    f.with_partitioning(peers)
 }
 
 /// The timely runner's translation: every native composite, combines lifted.

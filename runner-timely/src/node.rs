@@ -3,10 +3,14 @@
 //! the input watermark that progress gives, then the output routed to the consumers' workers
 //! with this worker's progress after it.
 
+use crate::checkpoint::{MemberState, RestoredMember};
 use crate::process::Process;
 use crate::wire::{Address, Body, Envelope, Routed, WireBatch, WireSlot};
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
+use weir_runner_core::checkpoint::state_files::StoreVersion;
 use weir_runner_core::exec::chain::ChainTask;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::partition::{in_fired_bundles, PartitionTask};
@@ -174,11 +178,25 @@ pub(crate) struct NodeWorker {
     main_ops: Vec<Arc<dyn CollectionOps>>,
     /// Per side input, the operations on its batches.
     side_ops: Vec<Arc<dyn CollectionOps>>,
+    /// With a checkpoint: per member (the node, or the chain's members), what it last wrote.
+    stores: Vec<StoreVersion>,
+    /// With a checkpoint: the worker's account of what its nodes wrote per epoch, for its
+    /// manifests.
+    pending: Option<Pending>,
 }
+
+/// Per epoch, the members a worker's nodes checkpointed, until the epoch's manifest is written.
+pub(crate) type Pending = Rc<RefCell<BTreeMap<u64, Vec<MemberState>>>>;
 
 impl NodeWorker {
     /// Worker `me`'s share of node `i`, or of the fused chain `chain` it heads.
-    pub(crate) fn new(process: Arc<Process>, i: usize, me: usize, chain: Option<&[usize]>) -> Self {
+    pub(crate) fn new(
+        process: Arc<Process>,
+        i: usize,
+        me: usize,
+        chain: Option<&[usize]>,
+        pending: Option<Pending>,
+    ) -> Self {
         let node = &process.plan.nodes[i];
         let graph = &process.graph;
         let (op, chain) = match chain {
@@ -220,7 +238,94 @@ impl NodeWorker {
             clock: None,
             main_ops,
             side_ops,
+            stores: Vec::new(),
+            pending,
         }
+    }
+
+    /// The nodes this worker's share runs: the node, or its chain's members.
+    fn members(&self) -> Vec<usize> {
+        self.chain.as_ref().map_or_else(|| vec![self.i], |c| c.members.clone())
+    }
+
+    /// Each member's operator, where it has one (a sink has none).
+    fn member_ops(&mut self) -> Vec<Option<&mut Box<dyn Operator>>> {
+        let n = self.members().len();
+        match self.chain.as_mut() {
+            // Chain members are element-wise: every one has an operator.
+            Some(c) if c.ops.len() == n => c.ops.iter_mut().map(Some).collect(),
+            Some(_) => (0..n).map(|_| None).collect(),
+            None => vec![self.op.as_mut()],
+        }
+    }
+
+    /// Each member's watermarks.
+    fn member_wms(&mut self) -> Vec<&mut Watermarks> {
+        match self.chain.as_mut() {
+            Some(c) => c.wms.iter_mut().collect(),
+            None => vec![&mut self.wm],
+        }
+    }
+
+    /// Restores the members' state and watermarks from a checkpoint (taking them out of
+    /// `members`).
+    pub(crate) fn restore(&mut self, members: &mut HashMap<String, RestoredMember>) -> Result<()> {
+        let names: Vec<String> = self.members().iter().map(|&m| self.process.plan.nodes[m].name.clone()).collect();
+        let mut restored: Vec<Option<RestoredMember>> = names.iter().map(|n| members.remove(n)).collect();
+        self.stores = restored
+            .iter()
+            .map(|r| r.as_ref().map_or_else(StoreVersion::default, |r| StoreVersion::from_entries(&r.entries)))
+            .collect();
+        for (wm, r) in self.member_wms().into_iter().zip(&restored) {
+            if let Some(r) = r {
+                *wm = Watermarks::restored(r.input, r.output);
+            }
+        }
+        for (op, r) in self.member_ops().into_iter().zip(restored.iter_mut()) {
+            if let (Some(op), Some(r)) = (op, r.as_mut()) {
+                op.restore_entries(std::mem::take(&mut r.entries))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Checkpoints every member after `epoch`: its state file (a snapshot or what changed)
+    /// written now, and its watermarks and file kept for the worker's manifest of the epoch.
+    fn checkpoint(&mut self, epoch: u64) -> Result<()> {
+        let Some(pending) = self.pending.clone() else { return Ok(()) };
+        let process = self.process.clone();
+        let Some(log) = process.checkpoint.as_ref() else { return Ok(()) };
+        let snapshot = log.is_snapshot(epoch);
+        let me = self.me;
+        let members = self.members();
+        if self.stores.len() != members.len() {
+            self.stores = members.iter().map(|_| StoreVersion::default()).collect();
+        }
+        let wms: Vec<(Timestamp, Timestamp)> = self.member_wms().iter().map(|w| (w.input(), w.output())).collect();
+        let mut entries = Vec::with_capacity(members.len());
+        for op in self.member_ops() {
+            entries.push(match op {
+                Some(op) => Some(op.state_entries()?),
+                None => None,
+            });
+        }
+        let mut states = Vec::with_capacity(members.len());
+        for (k, &m) in members.iter().enumerate() {
+            let name = &process.plan.nodes[m].name;
+            let file = match entries[k].take() {
+                Some(e) => match self.stores[k].commit(name, me, e, snapshot)? {
+                    Some((f, bytes)) => {
+                        log.write_state_file(epoch, me, &f, bytes)?;
+                        Some(f)
+                    }
+                    None => None,
+                },
+                None => None,
+            };
+            states.push(MemberState { node: name.clone(), input: wms[k].0, output: wms[k].1, file });
+        }
+        pending.borrow_mut().entry(epoch).or_default().extend(states);
+        Ok(())
     }
 
     /// The minimum watermark the workers of the producers of `inputs` last reported.
@@ -276,7 +381,8 @@ impl NodeWorker {
         let upstream = self.watermark_of(&node.inputs);
         let now = self.clock.unwrap_or_else(|| Clock::Wall.now());
         if let Some(chain) = self.chain.as_mut() {
-            return run_chain(&self.process, chain, self.me, upstream, now, self.clock, main, out);
+            run_chain(&self.process, chain, self.me, upstream, now, self.clock, main, out)?;
+            return self.checkpoint(epoch);
         }
         let system = MetricsContainerImpl::new();
         match self.op.take() {
@@ -325,7 +431,7 @@ impl NodeWorker {
         system_metrics::watermarks(&system, self.wm.input(), self.wm.output(), now);
         self.process.metrics.record(Some(&name), &system, true);
         progress(&self.process, self.i, self.me, self.wm.output(), self.clock, out);
-        Ok(())
+        self.checkpoint(epoch)
     }
 
     /// The last epoch the node ran.

@@ -57,6 +57,12 @@ pub(crate) struct Process {
     pub(crate) fingerprint: weir_runner_core::fingerprint::Fingerprint,
     /// What each epoch did (filled on process 0).
     pub(crate) progress: Arc<crate::progress::Progress>,
+    /// The checkpoint, with `--checkpoint-dir`.
+    pub(crate) checkpoint: Option<crate::checkpoint::EpochLog>,
+    /// On worker 0: per worker, the first epoch it has not acknowledged finishing (its state
+    /// and, for a process's first worker, the process's sinks); and the first epoch not yet
+    /// committed.
+    acks: Mutex<(Vec<u64>, u64)>,
     /// The first error any worker of this process hit.
     failure: Mutex<Option<Error>>,
 }
@@ -75,6 +81,7 @@ impl Process {
         owner: &str,
         fingerprint: weir_runner_core::fingerprint::Fingerprint,
         progress: Arc<crate::progress::Progress>,
+        checkpoint: Option<crate::checkpoint::EpochLog>,
     ) -> Result<Self> {
         let peers = workers * processes;
         let topology = Topology::of(&plan);
@@ -106,12 +113,37 @@ impl Process {
             process_id,
             fingerprint,
             progress,
+            acks: Mutex::new((Vec::new(), 0)),
+            checkpoint,
             failure: Mutex::new(None),
         };
+        let start = process.start_epoch();
+        *process.acks.lock().unwrap_or_else(|e| e.into_inner()) = (vec![start; peers], start);
         process.edges = out_edges(&process);
         process.chains = process.plan.fused_chains();
         process.reads_left_to_chains = process.plan.reads_left_to_chains(&process.topology, &process.chains);
         Ok(process)
+    }
+
+    /// The first epoch of this run: the one after the checkpoint's last commit.
+    pub(crate) fn start_epoch(&self) -> u64 {
+        self.checkpoint.as_ref().map_or(0, |c| c.start)
+    }
+
+    /// On worker 0: worker `worker` has finished every epoch before `through`. Commits the
+    /// epochs every worker has finished.
+    pub(crate) fn acknowledged(&self, worker: usize, through: u64) -> Result<()> {
+        let Some(log) = &self.checkpoint else { return Ok(()) };
+        let mut acks = self.acks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(a) = acks.0.get_mut(worker) {
+            *a = (*a).max(through);
+        }
+        let done = acks.0.iter().copied().min().unwrap_or(0);
+        while acks.1 < done {
+            log.write_commit(acks.1)?;
+            acks.1 += 1;
+        }
+        Ok(())
     }
 
     /// Whether worker `w` runs in this process.

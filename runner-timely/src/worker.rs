@@ -13,7 +13,8 @@
 //! epoch's input and progress). As epochs finish, each process's first worker commits the
 //! process's sinks for them.
 
-use crate::node::{progress, route, NodeWorker};
+use crate::checkpoint::{WorkerManifest, WorkerOffsets, WorkerResume};
+use crate::node::{progress, route, NodeWorker, Pending};
 use crate::process::Process;
 use crate::progress::WorkerProgress;
 use crate::wire::Routed;
@@ -28,6 +29,7 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
+use weir_runner_core::checkpoint::log::SourceOffsets;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::source::SourceState;
 use weir_runner_core::metrics::MetricsContainerImpl;
@@ -48,6 +50,10 @@ type Builder = timely::container::CapacityContainerBuilder<Vec<Record>>;
 /// A process's cumulative metrics, for worker 0: `(0, (process, results))`.
 type MetricsRecord = (u32, (u32, MetricQueryResults));
 type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRecord>>;
+/// A worker's acknowledgement, for worker 0, that it has finished every epoch before one (its
+/// state and manifest written, and its process's sinks committed): `(0, (worker, epoch))`.
+type AckRecord = (u32, (u32, u64));
+type AckBuilder = timely::container::CapacityContainerBuilder<Vec<AckRecord>>;
 /// A worker's part of an epoch, for worker 0: `(0, (epoch, row))`.
 type ProgressRecord = (u32, (u64, WorkerProgress));
 type ProgressBuilder = timely::container::CapacityContainerBuilder<Vec<ProgressRecord>>;
@@ -69,6 +75,8 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let probe = ProbeHandle::new();
     let mut metrics: InputHandle<u64, MetricsBuilder> = InputHandle::new();
     let mut rows: InputHandle<u64, ProgressBuilder> = InputHandle::new();
+    let mut acks: InputHandle<u64, AckBuilder> = InputHandle::new();
+    let pending: Option<Pending> = process.checkpoint.as_ref().map(|_| Default::default());
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
         // Every process's metrics reach worker 0, which serves the job's.
@@ -94,6 +102,18 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 });
             },
         );
+        // Every worker's acknowledgements reach worker 0, which commits the epochs all have
+        // finished.
+        let p = process.clone();
+        scope.input_from(&mut acks).sink(Exchange::new(|r: &AckRecord| r.0 as u64), "Commits", move |(input, _)| {
+            input.for_each(|_, data| {
+                for (_, (from, through)) in data.drain(..) {
+                    if let Err(e) = p.acknowledged(from as usize, through) {
+                        p.fail(e);
+                    }
+                }
+            });
+        });
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         // Fused chains run as one operator, the head's, with the tail's outputs.
         let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
@@ -115,7 +135,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 stream
             } else {
                 let stream = scope.concatenate(std::mem::take(&mut into[i]));
-                let node = Rc::new(RefCell::new(NodeWorker::new(process.clone(), i, me, chain_at[i])));
+                let node = Rc::new(RefCell::new(NodeWorker::new(process.clone(), i, me, chain_at[i], pending.clone())));
                 nodes.push(node.clone());
                 let process = process.clone();
                 let pact = Exchange::new(|r: &Routed| r.0 as u64);
@@ -161,22 +181,37 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     });
     // The first worker of every other process reports the process's metrics to worker 0.
     let mut reporter = (me == process.first && process.process_id != 0).then_some(metrics);
+    let start = process.start_epoch();
     let mut ledger = Ledger {
         rows: Some(rows),
         open: BTreeMap::new(),
-        next: 0,
+        next: start,
         nodes: nodes.clone(),
         me,
         process: process.process_id,
+        acks: pending.as_ref().map(|_| acks),
+        pending,
+        shared: process.clone(),
+        last_offsets: None,
     };
-    let result = match drive(worker, &process, me, &mut inputs, &probe, &mut reporter, &mut ledger) {
-        Err(Error::Cancelled) => Err(Error::Cancelled),
-        Err(e) => {
-            process.fail(e);
-            Err(Error::Cancelled)
-        }
-        Ok(()) => Ok(()),
+    let resumed = match process.checkpoint.as_ref() {
+        None => Ok(WorkerResume::default()),
+        Some(log) => log.resume(me).and_then(|mut r| {
+            for node in &nodes {
+                node.borrow_mut().restore(&mut r.members)?;
+            }
+            Ok(r)
+        }),
     };
+    let result =
+        match resumed.and_then(|r| drive(worker, &process, me, &mut inputs, &probe, &mut reporter, &mut ledger, r)) {
+            Err(Error::Cancelled) => Err(Error::Cancelled),
+            Err(e) => {
+                process.fail(e);
+                Err(Error::Cancelled)
+            }
+            Ok(()) => Ok(()),
+        };
     if result.is_err() {
         // Abandon the dataflow: the other workers are stopping too.
         worker.drop_dataflow(dataflow);
@@ -188,6 +223,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
 }
 
 /// The worker's epochs: sources read, the epoch closed, the cluster waited for, sinks committed.
+#[allow(clippy::too_many_arguments)]
 fn drive(
     worker: &mut Worker,
     process: &Arc<Process>,
@@ -196,11 +232,12 @@ fn drive(
     probe: &ProbeHandle<u64>,
     reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
     ledger: &mut Ledger,
+    resume: WorkerResume,
 ) -> Result<()> {
     let report = |reporter: &mut Option<InputHandle<u64, MetricsBuilder>>| {
         if let Some(r) = reporter.as_mut() {
             r.send((0, (process.process_id as u32, process.metrics.local_snapshot())));
-            r.flush();
+            deliver(r);
         }
     };
     let plan = &process.plan;
@@ -216,9 +253,28 @@ fn drive(
                 });
             };
             let ops = process.graph.pcollection(node.outputs[0]).ops.clone();
-            Ok(SourceState::of(&node.name, spec, ops).share(me, process.peers))
+            let mut state = SourceState::of(&node.name, spec, ops).share(me, process.peers);
+            // A resumed worker reads on from the last commit, or replays what it logged after it.
+            let at = match resume.replays.first() {
+                Some(r) => r.sources.iter().find(|s| s.name == node.name).map(|s| &s.start),
+                None => resume.sources.as_ref().and_then(|ss| ss.iter().find(|s| s.name == node.name)).map(|s| &s.end),
+            };
+            match at {
+                Some(pos) => state.restore(pos, 1)?,
+                None if resume.sources.is_some() => {
+                    return Err(Error::Construction {
+                        step: node.name.clone(),
+                        message: "the checkpoint's offset log has no entry for this source".into(),
+                    })
+                }
+                None => {}
+            }
+            Ok(state)
         })
         .collect::<Result<_>>()?;
+    if let Some(c) = resume.replays.first().map_or(resume.clock, |r| r.start_clock) {
+        clock.set_test_time(c);
+    }
     // A source whose one consumer is the head of a fused chain on this worker plans its reads,
     // and leaves the reading to the chain (in cache-sized pieces, each through the whole chain).
     let defer: Vec<bool> = inputs.iter().map(|(i, _)| process.reads_left_to_chains[*i]).collect();
@@ -233,19 +289,30 @@ fn drive(
     } else {
         process.mb.max_batch_size.max(1).div_ceil(process.peers).max(1)
     };
-    let mut epoch = 0u64;
+    let start = process.start_epoch();
+    let mut epoch = start;
+    for (_, h) in inputs.iter_mut() {
+        h.advance_to(start);
+    }
+    let mut replays = resume.replays.into_iter();
     loop {
         let started = Instant::now();
         let mut done = true;
         let mut moved = false;
         let mut read_rows = 0u64;
+        let replay = replays.next();
+        let start_clock = clock.test_time();
+        let mut logged = Vec::new();
+        let mut outs = Vec::with_capacity(sources.len());
         for (k, src) in sources.iter_mut().enumerate() {
             let i = inputs[k].0;
             let name = &plan.nodes[i].name;
+            let counts =
+                replay.as_ref().and_then(|r| r.sources.iter().find(|s| &s.name == name)).map(|s| &s.counts[..]);
             let container = MetricsContainerImpl::new();
             let read = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(1, max, None, &mut clock, defer[k])
+                src.next(1, max, counts, &mut clock, defer[k])
             };
             if let Ok(read) = &read {
                 let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
@@ -259,9 +326,27 @@ fn drive(
             read_rows += read.rows as u64;
             moved |= read.moved;
             done &= read.watermark >= MAX_TIMESTAMP;
+            if process.checkpoint.is_some() {
+                logged.push(SourceOffsets {
+                    name: name.clone(),
+                    start: read.start_offset.clone(),
+                    end: read.end_offset.clone(),
+                    counts: read.counts.clone(),
+                });
+            }
             let mut out = Vec::new();
             route(process, i, 0, read.bundles.into_iter().flatten().collect(), me, &mut out)?;
             progress(process, i, me, read.watermark, clock.test_time(), &mut out);
+            outs.push(out);
+        }
+        // The epoch's reads are logged before any of its data leaves the worker.
+        if let Some(log) = &process.checkpoint {
+            let entry = WorkerOffsets { epoch, worker: me, sources: logged, start_clock, clock: clock.test_time() };
+            log.write_offsets(&entry)?;
+            weir_sdk::testing::fault::point("timely-offsets");
+            ledger.last_offsets = Some(entry);
+        }
+        for (k, out) in outs.into_iter().enumerate() {
             let handle = &mut inputs[k].1;
             for r in out {
                 handle.send(r);
@@ -276,11 +361,10 @@ fn drive(
         let wait_for = epoch.saturating_sub(in_flight - 1);
         step_until(worker, process, || !probe.less_than(&wait_for))?;
         let frontier = first_unfinished(probe);
+        ledger.finished(frontier, leader.then_some(process))?;
         if leader {
-            process.commit_sinks(frontier)?;
             report(reporter);
         }
-        ledger.finished(frontier);
         if done || trigger == StreamingTrigger::Once {
             break;
         }
@@ -301,19 +385,24 @@ fn drive(
     inputs.clear();
     step_until(worker, process, || {
         let frontier = first_unfinished(probe);
-        if leader {
-            if let Err(e) = process.commit_sinks(frontier) {
-                process.fail(e);
-            }
+        if let Err(e) = ledger.finished(frontier, leader.then_some(&**process)) {
+            process.fail(e);
         }
-        ledger.finished(frontier);
         probe.done()
     })?;
     ledger.rows.take();
+    ledger.acks.take();
     // The process's final metrics, then the reports end.
     report(reporter);
     reporter.take();
     Ok(())
+}
+
+/// Sends what `handle` holds on now. A side stream's exchange buffers records per target until
+/// its time moves on, so the time moves: the records are the news, not the times.
+fn deliver<D: Clone + 'static>(handle: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<D>>>) {
+    let next = *handle.time() + 1;
+    handle.advance_to(next);
 }
 
 /// The first epoch not finished everywhere (`u64::MAX` once all are).
@@ -332,19 +421,72 @@ pub(crate) struct Ledger {
     nodes: Vec<Rc<RefCell<NodeWorker>>>,
     me: usize,
     process: usize,
+    /// The process, whose checkpoint the manifests go to.
+    shared: Arc<Process>,
+    /// With a checkpoint: what the worker's nodes wrote per epoch, for its manifests.
+    pending: Option<Pending>,
+    /// With a checkpoint: the acknowledgements to worker 0.
+    acks: Option<InputHandle<u64, AckBuilder>>,
+    /// With a checkpoint: the worker's last offset log entry. Once its sources are done, the
+    /// epochs it takes part in without reading are logged with its final positions, so that
+    /// every commit has every worker's offsets.
+    last_offsets: Option<WorkerOffsets>,
 }
 
 impl Ledger {
-    /// Reports every epoch before `frontier` that this worker took part in: the ones its
-    /// sources read, and (once they are done) the later ones its operators ran.
-    fn finished(&mut self, frontier: u64) {
-        let Some(rows) = self.rows.as_mut() else { return };
+    /// Closes every epoch before `frontier` that this worker took part in: the ones its
+    /// sources read, and (once they are done) the later ones its operators ran. On the
+    /// process's first worker (`leader`), the process's sinks commit them; with a checkpoint,
+    /// the worker's manifests record them and worker 0 hears they are done here. Each epoch's
+    /// row goes to the progress reports.
+    fn finished(&mut self, frontier: u64, leader: Option<&Process>) -> Result<()> {
         let seen = self.nodes.iter().filter_map(|n| n.borrow().last_epoch()).max();
-        let last = self.open.keys().next_back().copied().max(seen).map_or(0, |e| e + 1);
+        let last = self.open.keys().next_back().copied().max(seen).map_or(self.next, |e| e + 1);
         let until = frontier.min(last);
-        if self.next >= until {
-            return;
+        if let Some(p) = leader {
+            p.commit_sinks(frontier)?;
         }
+        if self.next >= until {
+            return Ok(());
+        }
+        if let Some(pending) = &self.pending {
+            if let Some(log) = &self.shared.checkpoint {
+                for epoch in self.next..until {
+                    if let Some(last) = self.last_offsets.as_ref().filter(|l| l.epoch < epoch) {
+                        let sources = last
+                            .sources
+                            .iter()
+                            .map(|s| SourceOffsets {
+                                name: s.name.clone(),
+                                start: s.end.clone(),
+                                end: s.end.clone(),
+                                counts: vec![0; s.counts.len()],
+                            })
+                            .collect();
+                        let idle = WorkerOffsets {
+                            epoch,
+                            worker: self.me,
+                            sources,
+                            start_clock: last.clock,
+                            clock: last.clock,
+                        };
+                        log.write_offsets(&idle)?;
+                        self.last_offsets = Some(idle);
+                    }
+                    let members = pending.borrow_mut().remove(&epoch).unwrap_or_default();
+                    log.write_manifest(&WorkerManifest { epoch, worker: self.me, members })?;
+                }
+                weir_sdk::testing::fault::point("timely-manifest");
+            }
+        }
+        if let Some(acks) = self.acks.as_mut() {
+            acks.send((0, (self.me as u32, until)));
+            deliver(acks);
+        }
+        let Some(rows) = self.rows.as_mut() else {
+            self.next = until;
+            return Ok(());
+        };
         let (state_rows, state_bytes) =
             self.nodes.iter().map(|n| n.borrow().state()).fold((0, 0), |(r, b), (x, y)| (r + x, b + y));
         for epoch in self.next..until {
@@ -359,8 +501,9 @@ impl Ledger {
             };
             rows.send((0, (epoch, row)));
         }
-        rows.flush();
+        deliver(rows);
         self.next = until;
+        Ok(())
     }
 }
 
@@ -369,6 +512,11 @@ impl Ledger {
 fn step_until(worker: &mut Worker, process: &Process, mut ready: impl FnMut() -> bool) -> Result<()> {
     loop {
         if process.failed() || process.job.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        // A peer is gone: nothing more will arrive from it.
+        if let Some(e) = crate::cluster::lost_error() {
+            process.fail(e);
             return Err(Error::Cancelled);
         }
         if ready() {

@@ -4,8 +4,8 @@
 
 use super::Engine;
 use crate::checkpoint::CommitEntry;
-use crate::state_store::FileKind;
 use std::time::Instant;
+use weir_runner_core::checkpoint::state_files::FileKind;
 use weir_runner_core::metrics::MetricsContainerImpl;
 use weir_sdk::Result;
 
@@ -59,7 +59,8 @@ impl Engine {
             for (p, op) in self.nodes[i].ops.iter().enumerate() {
                 let entries = op.state_entries()?;
                 let store = self.stores.entry((i, p)).or_default();
-                if let Some(f) = store.commit(&dir, &spec.name, p, entries, snapshot)? {
+                if let Some((f, bytes)) = store.commit(&spec.name, p, entries, snapshot)? {
+                    crate::checkpoint::write_atomic(&dir.join(&f.file), &bytes)?;
                     let e = self.state_bytes.entry(i).or_insert((0, 0));
                     match f.kind {
                         FileKind::Snapshot => e.0 += f.bytes,

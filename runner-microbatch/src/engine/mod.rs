@@ -27,11 +27,11 @@ pub use query::{QueryStatus, StreamingQuery};
 
 use crate::checkpoint::{Checkpoint, OffsetEntry};
 use crate::options::MicroBatchOptions;
-use crate::state_store::StoreVersion;
 use query::Shared;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
+use weir_runner_core::checkpoint::state_files::StoreVersion;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::sink::SinkWriter;
 use weir_runner_core::exec::source::{SourceState, TsStats};

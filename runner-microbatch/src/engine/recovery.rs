@@ -4,8 +4,8 @@
 
 use super::Engine;
 use crate::checkpoint::{Checkpoint, SourceOffsets};
-use crate::state_store::{apply, read_file, StoreVersion};
 use std::collections::HashMap;
+use weir_runner_core::checkpoint::state_files::{apply, check_name, decode_file, StoreVersion};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::{Error, Result};
@@ -20,7 +20,7 @@ impl Engine {
             let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
             f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
         }
-        f.push("state format", crate::state_store::FORMAT);
+        f.push("state format", weir_runner_core::checkpoint::state_files::FORMAT);
         f.with_partitioning(self.partitions)
     }
 
@@ -88,7 +88,18 @@ impl Engine {
         let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
         for b in start..=c {
             for f in cp.read_manifest(b)? {
-                let rows = read_file(&cp.state_dir(b), &f)?;
+                let dir = cp.state_dir(b);
+                check_name(&dir.join("manifest.json").display().to_string(), &f)?;
+                let path = dir.join(&f.file);
+                let shown = path.display().to_string();
+                let data = match std::fs::read(&path) {
+                    Ok(d) => d,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(weir_runner_core::checkpoint::log::corrupt(&shown, "state file is missing"))
+                    }
+                    Err(e) => return Err(weir_runner_core::checkpoint::log::io(&shown, e)),
+                };
+                let rows = decode_file(&shown, &f, data)?;
                 apply(maps.entry((f.node.clone(), f.partition)).or_default(), f.kind, rows);
             }
         }

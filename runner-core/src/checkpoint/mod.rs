@@ -1,4 +1,11 @@
-//! Encoding of operator state for checkpoints: postcard with a step-named error on failure.
+//! Checkpoints, in the parts every runner shares: the encoding of operator state (postcard with a
+//! step-named error on failure), log entries ([`log`]), state files ([`state_files`]), where a
+//! checkpoint lives ([`store`]) and the lock on a local one ([`lock`]).
+
+pub mod lock;
+pub mod log;
+pub mod state_files;
+pub mod store;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -1,5 +1,6 @@
-//! Versioned state stores (ARCHITECTURE.md, "Exactly once"): each stateful operator partition's state is committed
-//! per batch as an Arrow IPC file — a full snapshot every `--state-snapshot-interval` batches and
+//! Versioned state files (ARCHITECTURE.md, "Exactly once"), shared by the runners that
+//! checkpoint: each stateful operator partition's state is committed per batch (or epoch) as an
+//! Arrow IPC file — a full snapshot every `--state-snapshot-interval` batches and
 //! a delta (changed entries, and tombstones for removed ones) in between — so state can be read
 //! with any Arrow tool, and a restart loads the latest snapshot and replays the deltas after it.
 //!
@@ -14,38 +15,46 @@ use arrow_schema::{DataType, Field, Schema};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::path::Path;
 use std::sync::Arc;
-use weir_sdk::{Error, Result};
+use weir_sdk::Result;
 
 /// The layout of state files and of the entries in them, recorded in checkpoint fingerprints.
-pub(crate) const FORMAT: &str = "arrow-ipc key/value v1, postcard entries";
+pub const FORMAT: &str = "arrow-ipc key/value v1, postcard entries";
 
 /// Rows of a state file: entry key and value (`None` for a removed entry).
-pub(crate) type Rows = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+pub type Rows = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 /// Whether a state file holds everything or the changes since the previous batch.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub(crate) enum FileKind {
+pub enum FileKind {
+    /// Every entry of the partition.
     Snapshot,
+    /// The entries changed since the previous file, with tombstones for removed ones.
     Delta,
 }
 
 /// A state file as the batch manifest records it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub(crate) struct StateFile {
+pub struct StateFile {
+    /// The plan node whose state it is.
     pub node: String,
+    /// The node's partition (worker).
     pub partition: usize,
+    /// Snapshot or delta.
     pub kind: FileKind,
+    /// The file's name in its folder.
     pub file: String,
+    /// CRC-32 of the file's bytes.
     pub crc32: u32,
+    /// Rows in the file.
     pub entries: usize,
+    /// The file's size.
     pub bytes: u64,
 }
 
 /// What one operator partition committed last: entry key to a hash of its value.
 #[derive(Default)]
-pub(crate) struct StoreVersion {
+pub struct StoreVersion {
     last: HashMap<Vec<u8>, u64>,
 }
 
@@ -59,16 +68,10 @@ fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![Field::new("key", DataType::Binary, false), Field::new("value", DataType::Binary, true)]))
 }
 
-fn io(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Io { path: path.display().to_string(), message: e.to_string() }
-}
-
-fn corrupt(path: &Path, why: impl std::fmt::Display) -> Error {
-    Error::Io { path: path.display().to_string(), message: format!("corrupt checkpoint file: {why}") }
-}
+use super::log::{corrupt, io};
 
 /// Encodes rows as an Arrow IPC file.
-fn to_arrow(path: &Path, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
+fn to_arrow(path: &str, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
     let keys = BinaryArray::from_iter_values(rows.iter().map(|r| r.0));
     let values: BinaryArray = rows.iter().map(|r| r.1).collect();
     let batch = RecordBatch::try_new(schema(), vec![Arc::new(keys), Arc::new(values)]).map_err(|e| io(path, e))?;
@@ -81,39 +84,34 @@ fn to_arrow(path: &Path, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Reads the rows of a state file, checking it against its manifest entry.
-pub(crate) fn read_file(dir: &Path, f: &StateFile) -> Result<Rows> {
-    let path = dir.join(&f.file);
+/// Checks that a manifest entry names a file inside its folder; `manifest` names the manifest.
+pub fn check_name(manifest: &str, f: &StateFile) -> Result<()> {
     if f.file.is_empty() || f.file.contains(['/', '\\']) || f.file.starts_with('.') {
-        return Err(corrupt(
-            &dir.join("manifest.json"),
-            format!("names a state file outside its folder: '{}'", f.file),
-        ));
+        return Err(corrupt(manifest, format!("names a state file outside its folder: '{}'", f.file)));
     }
-    if !path.exists() {
-        return Err(corrupt(&path, "state file is missing"));
-    }
-    let data = std::fs::read(&path).map_err(|e| io(&path, e))?;
+    Ok(())
+}
+
+/// The rows of a state file's bytes `data`, read from `path`, checked against its manifest
+/// entry `f`.
+pub fn decode_file(path: &str, f: &StateFile, data: Vec<u8>) -> Result<Rows> {
     if crc32fast::hash(&data) != f.crc32 {
-        return Err(corrupt(&path, "checksum mismatch"));
+        return Err(corrupt(path, "checksum mismatch"));
     }
     // Arrow's IPC reader trusts the offsets inside the file and panics on some damaged ones
     // (it slices buffers past their end). A file that passed its checksum but was written
     // damaged must still be an error naming it, so its panics are caught here.
     let entries = f.entries;
-    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_rows(&path, data, entries)));
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_rows(path, data, entries)));
     decoded.unwrap_or_else(|p| {
-        Err(corrupt(
-            &path,
-            format!("unreadable Arrow IPC data ({})", weir_runner_core::do_fn_runner::panic_message(&*p)),
-        ))
+        Err(corrupt(path, format!("unreadable Arrow IPC data ({})", crate::do_fn_runner::panic_message(&*p))))
     })
 }
 
 /// Checks that the blocks an Arrow IPC file's footer lists lie inside the file. Arrow's reader
 /// allocates what a block says it holds before reading it, so a damaged length would ask for
 /// terabytes.
-fn check_blocks(path: &Path, data: &[u8]) -> Result<()> {
+fn check_blocks(path: &str, data: &[u8]) -> Result<()> {
     let n = data.len();
     if n < 10 || &data[n - 6..] != b"ARROW1" {
         return Err(corrupt(path, "not an Arrow IPC file (no trailing magic)"));
@@ -140,7 +138,7 @@ fn check_blocks(path: &Path, data: &[u8]) -> Result<()> {
 }
 
 /// The rows of an Arrow IPC state file's bytes.
-fn decode_rows(path: &Path, data: Vec<u8>, entries: usize) -> Result<Rows> {
+fn decode_rows(path: &str, data: Vec<u8>, entries: usize) -> Result<Rows> {
     check_blocks(path, &data)?;
     // The manifest's count is a hint: never reserve more than the file could hold.
     let mut out = Vec::with_capacity(entries.min(data.len() / 16));
@@ -167,21 +165,20 @@ fn decode_rows(path: &Path, data: Vec<u8>, entries: usize) -> Result<Rows> {
 
 impl StoreVersion {
     /// The committed version restored from `entries`.
-    pub(crate) fn from_entries(entries: &[(Vec<u8>, Vec<u8>)]) -> Self {
+    pub fn from_entries(entries: &[(Vec<u8>, Vec<u8>)]) -> Self {
         StoreVersion { last: entries.iter().map(|(k, v)| (k.clone(), hash(v))).collect() }
     }
 
-    /// Writes this batch's version of the partition's state (`entries`) into `dir`: everything
-    /// when `snapshot`, otherwise only what changed. Returns the manifest entry, or `None` when
-    /// there was nothing to write.
-    pub(crate) fn commit(
+    /// This batch's version of the partition's state (`entries`): everything when `snapshot`,
+    /// otherwise only what changed. Returns the manifest entry and the file's bytes, or `None`
+    /// when there is nothing to write; the caller writes the bytes under the entry's file name.
+    pub fn commit(
         &mut self,
-        dir: &Path,
         node: &str,
         partition: usize,
         entries: Vec<(Vec<u8>, Vec<u8>)>,
         snapshot: bool,
-    ) -> Result<Option<StateFile>> {
+    ) -> Result<Option<(StateFile, Vec<u8>)>> {
         if entries.is_empty() && self.last.is_empty() {
             return Ok(None);
         }
@@ -211,9 +208,7 @@ impl StoreVersion {
             crc32fast::hash(node.as_bytes()),
             if snapshot { "snapshot" } else { "delta" }
         );
-        let path = dir.join(&file);
-        let bytes = to_arrow(&path, &rows)?;
-        crate::checkpoint::write_atomic(&path, &bytes)?;
+        let bytes = to_arrow(&file, &rows)?;
         let entry = StateFile {
             node: node.to_string(),
             partition,
@@ -224,12 +219,12 @@ impl StoreVersion {
             bytes: bytes.len() as u64,
         };
         self.last = next;
-        Ok(Some(entry))
+        Ok(Some((entry, bytes)))
     }
 }
 
 /// Applies a file's rows to an entry map (a snapshot replaces it, a delta updates it).
-pub(crate) fn apply(map: &mut HashMap<Vec<u8>, Vec<u8>>, kind: FileKind, rows: Rows) {
+pub fn apply(map: &mut HashMap<Vec<u8>, Vec<u8>>, kind: FileKind, rows: Rows) {
     if kind == FileKind::Snapshot {
         map.clear();
     }
@@ -264,15 +259,14 @@ mod tests {
 
     #[test]
     fn state_files_round_trip_and_stay_in_their_folder() {
-        let dir = tempfile::tempdir().unwrap();
         let mut store = StoreVersion::default();
         let entries = vec![(b"k1".to_vec(), b"v1".to_vec()), (b"k2".to_vec(), Vec::new())];
-        let f = store.commit(dir.path(), "G", 0, entries.clone(), true).unwrap().unwrap();
-        let mut rows = read_file(dir.path(), &f).unwrap();
+        let (f, bytes) = store.commit("G", 0, entries.clone(), true).unwrap().unwrap();
+        let mut rows = decode_file(&f.file, &f, bytes).unwrap();
         rows.sort();
         assert_eq!(rows, entries.into_iter().map(|(k, v)| (k, Some(v))).collect::<Vec<_>>());
         let outside = StateFile { file: "../secrets".into(), ..f };
-        assert!(read_file(dir.path(), &outside).unwrap_err().to_string().contains("outside its folder"));
+        assert!(check_name("manifest.json", &outside).unwrap_err().to_string().contains("outside its folder"));
     }
 
     proptest! {
@@ -282,24 +276,19 @@ mod tests {
         /// with an error naming it, never a panic.
         #[test]
         fn state_file_reader_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
-            let dir = tempfile::tempdir().unwrap();
-            std::fs::write(dir.path().join("junk.arrow"), &bytes).unwrap();
-            if let Err(e) = read_file(dir.path(), &file_entry("junk.arrow", &bytes)) {
+            if let Err(e) = decode_file("junk.arrow", &file_entry("junk.arrow", &bytes), bytes.clone()) {
                 prop_assert!(e.to_string().contains("junk.arrow"), "{}", e);
             }
             // A real snapshot with bytes changed, its checksum recomputed: Arrow's own reader
             // sees the damage.
             let mut store = StoreVersion::default();
             let entries = (0..20u8).map(|i| (vec![i; 3], vec![i; 5])).collect();
-            let f = store.commit(dir.path(), "G", 0, entries, true).unwrap().unwrap();
-            let path = dir.path().join(&f.file);
-            let mut real = std::fs::read(&path).unwrap();
+            let (f, mut real) = store.commit("G", 0, entries, true).unwrap().unwrap();
             for (at, x) in flips {
                 let n = real.len();
                 real[at % n] ^= x | 1;
             }
-            std::fs::write(&path, &real).unwrap();
-            let _ = read_file(dir.path(), &file_entry(&f.file, &real));
+            let _ = decode_file(&f.file, &file_entry(&f.file, &real), real.clone());
         }
     }
 }

@@ -1,0 +1,215 @@
+//! Where a checkpoint lives: a local directory, or an object store (`s3://bucket/prefix`)
+//! that the processes of a cluster on different machines share.
+//!
+//! Keys are `/`-separated paths under the location's root. Every write is atomic: a local file
+//! is written to a temporary name, synced and renamed; an object store's PUT replaces an object
+//! whole. So a reader sees a key's old bytes or its new ones, never a mix.
+//!
+//! S3 is reached with the standard AWS settings from the environment (`AWS_ACCESS_KEY_ID`,
+//! `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT` for an S3-compatible server,
+//! `AWS_ALLOW_HTTP=true` for plain HTTP). A request is retried briefly; a store that stays
+//! unreachable is an error naming the URL, not a hang.
+
+use super::log::io;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use weir_sdk::{Error, Result};
+
+/// A checkpoint location.
+#[derive(Clone)]
+pub enum Location {
+    /// A directory on this machine.
+    Local(PathBuf),
+    /// A prefix in an object store.
+    Object(Arc<ObjectLocation>),
+}
+
+/// A prefix in an object store, with the runtime its client runs on.
+pub struct ObjectLocation {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjectPath,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name(""))
+    }
+}
+
+impl Location {
+    /// The location `spec` names: `s3://bucket/prefix`, or a local directory (created).
+    pub fn parse(spec: &str) -> Result<Self> {
+        if let Some(rest) = spec.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(Error::Options(format!("--checkpoint-dir {spec}: the URL names no bucket")));
+            }
+            // TLS through rustls needs a process-wide crypto provider; ring is the one built in.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let retry = object_store::RetryConfig {
+                max_retries: 3,
+                retry_timeout: Duration::from_secs(15),
+                ..Default::default()
+            };
+            use object_store::aws::AmazonS3ConfigKey::Client;
+            use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
+            // Timeouts go in as settings: replacing the client options would drop the ones
+            // the environment gave (AWS_ALLOW_HTTP among them).
+            let store = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_retry(retry)
+                .with_config(Client(ConnectTimeout), "5s")
+                .with_config(Client(Timeout), "30s")
+                .build()
+                .map_err(|e| Error::Options(format!("--checkpoint-dir {spec}: {e}")))?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| io(spec, format!("cannot start the object store client: {e}")))?;
+            let prefix = ObjectPath::parse(prefix.trim_end_matches('/'))
+                .map_err(|e| Error::Options(format!("--checkpoint-dir {spec}: {e}")))?;
+            let url = format!("s3://{bucket}/{}", prefix.as_ref());
+            return Ok(Location::Object(Arc::new(ObjectLocation { url, store: Arc::new(store), prefix, runtime })));
+        }
+        if spec.contains("://") {
+            return Err(Error::Options(format!(
+                "--checkpoint-dir {spec}: only local directories and s3:// URLs are supported"
+            )));
+        }
+        let root = PathBuf::from(spec);
+        std::fs::create_dir_all(&root).map_err(|e| io(spec, e))?;
+        Ok(Location::Local(root))
+    }
+
+    /// The local directory, if the location is one.
+    pub fn local_dir(&self) -> Option<&std::path::Path> {
+        match self {
+            Location::Local(p) => Some(p),
+            Location::Object(_) => None,
+        }
+    }
+
+    /// How `key` is named in messages: a path, or a URL.
+    pub fn name(&self, key: &str) -> String {
+        match self {
+            Location::Local(root) if key.is_empty() => root.display().to_string(),
+            Location::Local(root) => root.join(key).display().to_string(),
+            Location::Object(o) if key.is_empty() => o.url.clone(),
+            Location::Object(o) => format!("{}/{key}", o.url.trim_end_matches('/')),
+        }
+    }
+
+    fn object_path(o: &ObjectLocation, key: &str) -> ObjectPath {
+        let mut p = o.prefix.clone();
+        for part in key.split('/').filter(|s| !s.is_empty()) {
+            p = p.clone().join(part);
+        }
+        p
+    }
+
+    /// Writes `bytes` at `key`, durably and atomically.
+    pub fn put(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        match self {
+            Location::Local(root) => weir_sdk::io::atomic::write_atomic(&root.join(key), &bytes)
+                .map_err(|e| io(&e.path.display().to_string(), e.source)),
+            Location::Object(o) => {
+                let path = Self::object_path(o, key);
+                o.runtime.block_on(o.store.put(&path, bytes.into())).map_err(|e| io(&self.name(key), e))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The bytes at `key`, or `None` when there is nothing there.
+    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        match self {
+            Location::Local(root) => match std::fs::read(root.join(key)) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(io(&self.name(key), e)),
+            },
+            Location::Object(o) => {
+                let path = Self::object_path(o, key);
+                let got = o.runtime.block_on(async {
+                    match o.store.get(&path).await {
+                        Ok(r) => r.bytes().await.map(Some),
+                        Err(object_store::Error::NotFound { .. }) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                });
+                got.map(|b| b.map(|b| b.to_vec())).map_err(|e| io(&self.name(key), e))
+            }
+        }
+    }
+
+    /// The names directly under `dir` (files and folders), unsorted.
+    pub fn list(&self, dir: &str) -> Result<Vec<String>> {
+        match self {
+            Location::Local(root) => {
+                let path = root.join(dir);
+                let entries = match std::fs::read_dir(&path) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                    Err(e) => return Err(io(&self.name(dir), e)),
+                };
+                let mut names = Vec::new();
+                for e in entries {
+                    let e = e.map_err(|e| io(&self.name(dir), e))?;
+                    names.push(e.file_name().to_string_lossy().into_owned());
+                }
+                Ok(names)
+            }
+            Location::Object(o) => {
+                let path = Self::object_path(o, dir);
+                let listed =
+                    o.runtime.block_on(o.store.list_with_delimiter(Some(&path))).map_err(|e| io(&self.name(dir), e))?;
+                let dirs = listed.common_prefixes.iter().filter_map(|p| p.filename().map(String::from));
+                let files = listed.objects.iter().filter_map(|m| m.location.filename().map(String::from));
+                Ok(dirs.chain(files).collect())
+            }
+        }
+    }
+
+    /// Removes `key` and everything under it.
+    pub fn delete_all(&self, key: &str) -> Result<()> {
+        match self {
+            Location::Local(root) => {
+                let path = root.join(key);
+                let gone = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+                match gone {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&self.name(key), e)),
+                    _ => Ok(()),
+                }
+            }
+            Location::Object(o) => {
+                use futures_util::StreamExt;
+                let path = Self::object_path(o, key);
+                o.runtime
+                    .block_on(async {
+                        let mut listed = o.store.list(Some(&path));
+                        let mut keys = Vec::new();
+                        while let Some(m) = listed.next().await {
+                            keys.push(m?.location);
+                        }
+                        // The key itself, when it is an object rather than a folder.
+                        if keys.is_empty() {
+                            keys.push(path.clone());
+                        }
+                        for k in keys {
+                            match o.store.delete(&k).await {
+                                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                                Err(e) => return Err(e),
+                            }
+                        }
+                        Ok(())
+                    })
+                    .map_err(|e| io(&self.name(key), e))
+            }
+        }
+    }
+}
