@@ -65,6 +65,8 @@ pub(crate) struct Process {
     acks: Mutex<(Vec<u64>, u64)>,
     /// The first error any worker of this process hit.
     failure: Mutex<Option<Error>>,
+    /// Whether that error came from another process.
+    remote_failure: std::sync::atomic::AtomicBool,
 }
 
 impl Process {
@@ -116,6 +118,7 @@ impl Process {
             acks: Mutex::new((Vec::new(), 0)),
             checkpoint,
             failure: Mutex::new(None),
+            remote_failure: Default::default(),
         };
         let start = process.start_epoch();
         *process.acks.lock().unwrap_or_else(|e| e.into_inner()) = (vec![start; peers], start);
@@ -157,6 +160,25 @@ impl Process {
         if f.is_none() {
             *f = Some(e);
         }
+    }
+
+    /// Records that worker `worker` of another process failed with `message`.
+    pub(crate) fn fail_remote(&self, worker: usize, message: String) {
+        self.remote_failure.store(true, std::sync::atomic::Ordering::SeqCst);
+        let process = worker / self.workers.max(1);
+        self.fail(Error::Execution {
+            step: "timely cluster".into(),
+            message: format!("process {process} failed (worker {worker}): {message}"),
+        });
+    }
+
+    /// This process's own failure, as the other processes are told it (`None` when it has not
+    /// failed, or failed because another process did).
+    pub(crate) fn own_failure(&self) -> Option<String> {
+        if self.remote_failure.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|e| e.to_string())
     }
 
     /// Whether a worker of this process has failed.

@@ -54,6 +54,10 @@ type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRec
 /// state and manifest written, and its process's sinks committed): `(0, (worker, epoch))`.
 type AckRecord = (u32, (u32, u64));
 type AckBuilder = timely::container::CapacityContainerBuilder<Vec<AckRecord>>;
+/// A worker's failure, for every worker of the other processes: `(target, (worker, error))`.
+/// Without it a process that failed would stop sending, and the others would wait for it.
+type FailureRecord = (u32, (u32, String));
+type FailureBuilder = timely::container::CapacityContainerBuilder<Vec<FailureRecord>>;
 /// A worker's part of an epoch, for worker 0: `(0, (epoch, row))`.
 type ProgressRecord = (u32, (u64, WorkerProgress));
 type ProgressBuilder = timely::container::CapacityContainerBuilder<Vec<ProgressRecord>>;
@@ -76,6 +80,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let mut metrics: InputHandle<u64, MetricsBuilder> = InputHandle::new();
     let mut rows: InputHandle<u64, ProgressBuilder> = InputHandle::new();
     let mut acks: InputHandle<u64, AckBuilder> = InputHandle::new();
+    let mut failures: InputHandle<u64, FailureBuilder> = InputHandle::new();
     let pending: Option<Pending> = process.checkpoint.as_ref().map(|_| Default::default());
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
@@ -114,6 +119,19 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 }
             });
         });
+        // A failure anywhere stops every process, with the error.
+        let p = process.clone();
+        scope.input_from(&mut failures).sink(
+            Exchange::new(|r: &FailureRecord| r.0 as u64),
+            "Failures",
+            move |(input, _)| {
+                input.for_each(|_, data| {
+                    for (_, (from, message)) in data.drain(..) {
+                        p.fail_remote(from as usize, message);
+                    }
+                });
+            },
+        );
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         // Fused chains run as one operator, the head's, with the tail's outputs.
         let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
@@ -213,6 +231,16 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
             Ok(()) => Ok(()),
         };
     if result.is_err() {
+        // Tell the other processes, whose workers would otherwise wait for this one.
+        if let Some(message) = process.own_failure() {
+            for target in (0..process.peers).filter(|&t| !process.is_local(t)) {
+                failures.send((target as u32, (me as u32, message.clone())));
+            }
+            deliver(&mut failures);
+            for _ in 0..8 {
+                worker.step();
+            }
+        }
         // Abandon the dataflow: the other workers are stopping too.
         worker.drop_dataflow(dataflow);
     }
