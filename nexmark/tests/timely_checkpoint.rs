@@ -93,7 +93,7 @@ fn run_with_kills(args: &[String], env: &[(&str, String)], kills: usize, mut see
         let wait = Duration::from_millis(300 + (seed >> 33) % 1500);
         // Two kills in three hit the second process, the others the first (whose child then
         // stops on its own, having lost its parent).
-        let child_first = (seed >> 20) % 3 != 0;
+        let child_first = !(seed >> 20).is_multiple_of(3);
         let start = Instant::now();
         loop {
             if let Some(status) = run.try_wait().unwrap() {
