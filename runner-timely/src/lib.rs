@@ -113,7 +113,9 @@ impl TimelyRunner {
         };
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
-        let progress = Arc::new(Progress::new(t.peers()));
+        let run_id = format!("{:016x}", rand::random::<u64>());
+        let id = checkpoint.as_ref().map_or_else(|| run_id.clone(), |c| c.id.clone());
+        let progress = Arc::new(Progress::new(t.peers(), id, run_id));
         let p_progress = progress.clone();
         // Process 0 serves the job's metrics and pushes them; the others report to it.
         let mut job_options = options.clone();

@@ -439,6 +439,26 @@ impl NodeWorker {
         self.last_epoch
     }
 
+    /// A stateful node's state on this worker.
+    pub(crate) fn operator_state(&self) -> Option<crate::progress::OperatorState> {
+        let node = &self.process.plan.nodes[self.i];
+        let op = self.op.as_ref().filter(|_| node.stateful)?;
+        Some(crate::progress::OperatorState {
+            operator_name: node.name.clone(),
+            num_rows_total: op.state_rows() as u64,
+            memory_used_bytes: op.state_bytes() as u64,
+        })
+    }
+
+    /// The output watermark of a leaf (a node, or a chain, whose output goes nowhere).
+    pub(crate) fn leaf_watermark(&self) -> Option<Timestamp> {
+        let tail = self.chain.as_ref().and_then(|c| c.members.last().copied()).unwrap_or(self.i);
+        if !self.process.edges[tail].is_empty() {
+            return None;
+        }
+        Some(self.chain.as_ref().and_then(|c| c.wms.last()).map_or(self.wm.output(), |w| w.output()))
+    }
+
     /// Keys and windows the node's operators hold, and their bytes.
     pub(crate) fn state(&self) -> (u64, u64) {
         let chained = self.chain.iter().flat_map(|c| c.ops.iter());

@@ -1,11 +1,36 @@
-//! What each epoch did, as process 0 reports it: the epoch's input rows and duration across
-//! the cluster, with one row per worker (its input rows, how long its share took, and the
-//! state its operators hold). Every worker sends its row to worker 0 once the epoch has
+//! What each epoch did, as process 0 reports it, in the shape of Spark's
+//! `StreamingQueryProgress` (its field names in JSON): the epoch's input rows, rates and
+//! durations across the cluster, the query's watermark, every stateful operator's state and
+//! every source's rows, with one row per worker (its input rows, how long its share took, and
+//! the state its operators hold). Every worker sends its row to worker 0 once the epoch has
 //! finished everywhere; an epoch is reported when every worker's row has arrived.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
+use weir_sdk::time::{iso8601, Timestamp, MAX_TIMESTAMP};
+
+/// One stateful operator's state on one worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorState {
+    /// The step.
+    pub operator_name: String,
+    /// Keys and windows held after the epoch.
+    pub num_rows_total: u64,
+    /// Bytes of that state.
+    pub memory_used_bytes: u64,
+}
+
+/// One source's rows on one worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceRows {
+    /// The source step.
+    pub description: String,
+    /// Rows read for the epoch.
+    pub num_input_rows: u64,
+}
 
 /// One worker's part of an epoch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,24 +48,86 @@ pub struct WorkerProgress {
     pub state_rows: u64,
     /// Bytes of that state.
     pub state_bytes: u64,
+    /// When the worker began the epoch (ms since the Unix epoch).
+    pub started_ms: i64,
+    /// Writing its offset log entry (with a checkpoint), ms.
+    pub wal_commit_ms: u64,
+    /// The minimum output watermark of its leaf operators after the epoch.
+    pub watermark: Timestamp,
+    /// Its stateful operators' state.
+    pub operators: Vec<OperatorState>,
+    /// Its sources' rows.
+    pub sources: Vec<SourceRows>,
 }
 
-/// What one epoch did across the cluster.
+/// Phases of an epoch, ms (Spark's `durationMs`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+pub struct EpochDurations {
+    /// The whole epoch, the slowest worker's.
+    pub trigger_execution: u64,
+    /// Writing the offset log entries, the slowest worker's.
+    pub wal_commit: u64,
+}
+
+/// A stateful operator over the cluster (Spark's `stateOperators`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateOperatorProgress {
+    /// The step.
+    pub operator_name: String,
+    /// Keys and windows held after the epoch, over every worker.
+    pub num_rows_total: u64,
+    /// Bytes of that state.
+    pub memory_used_bytes: u64,
+    /// Workers holding a partition of it.
+    pub num_state_store_instances: u64,
+}
+
+/// What one epoch did across the cluster: Spark's `StreamingQueryProgress`, with one row per
+/// worker.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct EpochProgress {
+    /// The query's id (its checkpoint's, with one).
+    pub id: String,
+    /// This run's id.
+    pub run_id: String,
+    /// When the epoch began, ISO 8601.
+    pub timestamp: String,
     /// The epoch (the micro-batch id), from 0.
     pub epoch: u64,
+    /// The epoch, under Spark's name.
+    pub batch_id: u64,
     /// Rows all sources read for the epoch.
     pub num_input_rows: u64,
+    /// Rows read per second since the previous epoch began.
+    pub input_rows_per_second: f64,
+    /// Rows processed per second of this epoch.
+    pub processed_rows_per_second: f64,
     /// The slowest worker's duration, ms.
     pub duration_ms: u64,
+    /// The epoch's phases.
+    pub durations: EpochDurations,
+    /// The query's watermark: the minimum over every worker's leaf operators, ISO 8601.
+    pub watermark: String,
     /// Keys and windows held after the epoch, over every worker.
     pub state_rows: u64,
     /// Bytes of that state.
     pub state_bytes: u64,
+    /// Every stateful operator, over the workers.
+    pub state_operators: Vec<StateOperatorProgress>,
+    /// Every source's rows, over the workers.
+    pub sources: Vec<SourceRows>,
     /// One row per worker, by worker index.
     pub workers: Vec<WorkerProgress>,
+}
+
+impl EpochProgress {
+    /// The progress as JSON.
+    pub fn json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// Epochs reported and kept for `recent_progress`.
@@ -52,15 +139,19 @@ type Listener = Box<dyn Fn(&EpochProgress) + Send + Sync>;
 #[derive(Default)]
 pub(crate) struct Progress {
     peers: usize,
+    id: String,
+    run_id: String,
+    /// When the previous epoch began (ms), for the input rate.
+    previous_start: Mutex<Option<i64>>,
     pending: Mutex<BTreeMap<u64, Vec<WorkerProgress>>>,
     recent: Mutex<VecDeque<EpochProgress>>,
     listeners: Mutex<Vec<Listener>>,
 }
 
 impl Progress {
-    /// The progress of a cluster of `peers` workers.
-    pub(crate) fn new(peers: usize) -> Self {
-        Progress { peers: peers.max(1), ..Default::default() }
+    /// The progress of query `id`'s run `run_id` on a cluster of `peers` workers.
+    pub(crate) fn new(peers: usize, id: String, run_id: String) -> Self {
+        Progress { peers: peers.max(1), id, run_id, ..Default::default() }
     }
 
     /// A worker's row of `epoch`; the epoch is reported once every worker's row is in.
@@ -76,12 +167,53 @@ impl Progress {
         };
         let mut workers = done;
         workers.sort_by_key(|w| w.worker);
+        let num_input_rows = workers.iter().map(|w| w.input_rows).sum();
+        let duration_ms = workers.iter().map(|w| w.duration_ms).max().unwrap_or(0);
+        let started = workers.iter().map(|w| w.started_ms).min().unwrap_or(0);
+        let since = {
+            let mut prev = self.previous_start.lock().unwrap_or_else(|e| e.into_inner());
+            let since = prev.map(|p| started - p).filter(|&d| d > 0);
+            *prev = Some(started);
+            since
+        };
+        let per_second = |ms: i64| if ms > 0 { num_input_rows as f64 * 1000.0 / ms as f64 } else { 0.0 };
+        let mut operators: BTreeMap<String, StateOperatorProgress> = BTreeMap::new();
+        let mut sources: BTreeMap<String, u64> = BTreeMap::new();
+        for w in &workers {
+            for o in &w.operators {
+                let e = operators.entry(o.operator_name.clone()).or_default();
+                e.operator_name = o.operator_name.clone();
+                e.num_rows_total += o.num_rows_total;
+                e.memory_used_bytes += o.memory_used_bytes;
+                e.num_state_store_instances += 1;
+            }
+            for s in &w.sources {
+                *sources.entry(s.description.clone()).or_default() += s.num_input_rows;
+            }
+        }
+        let watermark = workers.iter().map(|w| w.watermark).min().unwrap_or(MAX_TIMESTAMP);
         let report = EpochProgress {
+            id: self.id.clone(),
+            run_id: self.run_id.clone(),
+            timestamp: iso8601(started),
             epoch,
-            num_input_rows: workers.iter().map(|w| w.input_rows).sum(),
-            duration_ms: workers.iter().map(|w| w.duration_ms).max().unwrap_or(0),
+            batch_id: epoch,
+            num_input_rows,
+            input_rows_per_second: since.map_or(0.0, per_second),
+            processed_rows_per_second: per_second(duration_ms as i64),
+            duration_ms,
+            durations: EpochDurations {
+                trigger_execution: duration_ms,
+                wal_commit: workers.iter().map(|w| w.wal_commit_ms).max().unwrap_or(0),
+            },
+            watermark: iso8601(watermark),
             state_rows: workers.iter().map(|w| w.state_rows).sum(),
             state_bytes: workers.iter().map(|w| w.state_bytes).sum(),
+            state_operators: operators.into_values().collect(),
+            sources: sources
+                .into_iter()
+                .map(|(description, num_input_rows)| SourceRows { description, num_input_rows })
+                .collect(),
             workers,
         };
         for l in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -111,7 +243,7 @@ mod tests {
 
     #[test]
     fn an_epoch_is_reported_once_every_worker_is_in() {
-        let p = Progress::new(2);
+        let p = Progress::new(2, "q".into(), "r".into());
         let row =
             |worker, rows| WorkerProgress { worker, input_rows: rows, duration_ms: 3 * rows, ..Default::default() };
         p.add(0, row(1, 5));

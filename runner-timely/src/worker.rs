@@ -16,7 +16,7 @@
 use crate::checkpoint::{WorkerManifest, WorkerOffsets, WorkerResume};
 use crate::node::{progress, route, NodeWorker, Pending};
 use crate::process::Process;
-use crate::progress::WorkerProgress;
+use crate::progress::{OperatorState, SourceRows, WorkerProgress};
 use crate::wire::Routed;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -325,6 +325,9 @@ fn drive(
     let mut replays = resume.replays.into_iter();
     loop {
         let started = Instant::now();
+        let started_ms = weir_sdk::time::now_millis();
+        let mut source_rows = Vec::with_capacity(sources.len());
+        let mut wal_ms = 0;
         let mut done = true;
         let mut moved = false;
         let mut read_rows = 0u64;
@@ -352,6 +355,7 @@ fn drive(
             process.metrics.record(Some(name), &container, read.is_ok());
             let read = read?;
             read_rows += read.rows as u64;
+            source_rows.push(SourceRows { description: name.clone(), num_input_rows: read.rows as u64 });
             moved |= read.moved;
             done &= read.watermark >= MAX_TIMESTAMP;
             if process.checkpoint.is_some() {
@@ -370,7 +374,9 @@ fn drive(
         // The epoch's reads are logged before any of its data leaves the worker.
         if let Some(log) = &process.checkpoint {
             let entry = WorkerOffsets { epoch, worker: me, sources: logged, start_clock, clock: clock.test_time() };
+            let t = Instant::now();
             log.write_offsets(&entry)?;
+            wal_ms = t.elapsed().as_millis() as u64;
             weir_sdk::testing::fault::point("timely-offsets");
             ledger.last_offsets = Some(entry);
         }
@@ -380,7 +386,7 @@ fn drive(
                 handle.send(r);
             }
         }
-        ledger.open.insert(epoch, (started, read_rows));
+        ledger.open.insert(epoch, OpenEpoch { started, started_ms, rows: read_rows, wal_ms, sources: source_rows });
         epoch += 1;
         for (_, h) in inputs.iter_mut() {
             h.advance_to(epoch);
@@ -438,12 +444,21 @@ fn first_unfinished(probe: &ProbeHandle<u64>) -> u64 {
     probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX))
 }
 
+/// An epoch a worker read and has not reported: when it began, and what its sources read.
+struct OpenEpoch {
+    started: Instant,
+    started_ms: i64,
+    rows: u64,
+    wal_ms: u64,
+    sources: Vec<SourceRows>,
+}
+
 /// A worker's account of its epochs for the progress reports: when each began and what its
 /// sources read, until the epoch is seen finished everywhere and its row sent to worker 0.
 pub(crate) struct Ledger {
     rows: Option<InputHandle<u64, ProgressBuilder>>,
     /// Epochs this worker read and has not reported, with when and how much.
-    open: BTreeMap<u64, (Instant, u64)>,
+    open: BTreeMap<u64, OpenEpoch>,
     /// The first epoch not reported yet.
     next: u64,
     nodes: Vec<Rc<RefCell<NodeWorker>>>,
@@ -517,15 +532,22 @@ impl Ledger {
         };
         let (state_rows, state_bytes) =
             self.nodes.iter().map(|n| n.borrow().state()).fold((0, 0), |(r, b), (x, y)| (r + x, b + y));
+        let operators: Vec<OperatorState> = self.nodes.iter().filter_map(|n| n.borrow().operator_state()).collect();
+        let watermark = self.nodes.iter().filter_map(|n| n.borrow().leaf_watermark()).min().unwrap_or(MAX_TIMESTAMP);
         for epoch in self.next..until {
-            let (started, input_rows) = self.open.remove(&epoch).map_or((None, 0), |(s, r)| (Some(s), r));
+            let open = self.open.remove(&epoch);
             let row = WorkerProgress {
                 worker: self.me,
                 process: self.process,
-                input_rows,
-                duration_ms: started.map_or(0, |s| s.elapsed().as_millis() as u64),
+                input_rows: open.as_ref().map_or(0, |o| o.rows),
+                duration_ms: open.as_ref().map_or(0, |o| o.started.elapsed().as_millis() as u64),
                 state_rows,
                 state_bytes,
+                started_ms: open.as_ref().map_or_else(weir_sdk::time::now_millis, |o| o.started_ms),
+                wal_commit_ms: open.as_ref().map_or(0, |o| o.wal_ms),
+                watermark,
+                operators: operators.clone(),
+                sources: open.map(|o| o.sources).unwrap_or_default(),
             };
             rows.send((0, (epoch, row)));
         }

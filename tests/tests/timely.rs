@@ -32,6 +32,32 @@ fn every_epoch_is_reported_with_a_row_per_worker() {
     // Until the end of input, the counts are state.
     assert!(recent.iter().any(|e| e.state_rows > 0), "{recent:?}");
     assert_eq!(query.last_progress().unwrap().epoch, recent.len() as u64 - 1);
+    // Spark's StreamingQueryProgress fields, over the cluster.
+    let first = &recent[0];
+    assert!(!first.id.is_empty() && !first.run_id.is_empty());
+    assert!(recent.iter().all(|e| e.id == first.id && e.run_id == first.run_id && e.batch_id == e.epoch));
+    assert!(first.timestamp.starts_with("20") && first.timestamp.ends_with('Z'), "{}", first.timestamp);
+    assert_eq!(first.sources.iter().map(|s| s.num_input_rows).sum::<u64>(), first.num_input_rows);
+    assert!(first.sources.iter().all(|s| s.description == "Create/Read"), "{:?}", first.sources);
+    let counted = recent.iter().find(|e| e.state_rows > 0).unwrap();
+    let op = counted.state_operators.iter().find(|o| o.operator_name.starts_with("Count")).expect("Count's state");
+    assert_eq!(op.num_state_store_instances, 3);
+    assert_eq!(counted.state_operators.iter().map(|o| o.num_rows_total).sum::<u64>(), counted.state_rows);
+    // The query's watermark reaches the end of time once the input is done.
+    let end = weir_sdk::time::iso8601(weir_sdk::time::MAX_TIMESTAMP);
+    assert_eq!(recent.last().unwrap().watermark, end);
+    assert!(recent.iter().any(|e| e.watermark != end), "the watermark moved only at the end");
+    let json = first.json();
+    for field in [
+        "\"batchId\"",
+        "\"numInputRows\"",
+        "\"inputRowsPerSecond\"",
+        "\"processedRowsPerSecond\"",
+        "\"stateOperators\"",
+        "\"runId\"",
+    ] {
+        assert!(json.contains(field), "{field} in {json}");
+    }
 }
 
 /// The micro-batch triggers drive epochs too: `once` reads everything available in one epoch,
