@@ -19,7 +19,12 @@
 //!   aggregations stay correct across workers (`node.rs`);
 //! - bounded sources' splits are spread over all workers, and unbounded sources' splits are
 //!   assigned to workers;
-//! - sinks stage per epoch and commit once every worker has finished the epoch.
+//! - sinks stage per epoch and commit once every worker has finished the epoch;
+//! - with `--checkpoint-dir` (a directory or an `s3://bucket/prefix` URL), every epoch is
+//!   checkpointed: reads logged before they are sent, state after each operator's epoch, a
+//!   commit record once every worker and every process's sinks are done, and a restart resumes
+//!   after the last commit, replaying the logged epochs after it exactly (`checkpoint.rs`);
+//! - a lost process, or an error in any worker, stops every process with the error.
 //!
 //! Batch sizes, the trigger and its interval are the micro-batch runner's flags
 //! (`--max-batch-size` is shared among the workers).
