@@ -32,6 +32,20 @@ fn results(dir: &Path) -> Vec<String> {
     lines
 }
 
+/// The result count of every query in a run's performance table (the `result.elements`
+/// metric), by configuration.
+fn counted(stdout: &str) -> Vec<(String, String)> {
+    let table = stdout.split("Performance:").nth(1).unwrap_or("");
+    table
+        .lines()
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.len() == 4 && cols[0].len() == 4 && cols[0].chars().all(|c| c.is_ascii_digit()))
+                .then(|| (cols[0].to_string(), cols[3].to_string()))
+        })
+        .collect()
+}
+
 #[test]
 fn two_processes_match_the_models_and_one_process_in_batch_and_streaming() {
     let dir = tempfile::tempdir().unwrap();
@@ -44,12 +58,15 @@ fn two_processes_match_the_models_and_one_process_in_batch_and_streaming() {
             args.extend(runner);
             let o = nexmark(&args);
             assert!(o.status.success(), "{name} {mode:?}: {}{}", text(&o.stdout), text(&o.stderr));
-            results(&out)
+            (results(&out), counted(&text(&o.stdout)))
         };
         let one = run("one", &["--runner", "microbatch", "--parallelism", "1"]);
         let two = run("two", &["--runner", "timely", "--processes", "2"]);
-        assert!(!one.is_empty());
-        assert_eq!(one, two, "{mode:?}");
+        assert!(!one.0.is_empty());
+        assert_eq!(one.0, two.0, "{mode:?}");
+        // The table's result counts are the metrics process 0 adds up over the cluster.
+        assert_eq!(one.1.len(), 3, "{mode:?}");
+        assert_eq!(one.1, two.1, "{mode:?}");
     }
 }
 

@@ -416,10 +416,22 @@ impl EncodedKvBatch {
         if n <= 1 {
             return vec![self];
         }
-        let mut parts: Vec<EncodedKvBatch> =
-            (0..n).map(|_| EncodedKvBatch { lifted: self.lifted, ..EncodedKvBatch::default() }).collect();
-        for r in &self.rows {
-            parts[partition_of(&self.data[r.key.0..r.key.1], n)].push_copy(&self.data, r);
+        // Where each row goes, then parts sized exactly: growing them row by row would copy
+        // and page-fault every part's buffers several times over.
+        let targets: Vec<u32> =
+            self.rows.iter().map(|r| partition_of(&self.data[r.key.0..r.key.1], n) as u32).collect();
+        let mut sizes = vec![(0usize, 0usize); n];
+        for (r, &t) in self.rows.iter().zip(&targets) {
+            let s = &mut sizes[t as usize];
+            s.0 += 1;
+            s.1 += (r.key.1 - r.key.0) + (r.value.1 - r.value.0);
+        }
+        let mut parts: Vec<EncodedKvBatch> = sizes
+            .iter()
+            .map(|&(rows, bytes)| EncodedKvBatch { lifted: self.lifted, ..EncodedKvBatch::with_capacity(rows, bytes) })
+            .collect();
+        for (r, &t) in self.rows.iter().zip(&targets) {
+            parts[t as usize].push_copy(&self.data, r);
         }
         self.recycle();
         parts
