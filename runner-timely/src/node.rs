@@ -434,6 +434,11 @@ impl NodeWorker {
         self.checkpoint(epoch)
     }
 
+    /// The plan node this is a share of (a chain's head).
+    pub(crate) fn index(&self) -> usize {
+        self.i
+    }
+
     /// The last epoch the node ran.
     pub(crate) fn last_epoch(&self) -> Option<u64> {
         self.last_epoch

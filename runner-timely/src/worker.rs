@@ -306,8 +306,17 @@ fn drive(
     // A source whose one consumer is the head of a fused chain on this worker plans its reads,
     // and leaves the reading to the chain (in cache-sized pieces, each through the whole chain).
     let defer: Vec<bool> = inputs.iter().map(|(i, _)| process.reads_left_to_chains[*i]).collect();
-    // Planned reads must be carried out before the next epoch plans more from the same split.
-    let in_flight = if defer.iter().any(|&d| d) { 1 } else { IN_FLIGHT };
+    // Planned reads must be carried out before the next epoch plans more from the same split:
+    // by this worker's chains that read them, which run an epoch as soon as every worker has
+    // sent it, long before the epoch is finished downstream.
+    let readers: Vec<Rc<RefCell<NodeWorker>>> = inputs
+        .iter()
+        .zip(&defer)
+        .filter(|(_, &d)| d)
+        .flat_map(|((i, _), _)| process.edges[*i].iter().map(|e| e.consumer))
+        .filter_map(|c| ledger.nodes.iter().find(|n| n.borrow().index() == c).cloned())
+        .collect();
+    let in_flight = IN_FLIGHT;
     let leader = me == process.first;
     let trigger = process.mb.trigger;
     let interval = Duration::from_millis(process.mb.trigger_interval_ms);
@@ -393,7 +402,10 @@ fn drive(
         }
         // At most IN_FLIGHT epochs are unfinished: the next one is read while the last runs.
         let wait_for = epoch.saturating_sub(in_flight - 1);
-        step_until(worker, process, || !probe.less_than(&wait_for))?;
+        let read = epoch - 1;
+        step_until(worker, process, || {
+            !probe.less_than(&wait_for) && readers.iter().all(|n| n.borrow().last_epoch().is_some_and(|e| e >= read))
+        })?;
         let frontier = first_unfinished(probe);
         ledger.finished(frontier, leader.then_some(process))?;
         if leader {
