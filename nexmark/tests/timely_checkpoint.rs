@@ -349,3 +349,19 @@ fn an_error_in_one_process_stops_the_cluster_with_it() {
     let t = text(&o);
     assert!(t.contains("process 1 failed (worker 1)") && t.contains("state/3/1"), "{t}");
 }
+
+/// The micro-batch runner keeps its checkpoint locally: an `s3://` URL is refused, not taken
+/// for a local path.
+#[test]
+fn the_micro_batch_runner_refuses_an_object_store_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_nexmark"))
+        .current_dir(dir.path())
+        .args(["--runner", "microbatch", "--streaming", "--query", "0", "--num-events", "100"])
+        .args(["--checkpoint-dir", "s3://weir/mb"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).contains("s3://weir/mb") && text(&o).contains("--runner timely"), "{}", text(&o));
+    assert!(!dir.path().join("s3:").exists(), "a local folder was made of the URL");
+}

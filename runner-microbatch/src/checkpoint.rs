@@ -142,6 +142,12 @@ impl Checkpoint {
     /// another pipeline, held by another process, or whose logs do not form one unbroken run of
     /// batches.
     pub(crate) fn open(root: &str, fingerprint: Fingerprint, new_id: String, retain: u64) -> Result<(Self, Recovered)> {
+        if root.contains("://") {
+            return Err(Error::NotSupported(format!(
+                "--checkpoint-dir {root}: the micro-batch runner keeps its checkpoint in a local directory; \
+                 object-store checkpoints (s3://) are the timely runner's (--runner timely)"
+            )));
+        }
         let root = PathBuf::from(root);
         std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
         let lock = DirLock::acquire(&root, "lock", std::time::Duration::ZERO)?;

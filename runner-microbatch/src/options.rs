@@ -30,7 +30,8 @@ pub struct MicroBatchOptions {
     #[arg(long = "trigger-interval-ms", default_value_t = 0)]
     pub trigger_interval_ms: u64,
     /// Directory for the offset log, commit log and state stores; a query restarted with the
-    /// same directory resumes exactly once where it stopped.
+    /// same directory resumes exactly once where it stopped. The timely runner also takes an
+    /// object-store URL, `s3://bucket/prefix`.
     #[arg(long = "checkpoint-dir")]
     pub checkpoint_dir: Option<String>,
     /// Committed batches whose state is kept in the checkpoint directory.
