@@ -117,7 +117,11 @@ fn run_with_kills(args: &[String], env: &[(&str, String)], kills: usize, mut see
                 let status = run.wait().unwrap();
                 let mut err = String::new();
                 std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
-                assert!(!status.success(), "a killed run succeeded");
+                if status.success() {
+                    // The kill landed as the run was ending (the process killed had done its
+                    // part): the job is done, and the caller checks its output.
+                    return killed;
+                }
                 if second.is_some() && child_first {
                     // The survivor stops within seconds, naming the lost process.
                     assert!(err.contains("lost process 1 of the cluster"), "{err}");
