@@ -63,6 +63,19 @@ impl Fingerprint {
         f
     }
 
+    /// What a checkpoint of `graph` run as `plan` over `partitions` partitions must have been
+    /// written by to be resumed: the pipeline's shape and parameters, the physical nodes, the
+    /// state format and the partitioning.
+    pub fn of_plan(graph: &PipelineGraph, plan: &crate::plan::PhysicalPlan, partitions: usize) -> Self {
+        let mut f = Fingerprint::of_graph(graph);
+        for n in &plan.nodes {
+            let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
+            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
+        }
+        f.push("state format", crate::checkpoint::state_files::FORMAT);
+        f.with_partitioning(partitions)
+    }
+
     /// Appends an entry.
     pub fn push(&mut self, what: impl Into<String>, value: impl Into<String>) {
         self.entries.push(Entry { what: what.into(), value: value.into() });

@@ -53,6 +53,24 @@ pub(crate) struct WorkerOffsets {
     pub clock: Option<Timestamp>,
 }
 
+impl WorkerOffsets {
+    /// The entry of a later `epoch` in which the worker read nothing: its sources stay where
+    /// this entry left them.
+    pub(crate) fn idle(&self, epoch: u64) -> WorkerOffsets {
+        let sources = self
+            .sources
+            .iter()
+            .map(|s| log::SourceOffsets {
+                name: s.name.clone(),
+                start: s.end.clone(),
+                end: s.end.clone(),
+                counts: vec![0; s.counts.len()],
+            })
+            .collect();
+        WorkerOffsets { epoch, worker: self.worker, sources, start_clock: self.clock, clock: self.clock }
+    }
+}
+
 /// One operator (or chain member) of a worker after an epoch.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub(crate) struct MemberState {
@@ -259,7 +277,6 @@ impl EpochLog {
         let snapshot = self.snapshot_of(epoch);
         let key = commit_key(epoch);
         self.loc.put(&key, encode_entry(&self.loc.name(&key), &EpochCommit { epoch, snapshot })?)?;
-        weir_sdk::testing::fault::point("timely-commit");
         let keep_from = snapshot.min((epoch + 1).saturating_sub(self.retain));
         let mut kept = self.kept_from.lock().unwrap_or_else(|e| e.into_inner());
         while *kept < keep_from {
@@ -334,7 +351,7 @@ impl EpochLog {
             e += 1;
         }
         let later = batch_ids(self.loc.list("offsets")?, |n| self.loc.name(&format!("offsets/{n}")));
-        if let Some(&l) = later.iter().find(|&&l| l > e) {
+        for l in later.into_iter().filter(|&l| l > e) {
             if self.loc.get(&offsets_key(l, worker))?.is_some() {
                 return Err(refused(
                     &self.loc.name(&offsets_key(e, worker)),

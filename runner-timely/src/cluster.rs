@@ -231,27 +231,16 @@ pub(crate) fn watch_connections() {
             let thread = std::thread::current();
             let peer =
                 thread.name().and_then(|n| n.strip_prefix("timely:recv-").or_else(|| n.strip_prefix("timely:send-")));
+            let message = weir_runner_core::do_fn_runner::panic_message(info.payload());
             if let Some(i) = peer.and_then(|i| i.parse::<usize>().ok()) {
-                let why = info
-                    .payload()
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "connection lost".into());
                 let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
-                if lost.is_none() && !why.contains("poisoned") {
-                    *lost = Some((i, why));
+                if lost.is_none() && !message.contains("poisoned") {
+                    *lost = Some((i, message));
                 }
                 // Reported as the lost process, once, by the runner's error.
                 return;
             }
             // What a lost connection does next to the workers and the guards is the same loss.
-            let message = info
-                .payload()
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| info.payload().downcast_ref::<&str>().copied())
-                .unwrap_or("");
             let consequence = message.contains("MergeQueue poisoned") || message.contains("thread panic");
             if consequence && LOST.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
                 return;

@@ -105,7 +105,7 @@ impl TimelyRunner {
             Some(dir) => {
                 let log = checkpoint::EpochLog::open(
                     dir,
-                    checkpoint_fingerprint(&graph, &plan, t.peers()),
+                    weir_runner_core::fingerprint::Fingerprint::of_plan(&graph, &plan, t.peers()),
                     format!("{:016x}", rand::random::<u64>()),
                     t.process_id,
                     mb.min_batches_to_retain,
@@ -221,22 +221,6 @@ impl PipelineResult for TimelyQuery {
     fn metrics(&self) -> weir_sdk::metrics::MetricResults {
         self.result.metrics()
     }
-}
-
-/// What a checkpoint must have been written by to be resumed: the pipeline's shape and
-/// parameters, the physical nodes, the state format, and the workers in the cluster.
-fn checkpoint_fingerprint(
-    graph: &PipelineGraph,
-    plan: &PhysicalPlan,
-    peers: usize,
-) -> weir_runner_core::fingerprint::Fingerprint {
-    let mut f = weir_runner_core::fingerprint::Fingerprint::of_graph(graph);
-    for n in &plan.nodes {
-        let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
-        f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
-    }
-    f.push("state format", weir_runner_core::checkpoint::state_files::FORMAT);
-    f.with_partitioning(peers)
 }
 
 /// The timely runner's translation: every native composite, combines lifted.

@@ -226,6 +226,7 @@ impl NodeWorker {
         for &pc in node.inputs.iter().chain(&node.side_inputs) {
             upstream.insert(process.topology.producer(pc) as u32, vec![MIN_TIMESTAMP; process.peers]);
         }
+        let chain_len = chain.as_ref().map_or(1, |c| c.members.len());
         NodeWorker {
             process,
             i,
@@ -238,7 +239,8 @@ impl NodeWorker {
             clock: None,
             main_ops,
             side_ops,
-            stores: Vec::new(),
+            // One per member: the node, or its chain's members.
+            stores: (0..chain_len).map(|_| StoreVersion::default()).collect(),
             pending,
         }
     }
@@ -298,9 +300,6 @@ impl NodeWorker {
         let snapshot = log.is_snapshot(epoch);
         let me = self.me;
         let members = self.members();
-        if self.stores.len() != members.len() {
-            self.stores = members.iter().map(|_| StoreVersion::default()).collect();
-        }
         let wms: Vec<(Timestamp, Timestamp)> = self.member_wms().iter().map(|w| (w.input(), w.output())).collect();
         let mut entries = Vec::with_capacity(members.len());
         for op in self.member_ops() {

@@ -85,53 +85,24 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
         // Every process's metrics reach worker 0, which serves the job's.
-        let reports = scope.input_from(&mut metrics);
         let p = process.clone();
-        reports.sink(Exchange::new(|r: &MetricsRecord| r.0 as u64), "Metrics", move |(input, _)| {
-            input.for_each(|_, data| {
-                for (_, (from, results)) in data.drain(..) {
-                    p.metrics.set_remote(from as usize, results);
-                }
-            });
+        side_stream(scope, &mut metrics, "Metrics", move |(from, results)| {
+            p.metrics.set_remote(from as usize, results)
         });
         // Every worker's part of every epoch reaches worker 0, which reports the epoch.
         let p = process.clone();
-        scope.input_from(&mut rows).sink(
-            Exchange::new(|r: &ProgressRecord| r.0 as u64),
-            "Progress",
-            move |(input, _)| {
-                input.for_each(|_, data| {
-                    for (_, (epoch, row)) in data.drain(..) {
-                        p.progress.add(epoch, row);
-                    }
-                });
-            },
-        );
+        side_stream(scope, &mut rows, "Progress", move |(epoch, row)| p.progress.add(epoch, row));
         // Every worker's acknowledgements reach worker 0, which commits the epochs all have
         // finished.
         let p = process.clone();
-        scope.input_from(&mut acks).sink(Exchange::new(|r: &AckRecord| r.0 as u64), "Commits", move |(input, _)| {
-            input.for_each(|_, data| {
-                for (_, (from, through)) in data.drain(..) {
-                    if let Err(e) = p.acknowledged(from as usize, through) {
-                        p.fail(e);
-                    }
-                }
-            });
+        side_stream(scope, &mut acks, "Commits", move |(from, through)| {
+            if let Err(e) = p.acknowledged(from as usize, through) {
+                p.fail(e);
+            }
         });
         // A failure anywhere stops every process, with the error.
         let p = process.clone();
-        scope.input_from(&mut failures).sink(
-            Exchange::new(|r: &FailureRecord| r.0 as u64),
-            "Failures",
-            move |(input, _)| {
-                input.for_each(|_, data| {
-                    for (_, (from, message)) in data.drain(..) {
-                        p.fail_remote(from as usize, message);
-                    }
-                });
-            },
-        );
+        side_stream(scope, &mut failures, "Failures", move |(from, message)| p.fail_remote(from as usize, message));
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         // Fused chains run as one operator, the head's, with the tail's outputs.
         let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
@@ -206,7 +177,6 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         next: start,
         nodes: nodes.clone(),
         me,
-        process: process.process_id,
         acks: pending.as_ref().map(|_| acks),
         pending,
         shared: process.clone(),
@@ -316,7 +286,6 @@ fn drive(
         .flat_map(|((i, _), _)| process.edges[*i].iter().map(|e| e.consumer))
         .filter_map(|c| ledger.nodes.iter().find(|n| n.borrow().index() == c).cloned())
         .collect();
-    let in_flight = IN_FLIGHT;
     let leader = me == process.first;
     let trigger = process.mb.trigger;
     let interval = Duration::from_millis(process.mb.trigger_interval_ms);
@@ -386,7 +355,6 @@ fn drive(
             let t = Instant::now();
             log.write_offsets(&entry)?;
             wal_ms = t.elapsed().as_millis() as u64;
-            weir_sdk::testing::fault::point("timely-offsets");
             ledger.last_offsets = Some(entry);
         }
         for (k, out) in outs.into_iter().enumerate() {
@@ -401,7 +369,7 @@ fn drive(
             h.advance_to(epoch);
         }
         // At most IN_FLIGHT epochs are unfinished: the next one is read while the last runs.
-        let wait_for = epoch.saturating_sub(in_flight - 1);
+        let wait_for = epoch.saturating_sub(IN_FLIGHT - 1);
         let read = epoch - 1;
         step_until(worker, process, || {
             !probe.less_than(&wait_for) && readers.iter().all(|n| n.borrow().last_epoch().is_some_and(|e| e >= read))
@@ -444,6 +412,19 @@ fn drive(
     Ok(())
 }
 
+/// A side stream beside the plan's: each record `(target worker, message)` sent through
+/// `handle` is handed to `receive` on its target worker.
+fn side_stream<M: timely::ExchangeData + Clone>(
+    scope: timely::dataflow::Scope<'_, u64>,
+    handle: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<(u32, M)>>>,
+    name: &str,
+    mut receive: impl FnMut(M) + 'static,
+) {
+    scope.input_from(handle).sink(Exchange::new(|r: &(u32, M)| r.0 as u64), name, move |(input, _)| {
+        input.for_each(|_, data| data.drain(..).for_each(|(_, m)| receive(m)));
+    });
+}
+
 /// Sends what `handle` holds on now. A side stream's exchange buffers records per target until
 /// its time moves on, so the time moves: the records are the news, not the times.
 fn deliver<D: Clone + 'static>(handle: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<D>>>) {
@@ -475,7 +456,6 @@ pub(crate) struct Ledger {
     next: u64,
     nodes: Vec<Rc<RefCell<NodeWorker>>>,
     me: usize,
-    process: usize,
     /// The process, whose checkpoint the manifests go to.
     shared: Arc<Process>,
     /// With a checkpoint: what the worker's nodes wrote per epoch, for its manifests.
@@ -508,30 +488,13 @@ impl Ledger {
             if let Some(log) = &self.shared.checkpoint {
                 for epoch in self.next..until {
                     if let Some(last) = self.last_offsets.as_ref().filter(|l| l.epoch < epoch) {
-                        let sources = last
-                            .sources
-                            .iter()
-                            .map(|s| SourceOffsets {
-                                name: s.name.clone(),
-                                start: s.end.clone(),
-                                end: s.end.clone(),
-                                counts: vec![0; s.counts.len()],
-                            })
-                            .collect();
-                        let idle = WorkerOffsets {
-                            epoch,
-                            worker: self.me,
-                            sources,
-                            start_clock: last.clock,
-                            clock: last.clock,
-                        };
+                        let idle = last.idle(epoch);
                         log.write_offsets(&idle)?;
                         self.last_offsets = Some(idle);
                     }
                     let members = pending.borrow_mut().remove(&epoch).unwrap_or_default();
                     log.write_manifest(&WorkerManifest { epoch, worker: self.me, members })?;
                 }
-                weir_sdk::testing::fault::point("timely-manifest");
             }
         }
         if let Some(acks) = self.acks.as_mut() {
@@ -550,7 +513,7 @@ impl Ledger {
             let open = self.open.remove(&epoch);
             let row = WorkerProgress {
                 worker: self.me,
-                process: self.process,
+                process: self.shared.process_id,
                 input_rows: open.as_ref().map_or(0, |o| o.rows),
                 duration_ms: open.as_ref().map_or(0, |o| o.started.elapsed().as_millis() as u64),
                 state_rows,

@@ -15,13 +15,7 @@ impl Engine {
     /// parameters, the physical nodes this runner made of it, the partitioning and the state
     /// format.
     pub(super) fn fingerprint(&self) -> Fingerprint {
-        let mut f = Fingerprint::of_graph(&self.graph);
-        for n in &self.plan.nodes {
-            let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
-            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
-        }
-        f.push("state format", weir_runner_core::checkpoint::state_files::FORMAT);
-        f.with_partitioning(self.partitions)
+        Fingerprint::of_plan(&self.graph, &self.plan, self.partitions)
     }
 
     /// Opens the checkpoint directory and restores the last committed batch: source positions,
