@@ -4,10 +4,12 @@
 //! - [`generator`]: the event generator, bit-compatible with Beam's Java generator (same
 //!   `java.util.Random` draws per event id, same timestamps, same splitting).
 //! - [`model`]: the Person / Auction / Bid events with Beam's JSON form and sizes.
+//! - [`json`]: reading that JSON form fast.
 
 pub mod config;
 pub mod generator;
 pub mod java_random;
+pub mod json;
 pub mod launcher;
 pub mod model;
 pub mod models;

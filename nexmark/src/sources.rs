@@ -443,9 +443,7 @@ impl BoundedReader for EventsFileReader {
             if self.line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let parsed = std::str::from_utf8(&self.line)
-                .map_err(|e| e.to_string())
-                .and_then(|l| Event::from_json(l).map_err(|e| e.to_string()));
+            let parsed = crate::json::parse(&self.line);
             match parsed {
                 Ok(event) => {
                     let ts = event.date_time();

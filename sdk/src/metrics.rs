@@ -210,6 +210,7 @@ impl DistributionResult {
     pub const EMPTY: DistributionResult = DistributionResult { sum: 0, count: 0, min: i64::MAX, max: i64::MIN };
 
     /// One value.
+    #[inline]
     pub fn of(value: i64) -> DistributionResult {
         DistributionResult { sum: value, count: 1, min: value, max: value }
     }
@@ -224,6 +225,7 @@ impl DistributionResult {
     }
 
     /// Both aggregates together.
+    #[inline]
     pub fn combine(&self, o: &DistributionResult) -> DistributionResult {
         DistributionResult {
             sum: self.sum.wrapping_add(o.sum),
