@@ -202,12 +202,18 @@ impl GeneratorConfig {
     pub fn next_adjusted_event_number(&self, events_so_far: i64) -> i64 {
         let g = self.config.out_of_order_group_size;
         let m = self.next_event_number(events_so_far);
+        if g == 1 {
+            return m; // the default: no reordering, and no 64-bit divisions per event
+        }
         (m / g) * g + (m * 953) % g
     }
 
     /// `nextEventNumberForWatermark(k)`.
     pub fn next_event_number_for_watermark(&self, events_so_far: i64) -> i64 {
         let g = self.config.out_of_order_group_size;
+        if g == 1 {
+            return self.next_event_number(events_so_far);
+        }
         (self.next_event_number(events_so_far) / g) * g
     }
 
@@ -289,10 +295,11 @@ impl Generator {
         let k = self.events_so_far;
         let c = &self.config;
         let event_timestamp = c.timestamp_for_event(c.next_event_number(k));
-        let adjusted_timestamp = c.timestamp_for_event(c.next_adjusted_event_number(k));
+        let adjusted = c.next_adjusted_event_number(k);
+        let adjusted_timestamp = c.timestamp_for_event(adjusted);
         let watermark = c.timestamp_for_event(c.next_event_number_for_watermark(k));
         let wallclock_timestamp = wallclock_base + (event_timestamp - c.base_time);
-        let event_id = c.first_event_id + c.next_adjusted_event_number(k);
+        let event_id = c.first_event_id + adjusted;
         let event = generate_event(c, k, event_id, adjusted_timestamp);
         self.events_so_far += 1;
         Some(NextEvent { wallclock_timestamp, event_timestamp: adjusted_timestamp, event, watermark })
@@ -395,19 +402,39 @@ fn next_string(random: &mut JavaRandom, max_length: i32) -> String {
 }
 
 fn next_exact_string(random: &mut JavaRandom, length: i32) -> String {
-    let mut s = String::with_capacity(length.max(0) as usize);
-    let (mut rnd, mut n) = (0_i32, 0);
-    for _ in 0..length {
-        if n == 0 {
-            rnd = random.next_int();
-            n = 6;
-        }
-        // Java's `%` and `/` truncate toward zero: negative draws give characters below 'a'.
-        s.push(char::from((i32::from(b'a') + rnd % 26) as u8));
-        rnd /= 26;
-        n -= 1;
+    let length = length.max(0) as usize;
+    let mut bytes = Vec::with_capacity(length);
+    for _ in 0..length / 6 {
+        bytes.extend_from_slice(&six_chars(random.next_int()));
     }
-    s
+    if !length.is_multiple_of(6) {
+        bytes.extend_from_slice(&six_chars(random.next_int())[..length % 6]);
+    }
+    String::from_utf8(bytes).expect("the characters are ASCII")
+}
+
+/// Beam's six characters of one draw: `'a' + rnd % 26`, then `rnd /= 26`, six times, in Java's
+/// arithmetic (`%` and `/` truncate toward zero, so a negative draw gives characters below 'a',
+/// all ASCII from 'H'). Truncating division composes and is odd in its dividend, so character
+/// `k` is `'a' ± (|rnd| / 26^k) % 26`, and two characters at a time come from one of 676
+/// pairs: three independent unsigned divisions by constants instead of a chain of six signed.
+#[inline]
+fn six_chars(rnd: i32) -> [u8; 6] {
+    const fn pairs(sign: i32) -> [[u8; 2]; 676] {
+        let mut t = [[0u8; 2]; 676];
+        let mut i = 0;
+        while i < 676 {
+            t[i] = [(b'a' as i32 + sign * (i as i32 % 26)) as u8, (b'a' as i32 + sign * (i as i32 / 26)) as u8];
+            i += 1;
+        }
+        t
+    }
+    static POSITIVE: [[u8; 2]; 676] = pairs(1);
+    static NEGATIVE: [[u8; 2]; 676] = pairs(-1);
+    let table = if rnd < 0 { &NEGATIVE } else { &POSITIVE };
+    let a = rnd.unsigned_abs();
+    let [p, q, r] = [a % 676, (a / 676) % 676, (a / (676 * 676)) % 676].map(|i| table[i as usize]);
+    [p[0], p[1], q[0], q[1], r[0], r[1]]
 }
 
 fn next_extra(random: &mut JavaRandom, current_size: i64, desired_average_size: i32) -> String {
@@ -488,4 +515,28 @@ fn next_bid(event_id: i64, random: &mut JavaRandom, timestamp: i64, config: &Nex
     let price = next_price(random);
     let extra = next_extra(random, 32, config.avg_bid_byte_size);
     Bid { auction, bidder, price, date_time: timestamp, extra }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Beam's loop, character by character.
+    fn beams_six(mut rnd: i32) -> [u8; 6] {
+        let mut out = [0u8; 6];
+        for c in &mut out {
+            *c = (i32::from(b'a') + rnd % 26) as u8;
+            rnd /= 26;
+        }
+        out
+    }
+
+    #[test]
+    fn six_chars_are_beams_for_every_kind_of_draw() {
+        let mut random = JavaRandom::new(42);
+        let edges = [0, 1, -1, 25, 26, -26, 675, 676, -676, 456_975, 456_976, i32::MAX, i32::MIN, i32::MIN + 1];
+        for rnd in edges.into_iter().chain((0..200_000).map(|_| random.next_int())) {
+            assert_eq!(six_chars(rnd), beams_six(rnd), "draw {rnd}");
+        }
+    }
 }
