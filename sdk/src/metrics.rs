@@ -93,6 +93,12 @@ pub fn scoped_container(container: Arc<dyn MetricsContainer>) -> ScopedContainer
     ScopedContainer { previous }
 }
 
+/// The container bound on this thread, if any: for a runner that hands a step's work to other
+/// threads, to bind the same container there with [`scoped_container`].
+pub fn current_container() -> Option<Arc<dyn MetricsContainer>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
 fn with_current(f: impl FnOnce(&dyn MetricsContainer)) {
     CURRENT.with(|c| match c.borrow().as_deref() {
         Some(container) => f(container),

@@ -139,6 +139,41 @@ impl weir_sdk::batch::BatchData for DeferredRead {
     }
 }
 
+/// What [`read_now`] read from one split.
+struct EagerRead {
+    bundles: Vec<Batch>,
+    count: usize,
+    stats: Option<TsStats>,
+    /// Whether the split ended.
+    ended: bool,
+}
+
+/// Reads up to `n` elements of a split now, in bundles of at most [`BUNDLE`] elements (which
+/// keep allocations cache- and allocator-friendly however large the batch is).
+fn read_now(name: &str, slot: &mut ReaderSlot, n: usize) -> Result<EagerRead> {
+    let mut got = EagerRead { bundles: Vec::new(), count: 0, stats: None, ended: false };
+    while got.count < n {
+        let want = (n - got.count).min(BUNDLE);
+        match guarded(name, "read", || slot.reader.read_batch(want))? {
+            Some(b) => {
+                let len = b.len();
+                add_stats(got.stats.get_or_insert((Timestamp::MAX, Timestamp::MIN, 0, 0)), b.timestamp_stats());
+                slot.delivered += len as u64;
+                got.count += len;
+                got.bundles.push(b);
+                if len < want {
+                    break;
+                }
+            }
+            None => {
+                got.ended = true;
+                break;
+            }
+        }
+    }
+    Ok(got)
+}
+
 enum Kind {
     Impulse { done: bool },
     Bounded { source: Arc<dyn ErasedBoundedSource>, splits: Option<Vec<BoundedSplit>> },
@@ -367,6 +402,7 @@ impl SourceState {
                 }
                 let splits = splits.as_mut().expect("set above");
                 let live = splits.iter().filter(|s| !s.done).count();
+                let mut eager = Vec::new();
                 for (i, s) in splits.iter_mut().enumerate() {
                     counts.push(0);
                     if s.done {
@@ -376,7 +412,7 @@ impl SourceState {
                         s.reader = Some(shared(guarded(&name, "open reader", || s.source.reader())?));
                     }
                     let shared_reader = s.reader.clone().expect("set above");
-                    let mut slot = lock(&shared_reader);
+                    let slot = lock(&shared_reader);
                     if slot.delivered != s.read {
                         // A planned read of an earlier batch was not carried out: reading on
                         // would skip or repeat elements.
@@ -408,32 +444,55 @@ impl SourceState {
                         }));
                         continue;
                     }
-                    // Bundles of at most BUNDLE elements keep allocations cache- and
-                    // allocator-friendly however large the batch is.
-                    while counts[i] < n {
-                        let want = (n - counts[i]).min(BUNDLE);
-                        match guarded(&name, "read", || slot.reader.read_batch(want))? {
-                            Some(b) => {
-                                let len = b.len();
-                                add_stats(
-                                    read_stats.get_or_insert((Timestamp::MAX, Timestamp::MIN, 0, 0)),
-                                    b.timestamp_stats(),
-                                );
-                                s.read += len as u64;
-                                slot.delivered += len as u64;
-                                counts[i] += len;
-                                bundles[i % partitions].push(b);
-                                if len < want {
-                                    break;
-                                }
-                            }
-                            None => {
-                                drop(slot);
-                                s.done = true;
-                                s.reader = None;
-                                break;
-                            }
-                        }
+                    drop(slot);
+                    eager.push((i, shared_reader, n));
+                }
+                // Splits read now are read in parallel, one thread per partition, each reading
+                // the splits its partition gets: a reader that cannot say how much it has left
+                // (a file of lines) is not read by one thread while the others wait.
+                let name = &name;
+                let read = |jobs: Vec<(usize, SharedReader, usize)>| {
+                    jobs.into_iter()
+                        .map(|(i, r, n)| read_now(name, &mut lock(&r), n).map(|got| (i, got)))
+                        .collect::<Result<Vec<_>>>()
+                };
+                let mut jobs: Vec<Vec<(usize, SharedReader, usize)>> = (0..partitions).map(|_| Vec::new()).collect();
+                let threads = eager.len().min(partitions);
+                for job in eager {
+                    jobs[job.0 % partitions].push(job);
+                }
+                let done_reads: Vec<Vec<(usize, EagerRead)>> = if threads > 1 {
+                    let metrics = weir_sdk::metrics::current_container();
+                    std::thread::scope(|scope| {
+                        let handles: Vec<_> = jobs
+                            .into_iter()
+                            .map(|mine| {
+                                let metrics = metrics.clone();
+                                scope.spawn(move || {
+                                    let _scope = metrics.map(weir_sdk::metrics::scoped_container);
+                                    read(mine)
+                                })
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                            .collect::<Result<Vec<_>>>()
+                    })?
+                } else {
+                    jobs.into_iter().map(read).collect::<Result<Vec<_>>>()?
+                };
+                for (i, got) in done_reads.into_iter().flatten() {
+                    let s = &mut splits[i];
+                    s.read += got.count as u64;
+                    counts[i] = got.count;
+                    if let Some(stats) = got.stats {
+                        add_stats(read_stats.get_or_insert((Timestamp::MAX, Timestamp::MIN, 0, 0)), stats);
+                    }
+                    bundles[i % partitions].extend(got.bundles);
+                    if got.ended {
+                        s.done = true;
+                        s.reader = None;
                     }
                 }
                 // The watermark stays at the beginning of time until every split is exhausted.
