@@ -272,27 +272,31 @@ def main():
     size_mb = os.path.getsize(args.events) / 1e6
     print(f"events: {args.events} ({size_mb:.0f} MB); cores: {args.cores}; rounds: {args.rounds}", flush=True)
 
-    spark = Spark(args, work) if "spark" in engines else None
     runners = {("weir", "batch"): lambda q: weir_batch(args, q, work),
                ("weir", "streaming"): lambda q: weir_streaming(args, q, work),
                ("duckdb", "batch"): lambda q: duckdb_batch(args, q, work)}
-    if spark:
-        runners[("spark", "batch")] = spark.batch
-        runners[("spark", "streaming")] = spark.streaming
-    cells = [(e, m, title) for e, m, title in COLUMNS if e in engines and m in modes and (e, m) in runners]
+    cells = [(e, m, title) for e, m, title in COLUMNS if e in engines and m in modes]
     results, failed = {}, False
-    for q in queries:
-        for engine, mode, title in cells:
-            times, counts = [], set()
-            for _ in range(args.rounds):
-                secs, n = runners[(engine, mode)](q)
-                times.append(secs)
-                counts.add(n)
-            times.sort()
-            results[(q, engine, mode)] = (times[len(times) // 2], counts)
-            print(f"  q{q} {title}: {times[len(times) // 2]:.2f} s, {sorted(counts)} results", flush=True)
-    if spark:
-        spark.stop()
+    # Engine by engine, so that no engine's idle threads (Spark's JVM) run beside another's.
+    for engine in dict.fromkeys(e for e, _, _ in cells):
+        spark = Spark(args, work) if engine == "spark" else None
+        if spark:
+            runners[("spark", "batch")] = spark.batch
+            runners[("spark", "streaming")] = spark.streaming
+        for q in queries:
+            for e, mode, title in cells:
+                if e != engine:
+                    continue
+                times, counts = [], set()
+                for _ in range(args.rounds):
+                    secs, n = runners[(engine, mode)](q)
+                    times.append(secs)
+                    counts.add(n)
+                times.sort()
+                results[(q, engine, mode)] = (times[len(times) // 2], counts)
+                print(f"  q{q} {title}: {times[len(times) // 2]:.2f} s, {sorted(counts)} results", flush=True)
+        if spark:
+            spark.stop()
 
     header = ["q"] + [title for _, _, title in cells]
     ratios = [("duckdb", "batch", "weir", "batch", "DuckDB / Weir batch"),

@@ -359,6 +359,46 @@ fn stateless() -> StateScope<'static> {
     })
 }
 
+/// The side-input views one bundle has read, by view and main window: a DoFn that reads a view
+/// for every element looks it up in the runner's reader (a search by view id, a lock, a hash
+/// table) once per window and bundle, not once per element. The views cannot change during a
+/// bundle: a runner gives a bundle to a DoFn only once its side inputs are ready.
+struct MemoSides<'a> {
+    inner: &'a dyn SideInputReader,
+    seen: std::cell::RefCell<Vec<(String, Window, BuiltView)>>,
+}
+
+/// A view as a [`SideInputReader`] gives it.
+type BuiltView = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
+impl<'a> MemoSides<'a> {
+    /// Views kept: a DoFn reads a few views, and a bundle's elements sit in a few windows.
+    const KEPT: usize = 8;
+
+    fn new(inner: &'a dyn SideInputReader) -> Self {
+        MemoSides { inner, seen: std::cell::RefCell::new(Vec::new()) }
+    }
+}
+
+impl SideInputReader for MemoSides<'_> {
+    fn get(
+        &self,
+        view_id: &str,
+        main_window: &Window,
+    ) -> Result<std::sync::Arc<dyn std::any::Any + Send + Sync>, UserError> {
+        if let Some((_, _, v)) = self.seen.borrow().iter().find(|(id, w, _)| w == main_window && id == view_id) {
+            return Ok(v.clone());
+        }
+        let v = self.inner.get(view_id, main_window)?;
+        let mut seen = self.seen.borrow_mut();
+        if seen.len() == Self::KEPT {
+            seen.remove(0);
+        }
+        seen.push((view_id.to_string(), *main_window, v.clone()));
+        Ok(v)
+    }
+}
+
 impl<F: DoFn> DoFnKernel<F> {
     /// Processes values sharing one timestamp, window and pane: the context's metadata is set
     /// once, and `output` appends bare values to a uniform main output. Outputs with another
@@ -417,6 +457,8 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         self.fn_.start_bundle()
     }
     fn process_batch(&mut self, input: Batch, outputs: &mut [Batch], sides: &dyn SideInputReader) -> UserResult {
+        let memo = MemoSides::new(sides);
+        let sides: &dyn SideInputReader = &memo;
         if self.key_of.is_some() {
             // A stateful ParDo run without state: the runner did not translate it as stateful.
             return Err("internal error: a stateful DoFn must be run with its keyed state".into());
@@ -463,6 +505,8 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         env: &mut dyn KeyedStateEnv,
     ) -> UserResult {
         let key_of = self.key_of.ok_or("internal error: keyed processing of a DoFn that is not stateful")?;
+        let memo = MemoSides::new(sides);
+        let sides: &dyn SideInputReader = &memo;
         let input = crate::kernel::downcast_batch::<F::In>(input)?;
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;
         let skew = self.fn_.allowed_timestamp_skew_millis();

@@ -97,15 +97,10 @@ struct AssignKernelImpl<T, W> {
 
 impl<T: Element, W: WindowFn> AssignKernel for AssignKernelImpl<T, W> {
     fn assign(&self, input: Batch) -> Result<Batch, UserError> {
-        let input = downcast_batch::<T>(input)?;
-        let mut out: Vec<WindowedValue<T>> = Vec::with_capacity(input.len());
-        let mut windows = Vec::with_capacity(4);
-        for wv in input {
-            windows.clear();
-            self.window_fn.assign_windows(wv.timestamp, &wv.window, &mut windows);
-            push_windowed(&mut out, wv, &windows);
-        }
-        Ok(Batch::new(out))
+        assign_all(downcast_batch::<T>(input)?, |wv, windows| {
+            self.window_fn.assign_windows(wv.timestamp, &wv.window, windows);
+            Ok(())
+        })
     }
 }
 
@@ -116,22 +111,64 @@ struct ElementAssignKernel<T, W> {
 
 impl<T: Element, W: ElementWindowFn<T>> AssignKernel for ElementAssignKernel<T, W> {
     fn assign(&self, input: Batch) -> Result<Batch, UserError> {
-        let input = downcast_batch::<T>(input)?;
-        let mut out: Vec<WindowedValue<T>> = Vec::with_capacity(input.len());
-        let mut windows = Vec::with_capacity(4);
-        for wv in input {
-            windows.clear();
+        assign_all(downcast_batch::<T>(input)?, |wv, windows| {
             self.window_fn
-                .assign_element_windows(&wv.value, wv.timestamp, &wv.window, &mut windows)
-                .map_err(|e| format!("{:?} cannot window an element at {}: {e}", self.window_fn, wv.timestamp))?;
-            push_windowed(&mut out, wv, &windows);
-        }
-        Ok(Batch::new(out))
+                .assign_element_windows(&wv.value, wv.timestamp, &wv.window, windows)
+                .map_err(|e| format!("{:?} cannot window an element at {}: {e}", self.window_fn, wv.timestamp).into())
+        })
     }
 }
 
-/// Appends `wv` once per window in `windows` (cloning the value for all but the last).
-fn push_windowed<T: Clone>(out: &mut Vec<WindowedValue<T>>, wv: WindowedValue<T>, windows: &[crate::window::Window]) {
+/// Puts every element of `input` in the windows `assign` gives it. While each element gets
+/// exactly one window (fixed windows, sessions before merging), the window is set in place and
+/// `input` is returned as it is; from the first element with another count on, elements are
+/// moved to a new batch, once per window.
+fn assign_all<T: Clone + Send + 'static>(
+    mut input: Vec<WindowedValue<T>>,
+    mut assign: impl FnMut(&WindowedValue<T>, &mut Vec<crate::window::Window>) -> Result<(), UserError>,
+) -> Result<Batch, UserError> {
+    let mut windows = Vec::with_capacity(4);
+    let mut done = 0;
+    while let Some(wv) = input.get_mut(done) {
+        windows.clear();
+        assign(wv, &mut windows)?;
+        match windows[..] {
+            [w] => wv.window = w,
+            _ => break,
+        }
+        done += 1;
+    }
+    if done == input.len() {
+        return Ok(Batch::new(input));
+    }
+    let n = input.len();
+    let rest = input.split_off(done);
+    let mut out = input;
+    out.reserve_exact(rest.len() * windows.len());
+    for (i, wv) in rest.into_iter().enumerate() {
+        if i > 0 {
+            windows.clear();
+            assign(&wv, &mut windows)?;
+        }
+        push_windowed(&mut out, wv, &windows, n - done - i - 1);
+    }
+    Ok(Batch::new(out))
+}
+
+/// Appends `wv` once per window in `windows` (cloning the value for all but the last). `left`
+/// is how many inputs are still to come after this one: when `out` is full, it grows at once to
+/// hold them all if each gets as many windows as this one (sliding windows give every element
+/// the same number), so a batch of 100k elements in two windows each is not copied again and
+/// again as its buffer doubles.
+fn push_windowed<T: Clone>(
+    out: &mut Vec<WindowedValue<T>>,
+    wv: WindowedValue<T>,
+    windows: &[crate::window::Window],
+    left: usize,
+) {
+    if out.capacity() - out.len() < windows.len() {
+        out.reserve(windows.len() * (left + 1));
+    }
     if let Some((last, rest)) = windows.split_last() {
         for w in rest {
             out.push(WindowedValue { value: wv.value.clone(), timestamp: wv.timestamp, window: *w, pane: wv.pane });
