@@ -348,6 +348,53 @@ fn planned_source_reads_deliver_every_element_once() {
     }
 }
 
+/// A file of lines is a source whose reader cannot say how much it has left. Without a
+/// checkpoint its reads are planned as "up to" the batch's share and parsed by the chains; with
+/// one (whose offset log needs exact counts), or when the lines feed two consumers, the splits
+/// are read at planning, in parallel. Every way, each line arrives once, and the progress counts
+/// each line once, however batches and splits end.
+#[test]
+fn a_file_of_lines_is_read_once_and_counted_exactly() {
+    weir_tests::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("numbers.txt");
+    let n = 5_000i64;
+    std::fs::write(&file, (0..n).map(|i| format!("{i}\n")).collect::<String>()).unwrap();
+    let file = file.to_string_lossy().into_owned();
+    let checkpoint = dir.path().join("checkpoint").to_string_lossy().into_owned();
+    for (extra, two_consumers) in
+        [(&[][..], false), (&["--checkpoint-dir", checkpoint.as_str()][..], false), (&[][..], true)]
+    {
+        let mut args = vec!["--max-batch-size", "700"];
+        args.extend_from_slice(extra);
+        let p = Pipeline::new(options(&args));
+        let lines = p.apply("Lines", TextIO::read().from(file.clone()));
+        let sum = lines.apply("Parse", Map::new(|l: String| l.parse::<i64>().unwrap())).apply("Sum", Sum::globally());
+        assert_that(&sum).contains_in_any_order(vec![n * (n - 1) / 2]);
+        if two_consumers {
+            let count = lines.apply("Count", Count::globally());
+            assert_that(&count).contains_in_any_order(vec![n]);
+        }
+        let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+        assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done, "{extra:?}");
+        let recent = query.recent_progress();
+        let rows: Vec<u64> = recent
+            .iter()
+            .map(|p| p.sources.iter().filter(|s| s.description.starts_with("Lines")).map(|s| s.num_input_rows).sum())
+            .collect();
+        assert_eq!(rows.iter().sum::<u64>(), n as u64, "{extra:?} {two_consumers}: {rows:?}");
+        // The batch size is shared among the splits left, rounded up: 8 splits at 2 partitions.
+        assert!(rows.iter().all(|&r| r <= 700 + 7), "{extra:?} {two_consumers}: {rows:?}");
+        let total: u64 = recent.iter().map(|p| p.num_input_rows).sum();
+        let m = query.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+        let out = m.counters.iter().filter(|c| {
+            c.key.step.as_deref().is_some_and(|s| s.starts_with("Lines")) && c.key.name.name == "elementsOut"
+        });
+        assert_eq!(out.map(|c| c.attempted).sum::<i64>(), n, "{extra:?} {two_consumers}");
+        assert!(total >= n as u64, "{extra:?} {two_consumers}: {total}");
+    }
+}
+
 /// Reads 0..3 but claims one more element than it has.
 #[derive(Clone)]
 struct Overclaiming;

@@ -39,10 +39,13 @@ type SharedReader = Arc<Mutex<ReaderSlot>>;
 struct ReaderSlot {
     reader: Box<dyn ErasedBoundedReader>,
     delivered: u64,
+    /// Whether a read of up to some count ([`DeferredRead`] of a reader that cannot say how
+    /// much it has left) found the end.
+    ended: bool,
 }
 
 fn shared(reader: Box<dyn ErasedBoundedReader>) -> SharedReader {
-    Arc::new(Mutex::new(ReaderSlot { reader, delivered: 0 }))
+    Arc::new(Mutex::new(ReaderSlot { reader, delivered: 0, ended: false }))
 }
 
 fn lock(r: &SharedReader) -> std::sync::MutexGuard<'_, ReaderSlot> {
@@ -52,10 +55,15 @@ fn lock(r: &SharedReader) -> std::sync::MutexGuard<'_, ReaderSlot> {
 /// A planned read: `count` elements of a bounded split whose reader knows how many it has left
 /// ([`ErasedBoundedReader::remaining`]). The batch logs the count before anything is read, and
 /// the fused chain the source feeds reads the elements in pieces small enough to stay in cache
-/// while the whole chain runs over them (Spark's lazy `getBatch`).
+/// while the whole chain runs over them (Spark's lazy `getBatch`). A runner that logs no
+/// offsets may also plan reads of readers that cannot say how much they have left (a file of
+/// lines): those read up to `count` elements, and the split is done once one finds the end
+/// ([`SourceState::plan_reads_without_counts`]).
 pub struct DeferredRead {
     step: String,
     reader: SharedReader,
+    /// Whether the reader said it has at least `count` elements left.
+    exact: bool,
     count: usize,
     ops: Arc<dyn CollectionOps>,
 }
@@ -94,9 +102,13 @@ impl DeferredRead {
                 let b = guarded(&self.step, "read", || slot.reader.read_batch(left.min(piece)))?;
                 let n = b.as_ref().map_or(0, |b| b.len());
                 slot.delivered += n as u64;
+                slot.ended |= n == 0 && !self.exact;
                 (b.filter(|_| n > 0), n)
             };
             let Some(b) = b else {
+                if !self.exact {
+                    return Ok(());
+                }
                 return Err(weir_sdk::Error::execution(
                     &self.step,
                     format!("read failed: the reader ended {left} elements short of the count it reported remaining"),
@@ -124,6 +136,7 @@ impl weir_sdk::batch::BatchData for DeferredRead {
         Batch::new(DeferredRead {
             step: self.step.clone(),
             reader: self.reader.clone(),
+            exact: self.exact,
             count: self.count,
             ops: self.ops.clone(),
         })
@@ -197,6 +210,9 @@ pub struct SourceBatch {
     pub moved: bool,
     /// Records read per split or reader, logged so that a replay reads exactly the same.
     pub counts: Vec<usize>,
+    /// Of `rows`, those planned as [`DeferredRead`]s: the chains that read them count what they
+    /// found (for a read of up to a count, maybe fewer).
+    pub deferred_rows: usize,
     /// Minimum, maximum and sum of the element timestamps, and their count.
     pub ts_stats: TsStats,
 }
@@ -222,6 +238,8 @@ pub struct SourceState {
     watermark: Timestamp,
     /// This reader's share of the source: splits `i` with `i % count == index` ([`SourceState::share`]).
     share: (usize, usize),
+    /// Whether reads of readers without a count are planned ([`SourceState::plan_reads_without_counts`]).
+    without_counts: bool,
 }
 
 impl SourceState {
@@ -238,7 +256,23 @@ impl SourceState {
         Self::new(name, kind, ops)
     }
     fn new(name: &str, kind: Kind, ops: Arc<dyn CollectionOps>) -> Self {
-        SourceState { name: name.to_string(), kind, ops, watermark: MIN_TIMESTAMP, share: (0, 1) }
+        SourceState {
+            name: name.to_string(),
+            kind,
+            ops,
+            watermark: MIN_TIMESTAMP,
+            share: (0, 1),
+            without_counts: false,
+        }
+    }
+
+    /// Lets [`SourceState::next`] with `defer` plan reads of bounded readers that cannot say how
+    /// much they have left, as reads of up to the batch's share: a fused chain then parses a
+    /// file of lines piece by piece, in parallel over the partitions, instead of the planner
+    /// reading it all first. The counts such a batch reports are the most it may have read, so
+    /// only a runner that logs no offsets (no checkpoint, no retried batches) may ask for this.
+    pub fn plan_reads_without_counts(&mut self, yes: bool) {
+        self.without_counts = yes;
     }
 
     /// Makes this state read share `index` of `count` (a distributed runner's worker `index` of
@@ -372,6 +406,8 @@ impl SourceState {
         // cache), not in a pass over the whole batch afterwards.
         let mut read_stats: Option<TsStats> = None;
         let share = self.share;
+        let without_counts = self.without_counts;
+        let mut deferred_rows = 0;
         let watermark = match &mut self.kind {
             Kind::Impulse { done } => {
                 if !*done {
@@ -413,6 +449,14 @@ impl SourceState {
                     }
                     let shared_reader = s.reader.clone().expect("set above");
                     let slot = lock(&shared_reader);
+                    if slot.ended {
+                        // A read of up to a count found the end: the split is done.
+                        s.read = slot.delivered;
+                        drop(slot);
+                        s.done = true;
+                        s.reader = None;
+                        continue;
+                    }
                     if slot.delivered != s.read {
                         // A planned read of an earlier batch was not carried out: reading on
                         // would skip or repeat elements.
@@ -426,9 +470,10 @@ impl SourceState {
                     }
                     let n = limit(i, live).max(1);
                     moved = true;
-                    if let (true, Some(remaining)) = (defer, slot.reader.remaining()) {
+                    let remaining = slot.reader.remaining();
+                    if defer && (remaining.is_some() || without_counts) {
                         // Planned now, read while the chain runs.
-                        let n = n.min(remaining as usize);
+                        let n = remaining.map_or(n, |r| n.min(r as usize));
                         if n == 0 {
                             s.done = true;
                             s.reader = None;
@@ -436,9 +481,11 @@ impl SourceState {
                         }
                         s.read += n as u64;
                         counts[i] = n;
+                        deferred_rows += n;
                         bundles[i % partitions].push(Batch::new(DeferredRead {
                             step: name.clone(),
                             reader: shared_reader.clone(),
+                            exact: remaining.is_some(),
                             count: n,
                             ops: self.ops.clone(),
                         }));
@@ -579,6 +626,7 @@ impl SourceState {
             end_offset: self.offsets(),
             moved,
             counts,
+            deferred_rows,
         })
     }
 }

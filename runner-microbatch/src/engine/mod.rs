@@ -216,6 +216,15 @@ impl Engine {
             .into_iter()
             .map(|d| d && !retries)
             .collect();
+        // Without an offset log, planned reads need no exact counts: a file of lines is parsed
+        // by the chains, piece by piece and in parallel, not by the planner first.
+        if engine.mb.checkpoint_dir.is_none() {
+            for (node, &defer) in engine.nodes.iter_mut().zip(&engine.defer_reads) {
+                if let Some(src) = node.source.as_mut() {
+                    src.plan_reads_without_counts(defer);
+                }
+            }
+        }
         if let Some(dir) = engine.mb.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }

@@ -60,11 +60,27 @@ impl Engine {
     pub(super) fn publish_progress(&mut self, report: BatchReport, read: SourcesRead, added: Added, started: Instant) {
         let mut ts_stats = read.ts_stats;
         add_stats(&mut ts_stats, self.deferred_stats);
-        let sources = read.reads.into_iter().map(|(i, sb)| (i, sb.rows, sb.start_offset, sb.end_offset)).collect();
+        // Planned reads count what the chains read: a read of up to a count may find fewer. With
+        // one source planning reads (the usual case) its rows are exact too.
+        let (planned, read_by_chains) =
+            (read.reads.iter().map(|(_, sb)| sb.deferred_rows as u64).sum::<u64>(), self.deferred_stats.3 as u64);
+        let input_rows = read.input_rows - planned + read_by_chains;
+        let planning = read.reads.iter().filter(|(_, sb)| sb.deferred_rows > 0).count();
+        let sources = read
+            .reads
+            .into_iter()
+            .map(|(i, sb)| {
+                let rows = match (planning, sb.deferred_rows) {
+                    (1, d) if d > 0 => sb.rows - d + read_by_chains as usize,
+                    _ => sb.rows,
+                };
+                (i, rows, sb.start_offset, sb.end_offset)
+            })
+            .collect();
         let progress = self.progress(ProgressInput {
             started_at: report.started_at,
             since_last: report.since_last,
-            input_rows: read.input_rows,
+            input_rows,
             ts_stats,
             sources,
             stats: added.stats,
