@@ -4,6 +4,7 @@
 use crate::config::{NexmarkConfig, RateShape};
 use crate::java_random::JavaRandom;
 use crate::model::{Auction, Bid, Event, Person};
+use std::sync::Arc;
 
 /// Beam's fixed base time, 2015-07-15T00:00:00.000Z, in epoch milliseconds.
 pub const BASE_TIME: i64 = 1_436_918_400_000;
@@ -401,16 +402,21 @@ fn next_string(random: &mut JavaRandom, max_length: i32) -> String {
     s.trim_matches(' ').to_string()
 }
 
-fn next_exact_string(random: &mut JavaRandom, length: i32) -> String {
-    let length = length.max(0) as usize;
-    let mut bytes = Vec::with_capacity(length);
-    for _ in 0..length / 6 {
-        bytes.extend_from_slice(&six_chars(random.next_int()));
-    }
-    if !length.is_multiple_of(6) {
-        bytes.extend_from_slice(&six_chars(random.next_int())[..length % 6]);
-    }
-    String::from_utf8(bytes).expect("the characters are ASCII")
+fn next_exact_string(random: &mut JavaRandom, length: i32) -> Arc<str> {
+    // Built in a reused buffer, then copied once into the shared string.
+    thread_local!(static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) });
+    SCRATCH.with(|scratch| {
+        let mut bytes = scratch.borrow_mut();
+        bytes.clear();
+        let length = length.max(0) as usize;
+        for _ in 0..length / 6 {
+            bytes.extend_from_slice(&six_chars(random.next_int()));
+        }
+        if !length.is_multiple_of(6) {
+            bytes.extend_from_slice(&six_chars(random.next_int())[..length % 6]);
+        }
+        Arc::from(std::str::from_utf8(&bytes).expect("the characters are ASCII"))
+    })
 }
 
 /// Beam's six characters of one draw: `'a' + rnd % 26`, then `rnd /= 26`, six times, in Java's
@@ -437,10 +443,10 @@ fn six_chars(rnd: i32) -> [u8; 6] {
     [p[0], p[1], q[0], q[1], r[0], r[1]]
 }
 
-fn next_extra(random: &mut JavaRandom, current_size: i64, desired_average_size: i32) -> String {
+fn next_extra(random: &mut JavaRandom, current_size: i64, desired_average_size: i32) -> Arc<str> {
     let desired = i64::from(desired_average_size);
     if current_size > desired {
-        return String::new();
+        return Arc::from("");
     }
     let desired = (desired - current_size) as i32;
     let delta = java_round(f64::from(desired) * 0.2) as i32;

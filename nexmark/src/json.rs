@@ -143,9 +143,10 @@ impl Cursor<'_> {
     }
 
     /// A JSON string with only the short escapes (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`,
-    /// `\t`), valid UTF-8 and without control characters, as JSON requires.
+    /// `\t`), valid UTF-8 and without control characters, as JSON requires, as a `String` or an
+    /// `Arc<str>` (one allocation either way).
     #[inline]
-    fn string(&mut self) -> Option<String> {
+    fn string<S: for<'s> From<&'s str>>(&mut self) -> Option<S> {
         let b = self.b;
         if b.get(self.i) != Some(&b'"') {
             return None;
@@ -166,7 +167,7 @@ impl Cursor<'_> {
                 if b[start..at].iter().any(|&c| c < 0x20) {
                     return None;
                 }
-                let s = simdutf8::basic::from_utf8(raw).ok()?.to_owned();
+                let s = S::from(simdutf8::basic::from_utf8(raw).ok()?);
                 self.i = at + 1;
                 return Some(s);
             }

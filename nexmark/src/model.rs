@@ -1,6 +1,7 @@
 //! Beam's Nexmark model objects: events (Person, Auction, Bid) with Beam's JSON form and sizes.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A new person (Beam's `Person`). Field order and JSON names as Beam's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -20,8 +21,9 @@ pub struct Person {
     pub state: String,
     /// Event time, epoch milliseconds.
     pub date_time: i64,
-    /// Padding to the configured average size.
-    pub extra: String,
+    /// Padding to the configured average size. Shared, not copied, when the event is cloned
+    /// (an event read by two transforms is cloned once per extra reader).
+    pub extra: Arc<str>,
 }
 
 /// A new auction (Beam's `Auction`).
@@ -46,8 +48,9 @@ pub struct Auction {
     pub seller: i64,
     /// Category id, from 10.
     pub category: i64,
-    /// Padding to the configured average size.
-    pub extra: String,
+    /// Padding to the configured average size. Shared, not copied, when the event is cloned
+    /// (an event read by two transforms is cloned once per extra reader).
+    pub extra: Arc<str>,
 }
 
 /// A bid (Beam's `Bid`).
@@ -62,8 +65,9 @@ pub struct Bid {
     pub price: i64,
     /// Event time, epoch milliseconds.
     pub date_time: i64,
-    /// Padding to the configured average size.
-    pub extra: String,
+    /// Padding to the configured average size. Shared, not copied, when the event is cloned
+    /// (an event read by two transforms is cloned once per extra reader).
+    pub extra: Arc<str>,
 }
 
 /// One Nexmark event: exactly one of a new person, a new auction or a bid.
@@ -145,7 +149,7 @@ impl Event {
             Event::Auction(a) => &mut a.extra,
             Event::Bid(b) => &mut b.extra,
         };
-        *extra = format!("{annotation}: {extra}");
+        *extra = format!("{annotation}: {extra}").into();
         self
     }
 }

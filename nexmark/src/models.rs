@@ -286,7 +286,7 @@ fn q13(config: &NexmarkConfig, events: &[Event]) -> Vec<ResultRecord> {
     bids_of(events)
         .map(|b| {
             let extra = (b.bidder % config.side_input_row_count).to_string();
-            record(b.date_time, &Bid { extra, ..b })
+            record(b.date_time, &Bid { extra: extra.into(), ..b })
         })
         .collect()
 }
@@ -295,7 +295,8 @@ fn q14(config: &NexmarkConfig, events: &[Event]) -> Vec<ResultRecord> {
     use weir_sdk::time::iso8601;
     let mut out = Vec::new();
     for (bidder, start, end, bids) in sessions(events, config.session_gap_sec * 1000) {
-        let extra = format!("{}:{}:{}", bidder % config.side_input_row_count, iso8601(start), iso8601(end));
+        let extra: std::sync::Arc<str> =
+            format!("{}:{}:{}", bidder % config.side_input_row_count, iso8601(start), iso8601(end)).into();
         out.extend(bids.into_iter().map(|b| record(end - 1, &Bid { extra: extra.clone(), ..b })));
     }
     out

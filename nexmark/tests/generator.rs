@@ -43,7 +43,7 @@ fn first_events_match_beams_vectors_with_one_generator() {
     // counts one more, as Beam's sizeInBytes does with `extra + 1`). The total extra length over
     // all 92,000 bids, which includes this one, matches Beam exactly (see the aggregates test).
     assert_eq!(b.extra.len(), 77);
-    assert_eq!(b.extra, "fdiysaV^]NLVsbolvyqwgticfdrwdyiyofziYMU\\Z`UaTQO][NX\\RM]WPYTOuwogvszlxjrcNOORM");
+    assert_eq!(&*b.extra, "fdiysaV^]NLVsbolvyqwgticfdrwdyiyofziYMU\\Z`UaTQO][NX\\RM]WPYTOuwogvszlxjrcNOORM");
 
     let Event::Person(p) = &events[50] else { panic!("event 50 is {:?}", events[50]) };
     assert_eq!((p.id, p.name.as_str(), p.email_address.as_str()), (1001, "Sarah Smith", "f  y@yumv.com"));

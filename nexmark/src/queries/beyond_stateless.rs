@@ -348,8 +348,8 @@ impl DoFn for JoinToFiles {
 
     fn process(&mut self, bid: Bid, ctx: &mut ProcessContext<'_, Bid>) -> UserResult {
         let table = ctx.side_input(&self.table)?;
-        let extra = table.get(&(bid.bidder % self.rows)).cloned().unwrap_or_default();
-        ctx.output(Bid { extra, ..bid });
+        let extra = table.get(&(bid.bidder % self.rows)).map_or("", String::as_str);
+        ctx.output(Bid { extra: extra.into(), ..bid });
         Ok(())
     }
 }
@@ -377,7 +377,8 @@ impl DoFn for JoinSessions {
         let table = ctx.side_input(&self.table)?;
         let window = ctx.window().interval().ok_or("Q14: bids are not in session windows")?;
         let base = table.get(&(kv.key % self.rows)).cloned().unwrap_or_default();
-        let extra = format!("{base}:{}:{}", weir_sdk::time::iso8601(window.start), weir_sdk::time::iso8601(window.end));
+        let extra: std::sync::Arc<str> =
+            format!("{base}:{}:{}", weir_sdk::time::iso8601(window.start), weir_sdk::time::iso8601(window.end)).into();
         for bid in kv.value {
             ctx.output(Bid { extra: extra.clone(), ..bid });
         }

@@ -224,7 +224,7 @@ impl BidRef<'_> {
             bidder: self.bidder,
             price: self.price,
             date_time: self.date_time,
-            extra: std::str::from_utf8(self.extra)?.to_string(),
+            extra: std::str::from_utf8(self.extra)?.into(),
         })
     }
 }
