@@ -76,7 +76,7 @@ impl JsonLinesSinkFactory {
         Box::new(JsonLinesWriter {
             step: self.step.clone(),
             payload: self.payload.clone(),
-            buffers: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
+            staged: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
         })
     }
 }
@@ -84,32 +84,56 @@ impl JsonLinesSinkFactory {
 struct JsonLinesWriter {
     step: String,
     payload: JsonLinesPayload,
-    /// Per partition, the batch's rendered output.
-    buffers: Vec<Vec<u8>>,
+    /// Per partition, the batch's input, rendered and written at commit.
+    staged: Vec<Vec<Batch>>,
 }
 
 impl SinkWriter for JsonLinesWriter {
     fn stage(&mut self, partition: usize, batch: Batch) -> Result<usize> {
-        let n = self.buffers.len();
-        self.payload
-            .kernel
-            .append(batch, &mut self.buffers[partition % n])
-            .map_err(|e| Error::execution(&self.step, e.to_string()))
+        let n = self.staged.len();
+        let rows = batch.len();
+        self.staged[partition % n].push(batch);
+        Ok(rows)
     }
+    /// Renders and writes each partition's file on a thread of its own: rendering JSON and
+    /// copying it into the page cache are most of a sink's cost, and a runner commits from one
+    /// thread.
     fn commit(&mut self, batch_id: u64) -> Result<()> {
-        for (p, buf) in self.buffers.iter_mut().enumerate() {
-            if buf.is_empty() {
-                continue;
+        let parts: Vec<(usize, Vec<Batch>)> = self
+            .staged
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, b)| !b.is_empty())
+            .map(|(p, b)| (p, std::mem::take(b)))
+            .collect();
+        let (step, payload) = (&self.step, &self.payload);
+        let write = move |(p, batches): (usize, Vec<Batch>)| -> Result<()> {
+            let mut buf = Vec::new();
+            for b in batches {
+                payload.kernel.append(b, &mut buf).map_err(|e| Error::execution(step, e.to_string()))?;
             }
-            let path = Path::new(&self.payload.dir).join(format!("batch-{batch_id:010}-part-{p:05}.jsonl"));
-            weir_sdk::io::atomic::write_atomic(&path, buf)
-                .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })?;
-            buf.clear();
+            if buf.is_empty() {
+                return Ok(());
+            }
+            let path = Path::new(&payload.dir).join(format!("batch-{batch_id:010}-part-{p:05}.jsonl"));
+            weir_sdk::io::atomic::write_atomic(&path, &buf)
+                .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })
+        };
+        if parts.len() < 2 {
+            return parts.into_iter().try_for_each(write);
         }
-        Ok(())
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = parts.into_iter().map(|part| scope.spawn(move || write(part))).collect();
+            // Every file is written (or has failed) before the first error is returned.
+            let results: Vec<Result<()>> = handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect();
+            results.into_iter().collect::<Result<()>>()
+        })
     }
     fn discard(&mut self) {
-        self.buffers.iter_mut().for_each(Vec::clear);
+        self.staged.iter_mut().for_each(Vec::clear);
     }
 }
 
