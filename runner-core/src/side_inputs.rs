@@ -181,15 +181,24 @@ impl Pushback {
             // One verdict per distinct window, one pass over the elements: with sessions almost
             // every element has a window of its own, so splitting by window first costs more
             // than the join itself.
+            // Runs of elements share a window (fixed windows): the last verdict is checked first.
             let mut verdicts: HashMap<Window, bool> = HashMap::new();
+            let mut last: Option<(Window, bool)> = None;
             let mut failure = None;
             let (now, later) = self.ops.partition_by_window(b, &mut |w| {
-                *verdicts.entry(*w).or_insert_with(|| {
+                if let Some((lw, verdict)) = last {
+                    if lw == *w {
+                        return verdict;
+                    }
+                }
+                let verdict = *verdicts.entry(*w).or_insert_with(|| {
                     sides.is_ready(w).unwrap_or_else(|e| {
                         failure.get_or_insert(e);
                         false
                     })
-                })
+                });
+                last = Some((*w, verdict));
+                verdict
             });
             if let Some(e) = failure {
                 return Err(e);
