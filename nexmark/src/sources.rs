@@ -439,17 +439,22 @@ impl BoundedReader for EventsFileReader {
 
     fn next(&mut self) -> UserResult<Option<(Event, Timestamp)>> {
         loop {
-            let Some((path, offset)) = self.lines.next_line(&mut self.line)? else { return Ok(None) };
-            if self.line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let parsed = crate::json::parse(&self.line);
+            // Parsed in the read buffer; only a malformed line is copied out, to report it.
+            let read = self.lines.next_line_with(&mut self.line, |line| {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return None;
+                }
+                Some(crate::json::parse(line).map_err(|e| (e, line.to_vec())))
+            })?;
+            let Some((parsed, path, offset)) = read else { return Ok(None) };
             match parsed {
-                Ok(event) => {
+                None => continue,
+                Some(Ok(event)) => {
                     let ts = event.date_time();
                     return Ok(Some((event, ts)));
                 }
-                Err(e) => {
+                Some(Err((e, line))) => {
+                    self.line = line;
                     let path = path.to_path_buf();
                     let line_no = self.line_number(&path, offset)?;
                     let shown: String = String::from_utf8_lossy(&self.line).chars().take(80).collect();
