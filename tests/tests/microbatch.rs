@@ -309,6 +309,14 @@ fn a_failed_batch_is_retried_and_counted_once_as_committed() {
     assert!(err.contains("FailOnce") && err.contains("transient failure"), "{err}");
 }
 
+/// Per batch, the rows the progress reports read from the sources named `prefix...`.
+fn rows_read(recent: &[StreamingQueryProgress], prefix: &str) -> Vec<u64> {
+    recent
+        .iter()
+        .map(|p| p.sources.iter().filter(|s| s.description.starts_with(prefix)).map(|s| s.num_input_rows).sum())
+        .collect()
+}
+
 /// A source that knows how many elements it has left is planned at getBatch and read by the
 /// fused chain it feeds, piece by piece: every element arrives once, batches are bounded as
 /// before, and progress, offsets and source metrics count what was read. The same pipeline
@@ -334,10 +342,7 @@ fn planned_source_reads_deliver_every_element_once() {
         let recent = query.recent_progress();
         // Rows read from "Numbers" per batch (assert_that and the global sum add sources of
         // their own).
-        let rows: Vec<u64> = recent
-            .iter()
-            .map(|p| p.sources.iter().filter(|s| s.description.starts_with("Numbers")).map(|s| s.num_input_rows).sum())
-            .collect();
+        let rows = rows_read(&recent, "Numbers");
         assert_eq!(rows.iter().sum::<u64>(), n as u64, "{extra:?}: {rows:?}");
         assert!(rows.iter().all(|&r| r <= 30_000), "{extra:?}: {rows:?}");
         let first = recent.iter().find(|p| p.num_input_rows > 0).unwrap();
@@ -378,10 +383,7 @@ fn a_file_of_lines_is_read_once_and_counted_exactly() {
         let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
         assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done, "{extra:?}");
         let recent = query.recent_progress();
-        let rows: Vec<u64> = recent
-            .iter()
-            .map(|p| p.sources.iter().filter(|s| s.description.starts_with("Lines")).map(|s| s.num_input_rows).sum())
-            .collect();
+        let rows = rows_read(&recent, "Lines");
         assert_eq!(rows.iter().sum::<u64>(), n as u64, "{extra:?} {two_consumers}: {rows:?}");
         // The batch size is shared among the splits left, rounded up: 8 splits at 2 partitions.
         assert!(rows.iter().all(|&r| r <= 700 + 7), "{extra:?} {two_consumers}: {rows:?}");

@@ -171,37 +171,14 @@ impl LineReader {
     /// Reads the next line into `line` (cleared first, without its `\n` or `\r\n`). Returns the
     /// file and the byte offset the line starts at, or `None` at the end.
     pub fn next_line(&mut self, line: &mut Vec<u8>) -> UserResult<Option<(&Path, u64)>> {
-        loop {
-            if self.current.is_none() {
-                let Some((path, start, end)) = self.ranges.pop_front() else { return Ok(None) };
-                let (reader, pos) = Self::open(&path, start)?;
-                self.current = Some((path, reader, pos, end));
-            }
-            let Some((path, reader, pos, end)) = self.current.as_mut() else { continue };
-            if *pos >= *end {
-                self.current = None;
-                continue;
-            }
+        let mut spanning = Vec::new();
+        let read = self.next_line_with(&mut spanning, |l| {
             line.clear();
-            let n = read_line(reader, line).map_err(|e| io_err(path, e))?;
-            if n == 0 {
-                self.current = None;
-                continue;
-            }
-            let at = *pos;
-            *pos += n as u64;
-            if line.last() == Some(&b'\n') {
-                line.pop();
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-            }
-            return Ok(self.current.as_ref().map(|(p, ..)| (p.as_path(), at)));
-        }
+            line.extend_from_slice(l);
+        })?;
+        Ok(read.map(|((), path, at)| (path, at)))
     }
-}
 
-impl LineReader {
     /// Hands the next line (without its `\n` or `\r\n`) to `f` and returns what `f` made of it,
     /// with the file and the byte offset the line starts at, or `None` at the end. A line that
     /// lies whole in the read buffer is handed over in place, with no copy; one that spans two
