@@ -128,19 +128,34 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
             Bundle::Uniform(u) => return vec![(u.window, pane_of(&u.pane), Batch::new(u))],
             Bundle::Rows(r) => r,
         };
-        let mut groups: Vec<(Window, i64, Vec<WindowedValue<T>>)> = Vec::new();
-        // Sessions give a side input thousands of windows per batch: found by hash, not scan.
-        let mut index: std::collections::HashMap<Window, usize> = std::collections::HashMap::new();
-        for wv in v {
-            let pane = pane_of(&wv.pane);
-            let g = *index.entry(wv.window).or_insert_with(|| {
-                groups.push((wv.window, pane, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1 = groups[g].1.max(pane);
-            groups[g].2.push(wv);
+        // One window (fixed windows, a side input's singleton): the batch as it is, not copied.
+        if let Some(first) = v.first().map(|wv| wv.window) {
+            if v.iter().all(|wv| wv.window == first) {
+                let pane = v.iter().map(|wv| pane_of(&wv.pane)).max().unwrap_or(-1);
+                return vec![(first, pane, Batch::new(v))];
+            }
         }
-        groups.into_iter().map(|(w, p, v)| (w, p, Batch::new(v))).collect()
+        // Sessions give a side input thousands of windows per batch: found by hash, not scan.
+        // A first pass numbers the groups and counts them, so each is allocated once, exactly.
+        let mut groups: Vec<(Window, i64, usize)> = Vec::new();
+        let mut index: hashbrown::HashMap<Window, usize> = hashbrown::HashMap::new();
+        let of: Vec<u32> = v
+            .iter()
+            .map(|wv| {
+                let g = *index.entry(wv.window).or_insert_with(|| {
+                    groups.push((wv.window, -1, 0));
+                    groups.len() - 1
+                });
+                groups[g].1 = groups[g].1.max(pane_of(&wv.pane));
+                groups[g].2 += 1;
+                g as u32
+            })
+            .collect();
+        let mut parts: Vec<Vec<WindowedValue<T>>> = groups.iter().map(|g| Vec::with_capacity(g.2)).collect();
+        for (wv, g) in v.into_iter().zip(of) {
+            parts[g as usize].push(wv);
+        }
+        groups.into_iter().zip(parts).map(|((w, p, _), v)| (w, p, Batch::new(v))).collect()
     }
     fn estimated_bytes(&self, b: &Batch) -> usize {
         let b = batch_ref::<T>(b);
@@ -189,7 +204,24 @@ impl<T: Element> CollectionOps for TypedCollectionOps<T> {
                 }
             }
             Bundle::Rows(v) => {
-                let (yes, no): (Vec<_>, Vec<_>) = v.into_iter().partition(|wv| keep(&wv.window));
+                // One verdict per element, then either side whole (the usual case: a batch
+                // all ready or all waiting is not copied) or both sized exactly.
+                let verdicts: Vec<bool> = v.iter().map(|wv| keep(&wv.window)).collect();
+                let kept = verdicts.iter().filter(|&&k| k).count();
+                if kept == v.len() {
+                    return (Batch::new(v), self.empty());
+                }
+                if kept == 0 {
+                    return (self.empty(), Batch::new(v));
+                }
+                let (mut yes, mut no) = (Vec::with_capacity(kept), Vec::with_capacity(v.len() - kept));
+                for (wv, k) in v.into_iter().zip(verdicts) {
+                    if k {
+                        yes.push(wv);
+                    } else {
+                        no.push(wv);
+                    }
+                }
                 (Batch::new(yes), Batch::new(no))
             }
         }
