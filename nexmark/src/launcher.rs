@@ -273,8 +273,9 @@ impl Serialize for ResultLine {
         st.serialize_field("query", &self.query)?;
         st.serialize_field("timestamp", &self.timestamp)?;
         if human {
-            let raw = serde_json::value::RawValue::from_string(self.value.clone()).map_err(S::Error::custom)?;
-            st.serialize_field("value", &raw)?;
+            // Borrowed, not copied: the value is checked to be one JSON value and written as it is.
+            let raw: &serde_json::value::RawValue = serde_json::from_str(&self.value).map_err(S::Error::custom)?;
+            st.serialize_field("value", raw)?;
         } else {
             st.serialize_field("value", &self.value)?;
         }
