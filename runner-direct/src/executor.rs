@@ -234,7 +234,7 @@ impl<'a> Executor<'a> {
             // One partition: bundles come in the order of the source's splits.
             self.nodes[i].source.as_mut().map(|src| {
                 let max = if src.is_bounded() { usize::MAX } else { max };
-                src.next(1, max, None, clock, false)
+                src.next(1, max, None, clock, false, None)
             })
         };
         self.metrics.record(Some(&name), &container, !matches!(result, Some(Err(_))));
@@ -264,7 +264,7 @@ impl<'a> Executor<'a> {
             let container = MetricsContainerImpl::new();
             let result = {
                 let _scope = scoped_container(container.clone());
-                sink.commit(self.round)
+                sink.commit(self.round, None)
             };
             self.metrics.record(Some(&n.name), &container, result.is_ok());
             result?;

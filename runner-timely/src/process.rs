@@ -207,7 +207,7 @@ impl Process {
                         for (w, b) in batches {
                             slot.writer.stage(w, b)?;
                         }
-                        slot.writer.commit(epoch)?;
+                        slot.writer.commit(epoch, None)?;
                     }
                     Ok(())
                 })()

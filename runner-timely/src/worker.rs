@@ -321,7 +321,7 @@ fn drive(
             let container = MetricsContainerImpl::new();
             let read = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(1, max, counts, &mut clock, defer[k])
+                src.next(1, max, counts, &mut clock, defer[k], None)
             };
             if let Ok(read) = &read {
                 let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;

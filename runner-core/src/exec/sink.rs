@@ -18,8 +18,8 @@ pub trait SinkWriter: Send {
     /// Stages one partition's input of the current batch; returns the rows staged.
     fn stage(&mut self, partition: usize, batch: Batch) -> Result<usize>;
     /// Makes what was staged visible as batch `batch_id`, replacing what an earlier attempt of
-    /// the same batch wrote.
-    fn commit(&mut self, batch_id: u64) -> Result<()>;
+    /// the same batch wrote. A writer may spread the work over `workers` when given.
+    fn commit(&mut self, batch_id: u64, workers: Option<&crate::exec::workers::Workers>) -> Result<()>;
     /// Drops what was staged (the batch failed and will be retried).
     fn discard(&mut self);
 }
@@ -95,10 +95,10 @@ impl SinkWriter for JsonLinesWriter {
         self.staged[partition % n].push(batch);
         Ok(rows)
     }
-    /// Renders and writes each partition's file on a thread of its own: rendering JSON and
-    /// copying it into the page cache are most of a sink's cost, and a runner commits from one
-    /// thread.
-    fn commit(&mut self, batch_id: u64) -> Result<()> {
+    /// Renders and writes each partition's file as a task of its own on the workers: rendering
+    /// JSON and copying it into the page cache are most of a sink's cost, and a runner commits
+    /// from one thread.
+    fn commit(&mut self, batch_id: u64, workers: Option<&crate::exec::workers::Workers>) -> Result<()> {
         let parts: Vec<(usize, Vec<Batch>)> = self
             .staged
             .iter_mut()
@@ -106,11 +106,11 @@ impl SinkWriter for JsonLinesWriter {
             .filter(|(_, b)| !b.is_empty())
             .map(|(p, b)| (p, std::mem::take(b)))
             .collect();
-        let (step, payload) = (&self.step, &self.payload);
+        let (step, payload) = (self.step.clone(), self.payload.clone());
         let write = move |(p, batches): (usize, Vec<Batch>)| -> Result<()> {
             let mut buf = Vec::new();
             for b in batches {
-                payload.kernel.append(b, &mut buf).map_err(|e| Error::execution(step, e.to_string()))?;
+                payload.kernel.append(b, &mut buf).map_err(|e| Error::execution(&step, e.to_string()))?;
             }
             if buf.is_empty() {
                 return Ok(());
@@ -119,18 +119,8 @@ impl SinkWriter for JsonLinesWriter {
             weir_sdk::io::atomic::write_atomic(&path, &buf)
                 .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })
         };
-        if parts.len() < 2 {
-            return parts.into_iter().try_for_each(write);
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = parts.into_iter().map(|part| scope.spawn(move || write(part))).collect();
-            // Every file is written (or has failed) before the first error is returned.
-            let results: Vec<Result<()>> = handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                .collect();
-            results.into_iter().collect::<Result<()>>()
-        })
+        // Every file is written (or has failed) before the first error is returned.
+        crate::exec::workers::run_in_step(workers, parts, write).into_iter().collect()
     }
     fn discard(&mut self) {
         self.staged.iter_mut().for_each(Vec::clear);
@@ -172,7 +162,7 @@ impl SinkWriter for ForEachBatchWriter {
         self.staged.push(batch);
         Ok(n)
     }
-    fn commit(&mut self, batch_id: u64) -> Result<()> {
+    fn commit(&mut self, batch_id: u64, _: Option<&crate::exec::workers::Workers>) -> Result<()> {
         let batches = std::mem::take(&mut self.staged);
         if batches.is_empty() {
             return Ok(());

@@ -386,7 +386,8 @@ impl SourceState {
 
     /// Reads the next slice: about `max` records in all (`max` shared evenly among the splits
     /// that still have data, rounded up), spread over `partitions`; when replaying a logged
-    /// batch, exactly the logged count of each split.
+    /// batch, exactly the logged count of each split. Splits read now (not planned) are read on
+    /// `workers` when given, one task per partition.
     pub fn next(
         &mut self,
         partitions: usize,
@@ -394,6 +395,7 @@ impl SourceState {
         replay: Option<&[usize]>,
         clock: &mut Clock,
         defer: bool,
+        workers: Option<&crate::exec::workers::Workers>,
     ) -> Result<SourceBatch> {
         let limit =
             |i: usize, live: usize| replay.map(|r| r.get(i).copied().unwrap_or(0)).unwrap_or(max.div_ceil(live.max(1)));
@@ -494,41 +496,22 @@ impl SourceState {
                     drop(slot);
                     eager.push((i, shared_reader, n));
                 }
-                // Splits read now are read in parallel, one thread per partition, each reading
-                // the splits its partition gets: a reader that cannot say how much it has left
-                // (a file of lines) is not read by one thread while the others wait.
-                let name = &name;
-                let read = |jobs: Vec<(usize, SharedReader, usize)>| {
-                    jobs.into_iter()
-                        .map(|(i, r, n)| read_now(name, &mut lock(&r), n).map(|got| (i, got)))
-                        .collect::<Result<Vec<_>>>()
-                };
+                // Splits read now are read in parallel on the workers, one task per partition,
+                // each reading the splits its partition gets: a reader that cannot say how much
+                // it has left (a file of lines) is not read by one thread while the others wait.
                 let mut jobs: Vec<Vec<(usize, SharedReader, usize)>> = (0..partitions).map(|_| Vec::new()).collect();
-                let threads = eager.len().min(partitions);
                 for job in eager {
                     jobs[job.0 % partitions].push(job);
                 }
-                let done_reads: Vec<Vec<(usize, EagerRead)>> = if threads > 1 {
-                    let metrics = weir_sdk::metrics::current_container();
-                    std::thread::scope(|scope| {
-                        let handles: Vec<_> = jobs
-                            .into_iter()
-                            .map(|mine| {
-                                let metrics = metrics.clone();
-                                scope.spawn(move || {
-                                    let _scope = metrics.map(weir_sdk::metrics::scoped_container);
-                                    read(mine)
-                                })
-                            })
-                            .collect();
-                        handles
-                            .into_iter()
-                            .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                            .collect::<Result<Vec<_>>>()
-                    })?
-                } else {
-                    jobs.into_iter().map(read).collect::<Result<Vec<_>>>()?
-                };
+                jobs.retain(|j| !j.is_empty());
+                let step = name.clone();
+                let done_reads = crate::exec::workers::run_in_step(workers, jobs, move |jobs| {
+                    jobs.into_iter()
+                        .map(|(i, r, n)| read_now(&step, &mut lock(&r), n).map(|got| (i, got)))
+                        .collect::<Result<Vec<_>>>()
+                })
+                .into_iter()
+                .collect::<Result<Vec<_>>>()?;
                 for (i, got) in done_reads.into_iter().flatten() {
                     let s = &mut splits[i];
                     s.read += got.count as u64;

@@ -99,6 +99,36 @@ impl Workers {
         }
         out
     }
+
+    /// [`Workers::run`] for work of the caller's step: the metrics container bound on the
+    /// calling thread is bound on every task's thread too, so what the tasks' user code counts
+    /// lands in the step's metrics.
+    pub fn run_in_step<T, R, F>(&self, tasks: Vec<T>, f: F) -> Vec<R>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        F: Fn(T) -> R + Send + Sync + 'static,
+    {
+        let metrics = weir_sdk::metrics::current_container();
+        self.run(tasks, move |t| {
+            let _scope = metrics.clone().map(weir_sdk::metrics::scoped_container);
+            f(t)
+        })
+    }
+}
+
+/// [`Workers::run_in_step`] on `workers`, or on the calling thread alone without a pool (a
+/// runner whose caller is already one of many, as a timely worker is).
+pub fn run_in_step<T, R, F>(workers: Option<&Workers>, tasks: Vec<T>, f: F) -> Vec<R>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    F: Fn(T) -> R + Send + Sync + 'static,
+{
+    match workers {
+        Some(w) => w.run_in_step(tasks, f),
+        None => tasks.into_iter().map(f).collect(),
+    }
 }
 
 impl Drop for Workers {

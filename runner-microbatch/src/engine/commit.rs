@@ -85,7 +85,7 @@ impl Engine {
             let container = MetricsContainerImpl::new();
             let result = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                sink.commit(self.batch_id)
+                sink.commit(self.batch_id, Some(&self.workers))
             };
             self.metrics.record(Some(&spec.name), &container, result.is_ok());
             result?;

@@ -42,7 +42,14 @@ impl Engine {
                 .map(|r| r.sources.iter().find(|s| &s.name == name).map(|s| s.counts.clone()).unwrap_or_default());
             let sb = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(self.partitions, max, counts.as_deref(), &mut self.clock, self.defer_reads[i])
+                src.next(
+                    self.partitions,
+                    max,
+                    counts.as_deref(),
+                    &mut self.clock,
+                    self.defer_reads[i],
+                    Some(&self.workers),
+                )
             };
             if let (Ok(sb), Some(&pc)) = (&sb, self.plan.nodes[i].outputs.first()) {
                 let ops = self.graph.pcollection(pc).ops.clone();
