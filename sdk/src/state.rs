@@ -506,7 +506,10 @@ impl Timer<'_, '_> {
         self.period = duration_millis(period);
         self
     }
-    /// Sets the timestamp of what the callback outputs (and the watermark hold).
+    /// Sets the timestamp of what the callback outputs (and the watermark hold). As in Beam, a
+    /// timestamp set here must not be before the element's (or firing timer's) timestamp; one
+    /// left unset defaults to the firing time (event time) or the element's timestamp
+    /// (processing time) and is not checked against the element.
     pub fn with_output_timestamp(mut self, ts: Timestamp) -> Self {
         self.output = Some(Some(ts));
         self
@@ -563,15 +566,22 @@ impl Timer<'_, '_> {
 
     fn store(self, target: Timestamp) -> UserResult {
         let time = self.scope.time;
-        let output = match self.output {
-            None => Some(match self.domain {
-                TimeDomain::EventTime => target,
-                TimeDomain::ProcessingTime => time.element_timestamp,
-            }),
-            Some(o) => o,
+        // As Beam: only an output timestamp the user set is checked against the element's; a
+        // defaulted one is the firing time (event time) or the element's timestamp (processing
+        // time), even when the firing time is before the element (a relative timer set while the
+        // input watermark is behind it, as after a GroupByKey in the global window).
+        let (output, explicit) = match self.output {
+            None => (
+                Some(match self.domain {
+                    TimeDomain::EventTime => target,
+                    TimeDomain::ProcessingTime => time.element_timestamp,
+                }),
+                false,
+            ),
+            Some(o) => (o, true),
         };
         if let Some(o) = output {
-            if o < time.element_timestamp {
+            if explicit && o < time.element_timestamp {
                 return Err(format!(
                     "Cannot set timer '{}' with output timestamp {o} before the element timestamp {}",
                     self.id, time.element_timestamp

@@ -225,6 +225,29 @@ impl DoFn for BadTimer {
     }
 }
 
+/// After a GroupByKey in the global window: keeps the group's sum and sets a relative event-time
+/// timer 1 s past the input watermark, with no output timestamp given (it defaults to the
+/// firing time, which is before the element's timestamp at the end of the global window).
+#[derive(Clone)]
+struct RelativeAfterGroup;
+
+impl DoFn for RelativeAfterGroup {
+    type In = KV<String, Vec<i64>>;
+    type Out = i64;
+    fn process(&mut self, e: KV<String, Vec<i64>>, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        ctx.value_state::<i64>("sum").write(&e.value.iter().sum())?;
+        ctx.timer("later", TimeDomain::EventTime).offset(Duration::from_secs(1)).set_relative()
+    }
+    fn on_timer(
+        &mut self,
+        _: &weir_sdk::do_fn::TimerFiring,
+        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, i64>,
+    ) -> UserResult {
+        let sum = ctx.value_state::<i64>("sum").read()?.unwrap_or(0);
+        ctx.output(sum)
+    }
+}
+
 conformance! {
     fn value_state_is_per_key(p) {
         let out = p
@@ -301,6 +324,17 @@ conformance! {
         // The timer fires at 52 but outputs at 2 and holds the watermark there: when the watermark
         // reaches 30 the sum of [0,10) still waits, and is on time, not late.
         assert_that(&out).in_on_time_pane(W::Interval(IntervalWindow::new(0, 10))).contains_in_any_order(vec![kv("a", 7)]);
+        p.run();
+    }
+
+    fn a_defaulted_timer_output_timestamp_is_not_checked_against_the_element(p) {
+        // Beam checks only an output timestamp the user set; the defaulted one (the firing
+        // time) may be before the element, and the timer is set and fires.
+        let out = p
+            .apply("Create", Create::of(vec![kv("a", 1), kv("a", 2), kv("b", 5)]))
+            .apply("Group", GroupByKey::create())
+            .apply("Later", ParDo::stateful(RelativeAfterGroup));
+        assert_that(&out).contains_in_any_order(vec![3, 5]);
         p.run();
     }
 
