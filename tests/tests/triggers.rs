@@ -106,6 +106,36 @@ conformance! {
         p.run();
     }
 
+    fn combine_globally_with_defaults_keeps_the_combines_panes_under_a_trigger(p) {
+        // Beam: early 3, early 6, then on time 6 (accumulating); the default joins only an
+        // empty global window, once, at its end.
+        let stream = TestStream::create()
+            .add_elements(vec![TimestampedValue::new(1i64, 1), TimestampedValue::new(2, 2)])
+            .advance_processing_time(ms(6))
+            .add_elements(vec![TimestampedValue::new(3i64, 3)])
+            .advance_processing_time(ms(6))
+            .advance_watermark_to_infinity();
+        let early = || {
+            Window::<i64>::into(GlobalWindows)
+                .triggering(
+                    AfterWatermark::past_end_of_window()
+                        .with_early_firings(AfterProcessingTime::past_first_element_in_pane().plus_delay_of(ms(5))),
+                )
+                .accumulating_fired_panes()
+        };
+        let sums = p.apply("Stream", stream).apply("Window", early()).apply("Sum", Sum::globally());
+        let keyed = sums.apply("Key", Map::new(k));
+        assert_that(&panes(&keyed)).contains_in_any_order(s(&[
+            "3 EARLY 0 -1 true false",
+            "6 EARLY 1 -1 false false",
+            "6 ON_TIME 2 0 false true",
+        ]));
+        let empty = TestStream::<i64>::create().advance_processing_time(ms(6)).advance_watermark_to_infinity();
+        let none = p.apply("Empty", empty).apply("EmptyWindow", early()).apply("EmptySum", Sum::globally());
+        assert_that(&none).contains_in_any_order(vec![0]);
+        p.run();
+    }
+
     fn late_data_within_lateness_and_dropped_past_it(p) {
         let stream = TestStream::create()
             .add_elements(vec![tv(1, 1)])

@@ -432,20 +432,21 @@ impl<F: CombineFn> CombineGlobally<F> {
     }
 }
 
+/// Emits the combine's default for the impulse when the combined collection's (global) window
+/// is empty: Beam's `insertDefaultValueIfEmpty`. The view is ready once the combine fired a pane
+/// (then it is not empty and nothing is emitted) or its watermark passed the end of the window.
 #[derive(Clone)]
-struct InsertDefaultFn<F>(F);
+struct ProduceDefaultFn<F: CombineFn> {
+    fn_: F,
+    combined: crate::view::PCollectionView<crate::view::ListOf<F::Out>>,
+}
 
-impl<F: CombineFn> DoFn for InsertDefaultFn<F> {
-    type In = KV<(), Vec<Option<F::Out>>>;
+impl<F: CombineFn> DoFn for ProduceDefaultFn<F> {
+    type In = Vec<u8>;
     type Out = F::Out;
-    fn process(&mut self, kv: Self::In, ctx: &mut ProcessContext<'_, F::Out>) -> UserResult {
-        let mut any = false;
-        for v in kv.value.into_iter().flatten() {
-            any = true;
-            ctx.output(v);
-        }
-        if !any {
-            ctx.output(self.0.extract_output(self.0.create_accumulator()));
+    fn process(&mut self, _: Vec<u8>, ctx: &mut ProcessContext<'_, F::Out>) -> UserResult {
+        if ctx.side_input(&self.combined)?.is_empty() {
+            ctx.output(self.fn_.extract_output(self.fn_.create_accumulator()));
         }
         Ok(())
     }
@@ -471,15 +472,16 @@ impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
             );
             return combined;
         }
-        // An empty input produces no group above; a marker from Impulse guarantees one group,
-        // in which the default is emitted when no combined value arrived.
-        let present = combined.apply("Present", Map::new(|o: F::Out| KV::new((), Some(o))));
-        let marker =
-            p.begin().apply("Impulse", Impulse).apply("Absent", Map::new(|_: Vec<u8>| KV::new((), None::<F::Out>)));
-        PCollectionList::of(&p, vec![present, marker])
-            .apply("Flatten", Flatten::pcollections())
-            .apply("GroupAll", GroupByKey::create())
-            .apply("InsertDefault", ParDo::of(InsertDefaultFn(self.fn_)))
+        // An empty input produces no pane above. As Beam does, the combined values pass on as
+        // they are (their panes unchanged, under any trigger), flattened with a default that an
+        // impulse emits only if the combined window turns out empty: at its end, once.
+        let view = crate::transforms::view::View::as_iterable(&combined);
+        let default = p.begin().apply("Impulse", Impulse).apply(
+            "ProduceDefault",
+            ParDo::of(ProduceDefaultFn { fn_: self.fn_, combined: view.clone() })
+                .with_side_inputs(vec![view.spec().clone()]),
+        );
+        PCollectionList::of(&p, vec![combined, default]).apply("Flatten", Flatten::pcollections())
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::COMBINE_GLOBALLY)
