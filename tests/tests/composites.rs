@@ -42,6 +42,18 @@ conformance! {
         assert_that(&input.apply("Distinct", Distinct::create())).contains_in_any_order(s(&["k1", "k5", "k2", "k3"]));
         let empty = p.apply("Empty", Create::<String>::of(vec![]));
         assert_that(&empty.apply("DistinctEmpty", Distinct::create())).empty();
+        // Distinct by length, one representative each (which one is arbitrary, as in Beam).
+        let words = p.apply("Words", Create::of(s(&["a", "bb", "cc", "dd", "e", "fff"])));
+        let lengths = words
+            .apply("ByLength", Distinct::with_representative_value_fn(|w: &String| w.len()))
+            .apply("Length", Map::new(|w: String| w.len()));
+        assert_that(&lengths).contains_in_any_order(vec![1usize, 2, 3]);
+        let windowed = p
+            .apply("Timed", Create::timestamped(vec![TimestampedValue::new("x".to_string(), 1), TimestampedValue::new("xx".to_string(), 2), TimestampedValue::new("y".to_string(), 12)]))
+            .apply("Fixed", Window::into(FixedWindows::of(std::time::Duration::from_millis(10))))
+            .apply("PerWindow", Distinct::with_representative_value_fn(|w: &String| w.len()))
+            .apply("Len", Map::new(|w: String| w.len()));
+        assert_that(&windowed).contains_in_any_order(vec![1usize, 2, 1]);
         p.run();
     }
 

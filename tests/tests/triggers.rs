@@ -136,6 +136,33 @@ conformance! {
         p.run();
     }
 
+    fn distinct_outputs_each_element_once_per_window_under_a_trigger(p) {
+        // Beam's Distinct outputs an element on its key's first pane only: a, b in the first
+        // early panes, c in its own first pane; the later panes (early and on time, accumulating
+        // or discarding) output nothing again.
+        let t = |w: &str, at: i64| TimestampedValue::new(w.to_string(), at);
+        let stream = || {
+            TestStream::create()
+                .add_elements(vec![t("apple", 1), t("banana", 2)])
+                .advance_processing_time(ms(6))
+                .add_elements(vec![t("apple", 3), t("avocado", 4), t("cherry", 5)])
+                .advance_processing_time(ms(6))
+                .advance_watermark_to_infinity()
+        };
+        let early = || {
+            Window::<String>::into(GlobalWindows).triggering(
+                AfterWatermark::past_end_of_window()
+                    .with_early_firings(AfterProcessingTime::past_first_element_in_pane().plus_delay_of(ms(5))),
+            )
+        };
+        let words = p.apply("Stream", stream()).apply("Accumulating", early().accumulating_fired_panes());
+        assert_that(&words.apply("Distinct", Distinct::create())).contains_in_any_order(s(&["apple", "banana", "avocado", "cherry"]));
+        let again = p.apply("Stream2", stream()).apply("Discarding", early().discarding_fired_panes());
+        let by_initial = again.apply("ByInitial", Distinct::with_representative_value_fn(|w: &String| w.chars().next()));
+        assert_that(&by_initial).contains_in_any_order(s(&["apple", "banana", "cherry"]));
+        p.run();
+    }
+
     fn late_data_within_lateness_and_dropped_past_it(p) {
         let stream = TestStream::create()
             .add_elements(vec![tv(1, 1)])
