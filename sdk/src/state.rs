@@ -523,6 +523,8 @@ impl Timer<'_, '_> {
     /// Sets an event-time timer to fire at `target` (absolute; processing-time timers must use
     /// [`Timer::set_relative`]).
     pub fn set(self, target: Timestamp) -> UserResult {
+        // Outside a stateful ParDo there is no window to check against: say what is missing.
+        self.scope.state()?;
         if self.domain == TimeDomain::ProcessingTime {
             return Err(format!(
                 "Can't set an absolute processing-time timer '{}'; use offset(..).set_relative()",
@@ -544,6 +546,7 @@ impl Timer<'_, '_> {
     /// Sets the timer relative to now (input watermark or processing time) plus the offset,
     /// aligned to the period (Java's truncating `%`, as Beam's).
     pub fn set_relative(self) -> UserResult {
+        self.scope.state()?;
         let now = match self.domain {
             TimeDomain::EventTime => self.scope.time.input_watermark,
             TimeDomain::ProcessingTime => self.scope.time.processing_time,

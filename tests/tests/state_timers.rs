@@ -361,6 +361,36 @@ fn state_outside_a_stateful_par_do_is_an_error() {
     assert!(err.contains("'NotStateful'") && err.contains("ParDo::stateful"), "{err}");
 }
 
+/// Sets a timer on an input that is not keyed (a plain ParDo).
+#[derive(Clone)]
+struct UnkeyedTimer(bool);
+
+impl DoFn for UnkeyedTimer {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        let timer = ctx.timer("t", TimeDomain::EventTime);
+        if self.0 {
+            timer.offset(ms(1)).set_relative()
+        } else {
+            timer.set(e)
+        }
+    }
+}
+
+#[test]
+fn a_timer_on_an_unkeyed_input_says_timers_need_a_keyed_input() {
+    for relative in [false, true] {
+        let p = weir_tests::pipeline("direct");
+        p.apply("Create", Create::of(vec![1i64])).apply("Unkeyed", ParDo::of(UnkeyedTimer(relative)));
+        let err = p.try_run().unwrap_err().to_string();
+        assert!(
+            err.contains("'Unkeyed'") && err.contains("keyed (KV) input") && !err.contains("expiration"),
+            "{relative}: {err}"
+        );
+    }
+}
+
 #[test]
 fn timer_rules_are_enforced() {
     for (case, expected) in [

@@ -77,7 +77,14 @@ fn combine_globally_with_defaults_needs_the_global_window() {
         .apply("Fixed", Window::into(FixedWindows::of(Duration::from_secs(1))))
         .apply("Sum", Sum::globally());
     let err = p.validate().unwrap_err().to_string();
-    assert!(err.contains("'Sum'") && err.contains("without_defaults"), "{err}");
+    assert!(err.contains("'Sum'") && err.contains("without_defaults()") && err.contains("as_singleton_view"), "{err}");
+    // Top is a Combine.globally with defaults: the same advice.
+    let q = weir_tests::pipeline("direct");
+    q.apply("A", Create::of(vec![1i64]))
+        .apply("Fixed", Window::into(FixedWindows::of(Duration::from_secs(1))))
+        .apply("Top", Top::largest(2));
+    let err = q.validate().unwrap_err().to_string();
+    assert!(err.contains("'Top'") && err.contains("without_defaults()") && err.contains("as_singleton_view"), "{err}");
 }
 
 #[test]

@@ -466,9 +466,11 @@ impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
         if !input.windowing_strategy().is_global() {
             p.record_error(
                 &p.current_step(),
-                "Default values are not supported in Combine.globally() if the input PCollection is not \
-                 windowed by GlobalWindows. Instead, use Combine.globally().without_defaults() to output \
-                 an empty PCollection if the input PCollection is empty",
+                "Default values are not supported in Combine.globally() (and Top, which is one) if the input \
+                 PCollection is not windowed by GlobalWindows. Instead, use Combine.globally().without_defaults() \
+                 to output an empty PCollection if the input PCollection is empty, or \
+                 Combine.globally().as_singleton_view(..) to read the CombineFn's default output for an empty \
+                 window as a side input",
             );
             return combined;
         }
