@@ -5,7 +5,7 @@ use crate::coders::Element;
 use crate::graph::{Boundedness, Payload};
 use crate::kernel::{Batch, TestStreamEvent};
 use crate::pipeline::{PBegin, PCollection, PTransform};
-use crate::time::{Timestamp, MAX_TIMESTAMP};
+use crate::time::{Timestamp, GLOBAL_WINDOW_MAX_TIMESTAMP, MAX_TIMESTAMP};
 use crate::window_fn::WindowingStrategy;
 use crate::windowed_value::{TimestampedValue, WindowedValue};
 use std::marker::PhantomData;
@@ -18,17 +18,27 @@ use std::time::Duration;
 /// watermark goes to infinity.
 pub struct TestStream<T> {
     events: Vec<TestStreamEvent>,
+    /// What the builder refused (as Beam's builder does), reported when the stream is applied.
+    refused: Vec<String>,
     _t: PhantomData<fn() -> T>,
 }
 
 impl<T: Element> TestStream<T> {
     /// An empty stream.
     pub fn create() -> Self {
-        TestStream { events: Vec::new(), _t: PhantomData }
+        TestStream { events: Vec::new(), refused: Vec::new(), _t: PhantomData }
     }
 
-    /// Emits `values` as one bundle.
+    /// Emits `values` as one bundle. As in Beam, every timestamp must be before the end of the
+    /// global window ([`GLOBAL_WINDOW_MAX_TIMESTAMP`]); the pipeline is refused otherwise.
     pub fn add_elements(mut self, values: Vec<TimestampedValue<T>>) -> Self {
+        if let Some(late) = values.iter().find(|v| v.timestamp >= GLOBAL_WINDOW_MAX_TIMESTAMP) {
+            self.refused.push(format!(
+                "TestStream elements must have timestamps before the end of the global window \
+                 ({GLOBAL_WINDOW_MAX_TIMESTAMP}); got one at {}",
+                late.timestamp
+            ));
+        }
         let values = Arc::new(values);
         self.events.push(TestStreamEvent::Elements(Arc::new(move || -> Batch {
             Batch::new(
@@ -38,8 +48,15 @@ impl<T: Element> TestStream<T> {
         self
     }
 
-    /// Advances the watermark to `ts`.
+    /// Advances the watermark to `ts`, which must be before the maximum timestamp, as in Beam:
+    /// [`TestStream::advance_watermark_to_infinity`] is how a stream ends.
     pub fn advance_watermark_to(mut self, ts: Timestamp) -> Self {
+        if ts >= MAX_TIMESTAMP {
+            self.refused.push(format!(
+                "TestStream watermark cannot advance to the maximum timestamp ({MAX_TIMESTAMP}) with \
+                 advance_watermark_to({ts}); use advance_watermark_to_infinity() to end the stream"
+            ));
+        }
         self.events.push(TestStreamEvent::Watermark(ts));
         self
     }
@@ -52,12 +69,13 @@ impl<T: Element> TestStream<T> {
 
     /// A copy of this stream's events (to play the same stream into several branches).
     pub fn clone_events(&self) -> Self {
-        TestStream { events: self.events.clone(), _t: PhantomData }
+        TestStream { events: self.events.clone(), refused: self.refused.clone(), _t: PhantomData }
     }
 
     /// Advances the watermark to infinity: no more data.
-    pub fn advance_watermark_to_infinity(self) -> Self {
-        self.advance_watermark_to(MAX_TIMESTAMP)
+    pub fn advance_watermark_to_infinity(mut self) -> Self {
+        self.events.push(TestStreamEvent::Watermark(MAX_TIMESTAMP));
+        self
     }
 }
 
@@ -65,6 +83,9 @@ impl<T: Element> PTransform<PBegin> for TestStream<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PBegin) -> Self::Output {
         let p = input.pipeline_handle();
+        for refused in &self.refused {
+            p.record_error(&p.current_step(), refused.clone());
+        }
         let mut last = crate::time::MIN_TIMESTAMP;
         for e in &self.events {
             if let TestStreamEvent::Watermark(t) = e {
