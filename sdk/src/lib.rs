@@ -75,6 +75,7 @@ pub use transforms::keys::{Keys, KvSwap, Values, WithKeys};
 pub use transforms::map::{Filter, FlatMap, Map, TryMap};
 pub use transforms::par_do::{ErasedTupleTag, ParDo};
 pub use transforms::partition::Partition;
+pub use transforms::reify::{Reify, ValueInSingleWindow, WithTimestamps};
 pub use transforms::reshuffle::Reshuffle;
 pub use transforms::to_string::ToString;
 pub use transforms::view::View;

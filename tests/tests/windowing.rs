@@ -313,3 +313,67 @@ mod properties {
         }
     }
 }
+
+mod reify {
+    use super::*;
+    use weir_sdk::pane::PaneInfo;
+
+    conformance! {
+        fn reify_turns_timestamps_windows_and_panes_into_values(p) {
+            let words = p.apply("Create", Create::timestamped(vec![tv("a".to_string(), 5), tv("b".to_string(), 12)]));
+            assert_that(&words.apply("Stamps", Reify::timestamps())).contains_in_any_order(vec![tv("a".to_string(), 5), tv("b".to_string(), 12)]);
+            let windowed = words.apply("Fixed", Window::into(FixedWindows::of(ms(10))));
+            // Elements no trigger produced are in no firing (Beam's PaneInfo.NO_FIRING).
+            let in_windows = windowed.apply("Windows", Reify::windows());
+            assert_that(&in_windows).contains_in_any_order(vec![
+                ValueInSingleWindow { value: "a".to_string(), timestamp: 5, window: iw(0, 10), pane: PaneInfo::NO_FIRING },
+                ValueInSingleWindow { value: "b".to_string(), timestamp: 12, window: iw(10, 20), pane: PaneInfo::NO_FIRING },
+            ]);
+            // After a GroupByKey: the end of the window, and the one on-time pane.
+            let grouped = windowed
+                .apply("Key", WithKeys::of(|_: &String| 1i64))
+                .apply("Group", GroupByKey::create())
+                .apply("InValue", Reify::windows_in_value());
+            assert_that(&grouped).contains_in_any_order(vec![
+                KV::new(1i64, ValueInSingleWindow { value: vec!["a".to_string()], timestamp: 9, window: iw(0, 10), pane: PaneInfo::ON_TIME_AND_ONLY_FIRING }),
+                KV::new(1i64, ValueInSingleWindow { value: vec!["b".to_string()], timestamp: 19, window: iw(10, 20), pane: PaneInfo::ON_TIME_AND_ONLY_FIRING }),
+            ]);
+            let keyed = words.apply("KeyByLen", WithKeys::of(|w: &String| w.len())).apply("StampsInValue", Reify::timestamps_in_value());
+            assert_that(&keyed).contains_in_any_order(vec![KV::new(1usize, tv("a".to_string(), 5)), KV::new(1, tv("b".to_string(), 12))]);
+            // Timestamps from values, then read back.
+            let moved = p
+                .apply("Stamped", Create::of(vec![tv(7i64, 40), tv(8, 3)]))
+                .apply("Extract", Reify::extract_timestamps_from_values())
+                .apply("Back", Reify::timestamps());
+            assert_that(&moved).contains_in_any_order(vec![tv(7i64, 40), tv(8, 3)]);
+            p.run();
+        }
+
+        fn with_timestamps_moves_elements_to_new_timestamps(p) {
+            let logs = p.apply("Logs", Create::of(vec![(1_000i64, "x".to_string()), (15, "y".to_string())]));
+            let counts = logs
+                .apply("Stamp", WithTimestamps::of(|l: &(i64, String)| l.0))
+                .apply("Fixed", Window::into(FixedWindows::of(ms(100))))
+                .apply("Count", Count::per_element())
+                .apply("Windows", Reify::windows());
+            let got = counts.apply("Render", Map::new(|v: ValueInSingleWindow<KV<(i64, String), i64>>| (v.value.key.1, v.window)));
+            assert_that(&got).contains_in_any_order(vec![("x".to_string(), iw(1000, 1100)), ("y".to_string(), iw(0, 100))]);
+            // Earlier than the element, within the allowed skew.
+            let skewed = p
+                .apply("Late", Create::timestamped(vec![tv(100i64, 100)]))
+                .apply("Back", WithTimestamps::of(|t: &i64| t - 60).with_allowed_timestamp_skew(ms(60)))
+                .apply("Stamps", Reify::timestamps());
+            assert_that(&skewed).contains_in_any_order(vec![tv(100i64, 40)]);
+            p.run();
+        }
+    }
+
+    #[test]
+    fn with_timestamps_refuses_a_timestamp_before_the_element_beyond_the_skew() {
+        let p = weir_tests::pipeline("direct");
+        p.apply("Late", Create::timestamped(vec![tv(100i64, 100)]))
+            .apply("Back", WithTimestamps::of(|t: &i64| t - 61).with_allowed_timestamp_skew(ms(60)));
+        let err = p.try_run().unwrap_err().to_string();
+        assert!(err.contains("Back") && err.contains("Cannot output with timestamp 39") && err.contains("skew"), "{err}");
+    }
+}

@@ -13,6 +13,7 @@ pub mod keys;
 pub mod map;
 pub mod par_do;
 pub mod partition;
+pub mod reify;
 pub mod reshuffle;
 pub mod to_string;
 pub mod view;
