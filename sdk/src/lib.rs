@@ -79,6 +79,7 @@ pub use transforms::reify::{Reify, ValueInSingleWindow, WithTimestamps};
 pub use transforms::reshuffle::Reshuffle;
 pub use transforms::to_string::ToString;
 pub use transforms::view::View;
+pub use transforms::wait::Wait;
 pub use transforms::window_into::Window;
 pub use view::PCollectionView;
 pub use windowed_value::{TimestampedValue, WindowedValue};

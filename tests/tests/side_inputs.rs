@@ -179,3 +179,79 @@ fn session_windowed_side_inputs_are_rejected() {
     let err = p.validate().unwrap_err().to_string();
     assert!(err.contains("'Add'") && err.contains("merging windows"), "{err}");
 }
+
+mod wait_on {
+    use super::*;
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+    use weir_sdk::transforms::wait::Wait;
+
+    /// Signal elements seen, by run token: what the waiting branch checks it waited for.
+    static SEEN: Mutex<Option<HashSet<(u64, i64)>>> = Mutex::new(None);
+    static RUN: AtomicU64 = AtomicU64::new(0);
+
+    /// Records each signal element of run `.0`.
+    #[derive(Clone)]
+    struct Record(u64);
+
+    impl DoFn for Record {
+        type In = i64;
+        type Out = i64;
+        fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+            SEEN.lock().unwrap().get_or_insert_with(HashSet::new).insert((self.0, e));
+            ctx.output(e);
+            Ok(())
+        }
+    }
+
+    /// Fails unless the signal element of the same window (`e - 1`) was seen already.
+    #[derive(Clone)]
+    struct AfterSignal(u64);
+
+    impl DoFn for AfterSignal {
+        type In = i64;
+        type Out = i64;
+        fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+            let seen = SEEN.lock().unwrap().as_ref().is_some_and(|s| s.contains(&(self.0, e - 1)));
+            if !seen {
+                return Err(format!("{e} released before its window's signal {} was done", e - 1).into());
+            }
+            ctx.output(e);
+            Ok(())
+        }
+    }
+
+    conformance! {
+        fn wait_on_holds_elements_until_the_signals_window_is_done(p) {
+            let run = RUN.fetch_add(1, Ordering::SeqCst);
+            // Per 10 ms window an even element arrives first, its signal (one less) later.
+            let stream = TestStream::create()
+                .add_elements(vec![TimestampedValue::new(2i64, 2)])
+                .add_elements(vec![TimestampedValue::new(1i64, 3)])
+                .advance_watermark_to(10)
+                .add_elements(vec![TimestampedValue::new(12i64, 12), TimestampedValue::new(22, 22)])
+                .add_elements(vec![TimestampedValue::new(11i64, 13)])
+                .advance_watermark_to(20)
+                .add_elements(vec![TimestampedValue::new(21i64, 25)])
+                .advance_watermark_to_infinity();
+            let all = p.apply("Stream", stream).apply("Fixed", Window::into(FixedWindows::of(Duration::from_millis(10))));
+            let signal = all.apply("Odd", Filter::by(|e: &i64| e % 2 == 1)).apply("Record", ParDo::of(Record(run)));
+            let released = all
+                .apply("Even", Filter::by(|e: &i64| e % 2 == 0))
+                .apply("WaitForSignal", Wait::on(&signal))
+                .apply("Check", ParDo::of(AfterSignal(run)));
+            assert_that(&released).contains_in_any_order(vec![2, 12, 22]);
+            p.run();
+        }
+
+        fn wait_on_several_signals_in_batch_passes_everything(p) {
+            let a = p.apply("A", Create::of(vec![1i64, 2]));
+            let b = p.apply("B", Create::of(vec!["x".to_string()]));
+            let empty = p.apply("Empty", Create::<i64>::of(vec![]));
+            let main = p.apply("Main", Create::of(vec![7i64, 8, 9]));
+            assert_that(&main.apply("Wait", Wait::on(&a).and(&b).and(&empty))).contains_in_any_order(vec![7, 8, 9]);
+            p.run();
+        }
+    }
+}

@@ -17,4 +17,5 @@ pub mod reify;
 pub mod reshuffle;
 pub mod to_string;
 pub mod view;
+pub mod wait;
 pub mod window_into;
