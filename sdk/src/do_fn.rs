@@ -518,7 +518,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
             time.element_timestamp = wv.timestamp;
             let mut ctx = ProcessContext {
                 sides,
-                state: StateScope { state: Some(state), time },
+                state: StateScope { state: Some(state), time, skew: self.fn_.allowed_timestamp_skew_millis() },
                 timestamp: wv.timestamp,
                 window: wv.window,
                 pane: wv.pane,
@@ -546,7 +546,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         time.element_timestamp = timestamp.unwrap_or(time.input_watermark);
         let mut ctx = OnTimerContext {
             out: Outputs { main, values: None, tagged, tag_ids: &self.tag_ids },
-            state: StateScope { state: Some(state), time },
+            state: StateScope { state: Some(state), time, skew: self.fn_.allowed_timestamp_skew_millis() },
             key,
             window,
             timestamp,

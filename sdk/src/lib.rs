@@ -70,6 +70,7 @@ pub use transforms::deduplicate::Deduplicate;
 pub use transforms::distinct::Distinct;
 pub use transforms::flatten::Flatten;
 pub use transforms::group_by_key::GroupByKey;
+pub use transforms::group_into_batches::GroupIntoBatches;
 pub use transforms::impulse::Impulse;
 pub use transforms::keys::{Keys, KvSwap, Values, WithKeys};
 pub use transforms::map::{Filter, FlatMap, Map, TryMap};

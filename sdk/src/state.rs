@@ -142,12 +142,15 @@ impl StateTime {
 pub struct StateScope<'a> {
     pub(crate) state: Option<&'a mut KeyedState>,
     pub(crate) time: StateTime,
+    /// The DoFn's allowed timestamp skew (ms): how far before the element a timer's output
+    /// timestamp may be set, as in Beam.
+    pub(crate) skew: i64,
 }
 
 impl<'a> StateScope<'a> {
     /// No state: the DoFn is not in a stateful ParDo.
     pub(crate) fn none(time: StateTime) -> Self {
-        StateScope { state: None, time }
+        StateScope { state: None, time, skew: 0 }
     }
 
     fn state(&mut self) -> Result<&mut KeyedState, UserError> {
@@ -584,10 +587,11 @@ impl Timer<'_, '_> {
             Some(o) => (o, true),
         };
         if let Some(o) = output {
-            if explicit && o < time.element_timestamp {
+            if explicit && o < time.element_timestamp.saturating_sub(self.scope.skew) {
                 return Err(format!(
-                    "Cannot set timer '{}' with output timestamp {o} before the element timestamp {}",
-                    self.id, time.element_timestamp
+                    "Cannot set timer '{}' with output timestamp {o} before the element timestamp {} (minus the \
+                     DoFn's allowed timestamp skew of {} ms)",
+                    self.id, time.element_timestamp, self.scope.skew
                 )
                 .into());
             }

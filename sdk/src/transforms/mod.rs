@@ -8,6 +8,7 @@ pub mod deduplicate;
 pub mod distinct;
 pub mod flatten;
 pub mod group_by_key;
+pub mod group_into_batches;
 pub mod impulse;
 pub mod keys;
 pub mod map;
