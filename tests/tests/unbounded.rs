@@ -95,3 +95,56 @@ mod streams {
         assert_eq!(items, vec![2, 4, 6]);
     }
 }
+
+mod periodic_impulse {
+    use super::*;
+    use weir_sdk::io::periodic::PeriodicImpulse;
+    use weir_sdk::view::Singleton;
+
+    /// 11 ticks 20 ms apart, the first 5 already due (caught up at once), the rest as the wall
+    /// clock reaches them.
+    fn impulse() -> (PeriodicImpulse, Vec<i64>) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let start = now / 20 * 20 - 100;
+        let ticks = (0..=10).map(|i| start + 20 * i).collect();
+        (PeriodicImpulse::create().start_at(start).stop_at(start + 200).with_interval(Duration::from_millis(20)), ticks)
+    }
+
+    /// Pairs each main tick with the side input's value for its window.
+    #[derive(Clone)]
+    struct WithSide(weir_sdk::PCollectionView<Singleton<i64>>);
+
+    impl DoFn for WithSide {
+        type In = i64;
+        type Out = (i64, i64);
+        fn process(&mut self, tick: i64, ctx: &mut ProcessContext<'_, (i64, i64)>) -> UserResult {
+            let side = ctx.side_input(&self.0)?;
+            ctx.output((tick, side));
+            Ok(())
+        }
+    }
+
+    conformance! {
+        fn periodic_impulse_ticks_once_each_in_their_windows(p) {
+            let (impulse, ticks) = impulse();
+            let got = p.apply("Ticks", impulse.apply_windowing()).apply("Windows", Reify::windows());
+            let rendered = got.apply("Render", Map::new(|v: ValueInSingleWindow<i64>| (v.value, v.timestamp, v.window)));
+            let want: Vec<(i64, i64, W)> = ticks.iter().map(|&t| (t, t, W::Interval(IntervalWindow::new(t, t + 20)))).collect();
+            assert_that(&rendered).contains_in_any_order(want);
+            assert!(p.graph().is_streaming());
+            p.run();
+        }
+
+        fn periodic_impulse_refreshes_a_side_input_per_window(p) {
+            // Beam's slowly changing side input: each window's side value comes from that
+            // window's tick.
+            let (impulse, ticks) = impulse();
+            let side = p.apply("SideTicks", impulse.clone().apply_windowing()).apply("Refresh", Map::new(|t: i64| t * 2));
+            let view = View::as_singleton(&side);
+            let main = p.apply("MainTicks", impulse.apply_windowing());
+            let joined = main.apply("Join", ParDo::of(WithSide(view.clone())).with_side_inputs(vec![view.spec().clone()]));
+            assert_that(&joined).contains_in_any_order(ticks.iter().map(|&t| (t, 2 * t)).collect::<Vec<_>>());
+            p.run();
+        }
+    }
+}
