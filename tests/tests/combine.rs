@@ -151,3 +151,89 @@ fn top_fn_merges_partial_results() {
     f.add_input(&mut b, 1000);
     assert_eq!(f.extract_output(f.merge_accumulators(vec![a, b])), vec![1000, 99, 98]);
 }
+
+mod with_context {
+    use super::*;
+    use std::time::Duration;
+    use weir_sdk::transforms::combine_with_context::{
+        CombineContext, CombineFnWithContext, CombineGloballyWithContext, CombinePerKeyWithContext,
+    };
+    use weir_sdk::view::{PCollectionView, Singleton};
+    use weir_sdk::window::Window as W;
+
+    /// Sums values times a factor read from a side input, and reports the end of the window
+    /// being combined.
+    #[derive(Clone)]
+    struct ScaledSum(PCollectionView<Singleton<i64>>);
+
+    impl CombineFnWithContext for ScaledSum {
+        type In = i64;
+        type Accum = i64;
+        type Out = (i64, i64);
+        fn create_accumulator(&self, _: &CombineContext<'_>) -> Result<i64, UserError> {
+            Ok(0)
+        }
+        fn add_input(&self, acc: &mut i64, v: i64, ctx: &CombineContext<'_>) -> UserResult {
+            *acc += v * ctx.side_input(&self.0)?;
+            Ok(())
+        }
+        fn merge_accumulators(&self, accs: Vec<i64>, _: &CombineContext<'_>) -> Result<i64, UserError> {
+            Ok(accs.into_iter().sum())
+        }
+        fn extract_output(&self, acc: i64, ctx: &CombineContext<'_>) -> Result<(i64, i64), UserError> {
+            let end = match ctx.window() {
+                W::Interval(w) => w.end,
+                _ => -1,
+            };
+            Ok((acc, end))
+        }
+    }
+
+    fn kt(k: &str, v: i64, t: i64) -> TimestampedValue<KV<String, i64>> {
+        TimestampedValue::new(KV::new(k.to_string(), v), t)
+    }
+
+    conformance! {
+        fn combine_fn_with_context_reads_side_inputs_per_key_and_globally(p) {
+            let factor = View::as_singleton(&p.apply("Factor", Create::of(vec![10i64])));
+            let values = p.apply("Values", Create::of(vec![KV::new("a".to_string(), 1i64), KV::new("a".to_string(), 2), KV::new("b".to_string(), 3)]));
+            let sums = values.apply("Sum", Combine::per_key_with_context(ScaledSum(factor.clone())).with_side_inputs(vec![factor.spec().clone()]));
+            assert_that(&sums).contains_in_any_order(vec![KV::new("a".to_string(), (30, -1)), KV::new("b".to_string(), (30, -1))]);
+            let total = values
+                .apply("Vals", Values::create())
+                .apply("Total", Combine::globally_with_context(ScaledSum(factor.clone())).with_side_inputs(vec![factor.spec().clone()]));
+            assert_that(&total).contains_in_any_order(vec![(60, -1)]);
+            // An empty input gives the default, computed with the context too.
+            let none = p
+                .apply("None", Create::<i64>::of(vec![]))
+                .apply("Default", CombineGloballyWithContext::of(ScaledSum(factor.clone())).with_side_inputs(vec![factor.spec().clone()]));
+            assert_that(&none).contains_in_any_order(vec![(0, -1)]);
+            p.run();
+        }
+
+        fn combine_fn_with_context_sees_each_windows_side_input_and_merged_sessions(p) {
+            // Factor 2 in [0, 10), 3 in [10, 20): each window combines with its own.
+            let factors = p
+                .apply("Factors", Create::timestamped(vec![TimestampedValue::new(2i64, 1), TimestampedValue::new(3i64, 11)]))
+                .apply("FactorWindows", Window::into(FixedWindows::of(Duration::from_millis(10))));
+            let factor = View::as_singleton(&factors);
+            let sums = p
+                .apply("Values", Create::timestamped(vec![kt("a", 1, 1), kt("a", 2, 5), kt("a", 4, 12)]))
+                .apply("Fixed", Window::into(FixedWindows::of(Duration::from_millis(10))))
+                .apply("Sum", CombinePerKeyWithContext::of(ScaledSum(factor.clone())).with_side_inputs(vec![factor.spec().clone()]));
+            assert_that(&sums).contains_in_any_order(vec![KV::new("a".to_string(), (6, 10)), KV::new("a".to_string(), (12, 20))]);
+            // Sessions merge [1, 11) and [5, 15) into [1, 15): the context has the merged window,
+            // and the side input of the window it maps to ([0, 100), by its end).
+            let wide = View::as_singleton(
+                &p.apply("Wide", Create::timestamped(vec![TimestampedValue::new(7i64, 50)]))
+                    .apply("WideWindow", Window::into(FixedWindows::of(Duration::from_millis(100)))),
+            );
+            let sessions = p
+                .apply("Clicks", Create::timestamped(vec![kt("u", 1, 1), kt("u", 2, 5)]))
+                .apply("Sessions", Window::into(Sessions::with_gap_duration(Duration::from_millis(10))))
+                .apply("SessionSum", CombinePerKeyWithContext::of(ScaledSum(wide.clone())).with_side_inputs(vec![wide.spec().clone()]));
+            assert_that(&sessions).contains_in_any_order(vec![KV::new("u".to_string(), (21, 15))]);
+            p.run();
+        }
+    }
+}

@@ -117,7 +117,10 @@ fn test_stream_refuses_what_beams_builder_refuses() {
     use weir_sdk::time::{GLOBAL_WINDOW_MAX_TIMESTAMP, MAX_TIMESTAMP};
     // An element at (or after) the end of the global window.
     let q = p();
-    q.apply("Stream", TestStream::create().add_elements(vec![TimestampedValue::new(1i64, GLOBAL_WINDOW_MAX_TIMESTAMP)]));
+    q.apply(
+        "Stream",
+        TestStream::create().add_elements(vec![TimestampedValue::new(1i64, GLOBAL_WINDOW_MAX_TIMESTAMP)]),
+    );
     let err = q.validate().unwrap_err().to_string();
     assert!(err.contains("'Stream'") && err.contains("before the end of the global window"), "{err}");
     // The watermark advanced to the maximum timestamp by hand.

@@ -374,6 +374,9 @@ mod reify {
         p.apply("Late", Create::timestamped(vec![tv(100i64, 100)]))
             .apply("Back", WithTimestamps::of(|t: &i64| t - 61).with_allowed_timestamp_skew(ms(60)));
         let err = p.try_run().unwrap_err().to_string();
-        assert!(err.contains("Back") && err.contains("Cannot output with timestamp 39") && err.contains("skew"), "{err}");
+        assert!(
+            err.contains("Back") && err.contains("Cannot output with timestamp 39") && err.contains("skew"),
+            "{err}"
+        );
     }
 }

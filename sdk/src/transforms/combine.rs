@@ -31,6 +31,19 @@ impl Combine {
     pub fn per_key<K: Element, F: CombineFn>(fn_: F) -> CombinePerKey<K, F> {
         CombinePerKey { fn_, fanout: 1, _k: PhantomData }
     }
+    /// `Combine.perKey` of a combine function that reads side inputs through its context (Beam's
+    /// `CombineFnWithContext`); declare them with `with_side_inputs`.
+    pub fn per_key_with_context<K: Element, F: crate::transforms::combine_with_context::CombineFnWithContext>(
+        fn_: F,
+    ) -> crate::transforms::combine_with_context::CombinePerKeyWithContext<K, F> {
+        crate::transforms::combine_with_context::CombinePerKeyWithContext::of(fn_)
+    }
+    /// `Combine.globally` of a combine function that reads side inputs through its context.
+    pub fn globally_with_context<F: crate::transforms::combine_with_context::CombineFnWithContext>(
+        fn_: F,
+    ) -> crate::transforms::combine_with_context::CombineGloballyWithContext<F> {
+        crate::transforms::combine_with_context::CombineGloballyWithContext::of(fn_)
+    }
     /// Combines the values of already grouped `KV<K, Vec<In>>`.
     pub fn grouped_values<K: Element, F: CombineFn>(fn_: F) -> CombineGroupedValues<K, F> {
         CombineGroupedValues { fn_, _k: PhantomData }
@@ -399,6 +412,14 @@ impl<K: Element, F: CombineFn> PTransform<PCollection<KV<K, F::In>>> for DirectC
     }
 }
 
+/// Why Combine.globally with defaults is refused outside the global window, and what to use.
+pub(crate) const DEFAULTS_NEED_THE_GLOBAL_WINDOW: &str =
+    "Default values are not supported in Combine.globally() (and Top, which is one) if the input \
+                 PCollection is not windowed by GlobalWindows. Instead, use Combine.globally().without_defaults() \
+                 to output an empty PCollection if the input PCollection is empty, or \
+                 Combine.globally().as_singleton_view(..) to read the CombineFn's default output for an empty \
+                 window as a side input";
+
 /// See [`Combine::globally`].
 pub struct CombineGlobally<F> {
     fn_: F,
@@ -464,14 +485,7 @@ impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
             return combined;
         }
         if !input.windowing_strategy().is_global() {
-            p.record_error(
-                &p.current_step(),
-                "Default values are not supported in Combine.globally() (and Top, which is one) if the input \
-                 PCollection is not windowed by GlobalWindows. Instead, use Combine.globally().without_defaults() \
-                 to output an empty PCollection if the input PCollection is empty, or \
-                 Combine.globally().as_singleton_view(..) to read the CombineFn's default output for an empty \
-                 window as a side input",
-            );
+            p.record_error(&p.current_step(), DEFAULTS_NEED_THE_GLOBAL_WINDOW);
             return combined;
         }
         // An empty input produces no pane above. As Beam does, the combined values pass on as

@@ -2,6 +2,7 @@
 
 pub mod co_group_by_key;
 pub mod combine;
+pub mod combine_with_context;
 pub mod combiners;
 pub mod create;
 pub mod deduplicate;
