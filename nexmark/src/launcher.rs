@@ -444,6 +444,10 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         if state.is_terminal() {
             break state;
         }
+        if signals::drain_requested() {
+            bar.suspend(|| eprintln!("nexmark: SIGUSR1 received: draining (every window fires, then the query ends)"));
+            result.drain().map_err(|e| e.to_string())?;
+        }
         if let (None, Some(sig)) = (interrupted, Interrupt::get().received()) {
             interrupted = Some(sig);
             bar.suspend(|| {
@@ -591,6 +595,8 @@ impl From<&str> for Failure {
 /// SIGINT or SIGTERM. `--help` and `--version` print to standard output and return 0.
 pub fn run(args: Vec<String>) -> i32 {
     weir::register_with_logging();
+    // SIGUSR1 drains from the start (its default action would end the process).
+    signals::drain_requested();
     match launch(args) {
         Ok(code) => code,
         Err(Failure::Usage(e)) => {
@@ -682,6 +688,10 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     let mut interrupted = None;
     for (config, target) in &confs {
         let conf = short_string(config, *target);
+        if signals::drained() {
+            runs.push(Run { conf, perf: None, note: Some("not run: the run was drained (SIGUSR1)".into()) });
+            continue;
+        }
         if let Some(sig) = interrupted.or_else(|| Interrupt::get().received()) {
             interrupted = Some(sig);
             runs.push(Run { conf, perf: None, note: Some(format!("not run: stopped by {}", signals::name(sig))) });

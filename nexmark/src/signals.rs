@@ -1,7 +1,8 @@
 //! SIGINT and SIGTERM for the launcher: the first asks the running pipeline to stop after its
 //! current batch commits, so the summary and perf record of what ran can still be written and a
 //! checkpointed run resumes exactly once; a second one ends the process at once, with the same
-//! exit status (130 for SIGINT, 143 for SIGTERM).
+//! exit status (130 for SIGINT, 143 for SIGTERM). SIGUSR1 drains the running pipeline instead
+//! (Beam's drain: no more reading, every window and timer fired, then done).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -44,4 +45,27 @@ pub(crate) fn name(signal: i32) -> &'static str {
         signal_hook::consts::SIGTERM => "SIGTERM",
         _ => "a signal",
     }
+}
+
+static DRAINED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a query of this run was drained: the rest of the suite is not run.
+pub(crate) fn drained() -> bool {
+    DRAINED.load(Ordering::SeqCst)
+}
+
+/// Whether SIGUSR1 (drain) arrived since the last call (which then counts as the run being
+/// drained); the handler is installed on first use.
+pub(crate) fn drain_requested() -> bool {
+    static DRAIN: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    DRAIN
+        .get_or_init(|| {
+            let flag = Arc::new(AtomicBool::new(false));
+            if let Err(e) = signal_hook::flag::register(signal_hook::consts::SIGUSR1, flag.clone()) {
+                tracing::warn!("cannot handle SIGUSR1 (drain): {e}");
+            }
+            flag
+        })
+        .swap(false, Ordering::SeqCst)
+        && !DRAINED.swap(true, Ordering::SeqCst)
 }

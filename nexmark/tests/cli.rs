@@ -255,3 +255,36 @@ fn a_second_sigint_stops_at_once() {
     assert!(!text(&o.stdout).contains("Performance:"), "the second signal waited for the batch");
     assert!(start.elapsed() < Duration::from_secs(5));
 }
+
+/// Waits until `path` (a results directory) has some output.
+fn wait_for_output(results: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_dir(results).map_or(0, |d| d.count()) == 0 {
+        assert!(Instant::now() < deadline, "no results in {}", results.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn sigusr1_drains_a_streaming_run_which_ends_done() {
+    for runner in [&["--runner", "microbatch"][..], &["--runner", "timely", "--processes", "2"][..]] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("results");
+        let mut c = Command::new(env!("CARGO_BIN_EXE_nexmark"));
+        c.args(["--streaming", "--query", "5", "--num-events", "100000000", "--max-batch-size", "2000"])
+            .args(["--trigger", "processing-time", "--trigger-interval-ms", "20"])
+            .args(runner)
+            .arg("--results")
+            .arg(&out)
+            .env_remove("RUST_LOG");
+        let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        wait_for_output(&out);
+        signal(&child, "USR1");
+        let o = child.wait_with_output().unwrap();
+        // Drained: the windows fired, the query ended Done, the summary was written.
+        assert_eq!(code(&o), 0, "{runner:?}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains("draining"), "{}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("Performance:"), "{}", text(&o.stdout));
+        assert!(!results(&out.join("HOT_ITEMS")).is_empty());
+    }
+}

@@ -22,6 +22,7 @@ pub struct Job {
     changed: Condvar,
     cancel: AtomicBool,
     stop: AtomicBool,
+    drain: AtomicBool,
 }
 
 impl Job {
@@ -32,6 +33,7 @@ impl Job {
             changed: Condvar::new(),
             cancel: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            drain: AtomicBool::new(false),
         })
     }
 
@@ -46,13 +48,33 @@ impl Job {
         self.stop.load(Ordering::SeqCst) || self.is_cancelled()
     }
 
-    /// Waits up to `timeout`, returning early when a stop or cancellation is requested; returns
-    /// whether one was.
+    /// Whether a drain was requested (Beam's drain): runners stop reading their unbounded
+    /// sources, which then report the end of time, so every window and timer fires, the sinks
+    /// finish, and the job ends as [`PipelineState::Done`].
+    pub fn is_drain_requested(&self) -> bool {
+        self.drain.load(Ordering::SeqCst)
+    }
+
+    /// Requests a drain ([`Job::is_drain_requested`]).
+    pub fn request_drain(&self) {
+        self.drain.store(true, Ordering::SeqCst);
+        self.changed.notify_all();
+    }
+
+    /// Waits up to `timeout`, returning early when a stop, a cancellation or a drain is
+    /// requested; returns whether a stop or cancellation was.
     pub fn sleep_unless_stopped(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
             if self.is_stop_requested() {
                 return true;
+            }
+            if self.is_drain_requested() {
+                // A drain cuts long waits short (the sources have nothing more to wait for), but
+                // still paces a loop that waits for the last windows to fire.
+                let rest = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(10));
+                std::thread::sleep(rest);
+                return false;
             }
             let now = Instant::now();
             if now >= deadline {
@@ -181,6 +203,11 @@ impl PipelineResult for JobResult {
     fn stop(&self) -> Result<PipelineState> {
         self.job.stop.store(true, Ordering::SeqCst);
         self.job.changed.notify_all();
+        Ok(self.state())
+    }
+
+    fn drain(&self) -> Result<PipelineState> {
+        self.job.request_drain();
         Ok(self.state())
     }
 

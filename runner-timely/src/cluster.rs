@@ -19,6 +19,65 @@ const HOSTS_ENV: &str = "WEIR_TIMELY_LOCAL_HOSTS";
 /// The environment variable giving a local cluster child its process index.
 const PROCESS_ENV: &str = "WEIR_TIMELY_LOCAL_PROCESS";
 
+/// The environment variable giving a local cluster's children the file in which the first
+/// process lists the runs it drains (one run index per line).
+const DRAIN_ENV: &str = "WEIR_TIMELY_LOCAL_DRAIN";
+
+/// Pipeline runs started in this process so far: every process of a cluster runs the same
+/// pipelines in the same order, so a run's index names it across the cluster.
+static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The run in progress in this process and its job, for a drain requested by the first process.
+static CURRENT: Mutex<Option<(u64, std::sync::Weak<weir_runner_core::job::Job>)>> = Mutex::new(None);
+
+/// The index of a new pipeline run.
+pub(crate) fn next_run() -> u64 {
+    RUNS.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Records that run `run` is in progress with `job`.
+pub(crate) fn running(run: u64, job: &std::sync::Arc<weir_runner_core::job::Job>) {
+    *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = Some((run, std::sync::Arc::downgrade(job)));
+}
+
+/// The drain file of the local cluster this process started or belongs to.
+fn drain_file() -> std::path::PathBuf {
+    match std::env::var_os(DRAIN_ENV) {
+        Some(path) => path.into(),
+        None => std::env::temp_dir().join(format!("weir-timely-drain-{}", std::process::id())),
+    }
+}
+
+/// Drains run `run` on the other processes of the local cluster this process started (a drain
+/// is requested of each process; without a local cluster there are none to tell). The children
+/// notice within a fraction of a second.
+pub(crate) fn drain_local(run: u64) -> Result<()> {
+    if LOCAL.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
+        return Ok(());
+    }
+    use std::io::Write;
+    let path = drain_file();
+    std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| writeln!(f, "{run}")).map_err(
+        |e| Error::Execution {
+            step: "timely cluster".into(),
+            message: format!("cannot tell the local cluster to drain through {}: {e}", path.display()),
+        },
+    )
+}
+
+/// In a local cluster's child: drains the current run once the first process listed it.
+fn drain_if_listed() {
+    let Ok(listed) = std::fs::read_to_string(drain_file()) else { return };
+    let current = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some((run, job)) = current {
+        if listed.lines().any(|l| l.trim().parse() == Ok(run)) {
+            if let Some(job) = job.upgrade() {
+                job.request_drain();
+            }
+        }
+    }
+}
+
 /// The local cluster this process started, if any: its addresses and children.
 struct LocalCluster {
     processes: usize,
@@ -89,11 +148,13 @@ fn start(n: usize) -> Result<LocalCluster> {
     let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let exe = std::env::current_exe().map_err(|e| fail(format!("cannot find this program to start it again: {e}")))?;
     let mut children = Vec::with_capacity(n - 1);
+    let _ = std::fs::remove_file(drain_file());
     for i in 1..n {
         let child = std::process::Command::new(&exe)
             .args(std::env::args_os().skip(1))
             .env(HOSTS_ENV, addresses.join(","))
             .env(PROCESS_ENV, i.to_string())
+            .env(DRAIN_ENV, drain_file())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::inherit())
@@ -105,13 +166,15 @@ fn start(n: usize) -> Result<LocalCluster> {
     Ok(LocalCluster { processes: n, addresses, children })
 }
 
-/// In a local cluster's child: exits once the process that started it is gone.
+/// In a local cluster's child: exits once the process that started it is gone, and drains the
+/// current run when the first process drains it.
 fn watch_parent() {
     static WATCHING: std::sync::Once = std::sync::Once::new();
     WATCHING.call_once(|| {
         let parent = std::os::unix::process::parent_id();
         let _ = std::thread::Builder::new().name("weir-timely-parent".into()).spawn(move || loop {
-            std::thread::sleep(std::time::Duration::from_millis(200));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            drain_if_listed();
             if std::os::unix::process::parent_id() != parent {
                 eprintln!("weir: the first process of the local timely cluster is gone; stopping");
                 std::process::exit(1);

@@ -127,7 +127,9 @@ impl TimelyRunner {
         if t.process_id != 0 {
             job_options.metrics.sinks.clear();
         }
+        let run = cluster::next_run();
         let result = Job::spawn("weir-timely", metrics, &job_options, move |job| {
+            cluster::running(run, &job);
             // A checkpointed query's sinks belong to the query, across restarts.
             let owner = match &checkpoint {
                 Some(log) => format!("query {}", log.id),
@@ -176,7 +178,7 @@ impl TimelyRunner {
             }
             Ok(())
         })?;
-        Ok(TimelyQuery { result, progress })
+        Ok(TimelyQuery { result, progress, run })
     }
 }
 
@@ -185,6 +187,8 @@ impl TimelyRunner {
 pub struct TimelyQuery {
     result: Box<dyn PipelineResult>,
     progress: Arc<Progress>,
+    /// This run's index in the process (the same on every process of the cluster).
+    run: u64,
 }
 
 impl TimelyQuery {
@@ -217,6 +221,11 @@ impl PipelineResult for TimelyQuery {
     }
     fn stop(&self) -> Result<weir_sdk::runner::PipelineState> {
         self.result.stop()
+    }
+    fn drain(&self) -> Result<weir_sdk::runner::PipelineState> {
+        // Every process drains its own workers' sources: the local cluster's others are told.
+        cluster::drain_local(self.run)?;
+        self.result.drain()
     }
     fn metrics(&self) -> weir_sdk::metrics::MetricResults {
         self.result.metrics()

@@ -313,6 +313,10 @@ fn drive(
         let start_clock = clock.test_time();
         let mut logged = Vec::new();
         let mut outs = Vec::with_capacity(sources.len());
+        if process.job.is_drain_requested() {
+            // Drained: unbounded sources read no more and go to the end of time.
+            sources.iter_mut().for_each(SourceState::drain);
+        }
         for (k, src) in sources.iter_mut().enumerate() {
             let i = inputs[k].0;
             let name = &plan.nodes[i].name;

@@ -57,6 +57,14 @@ pub trait PipelineResult: Send + Sync {
     fn stop(&self) -> Result<PipelineState> {
         self.cancel()
     }
+    /// Drains the pipeline, as Beam's drain: it stops reading its unbounded sources (bounded
+    /// ones are read to their end), every watermark advances to the end of time, every
+    /// remaining window fires and every timer with it, the sinks finish, and the pipeline ends
+    /// as [`PipelineState::Done`]. Unlike [`PipelineResult::cancel`] and
+    /// [`PipelineResult::stop`], nothing buffered is left behind; a checkpointed source stays
+    /// drained on a restart. Returns the state after the request (a batch pipeline simply
+    /// finishes).
+    fn drain(&self) -> Result<PipelineState>;
     /// The pipeline's metrics: attempted and committed values per step, live while it runs.
     fn metrics(&self) -> crate::metrics::MetricResults;
 }

@@ -461,3 +461,35 @@ fn many_fired_groups_are_delivered_whole() {
         assert_eq!(Pipeline::run(&p).unwrap().wait_until_finish(None).unwrap(), PipelineState::Done);
     }
 }
+
+#[test]
+fn a_drained_query_stays_drained_when_restarted_from_its_checkpoint() {
+    weir_tests::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = dir.path().join("ck");
+    let build = || {
+        let p = Pipeline::new(options(&["--checkpoint-dir", checkpoint.to_str().unwrap()]));
+        p.apply("Read", weir_sdk::io::ReadUnbounded::from(weir_tests::sources::Numbers::new(None, true)))
+            .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
+            .apply("Count", Count::globally().without_defaults());
+        p
+    };
+    let p = build();
+    let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    for _ in 0..2000 {
+        if query.recent_progress().iter().any(|b| b.num_input_rows > 0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    query.drain().unwrap();
+    assert_eq!(query.await_termination(Some(Duration::from_secs(20))).unwrap(), PipelineState::Done);
+    let read: u64 = query.recent_progress().iter().map(|b| b.num_input_rows).sum();
+    assert!(read > 0);
+    // Restarted, the endless source reads nothing more: the drain is part of its position.
+    let p = build();
+    let again = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    assert_eq!(again.await_termination(Some(Duration::from_secs(20))).unwrap(), PipelineState::Done);
+    let more: u64 = again.recent_progress().iter().map(|b| b.num_input_rows).sum();
+    assert_eq!(more, 0, "{:?}", again.recent_progress());
+}

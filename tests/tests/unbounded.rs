@@ -148,3 +148,52 @@ mod periodic_impulse {
         }
     }
 }
+
+mod drain {
+    use super::*;
+
+    /// Checks the per-window counts of a drained run of `Numbers` (10 per 100 ms window): the
+    /// windows run from 0 without a gap, each full but the last (which holds what was read before
+    /// the drain), so every element read was counted once and every window fired.
+    fn counted_once_in_every_window(mut counts: Vec<(i64, i64)>) -> Result<(), String> {
+        counts.sort();
+        let last = counts.len().checked_sub(1).ok_or("no window fired")?;
+        for (i, &(start, n)) in counts.iter().enumerate() {
+            let full = if i == last { (1..=10).contains(&n) } else { n == 10 };
+            if start != 100 * i as i64 || !full {
+                return Err(format!("window {i} at {start} counted {n}: {counts:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    conformance! {
+        fn drain_fires_every_window_and_ends_done(p) {
+            let started = Arc::new(AtomicBool::new(false));
+            let counts = p
+                .apply("Read", ReadUnbounded::from(Numbers::new(None, true)))
+                .apply("Flag", ParDo::of(Flag(started.clone())))
+                .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
+                .apply("Count", Count::globally().without_defaults())
+                .apply("Windows", Reify::windows())
+                .apply("Starts", Map::new(|v: ValueInSingleWindow<i64>| match v.window {
+                    W::Interval(w) => (w.start, v.value),
+                    _ => (-1, v.value),
+                }));
+            assert_that(&counts).satisfies(counted_once_in_every_window);
+            let result = Pipeline::run(p).unwrap();
+            for _ in 0..2000 {
+                if started.load(Ordering::SeqCst) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert!(started.load(Ordering::SeqCst), "the source never produced");
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(result.state(), PipelineState::Running);
+            result.drain().unwrap();
+            // The assertion ran (it fails the pipeline otherwise) and the run is Done.
+            assert_eq!(result.wait_until_finish(Some(Duration::from_secs(20))).unwrap(), PipelineState::Done);
+        }
+    }
+}

@@ -240,6 +240,9 @@ pub struct SourceState {
     share: (usize, usize),
     /// Whether reads of readers without a count are planned ([`SourceState::plan_reads_without_counts`]).
     without_counts: bool,
+    /// Drained ([`SourceState::drain`]): an unbounded source or TestStream reads nothing more
+    /// and is at the end of time.
+    drained: bool,
 }
 
 impl SourceState {
@@ -263,6 +266,7 @@ impl SourceState {
             watermark: MIN_TIMESTAMP,
             share: (0, 1),
             without_counts: false,
+            drained: false,
         }
     }
 
@@ -299,8 +303,17 @@ impl SourceState {
         !matches!(self.kind, Kind::Unbounded { .. })
     }
 
+    /// Drains the source (Beam's drain): an unbounded source or a TestStream reads nothing more
+    /// and its watermark goes to the end of time; a bounded source or an impulse is read to its
+    /// end as before. A replay of a batch logged before the drain still reads what it logged,
+    /// and the drain is part of the logged position, so a restart stays drained.
+    pub fn drain(&mut self) {
+        self.drained = true;
+    }
+
     /// Moves a fresh source to a logged position (restart from a checkpoint).
     pub fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
+        self.drained = pos.get("drained").and_then(Value::as_bool).unwrap_or(false);
         let name = self.name.clone();
         let share = self.share;
         let bad = |what: &str| weir_sdk::Error::Execution {
@@ -366,6 +379,14 @@ impl SourceState {
     }
 
     fn offsets(&self) -> Value {
+        let mut pos = self.positions();
+        if self.drained {
+            pos["drained"] = json!(true);
+        }
+        pos
+    }
+
+    fn positions(&self) -> Value {
         match &self.kind {
             Kind::Impulse { done } => json!({ "emitted": done }),
             Kind::Bounded { splits, .. } => match splits {
@@ -531,6 +552,14 @@ impl SourceState {
                 } else {
                     MIN_TIMESTAMP
                 }
+            }
+            Kind::Unbounded { readers, .. } if self.drained && replay.is_none() => {
+                counts.extend(readers.iter().flatten().map(|_| 0));
+                MAX_TIMESTAMP
+            }
+            Kind::TestStream { watermark, .. } if self.drained && replay.is_none() => {
+                *watermark = MAX_TIMESTAMP;
+                MAX_TIMESTAMP
             }
             Kind::Unbounded { source, readers } => {
                 if readers.is_none() {

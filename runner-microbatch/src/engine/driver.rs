@@ -4,6 +4,7 @@
 use super::Engine;
 use crate::options::StreamingTrigger;
 use std::time::{Duration, Instant};
+use weir_runner_core::exec::source::SourceState;
 use weir_runner_core::job::Job;
 use weir_sdk::{Error, Result};
 
@@ -43,6 +44,11 @@ impl Engine {
         weir_sdk::testing::fault::set_batch(self.batch_id);
         let replay = self.replay.take();
         let mut report = super::progress::BatchReport::begin(self);
+        if job.is_drain_requested() {
+            // Drained: unbounded sources read no more and go to the end of time, so this and
+            // the following batches fire every window and timer, and the query finishes.
+            self.nodes.iter_mut().filter_map(|n| n.source.as_mut()).for_each(SourceState::drain);
+        }
         // latestOffset: every source's slice of this batch (exactly the logged one on a replay).
         let mut read = self.latest_offset(max, replay.as_ref())?;
         report.read_ms = started.elapsed().as_millis() as u64;

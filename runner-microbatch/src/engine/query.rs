@@ -104,6 +104,12 @@ impl StreamingQuery {
         self.result.stop()
     }
 
+    /// Drains the query (Beam's drain): no more reading from unbounded sources, every watermark
+    /// to the end, every window and timer fired, the sinks committed, then `Done`.
+    pub fn drain(&self) -> Result<PipelineState> {
+        self.result.drain()
+    }
+
     /// Waits until the query ends (or `timeout` passes).
     pub fn await_termination(&self, timeout: Option<Duration>) -> Result<PipelineState> {
         self.result.wait_until_finish(timeout)
@@ -134,6 +140,9 @@ impl PipelineResult for StreamingQuery {
     }
     fn stop(&self) -> Result<PipelineState> {
         self.result.stop()
+    }
+    fn drain(&self) -> Result<PipelineState> {
+        self.result.drain()
     }
     fn metrics(&self) -> MetricResults {
         self.result.metrics()
