@@ -61,7 +61,7 @@ pub use metrics::{Counter, Distribution, Gauge, MetricResults, Metrics, MetricsF
 pub use options::PipelineOptions;
 pub use pipeline::{PBegin, PCollection, PCollectionList, PCollectionTuple, PDone, PTransform, Pipeline};
 pub use runner::{PipelineResult, PipelineState, Runner};
-pub use state::{StateAccess, TimeDomain};
+pub use state::{ReadableState, StateAccess, TimeDomain};
 pub use transforms::co_group_by_key::{CoGbkResult, CoGroupByKey, KeyedPCollectionTuple};
 pub use transforms::combine::{Combine, CombineFn};
 pub use transforms::combiners::{Count, Latest, Max, Mean, Min, Sample, Sum, Top};

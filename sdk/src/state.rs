@@ -202,6 +202,65 @@ fn dec<T: Element>(b: &[u8]) -> Result<T, UserError> {
     Ok(ElementCoder::<T>::new().decode_outer(b)?)
 }
 
+/// Beam's `ReadableState<T>`: a read of a state cell taken now and carried out when
+/// [`ReadableState::read`] is called, so it observes every write made in between (a bag's
+/// `is_empty_view()` taken before an `add` reads `false` after it). Views are made by the state
+/// handles (`read_view`, `is_empty_view`, a map's `entries_view` and `get_view`, a set's
+/// `contains_view`) and read in the same call's context, for the same key and window.
+///
+/// ```
+/// use weir_sdk::prelude::*;
+///
+/// /// Emits whether each key's bag was empty before the element, through a view taken first.
+/// #[derive(Clone)]
+/// struct FirstOfKey;
+///
+/// impl DoFn for FirstOfKey {
+///     type In = KV<String, i64>;
+///     type Out = bool;
+///     fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, bool>) -> UserResult {
+///         let empty = ctx.bag_state::<i64>("seen").read_later().is_empty_view();
+///         let was_empty = empty.read(ctx)?;
+///         ctx.bag_state::<i64>("seen").add(&e.value)?;
+///         // The view sees the add.
+///         assert!(!empty.read(ctx)?);
+///         ctx.output(was_empty);
+///         Ok(())
+///     }
+/// }
+///
+/// let p = Pipeline::create();
+/// p.apply("Create", Create::of(vec![KV::new("a".to_string(), 1i64)])).apply("First", ParDo::stateful(FirstOfKey));
+/// assert!(p.validate().is_ok());
+/// ```
+pub struct ReadableState<T> {
+    read: std::sync::Arc<ReadFn<T>>,
+}
+
+/// How a [`ReadableState`] reads its cell from a call's state.
+type ReadFn<T> = dyn Fn(&mut StateScope<'_>) -> Result<T, UserError> + Send + Sync;
+
+impl<T> Clone for ReadableState<T> {
+    fn clone(&self) -> Self {
+        ReadableState { read: self.read.clone() }
+    }
+}
+
+impl<T> ReadableState<T> {
+    fn new(read: impl Fn(&mut StateScope<'_>) -> Result<T, UserError> + Send + Sync + 'static) -> Self {
+        ReadableState { read: std::sync::Arc::new(read) }
+    }
+    /// Reads the cell now, through `ctx` (the context of the call that took the view).
+    pub fn read<'a, S: StateAccess<'a>>(&self, ctx: &mut S) -> Result<T, UserError> {
+        (self.read)(ctx.scope())
+    }
+    /// A prefetch hint (Beam's `readLater`): state lives in memory, so there is nothing to
+    /// fetch ahead; the view is returned for chaining.
+    pub fn read_later(self) -> Self {
+        self
+    }
+}
+
 /// Handle on a `ValueState<T>`.
 pub struct ValueState<'s, 'a, T> {
     pub(crate) scope: &'s mut StateScope<'a>,
@@ -223,6 +282,15 @@ impl<T: Element> ValueState<'_, '_, T> {
         let b = enc(v)?;
         *self.scope.cell(&self.id, || StateCell::Value(Vec::new()))? = StateCell::Value(b);
         Ok(())
+    }
+    /// A prefetch hint (Beam's `readLater`); see [`BagState::read_later`].
+    pub fn read_later(self) -> Self {
+        self
+    }
+    /// A view of the value, read when [`ReadableState::read`] is called (it sees later writes).
+    pub fn read_view(&self) -> ReadableState<Option<T>> {
+        let id = self.id.clone();
+        ReadableState::new(move |scope| ValueState::<T> { scope, id: id.clone(), _t: PhantomData }.read())
     }
     /// Clears the value.
     pub fn clear(&mut self) -> UserResult {
@@ -254,9 +322,30 @@ impl<T: Element> BagState<'_, '_, T> {
             None => Ok(Vec::new()),
         }
     }
-    /// Whether the bag is empty.
+    /// Whether the bag is empty (without decoding its values).
     pub fn is_empty(&mut self) -> Result<bool, UserError> {
-        Ok(self.read()?.is_empty())
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::Bag(items)) => Ok(items.is_empty()),
+            Some(other) => Err(format!("state '{}' is a {}, not a BagState", self.id, other.kind()).into()),
+            None => Ok(true),
+        }
+    }
+    /// A prefetch hint (Beam's `readLater`): state lives in memory, so there is nothing to
+    /// fetch ahead; the handle is returned for chaining.
+    pub fn read_later(self) -> Self {
+        self
+    }
+    /// A view of the values, read when [`ReadableState::read`] is called: it sees every write
+    /// made after the view was taken (Beam's `BagState` as a `ReadableState`).
+    pub fn read_view(&self) -> ReadableState<Vec<T>> {
+        let id = self.id.clone();
+        ReadableState::new(move |scope| BagState::<T> { scope, id: id.clone(), _t: PhantomData }.read())
+    }
+    /// A view of whether the bag is empty (Beam's `BagState.isEmpty()`), read when asked, without
+    /// decoding the values.
+    pub fn is_empty_view(&self) -> ReadableState<bool> {
+        let id = self.id.clone();
+        ReadableState::new(move |scope| BagState::<T> { scope, id: id.clone(), _t: PhantomData }.is_empty())
     }
     /// Clears the bag.
     pub fn clear(&mut self) -> UserResult {
@@ -301,6 +390,34 @@ impl<F: CombineFn> CombiningState<'_, '_, F> {
     pub fn read(&mut self) -> Result<F::Out, UserError> {
         let acc = self.get_accum()?;
         Ok(self.fn_.extract_output(acc))
+    }
+    /// Whether nothing was added since the last clear (without decoding the accumulator).
+    pub fn is_empty(&mut self) -> Result<bool, UserError> {
+        match self.scope.existing(&self.id)? {
+            Some(StateCell::Combining(_)) => Ok(false),
+            Some(other) => Err(format!("state '{}' is a {}, not a CombiningState", self.id, other.kind()).into()),
+            None => Ok(true),
+        }
+    }
+    /// A prefetch hint (Beam's `readLater`); see [`BagState::read_later`].
+    pub fn read_later(self) -> Self {
+        self
+    }
+    /// A view of the combined output, read when [`ReadableState::read`] is called.
+    pub fn read_view(&self) -> ReadableState<F::Out>
+    where
+        F: Sync,
+    {
+        let (id, fn_) = (self.id.clone(), self.fn_.clone());
+        ReadableState::new(move |scope| CombiningState { scope, id: id.clone(), fn_: fn_.clone() }.read())
+    }
+    /// A view of whether the state is empty (Beam's `CombiningState.isEmpty()`).
+    pub fn is_empty_view(&self) -> ReadableState<bool>
+    where
+        F: Sync,
+    {
+        let (id, fn_) = (self.id.clone(), self.fn_.clone());
+        ReadableState::new(move |scope| CombiningState { scope, id: id.clone(), fn_: fn_.clone() }.is_empty())
     }
     /// Clears the accumulator.
     pub fn clear(&mut self) -> UserResult {
@@ -374,6 +491,39 @@ impl<K: Element, V: Element> MapState<'_, '_, K, V> {
     pub fn is_empty(&mut self) -> Result<bool, UserError> {
         Ok(self.map_ref()?.is_none_or(|m| m.is_empty()))
     }
+    /// A prefetch hint (Beam's `readLater`); see [`BagState::read_later`].
+    pub fn read_later(self) -> Self {
+        self
+    }
+    fn view<R: 'static>(
+        &self,
+        f: impl Fn(&mut MapState<'_, '_, K, V>) -> Result<R, UserError> + Send + Sync + 'static,
+    ) -> ReadableState<R> {
+        let id = self.id.clone();
+        ReadableState::new(move |scope| f(&mut MapState::<K, V> { scope, id: id.clone(), _t: PhantomData }))
+    }
+    /// A view of `key`'s value (Beam's `MapState.get`), read when asked.
+    pub fn get_view(&self, key: &K) -> ReadableState<Option<V>> {
+        let key = key.clone();
+        self.view(move |m| m.get(&key))
+    }
+    /// A view of the entries (Beam's `MapState.entries()`): read when asked, it sees every put
+    /// and remove made after it was taken.
+    pub fn entries_view(&self) -> ReadableState<Vec<(K, V)>> {
+        self.view(|m| m.entries())
+    }
+    /// A view of the keys.
+    pub fn keys_view(&self) -> ReadableState<Vec<K>> {
+        self.view(|m| m.keys())
+    }
+    /// A view of the values.
+    pub fn values_view(&self) -> ReadableState<Vec<V>> {
+        self.view(|m| m.values())
+    }
+    /// A view of whether the map is empty (Beam's `MapState.isEmpty()`).
+    pub fn is_empty_view(&self) -> ReadableState<bool> {
+        self.view(|m| m.is_empty())
+    }
     /// Clears the map.
     pub fn clear(&mut self) -> UserResult {
         self.scope.remove(&self.id)
@@ -431,6 +581,30 @@ impl<T: Element> SetState<'_, '_, T> {
     /// Whether the set is empty.
     pub fn is_empty(&mut self) -> Result<bool, UserError> {
         Ok(self.set_ref()?.is_none_or(|s| s.is_empty()))
+    }
+    /// A prefetch hint (Beam's `readLater`); see [`BagState::read_later`].
+    pub fn read_later(self) -> Self {
+        self
+    }
+    fn view<R: 'static>(
+        &self,
+        f: impl Fn(&mut SetState<'_, '_, T>) -> Result<R, UserError> + Send + Sync + 'static,
+    ) -> ReadableState<R> {
+        let id = self.id.clone();
+        ReadableState::new(move |scope| f(&mut SetState::<T> { scope, id: id.clone(), _t: PhantomData }))
+    }
+    /// A view of whether `v` is present (Beam's `SetState.contains`), read when asked.
+    pub fn contains_view(&self, v: &T) -> ReadableState<bool> {
+        let v = v.clone();
+        self.view(move |s| s.contains(&v))
+    }
+    /// A view of the elements.
+    pub fn read_view(&self) -> ReadableState<Vec<T>> {
+        self.view(|s| s.read())
+    }
+    /// A view of whether the set is empty (Beam's `SetState.isEmpty()`).
+    pub fn is_empty_view(&self) -> ReadableState<bool> {
+        self.view(|s| s.is_empty())
     }
     /// Clears the set.
     pub fn clear(&mut self) -> UserResult {
@@ -696,4 +870,29 @@ pub struct TimerFiring {
     pub fire_timestamp: Timestamp,
     /// Its output timestamp, `None` if set without one.
     pub output_timestamp: Option<Timestamp>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(state: &mut KeyedState) -> StateScope<'_> {
+        StateScope { state: Some(state), time: StateTime::at(0, 0, 100), skew: 0 }
+    }
+
+    #[test]
+    fn emptiness_is_answered_without_decoding_values() {
+        let mut state = KeyedState::default();
+        let mut s = scope(&mut state);
+        BagState::<String> { scope: &mut s, id: "bag".into(), _t: PhantomData }.add(&"x".to_string()).unwrap();
+        // The two bytes of "x" are no nine-byte array: a read fails, but emptiness needs no
+        // decoding.
+        let mut wrong = BagState::<[u8; 9]> { scope: &mut s, id: "bag".into(), _t: PhantomData };
+        assert!(wrong.read().is_err());
+        assert!(!wrong.is_empty().unwrap());
+        let view = wrong.is_empty_view();
+        let mut other = KeyedState::default();
+        let mut empty = scope(&mut other);
+        assert!((view.read)(&mut empty).unwrap(), "a view reads the scope it is read in");
+    }
 }

@@ -466,3 +466,46 @@ mod clearing {
         }
     }
 }
+
+/// Takes views before writing, and reads them after: Beam's `ReadableState` sees the writes.
+#[derive(Clone)]
+struct LazyViews;
+
+impl DoFn for LazyViews {
+    type In = KV<String, i64>;
+    type Out = String;
+    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, String>) -> UserResult {
+        let empty = ctx.bag_state::<i64>("bag").read_later().is_empty_view();
+        let values = ctx.bag_state::<i64>("bag").read_view();
+        let entries = ctx.map_state::<i64, i64>("map").entries_view();
+        let got = ctx.map_state::<i64, i64>("map").get_view(&e.value);
+        let present = ctx.set_state::<i64>("set").contains_view(&e.value);
+        let count = ctx.combining_state("sum", SumFn::<i64>::default()).is_empty_view();
+        let value = ctx.value_state::<i64>("value").read_view();
+        let before = (empty.read(ctx)?, got.read(ctx)?, present.read(ctx)?, count.read(ctx)?, value.read(ctx)?);
+        ctx.bag_state::<i64>("bag").add(&e.value)?;
+        ctx.map_state::<i64, i64>("map").put(&e.value, &(e.value * 10))?;
+        ctx.set_state::<i64>("set").add(&e.value)?;
+        ctx.combining_state("sum", SumFn::<i64>::default()).add(e.value)?;
+        ctx.value_state::<i64>("value").write(&e.value)?;
+        let after = (empty.read(ctx)?, got.read(ctx)?, present.read(ctx)?, count.read(ctx)?, value.read(ctx)?);
+        let (values, entries) = (values.read(ctx)?, entries.read(ctx)?);
+        ctx.output(format!("{before:?} {after:?} {values:?} {entries:?}"));
+        Ok(())
+    }
+}
+
+mod lazy_state {
+    use super::*;
+
+    conformance! {
+        fn readable_state_views_observe_writes_made_after_they_were_taken(p) {
+            let out = p.apply("Create", Create::of(vec![kv("a", 1), kv("b", 2)])).apply("Lazy", ParDo::stateful(LazyViews));
+            assert_that(&out).contains_in_any_order(vec![
+                "(true, None, false, true, None) (false, Some(10), true, false, Some(1)) [1] [(1, 10)]".to_string(),
+                "(true, None, false, true, None) (false, Some(20), true, false, Some(2)) [2] [(2, 20)]".to_string(),
+            ]);
+            p.run();
+        }
+    }
+}
