@@ -2,16 +2,11 @@
 
 use crate::io::source::{ReadUnbounded, UnboundedReader, UnboundedSource};
 use crate::pipeline::{PBegin, PCollection, PTransform};
-use crate::time::{Timestamp, MAX_TIMESTAMP};
+use crate::time::{now_millis, Timestamp, MAX_TIMESTAMP};
 use crate::transforms::window_into::Window;
 use crate::window_fn::FixedWindows;
 use crate::UserResult;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// The wall clock, in milliseconds since the epoch.
-fn now_millis() -> Timestamp {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as Timestamp)
-}
+use std::time::Duration;
 
 /// Beam's `PeriodicImpulse`: the timestamps `start, start + interval, ...` up to `stop`, each
 /// emitted once the wall clock reaches it, at that timestamp (ticks already due when the

@@ -476,7 +476,6 @@ impl<F: CombineFn> DoFn for ProduceDefaultFn<F> {
 impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<F::In>) -> Self::Output {
-        let p = input.pipeline().clone();
         let combined = input
             .apply("WithKeys", Map::new(|v: F::In| KV::new((), v)))
             .apply("Combine.perKey", Combine::per_key(self.fn_.clone()).with_hot_key_fanout(self.fanout))
@@ -484,24 +483,35 @@ impl<F: CombineFn> PTransform<PCollection<F::In>> for CombineGlobally<F> {
         if !self.with_defaults {
             return combined;
         }
-        if !input.windowing_strategy().is_global() {
-            p.record_error(&p.current_step(), DEFAULTS_NEED_THE_GLOBAL_WINDOW);
-            return combined;
-        }
-        // An empty input produces no pane above. As Beam does, the combined values pass on as
-        // they are (their panes unchanged, under any trigger), flattened with a default that an
-        // impulse emits only if the combined window turns out empty: at its end, once.
-        let view = crate::transforms::view::View::as_iterable(&combined);
-        let default = p.begin().apply("Impulse", Impulse).apply(
-            "ProduceDefault",
-            ParDo::of(ProduceDefaultFn { fn_: self.fn_, combined: view.clone() })
-                .with_side_inputs(vec![view.spec().clone()]),
-        );
-        PCollectionList::of(&p, vec![combined, default]).apply("Flatten", Flatten::pcollections())
+        let fn_ = self.fn_;
+        insert_default_if_empty(&input, combined, |view| {
+            let sides = vec![view.spec().clone()];
+            (ProduceDefaultFn { fn_, combined: view }, sides)
+        })
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::COMBINE_GLOBALLY)
     }
+}
+
+/// Combine.globally's default for an empty input, as Beam's `insertDefaultValueIfEmpty`: an
+/// empty input produces no pane, so the combined values pass on as they are (their panes
+/// unchanged, under any trigger), flattened with what an impulse's DoFn (`make` builds it and
+/// its side inputs from a view of the combined values) emits only if the combined window turns
+/// out empty: at its end, once. Refused outside the global window.
+pub(crate) fn insert_default_if_empty<I: Element, O: Element, D: DoFn<In = Vec<u8>, Out = O>>(
+    input: &PCollection<I>,
+    combined: PCollection<O>,
+    make: impl FnOnce(crate::view::PCollectionView<crate::view::ListOf<O>>) -> (D, Vec<crate::kernel::SideInputSpec>),
+) -> PCollection<O> {
+    let p = input.pipeline().clone();
+    if !input.windowing_strategy().is_global() {
+        p.record_error(&p.current_step(), DEFAULTS_NEED_THE_GLOBAL_WINDOW);
+        return combined;
+    }
+    let (fn_, sides) = make(crate::transforms::view::View::as_iterable(&combined));
+    let default = p.begin().apply("Impulse", Impulse).apply("ProduceDefault", ParDo::of(fn_).with_side_inputs(sides));
+    PCollectionList::of(&p, vec![combined, default]).apply("Flatten", Flatten::pcollections())
 }
 
 #[cfg(test)]

@@ -6,10 +6,8 @@ use crate::do_fn::{DoFn, ProcessContext};
 use crate::error::{UserError, UserResult};
 use crate::kernel::{SideInputReader, SideInputSpec};
 use crate::kv::KV;
-use crate::pipeline::{PCollection, PCollectionList, PTransform};
-use crate::transforms::flatten::Flatten;
+use crate::pipeline::{PCollection, PTransform};
 use crate::transforms::group_by_key::GroupByKey;
-use crate::transforms::impulse::Impulse;
 use crate::transforms::keys::Values;
 use crate::transforms::map::Map;
 use crate::transforms::par_do::ParDo;
@@ -211,7 +209,6 @@ impl<F: CombineFnWithContext> DoFn for DefaultWithContextFn<F> {
 impl<F: CombineFnWithContext> PTransform<PCollection<F::In>> for CombineGloballyWithContext<F> {
     type Output = PCollection<F::Out>;
     fn expand(self, input: PCollection<F::In>) -> Self::Output {
-        let p = input.pipeline().clone();
         let combined = input
             .apply("WithKeys", Map::new(|v: F::In| KV::new((), v)))
             .apply(
@@ -222,17 +219,10 @@ impl<F: CombineFnWithContext> PTransform<PCollection<F::In>> for CombineGlobally
         if !self.with_defaults {
             return combined;
         }
-        if !input.windowing_strategy().is_global() {
-            p.record_error(&p.current_step(), crate::transforms::combine::DEFAULTS_NEED_THE_GLOBAL_WINDOW);
-            return combined;
-        }
-        let view = crate::transforms::view::View::as_iterable(&combined);
-        let mut sides = self.sides;
-        sides.push(view.spec().clone());
-        let default = p.begin().apply("Impulse", Impulse).apply(
-            "ProduceDefault",
-            ParDo::of(DefaultWithContextFn { fn_: self.fn_, combined: view }).with_side_inputs(sides),
-        );
-        PCollectionList::of(&p, vec![combined, default]).apply("Flatten", Flatten::pcollections())
+        let (fn_, mut sides) = (self.fn_, self.sides);
+        crate::transforms::combine::insert_default_if_empty(&input, combined, |view| {
+            sides.push(view.spec().clone());
+            (DefaultWithContextFn { fn_, combined: view }, sides)
+        })
     }
 }
