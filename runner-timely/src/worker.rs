@@ -313,9 +313,19 @@ fn drive(
         let start_clock = clock.test_time();
         let mut logged = Vec::new();
         let mut outs = Vec::with_capacity(sources.len());
-        if process.job.is_drain_requested() {
+        match &replay {
+            // A replay reads what its epoch read: drained only if the epoch was.
+            Some(r) => {
+                for (k, src) in sources.iter_mut().enumerate() {
+                    let name = &plan.nodes[inputs[k].0].name;
+                    if let Some(logged) = r.sources.iter().find(|s| &s.name == name) {
+                        src.drain_if_logged(&logged.end);
+                    }
+                }
+            }
             // Drained: unbounded sources read no more and go to the end of time.
-            sources.iter_mut().for_each(SourceState::drain);
+            None if process.job.is_drain_requested() => sources.iter_mut().for_each(SourceState::drain),
+            None => {}
         }
         for (k, src) in sources.iter_mut().enumerate() {
             let i = inputs[k].0;

@@ -311,6 +311,15 @@ impl SourceState {
         self.drained = true;
     }
 
+    /// Before replaying a logged batch: drains the source if the batch was read drained (its
+    /// logged end position says so), so the replay reads what the batch read. A runner applies
+    /// a drain requested now only to new batches, never to a replay.
+    pub fn drain_if_logged(&mut self, logged_end: &Value) {
+        if logged_end.get("drained").and_then(Value::as_bool) == Some(true) {
+            self.drained = true;
+        }
+    }
+
     /// Moves a fresh source to a logged position (restart from a checkpoint).
     pub fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
         self.drained = pos.get("drained").and_then(Value::as_bool).unwrap_or(false);
@@ -553,11 +562,12 @@ impl SourceState {
                     MIN_TIMESTAMP
                 }
             }
-            Kind::Unbounded { readers, .. } if self.drained && replay.is_none() => {
+            // A drained batch reads nothing, and logs as much: its replay reads nothing too.
+            Kind::Unbounded { readers, .. } if self.drained => {
                 counts.extend(readers.iter().flatten().map(|_| 0));
                 MAX_TIMESTAMP
             }
-            Kind::TestStream { watermark, .. } if self.drained && replay.is_none() => {
+            Kind::TestStream { watermark, .. } if self.drained => {
                 *watermark = MAX_TIMESTAMP;
                 MAX_TIMESTAMP
             }
@@ -640,5 +650,59 @@ impl SourceState {
             counts,
             deferred_rows,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::translate::{translate, Natives, Translation};
+    use crate::plan::Role;
+    use weir_sdk::prelude::*;
+
+    /// A TestStream source of two bundles around a watermark move, as the plan reads it.
+    fn stream() -> SourceState {
+        let p = Pipeline::create();
+        p.apply(
+            "Stream",
+            TestStream::create()
+                .add_elements(vec![TimestampedValue::new(1i64, 1)])
+                .advance_watermark_to(5)
+                .add_elements(vec![TimestampedValue::new(2i64, 6)]),
+        );
+        let graph = p.graph();
+        let plan =
+            translate(&graph, &Translation { runner: "test", natives: Natives::All, lift_combines: false }).unwrap();
+        let node = plan.nodes.iter().find(|n| matches!(n.role, Role::Source(_))).unwrap();
+        let Role::Source(spec) = &node.role else { unreachable!("found above") };
+        SourceState::of(&node.name, spec, graph.pcollection(node.outputs[0]).ops.clone())
+    }
+
+    #[test]
+    fn a_drained_batch_replays_drained_and_a_restart_stays_drained() {
+        let mut clock = Clock::Test(0);
+        let mut live = stream();
+        let first = live.next(1, 10, None, &mut clock, false, None).unwrap();
+        assert_eq!(first.rows, 1);
+        live.drain();
+        let drained = live.next(1, 10, None, &mut clock, false, None).unwrap();
+        assert_eq!((drained.rows, drained.watermark), (0, MAX_TIMESTAMP));
+        assert_eq!(drained.end_offset["drained"], json!(true));
+        // A replay of the drained batch from the end of the one before reads what it read once
+        // the logged drain is applied, and would read on without it.
+        let mut replayed = stream();
+        replayed.restore(&first.end_offset, 1).unwrap();
+        replayed.drain_if_logged(&drained.end_offset);
+        let again = replayed.next(1, 10, Some(&drained.counts), &mut clock, false, None).unwrap();
+        assert_eq!((again.rows, again.watermark), (0, MAX_TIMESTAMP));
+        let mut undrained = stream();
+        undrained.restore(&first.end_offset, 1).unwrap();
+        undrained.drain_if_logged(&first.end_offset);
+        assert_eq!(undrained.next(1, 10, Some(&drained.counts), &mut clock, false, None).unwrap().watermark, 5);
+        // A restart after the drained batch stays drained.
+        let mut restarted = stream();
+        restarted.restore(&drained.end_offset, 1).unwrap();
+        let after = restarted.next(1, 10, None, &mut clock, false, None).unwrap();
+        assert_eq!((after.rows, after.watermark), (0, MAX_TIMESTAMP));
     }
 }
