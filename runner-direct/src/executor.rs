@@ -118,10 +118,8 @@ impl<'a> Executor<'a> {
             if self.job.is_stop_requested() {
                 return Err(Error::Cancelled);
             }
-            if self.job.is_drain_requested() {
-                // Drained: unbounded sources read no more and go to the end of time.
-                self.nodes.iter_mut().filter_map(|n| n.source.as_mut()).for_each(SourceState::drain);
-            }
+            let drain = self.job.is_drain_requested();
+            self.nodes.iter_mut().filter_map(|n| n.source.as_mut()).for_each(|s| s.prepare_read(None, drain));
             let mut progressed = false;
             for i in 0..self.plan.nodes.len() {
                 progressed |= self.run_node(i)?;

@@ -313,25 +313,13 @@ fn drive(
         let start_clock = clock.test_time();
         let mut logged = Vec::new();
         let mut outs = Vec::with_capacity(sources.len());
-        match &replay {
-            // A replay reads what its epoch read: drained only if the epoch was.
-            Some(r) => {
-                for (k, src) in sources.iter_mut().enumerate() {
-                    let name = &plan.nodes[inputs[k].0].name;
-                    if let Some(logged) = r.sources.iter().find(|s| &s.name == name) {
-                        src.drain_if_logged(&logged.end);
-                    }
-                }
-            }
-            // Drained: unbounded sources read no more and go to the end of time.
-            None if process.job.is_drain_requested() => sources.iter_mut().for_each(SourceState::drain),
-            None => {}
-        }
         for (k, src) in sources.iter_mut().enumerate() {
             let i = inputs[k].0;
             let name = &plan.nodes[i].name;
-            let counts =
-                replay.as_ref().and_then(|r| r.sources.iter().find(|s| &s.name == name)).map(|s| &s.counts[..]);
+            let replayed = replay.as_ref().map(|r| r.sources.iter().find(|s| &s.name == name));
+            let counts = replayed.flatten().map(|s| &s.counts[..]);
+            let end = replayed.map(|l| l.map_or(&serde_json::Value::Null, |s| &s.end));
+            src.prepare_read(end, process.job.is_drain_requested());
             let container = MetricsContainerImpl::new();
             let read = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());

@@ -240,7 +240,7 @@ pub struct SourceState {
     share: (usize, usize),
     /// Whether reads of readers without a count are planned ([`SourceState::plan_reads_without_counts`]).
     without_counts: bool,
-    /// Drained ([`SourceState::drain`]): an unbounded source or TestStream reads nothing more
+    /// Drained ([`SourceState::prepare_read`]): an unbounded source or TestStream reads nothing more
     /// and is at the end of time.
     drained: bool,
 }
@@ -303,20 +303,18 @@ impl SourceState {
         !matches!(self.kind, Kind::Unbounded { .. })
     }
 
-    /// Drains the source (Beam's drain): an unbounded source or a TestStream reads nothing more
-    /// and its watermark goes to the end of time; a bounded source or an impulse is read to its
-    /// end as before. A replay of a batch logged before the drain still reads what it logged,
-    /// and the drain is part of the logged position, so a restart stays drained.
-    pub fn drain(&mut self) {
-        self.drained = true;
-    }
-
-    /// Before replaying a logged batch: drains the source if the batch was read drained (its
-    /// logged end position says so), so the replay reads what the batch read. A runner applies
-    /// a drain requested now only to new batches, never to a replay.
-    pub fn drain_if_logged(&mut self, logged_end: &Value) {
-        if logged_end.get("drained").and_then(Value::as_bool) == Some(true) {
-            self.drained = true;
+    /// Before each read, what a drain (Beam's) means for it: a drained unbounded source or
+    /// TestStream reads nothing more and its watermark goes to the end of time, while a bounded
+    /// source or an impulse is read to its end as before; the drain is part of the logged
+    /// position, so a restart stays drained. Replaying a logged batch (`replayed_end` is
+    /// the end position it logged for this source, `Value::Null` if none), the source is drained
+    /// exactly when the batch was read drained, so the replay reads what the batch read; a new
+    /// batch is drained once `drain_requested`. A drain requested during recovery thus applies
+    /// only to the batches after the replays.
+    pub fn prepare_read(&mut self, replayed_end: Option<&Value>, drain_requested: bool) {
+        match replayed_end {
+            Some(end) => self.drained |= end.get("drained").and_then(Value::as_bool) == Some(true),
+            None => self.drained |= drain_requested,
         }
     }
 
@@ -684,7 +682,7 @@ mod tests {
         let mut live = stream();
         let first = live.next(1, 10, None, &mut clock, false, None).unwrap();
         assert_eq!(first.rows, 1);
-        live.drain();
+        live.prepare_read(None, true);
         let drained = live.next(1, 10, None, &mut clock, false, None).unwrap();
         assert_eq!((drained.rows, drained.watermark), (0, MAX_TIMESTAMP));
         assert_eq!(drained.end_offset["drained"], json!(true));
@@ -692,12 +690,12 @@ mod tests {
         // the logged drain is applied, and would read on without it.
         let mut replayed = stream();
         replayed.restore(&first.end_offset, 1).unwrap();
-        replayed.drain_if_logged(&drained.end_offset);
+        replayed.prepare_read(Some(&drained.end_offset), true);
         let again = replayed.next(1, 10, Some(&drained.counts), &mut clock, false, None).unwrap();
         assert_eq!((again.rows, again.watermark), (0, MAX_TIMESTAMP));
         let mut undrained = stream();
         undrained.restore(&first.end_offset, 1).unwrap();
-        undrained.drain_if_logged(&first.end_offset);
+        undrained.prepare_read(Some(&first.end_offset), true);
         assert_eq!(undrained.next(1, 10, Some(&drained.counts), &mut clock, false, None).unwrap().watermark, 5);
         // A restart after the drained batch stays drained.
         let mut restarted = stream();

@@ -4,7 +4,6 @@
 use super::Engine;
 use crate::options::StreamingTrigger;
 use std::time::{Duration, Instant};
-use weir_runner_core::exec::source::SourceState;
 use weir_runner_core::job::Job;
 use weir_sdk::{Error, Result};
 
@@ -44,25 +43,8 @@ impl Engine {
         weir_sdk::testing::fault::set_batch(self.batch_id);
         let replay = self.replay.take();
         let mut report = super::progress::BatchReport::begin(self);
-        match &replay {
-            // A replay reads what its batch read: drained only if the batch was.
-            Some(entry) => {
-                for s in &entry.sources {
-                    let node = self.plan.nodes.iter().position(|n| n.name == s.name);
-                    if let Some(src) = node.and_then(|i| self.nodes[i].source.as_mut()) {
-                        src.drain_if_logged(&s.end);
-                    }
-                }
-            }
-            // Drained: unbounded sources read no more and go to the end of time, so this and
-            // the following batches fire every window and timer, and the query finishes.
-            None if job.is_drain_requested() => {
-                self.nodes.iter_mut().filter_map(|n| n.source.as_mut()).for_each(SourceState::drain);
-            }
-            None => {}
-        }
         // latestOffset: every source's slice of this batch (exactly the logged one on a replay).
-        let mut read = self.latest_offset(max, replay.as_ref())?;
+        let mut read = self.latest_offset(max, replay.as_ref(), job.is_drain_requested())?;
         report.read_ms = started.elapsed().as_millis() as u64;
         if replay.is_none() && !read.moved && !self.processing_timer_due() {
             return Ok(false);

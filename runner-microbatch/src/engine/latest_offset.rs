@@ -24,8 +24,14 @@ pub(super) struct SourcesRead {
 
 impl Engine {
     /// Reads every source's slice: about `max` records each, or, replaying a logged batch,
-    /// exactly the counts it logged.
-    pub(super) fn latest_offset(&mut self, max: usize, replay: Option<&OffsetEntry>) -> Result<SourcesRead> {
+    /// exactly the counts it logged. A requested drain applies to new batches only (see
+    /// [`weir_runner_core::exec::source::SourceState::prepare_read`]).
+    pub(super) fn latest_offset(
+        &mut self,
+        max: usize,
+        replay: Option<&OffsetEntry>,
+        drain_requested: bool,
+    ) -> Result<SourcesRead> {
         let mut read = SourcesRead {
             reads: Vec::new(),
             moved: false,
@@ -38,8 +44,9 @@ impl Engine {
             // User code in sources runs with the step's metrics container bound.
             let container = MetricsContainerImpl::new();
             let name = &self.plan.nodes[i].name;
-            let counts = replay
-                .map(|r| r.sources.iter().find(|s| &s.name == name).map(|s| s.counts.clone()).unwrap_or_default());
+            let logged = replay.map(|r| r.sources.iter().find(|s| &s.name == name));
+            let counts = logged.map(|l| l.map(|s| s.counts.clone()).unwrap_or_default());
+            src.prepare_read(logged.map(|l| l.map_or(&serde_json::Value::Null, |s| &s.end)), drain_requested);
             let sb = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
                 src.next(

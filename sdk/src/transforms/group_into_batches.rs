@@ -83,9 +83,7 @@ impl<K: Element, V: Element> GroupIntoBatches<K, V> {
     /// Batches of at most `bytes` bytes of encoded values (a value larger than that is a batch
     /// of its own).
     pub fn of_byte_size(bytes: u64) -> Self {
-        let coder = ElementCoder::<V>::new();
-        let weigher: Weigher<V> = Arc::new(move |v: &V| coder.encoded_len(v).map_or(0, |n| n as u64));
-        Self::of_byte_size_with(bytes, weigher)
+        Self::of_byte_size_with(bytes, encoded_size())
     }
     /// Batches of at most `bytes` bytes, each value weighing `weigher(value)`.
     pub fn of_byte_size_with(bytes: u64, weigher: Weigher<V>) -> Self {
@@ -96,9 +94,8 @@ impl<K: Element, V: Element> GroupIntoBatches<K, V> {
     }
     /// Also limits a batch to `bytes` bytes of encoded values (with [`GroupIntoBatches::of_size`]).
     pub fn with_byte_size(mut self, bytes: u64) -> Self {
-        let coder = ElementCoder::<V>::new();
         self.params.bytes = bytes;
-        self.params.weigher = Some(Arc::new(move |v: &V| coder.encoded_len(v).map_or(0, |n| n as u64)));
+        self.params.weigher = Some(encoded_size());
         self
     }
     /// Outputs a batch at the latest `d` of processing time after its first value arrived.
@@ -111,6 +108,12 @@ impl<K: Element, V: Element> GroupIntoBatches<K, V> {
     pub fn with_sharded_key(self) -> GroupIntoBatchesSharded<K, V> {
         GroupIntoBatchesSharded { params: self.params, _t: PhantomData }
     }
+}
+
+/// Weighs a value by its encoded size.
+fn encoded_size<V: Element>() -> Weigher<V> {
+    let coder = ElementCoder::<V>::new();
+    Arc::new(move |v: &V| coder.encoded_len(v).map_or(0, |n| n as u64))
 }
 
 /// See [`GroupIntoBatches::with_sharded_key`].
