@@ -361,25 +361,62 @@ impl EncodedKvBatch {
         &mut self,
         input: Batch,
         key: &impl crate::coders::Coder<K>,
+        value: impl FnMut(&V, &mut Vec<u8>) -> Result<(), CoderError>,
+    ) -> Result<(), CoderError> {
+        Self::append_split(std::slice::from_mut(self), input, key, value)
+    }
+
+    /// [`EncodedKvBatch::append_with`] into `parts`, each row into the part of its encoded
+    /// key (as [`partition_of`] assigns keys among `parts.len()`): an exchange by key that
+    /// encodes its input splits it on the way, without copying the rows again
+    /// ([`EncodedKvBatch::partition`] does that for rows already encoded).
+    pub fn append_split<K: Clone + Send + 'static, V: Clone + Send + 'static>(
+        parts: &mut [EncodedKvBatch],
+        input: Batch,
+        key: &impl crate::coders::Coder<K>,
         mut value: impl FnMut(&V, &mut Vec<u8>) -> Result<(), CoderError>,
     ) -> Result<(), CoderError> {
         let input = Bundle::<crate::kv::KV<K, V>>::from_batch(input)?;
-        let (n, start) = (input.len(), self.data.len());
-        self.rows.reserve(n);
+        let (n, n_parts) = (input.len(), parts.len());
+        if n_parts == 0 {
+            return Err(CoderError::new("internal error: rows split into no parts"));
+        }
+        let starts: Vec<usize> = parts.iter().map(|p| p.data.len()).collect();
+        for p in parts.iter_mut() {
+            p.rows.reserve(if n_parts == 1 { n } else { n / n_parts + n / (4 * n_parts) + 16 });
+        }
+        // One key is encoded aside to find its part when there are several.
+        let mut scratch: Vec<u8> = Vec::new();
         let mut i = 0;
         input.try_for_each(|wv| {
             if i == 64 && n > 128 {
-                // Room for the rest at the first rows' size: the buffer does not grow (and
-                // copy itself) a dozen times over a large batch.
-                self.data.reserve((self.data.len() - start) / 64 * (n - 64) * 9 / 8);
+                // Room for the rest at the first rows' size: the buffers do not grow (and
+                // copy themselves) a dozen times over a large batch.
+                let written: usize = parts.iter().zip(&starts).map(|(p, s)| p.data.len() - s).sum();
+                let rest = written / 64 * (n - 64) * 9 / 8;
+                for p in parts.iter_mut() {
+                    p.data.reserve(if n_parts == 1 { rest } else { rest / n_parts + rest / (4 * n_parts) });
+                }
             }
             i += 1;
-            let k0 = self.data.len();
-            key.encode(&wv.value.key, &mut self.data)?;
-            let k1 = self.data.len();
-            value(&wv.value.value, &mut self.data)?;
-            let v1 = self.data.len();
-            self.rows.push(EncodedRow {
+            let part = if n_parts == 1 {
+                let part = &mut parts[0];
+                let k0 = part.data.len();
+                key.encode(&wv.value.key, &mut part.data)?;
+                (part, k0)
+            } else {
+                scratch.clear();
+                key.encode(&wv.value.key, &mut scratch)?;
+                let part = &mut parts[partition_of(&scratch, n_parts)];
+                let k0 = part.data.len();
+                part.data.extend_from_slice(&scratch);
+                (part, k0)
+            };
+            let (part, k0) = part;
+            let k1 = part.data.len();
+            value(&wv.value.value, &mut part.data)?;
+            let v1 = part.data.len();
+            part.rows.push(EncodedRow {
                 key: (k0, k1),
                 value: (k1, v1),
                 timestamp: wv.timestamp,
@@ -912,6 +949,21 @@ mod tests {
         for (q, p) in by_key.iter().enumerate() {
             assert!((0..p.rows.len()).all(|i| partition_of(p.key(i), 3) == q));
         }
+        // Split while encoding: the same parts, rows and order as encoding then partitioning.
+        let many: Vec<WindowedValue<KV<i64, String>>> =
+            (0..500i64).map(|i| WindowedValue::timestamped(KV::new(i % 37, format!("v{i}")), i)).collect();
+        let mut whole = EncodedKvBatch::default();
+        whole.append::<i64, String>(Batch::new(many.clone()), &ElementCoder::new(), &ElementCoder::new()).unwrap();
+        let mut split: Vec<EncodedKvBatch> = (0..3).map(|_| EncodedKvBatch::default()).collect();
+        for half in Batch::new(many).split(250) {
+            EncodedKvBatch::append_split::<i64, String>(&mut split, half, &ElementCoder::new(), |v, d| {
+                ElementCoder::<String>::new().encode(v, d)
+            })
+            .unwrap();
+        }
+        let expected: Vec<_> = whole.partition(3).iter().map(rows).collect();
+        assert_eq!(split.iter().map(rows).collect::<Vec<_>>(), expected);
+        assert!(expected.iter().all(|p| !p.is_empty()));
         let (early, late) = ops.partition_by_window(Batch::new(batch), &mut |w| w.max_timestamp() < 5);
         assert_eq!(rows(early.downcast_ref::<EncodedKvBatch>().unwrap()), all[..5]);
         assert_eq!(rows(late.downcast_ref::<EncodedKvBatch>().unwrap()), all[5..]);

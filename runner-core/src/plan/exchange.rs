@@ -144,15 +144,30 @@ struct EncodingExchange {
 
 impl Exchanger for EncodingExchange {
     fn exchange(&self, batches: Vec<Batch>, partitions: usize) -> Result<Vec<Vec<Batch>>> {
-        // The bundles of one call are encoded into one batch and partitioned once: the
-        // grouping operator then takes few, large batches as they are.
+        // The bundles of one call are encoded into one batch per partition, each row straight
+        // into its key's part: the grouping operator then takes few, large batches as they
+        // are, and no row is copied a second time to split them.
+        let partitions = partitions.max(1);
         let (hint_rows, hint_bytes) = *self.hint.lock().unwrap_or_else(|e| e.into_inner());
-        let mut rows = EncodedKvBatch::with_capacity(hint_rows, hint_bytes);
+        let mut parts: Vec<EncodedKvBatch> = (0..partitions)
+            .map(|_| EncodedKvBatch::with_capacity(hint_rows / partitions, hint_bytes / partitions))
+            .collect();
         for b in batches {
-            self.encoder.encode(b, &mut rows).map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+            self.encoder.encode(b, &mut parts).map_err(|source| Error::Coder { step: self.step.clone(), source })?;
         }
-        *self.hint.lock().unwrap_or_else(|e| e.into_inner()) = (rows.rows.len(), rows.data.len());
-        Ok(split_encoded(rows, partitions))
+        let (rows, bytes) = parts.iter().fold((0, 0), |(r, b), p| (r + p.rows.len(), b + p.data.len()));
+        *self.hint.lock().unwrap_or_else(|e| e.into_inner()) = (rows, bytes);
+        Ok(parts
+            .into_iter()
+            .map(|part| {
+                if part.rows.is_empty() {
+                    part.recycle();
+                    Vec::new()
+                } else {
+                    vec![Batch::new(part)]
+                }
+            })
+            .collect())
     }
     fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
         Some(Arc::new(EncodedKvOps))

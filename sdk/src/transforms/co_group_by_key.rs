@@ -151,8 +151,9 @@ impl crate::pipeline::PInput for CoGbkInputs {
 /// encodes them, values tagged with the input's index exactly as the expansion's
 /// GroupByKey encodes its `RawUnion`s, so one group buffer holds every input's values.
 pub trait UnionEncoder: Send + Sync {
-    /// Appends a batch of this input's `KV<K, V>` to `out`.
-    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError>;
+    /// Appends a batch of this input's `KV<K, V>` to `parts`, each row to the part of its
+    /// key (see [`EncodedKvBatch::append_split`]; one part takes every row).
+    fn encode(&self, input: Batch, parts: &mut [EncodedKvBatch]) -> Result<(), CoderError>;
 }
 
 struct UnionEncoderImpl<K, V> {
@@ -161,9 +162,9 @@ struct UnionEncoderImpl<K, V> {
 }
 
 impl<K: Element, V: Element> UnionEncoder for UnionEncoderImpl<K, V> {
-    fn encode(&self, input: Batch, out: &mut EncodedKvBatch) -> Result<(), CoderError> {
+    fn encode(&self, input: Batch, parts: &mut [EncodedKvBatch]) -> Result<(), CoderError> {
         let value = ElementCoder::<V>::new();
-        out.append_with::<K, V>(input, &ElementCoder::<K>::new(), |v, data| {
+        EncodedKvBatch::append_split::<K, V>(parts, input, &ElementCoder::<K>::new(), |v, data| {
             // RawUnion { index, bytes } as postcard writes it, without building one: the
             // index, the value's length, the value. The value is encoded in place after a
             // one-byte length, which widens (moving the value up) if the value is longer.
@@ -340,7 +341,9 @@ mod tests {
             .map(|(i, v)| WindowedValue::in_global_window(KV::new(i as i64, v.clone())))
             .collect();
         let mut out = EncodedKvBatch::default();
-        UnionEncoderImpl::<i64, String> { index: 3, _t: PhantomData }.encode(Batch::new(input), &mut out).unwrap();
+        UnionEncoderImpl::<i64, String> { index: 3, _t: PhantomData }
+            .encode(Batch::new(input), std::slice::from_mut(&mut out))
+            .unwrap();
         let coder = ElementCoder::<String>::new();
         let mut group = Vec::new();
         for (i, v) in values.iter().enumerate() {
