@@ -199,7 +199,7 @@ mod tests {
     #[test]
     fn keeps_first_per_key_forgets_after_expiry_and_survives_a_restore() {
         let metrics = MetricsContainerImpl::new();
-        let ctx = OpContext { processing_time: 0, metrics: &metrics };
+        let ctx = OpContext { processing_time: 0, metrics: &metrics, draining: false };
         let mut op = operator();
         let out = op.process(batch(&[("a", 0), ("b", 10), ("a", 20)]), &ctx).unwrap();
         assert_eq!(keys(out.into_iter().next().unwrap()), ["a", "b"]);

@@ -33,6 +33,7 @@ pub mod operator;
 pub mod plan;
 pub mod pusher;
 pub mod side_inputs;
+pub mod splittable;
 pub mod stateful;
 pub mod system_metrics;
 pub mod translate;

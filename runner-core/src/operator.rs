@@ -23,6 +23,10 @@ pub struct OpContext<'a> {
     pub processing_time: Timestamp,
     /// The metrics container of this unit of work.
     pub metrics: &'a Arc<MetricsContainerImpl>,
+    /// Whether the job is being drained (Beam's drain, as the sources read this unit of work):
+    /// operators with open-ended work of their own (a splittable DoFn's unbounded
+    /// restrictions) drop it, so the watermarks can reach the end.
+    pub draining: bool,
 }
 
 /// An executable primitive.
@@ -73,6 +77,9 @@ pub trait Operator: Send {
     fn advance_side(&mut self, _index: usize, _watermark: Timestamp) {}
     /// Releases resources (DoFn teardown).
     fn finish(&mut self) {}
+    /// Splits work at random points from now on, seeded (the direct runner's check that
+    /// splittable DoFns' restriction trackers split honestly). Other operators ignore it.
+    fn split_randomly(&mut self, _seed: u64) {}
     /// The operator's state as encoded entries (entry key, value), for checkpoints: one per key
     /// and window, plus an entry with the empty key for operator-wide data. Empty for stateless
     /// operators. State stores diff entries between batches to write deltas.

@@ -86,8 +86,16 @@ impl<'a> Executor<'a> {
                 Role::Sink(factory) => Some(factory.open(&owner, 1)?),
                 _ => None,
             };
+            let mut op = n.instantiate(graph);
+            if options.shuffle {
+                // Splittable DoFns are split at random claims too: a restriction tracker that
+                // does not split honestly loses or repeats output.
+                if let Some(op) = op.as_mut() {
+                    op.split_randomly(options.seed ^ (nodes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                }
+            }
             nodes.push(Runtime {
-                op: n.instantiate(graph),
+                op,
                 source,
                 sink,
                 wm: Watermarks::new(),
@@ -208,6 +216,8 @@ impl<'a> Executor<'a> {
         let upstream = self.upstream_watermark(i);
         let outputs = self.call(i, |op, ctx| op.advance(upstream, ctx))?;
         for (port, out) in outputs.into_iter().enumerate() {
+            // Output released by time alone (a splittable DoFn's residuals) is progress too.
+            progressed |= !out.is_empty();
             self.emit(i, port, vec![out])?;
         }
         let hold = self.nodes[i].op.as_ref().and_then(|o| o.hold());
@@ -282,7 +292,8 @@ impl<'a> Executor<'a> {
     ) -> Result<Vec<Batch>> {
         let name = self.plan.nodes[i].name.as_str();
         let container = MetricsContainerImpl::new();
-        let ctx = OpContext { processing_time: self.clock.now(), metrics: &container };
+        let draining = self.nodes.iter().filter_map(|n| n.source.as_ref()).any(|s| s.is_drained());
+        let ctx = OpContext { processing_time: self.clock.now(), metrics: &container, draining };
         let op = self.nodes[i].op.as_mut().ok_or_else(|| Error::Internal {
             component: "direct runner".into(),
             message: format!("step {name} has no operator"),

@@ -21,7 +21,7 @@ use weir_runner_core::plan::Role;
 use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::kernel::{Batch, CollectionOps};
-use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 use weir_sdk::{Error, Result};
 
 /// Where one node's outputs go: per consumer input, the edge (the node's output stream number)
@@ -205,7 +205,16 @@ impl NodeWorker {
                 let chain = Chain {
                     members: members.to_vec(),
                     ops: nodes.clone().filter_map(|n| n.instantiate(graph)).collect(),
-                    wms: members.iter().map(|_| Watermarks::new()).collect(),
+                    wms: members
+                        .iter()
+                        .map(|&m| {
+                            if process.inert[m] {
+                                Watermarks::restored(MAX_TIMESTAMP, MAX_TIMESTAMP)
+                            } else {
+                                Watermarks::new()
+                            }
+                        })
+                        .collect(),
                     in_ops: nodes.clone().map(|n| graph.pcollection(n.inputs[0]).ops.clone()).collect(),
                     out_ops: nodes
                         .map(|n| n.outputs.iter().map(|&o| graph.pcollection(o).ops.clone()).collect())
@@ -224,9 +233,13 @@ impl NodeWorker {
         let side_ops = node.side_inputs.iter().map(|&pc| process.graph.pcollection(pc).ops.clone()).collect();
         let mut upstream = HashMap::new();
         for &pc in node.inputs.iter().chain(&node.side_inputs) {
-            upstream.insert(process.topology.producer(pc) as u32, vec![MIN_TIMESTAMP; process.peers]);
+            let producer = process.topology.producer(pc);
+            // An inert producer never runs: its empty output is complete from the start.
+            let at = if process.inert[producer] { MAX_TIMESTAMP } else { MIN_TIMESTAMP };
+            upstream.insert(producer as u32, vec![at; process.peers]);
         }
         let chain_len = chain.as_ref().map_or(1, |c| c.members.len());
+        let wm = if process.inert[i] { Watermarks::restored(MAX_TIMESTAMP, MAX_TIMESTAMP) } else { Watermarks::new() };
         NodeWorker {
             process,
             i,
@@ -234,7 +247,7 @@ impl NodeWorker {
             op,
             chain,
             last_epoch: None,
-            wm: Watermarks::new(),
+            wm,
             upstream,
             clock: None,
             main_ops,
@@ -398,7 +411,8 @@ impl NodeWorker {
                 let side_wms: Vec<Timestamp> = node.side_inputs.iter().map(|&pc| self.watermark_of(&[pc])).collect();
                 let in_ops = node.input_ops(&self.process.graph);
                 let n_outputs = node.outputs.len();
-                let task = PartitionTask { op, in_ops, bundles: main, sides, side_wms: side_wms.into() };
+                let draining = self.process.drained.load(std::sync::atomic::Ordering::SeqCst);
+                let task = PartitionTask { op, in_ops, bundles: main, sides, side_wms: side_wms.into(), draining };
                 let (op, done) = task.run(upstream, now, n_outputs);
                 let hold = op.hold();
                 let (rows, bytes) = (op.state_rows(), op.state_bytes());
@@ -436,6 +450,17 @@ impl NodeWorker {
     /// The plan node this is a share of (a chain's head).
     pub(crate) fn index(&self) -> usize {
         self.i
+    }
+
+    /// When this worker's share of the node next has work of its own (a splittable DoFn's
+    /// pending restrictions, a processing-time timer), if it has any.
+    pub(crate) fn next_work(&self) -> Option<Timestamp> {
+        self.op.as_ref().and_then(|op| op.next_processing_timer())
+    }
+
+    /// The output watermark of this worker's share of the node (of a chain, its last member).
+    pub(crate) fn output_watermark(&self) -> Timestamp {
+        self.chain.as_ref().and_then(|c| c.wms.last()).map_or(self.wm.output(), |w| w.output())
     }
 
     /// The last epoch the node ran.

@@ -39,6 +39,10 @@ pub(crate) struct Process {
     pub(crate) chains: Vec<Vec<usize>>,
     /// Per node, whether it is a source whose reads its chain carries out.
     pub(crate) reads_left_to_chains: Vec<bool>,
+    /// Per node, whether nothing ever reaches it: a Flatten of no input, and what only such
+    /// nodes feed. No record or progress arrives there, so it never runs; its (empty) output
+    /// is complete from the start.
+    pub(crate) inert: Vec<bool>,
     /// Per sink node, the process's writer; the process's workers stage into it, and it
     /// commits each epoch once every worker has finished it.
     pub(crate) sinks: Vec<Option<Mutex<SinkSlot>>>,
@@ -67,6 +71,9 @@ pub(crate) struct Process {
     failure: Mutex<Option<Error>>,
     /// Whether that error came from another process.
     remote_failure: std::sync::atomic::AtomicBool,
+    /// Whether a worker of this process read its sources drained (Beam's drain; logged, so a
+    /// replay is drained too): operators are told so.
+    pub(crate) drained: std::sync::atomic::AtomicBool,
 }
 
 impl Process {
@@ -105,6 +112,7 @@ impl Process {
             edges: Vec::new(),
             chains: Vec::new(),
             reads_left_to_chains: Vec::new(),
+            inert: Vec::new(),
             sinks,
             metrics,
             job,
@@ -119,12 +127,20 @@ impl Process {
             checkpoint,
             failure: Mutex::new(None),
             remote_failure: Default::default(),
+            drained: Default::default(),
         };
         let start = process.start_epoch();
         *process.acks.lock().unwrap_or_else(|e| e.into_inner()) = (vec![start; peers], start);
         process.edges = out_edges(&process);
         process.chains = process.plan.fused_chains();
         process.reads_left_to_chains = process.plan.reads_left_to_chains(&process.topology, &process.chains);
+        // Nodes come producers first.
+        let mut inert = vec![false; process.plan.nodes.len()];
+        for (i, n) in process.plan.nodes.iter().enumerate() {
+            inert[i] =
+                !n.is_source() && n.inputs.iter().chain(&n.side_inputs).all(|&pc| inert[process.topology.producer(pc)]);
+        }
+        process.inert = inert;
         Ok(process)
     }
 

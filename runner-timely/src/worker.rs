@@ -320,6 +320,9 @@ fn drive(
             let counts = replayed.flatten().map(|s| &s.counts[..]);
             let end = replayed.map(|l| l.map_or(&serde_json::Value::Null, |s| &s.end));
             src.prepare_read(end, process.job.is_drain_requested());
+            if src.is_drained() {
+                process.drained.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             let container = MetricsContainerImpl::new();
             let read = {
                 let _scope = weir_sdk::metrics::scoped_container(container.clone());
@@ -381,7 +384,15 @@ fn drive(
         if leader {
             report(reporter);
         }
-        if done || trigger == StreamingTrigger::Once {
+        // The sources being done is not the end while operators anywhere have work of their
+        // own (a splittable DoFn's pending restrictions, on any worker): the epochs go on until
+        // every node's output watermark here is at the end of time, which it is only once every
+        // worker's producers said so. Work due now runs in the next epoch at once.
+        let next_work = ledger.nodes.iter().filter_map(|n| n.borrow().next_work()).min();
+        let now = clock.now();
+        let work_due = next_work.is_some_and(|t| t <= now);
+        let finished = done && ledger.nodes.iter().all(|n| n.borrow().output_watermark() >= MAX_TIMESTAMP);
+        if finished || (trigger == StreamingTrigger::Once && !work_due) {
             break;
         }
         if process.job.is_stop_requested() {
@@ -389,6 +400,10 @@ fn drive(
         }
         let wait = match trigger {
             StreamingTrigger::ProcessingTime => interval.checked_sub(started.elapsed()),
+            _ if work_due => None,
+            // Done reading: wait only for work due later (at most 10 ms; it may come from
+            // another worker); otherwise the next epoch carries the last watermarks through.
+            _ if done => next_work.map(|t| Duration::from_millis((t - now).clamp(1, 10) as u64)),
             _ if !moved => Some(Duration::from_millis(10)),
             _ => None,
         };

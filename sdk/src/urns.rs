@@ -34,8 +34,11 @@ pub const DEDUPLICATE: &str = "weir:transform:deduplicate:v1";
 pub const WRITE_JSON_LINES: &str = "weir:transform:write_json_lines:v1";
 /// A callback per batch of output (composite; per batch on the micro-batch runner).
 pub const FOR_EACH_BATCH: &str = "weir:transform:for_each_batch:v1";
+/// A splittable DoFn's processing step: restrictions through the DoFn, residuals kept.
+pub const SPLITTABLE_PROCESS: &str = "beam:transform:sdf_process_sized_element_and_restrictions:v1";
 /// Any other composite: runners expand it.
 pub const COMPOSITE: &str = "weir:transform:composite:v1";
 
 /// Every primitive URN: a runner must translate each of these or reject the pipeline.
-pub const PRIMITIVES: &[&str] = &[IMPULSE, READ, PAR_DO, GROUP_BY_KEY, FLATTEN, WINDOW_INTO, TEST_STREAM];
+pub const PRIMITIVES: &[&str] =
+    &[IMPULSE, READ, PAR_DO, GROUP_BY_KEY, FLATTEN, WINDOW_INTO, TEST_STREAM, SPLITTABLE_PROCESS];

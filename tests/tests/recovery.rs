@@ -153,6 +153,27 @@ fn crash_at_every_phase_with_a_bounded_source_recovers_exactly_once() {
     }
 }
 
+/// The numbers from a splittable DoFn that claims seven per call and resumes: what is left of
+/// its restriction lives in the operator's checkpointed state from batch to batch, and a crash
+/// at any phase resumes it exactly once.
+#[test]
+fn crash_at_every_phase_with_a_splittable_dofn_recovers_exactly_once() {
+    let opts = "--state-snapshot-interval 4";
+    let dir = tempfile::tempdir().unwrap();
+    ok(&child_from(&dir.path().join("cp"), &dir.path().join("out"), None, false, opts, "splittable"));
+    assert_eq!(output(&dir.path().join("out")), expected(), "uninterrupted");
+    for point in ["wal-commit", "add-batch", "state-commit", "sink-commit", "commit-log"] {
+        for batch in [1, 6, 17] {
+            let dir = tempfile::tempdir().unwrap();
+            let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+            let crashed = child_from(&cp, &out, Some(&format!("{point}:{batch}")), false, opts, "splittable");
+            assert!(!crashed.status.success(), "{point}:{batch} did not crash");
+            ok(&child_from(&cp, &out, None, false, opts, "splittable"));
+            assert_eq!(output(&out), expected(), "after a crash at {point} of batch {batch}");
+        }
+    }
+}
+
 #[test]
 fn corrupt_or_missing_checkpoint_files_are_reported() {
     let dir = tempfile::tempdir().unwrap();

@@ -93,7 +93,8 @@ impl ChainTask {
         let mut feed = |ops: &mut Vec<Box<dyn Operator>>, mut j: usize, mut step: Feed| -> Result<()> {
             loop {
                 let m = &mut members[j];
-                let ctx = OpContext { processing_time: now, metrics: &m.metrics };
+                // Element-wise operators have no work of their own to give up on a drain.
+                let ctx = OpContext { processing_time: now, metrics: &m.metrics, draining: false };
                 let t = Instant::now();
                 let outs = match step {
                     Feed::Advance => {

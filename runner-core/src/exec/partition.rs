@@ -26,6 +26,8 @@ pub struct PartitionTask {
     pub sides: Vec<(usize, Batch)>,
     /// The side inputs' watermarks.
     pub side_wms: Arc<[Timestamp]>,
+    /// Whether the job is being drained ([`OpContext::draining`]).
+    pub draining: bool,
 }
 
 /// What one partition of a node did.
@@ -52,9 +54,9 @@ impl PartitionTask {
     /// Runs the partition at input watermark `upstream` and processing time `now`, for a node
     /// with `n_outputs` outputs.
     pub fn run(self, upstream: Timestamp, now: Timestamp, n_outputs: usize) -> PartitionResult {
-        let PartitionTask { op: mut boxed, in_ops, bundles, sides, side_wms } = self;
+        let PartitionTask { op: mut boxed, in_ops, bundles, sides, side_wms, draining } = self;
         let metrics = MetricsContainerImpl::new();
-        let ctx = OpContext { processing_time: now, metrics: &metrics };
+        let ctx = OpContext { processing_time: now, metrics: &metrics, draining };
         let op: &mut dyn Operator = &mut *boxed;
         let before = op.dropped();
         let mut outputs: Vec<Vec<Batch>> = (0..n_outputs).map(|_| Vec::new()).collect();

@@ -318,6 +318,12 @@ impl SourceState {
         }
     }
 
+    /// Whether the source is drained (as of its last [`SourceState::prepare_read`] or restore):
+    /// runners tell operators so through [`crate::operator::OpContext::draining`].
+    pub fn is_drained(&self) -> bool {
+        self.drained
+    }
+
     /// Moves a fresh source to a logged position (restart from a checkpoint).
     pub fn restore(&mut self, pos: &Value, partitions: usize) -> Result<()> {
         self.drained = pos.get("drained").and_then(Value::as_bool).unwrap_or(false);

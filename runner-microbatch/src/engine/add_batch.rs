@@ -163,6 +163,8 @@ impl Engine {
         let in_ops = self.main_ops(i);
         let n_outputs = spec.outputs.len();
         let now = self.clock.now();
+        // The batch is drained when its sources were read drained (logged, so a replay is too).
+        let draining = self.nodes.iter().filter_map(|n| n.source.as_ref()).any(|s| s.is_drained());
         let pending = self.take_pending(i);
         let node = &mut self.nodes[i];
         let side_pending = std::mem::take(&mut node.side_pending);
@@ -191,6 +193,7 @@ impl Engine {
                 bundles,
                 sides,
                 side_wms: side_wms.clone(),
+                draining,
             })
             .collect();
         let results = self.workers.run(tasks, move |t| t.run(upstream, now, n_outputs));

@@ -19,7 +19,9 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
         let start = Instant::now();
         let max = if trigger == StreamingTrigger::Once { usize::MAX } else { engine.mb.max_batch_size.max(1) };
         let ran = engine.run_batch(max, job)?;
-        if trigger == StreamingTrigger::Once || engine.is_finished() {
+        // Once: one batch of what is available, and then what it left due at once (a
+        // splittable DoFn's checkpointed restrictions), as Spark's Trigger.Once reads all.
+        if engine.is_finished() || (trigger == StreamingTrigger::Once && !engine.processing_timer_due()) {
             return Ok(());
         }
         if !ran {

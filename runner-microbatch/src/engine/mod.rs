@@ -272,7 +272,7 @@ impl Engine {
         next.map(|t| (t - now + 1).clamp(1, 20) as u64).unwrap_or(10)
     }
 
-    fn processing_timer_due(&self) -> bool {
+    pub(crate) fn processing_timer_due(&self) -> bool {
         let now = self.clock.now();
         self.nodes.iter().any(|n| n.ops.iter().any(|o| o.next_processing_timer().is_some_and(|t| t < now)))
     }

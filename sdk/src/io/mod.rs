@@ -12,7 +12,7 @@ pub mod text;
 pub use for_each_batch::{Collect, CollectHandle, Console, ForEachBatch};
 pub use generate_sequence::GenerateSequence;
 pub use json_lines::WriteJsonLines;
-pub use periodic::PeriodicImpulse;
+pub use periodic::{PeriodicImpulse, PeriodicSequence, SequenceDefinition};
 pub use source::{BoundedReader, BoundedSource, Read, ReadUnbounded, UnboundedReader, UnboundedSource};
 pub use streams::{MemoryStream, RateRow, RateSource};
 pub use text::TextIO;

@@ -2,7 +2,11 @@
 
 use crate::io::source::{ReadUnbounded, UnboundedReader, UnboundedSource};
 use crate::pipeline::{PBegin, PCollection, PTransform};
-use crate::time::{now_millis, Timestamp, MAX_TIMESTAMP};
+use crate::splittable::{
+    Claims, OffsetRange, ProcessContinuation, Progress, RestrictionTracker, SdfContext, SplittableDoFn,
+    SplittableParDo, WatermarkEstimator,
+};
+use crate::time::{now_millis, Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 use crate::transforms::window_into::Window;
 use crate::window_fn::FixedWindows;
 use crate::UserResult;
@@ -127,6 +131,171 @@ impl PTransform<PBegin> for PeriodicImpulse {
         }
         let window = FixedWindows::of(Duration::from_millis(self.interval as u64));
         read.apply("Window", Window::into(window))
+    }
+}
+
+/// One sequence of [`PeriodicSequence`]: ticks at `first`, `first + interval`, ... up to
+/// `last` (Beam's `SequenceDefinition`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct SequenceDefinition {
+    /// The first tick.
+    pub first: Timestamp,
+    /// No tick after this one.
+    pub last: Timestamp,
+    /// Between ticks, ms (at least 1).
+    pub interval_ms: i64,
+}
+
+impl SequenceDefinition {
+    /// Ticks from `first` to `last` (inclusive) every `interval`.
+    pub fn new(first: Timestamp, last: Timestamp, interval: Duration) -> Self {
+        SequenceDefinition { first, last, interval_ms: crate::time::duration_millis(interval).max(1) }
+    }
+}
+
+/// Beam's `PeriodicSequence`: for each [`SequenceDefinition`] of its input, the ticks
+/// `first, first + interval, ...` up to `last`, each emitted once the processing time has
+/// passed it, at its own timestamp. It is a splittable DoFn over the ticks: the ticks already
+/// claimed are part of the checkpoint, so each is emitted once across restarts, and the
+/// output watermark follows the last tick of every sequence (each sequence's watermark is set
+/// by hand to its last tick), so windows downstream close as ticks pass. Its output is
+/// unbounded: a pipeline reading it runs in streaming mode.
+///
+/// Unlike [`PeriodicImpulse`], the sequences come from data: definitions can be computed, and
+/// read from a side input or a file, at run time.
+///
+/// ```
+/// use std::time::Duration;
+/// use weir_sdk::prelude::*;
+/// use weir_sdk::io::periodic::{PeriodicSequence, SequenceDefinition};
+/// let p = Pipeline::create();
+/// let ticks: PCollection<Timestamp> = p
+///     .apply("Definition", Create::of(vec![SequenceDefinition::new(0, 60_000, Duration::from_secs(10))]))
+///     .apply("Ticks", PeriodicSequence::create());
+/// assert!(p.graph().is_streaming());
+/// assert!(p.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeriodicSequence;
+
+impl PeriodicSequence {
+    /// The transform.
+    pub fn create() -> Self {
+        PeriodicSequence
+    }
+}
+
+/// Claims ticks of a sequence (Beam's `PeriodicSequence.OutputRangeTracker`): the restriction
+/// `[from, to]` holds the ticks after `from` up to `to`, and splits only to checkpoint, after
+/// the last tick claimed.
+#[derive(Clone, Debug)]
+pub struct TickTracker {
+    range: OffsetRange,
+    last_claimed: i64,
+    last_attempted: i64,
+}
+
+impl TickTracker {
+    /// Tracks the ticks of `range` after `range.from`.
+    pub fn new(range: OffsetRange) -> Self {
+        TickTracker { range, last_claimed: range.from, last_attempted: range.from }
+    }
+}
+
+impl RestrictionTracker for TickTracker {
+    type Restriction = OffsetRange;
+    type Position = i64;
+    fn try_claim(&mut self, tick: i64) -> bool {
+        assert!(
+            tick > self.last_attempted,
+            "Trying to claim tick {tick} while last attempted was {}",
+            self.last_attempted
+        );
+        self.last_attempted = tick;
+        if tick > self.range.to {
+            return false;
+        }
+        self.last_claimed = tick;
+        true
+    }
+    fn current_restriction(&self) -> OffsetRange {
+        self.range
+    }
+    fn try_split(&mut self, fraction_of_remainder: f64) -> Option<OffsetRange> {
+        if fraction_of_remainder != 0.0 {
+            return None;
+        }
+        let residual = OffsetRange::new(self.last_claimed, self.range.to);
+        self.range = OffsetRange::new(self.range.from, self.last_claimed);
+        Some(residual)
+    }
+    fn check_done(&self) -> Result<(), String> {
+        if self.last_attempted >= self.range.to.saturating_sub(1) {
+            return Ok(());
+        }
+        Err(format!(
+            "last attempted tick was {} in {:?}: claiming ticks in ({}, {}] was not attempted",
+            self.last_attempted, self.range, self.last_attempted, self.range.to
+        ))
+    }
+    fn progress(&self) -> Progress {
+        let left = (self.range.to as f64 - self.last_attempted as f64).max(0.0);
+        Progress { work_completed: (self.range.to as f64 - self.range.from as f64) - left, work_remaining: left }
+    }
+}
+
+/// The DoFn of [`PeriodicSequence`].
+#[derive(Clone, Copy, Debug)]
+struct PeriodicSequenceFn;
+
+impl SplittableDoFn for PeriodicSequenceFn {
+    type In = SequenceDefinition;
+    type Out = Timestamp;
+    type Restriction = OffsetRange;
+    type Tracker = TickTracker;
+    fn initial_restriction(&self, d: &SequenceDefinition) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(d.first.saturating_sub(d.interval_ms.max(1)), d.last))
+    }
+    fn new_tracker(&self, _: &SequenceDefinition, r: OffsetRange) -> TickTracker {
+        TickTracker::new(r)
+    }
+    fn initial_watermark_estimator(&self, _: &SequenceDefinition, _: Timestamp) -> WatermarkEstimator {
+        WatermarkEstimator::Manual(MIN_TIMESTAMP)
+    }
+    fn unbounded_per_element(&self) -> bool {
+        true
+    }
+    fn process(
+        &mut self,
+        d: &SequenceDefinition,
+        tracker: &mut Claims<'_, TickTracker>,
+        ctx: &mut SdfContext<'_, Timestamp>,
+    ) -> UserResult<ProcessContinuation> {
+        let interval = d.interval_ms.max(1);
+        let from = tracker.current_restriction().from;
+        ctx.set_watermark(from)?;
+        let mut next = from.saturating_add(interval);
+        let mut claimed = true;
+        while claimed && next < ctx.processing_time() {
+            claimed = tracker.try_claim(next);
+            if claimed {
+                ctx.output_with_timestamp(next, next)?;
+                ctx.set_watermark(next)?;
+                next = next.saturating_add(interval);
+            }
+        }
+        if !claimed {
+            return Ok(ProcessContinuation::stop());
+        }
+        let wait = (next - ctx.processing_time()).max(1);
+        Ok(ProcessContinuation::resume().with_resume_delay(Duration::from_millis(wait as u64)))
+    }
+}
+
+impl PTransform<PCollection<SequenceDefinition>> for PeriodicSequence {
+    type Output = PCollection<Timestamp>;
+    fn expand(self, input: PCollection<SequenceDefinition>) -> Self::Output {
+        input.apply("Sequence", SplittableParDo::of(PeriodicSequenceFn))
     }
 }
 

@@ -5,11 +5,13 @@
 //! `key window-start sum` lines with the exactly-once JSON-lines sink. Crash injection comes from
 //! `WEIR_CRASH_AT` (see the runner's fault points); the `variant` argument builds a pipeline with a
 //! different stateful shape, which a checkpoint of the normal one must refuse. With
-//! `WEIR_CHILD_SOURCE=bounded` the numbers come from a bounded `GenerateSequence` instead.
+//! `WEIR_CHILD_SOURCE=bounded` the numbers come from a bounded `GenerateSequence` instead, and
+//! with `WEIR_CHILD_SOURCE=splittable` from a splittable DoFn that claims seven per call.
 
 use std::time::Duration;
 use weir_sdk::io::{ReadUnbounded, WriteJsonLines};
 use weir_sdk::prelude::*;
+use weir_sdk::splittable::*;
 use weir_tests::sources::Numbers;
 
 #[derive(Clone)]
@@ -22,6 +24,39 @@ impl DoFn for Render {
         let start = ctx.window().interval().map(|w| w.start).unwrap_or(0);
         ctx.output(format!("{} {} {}", kv.key, start, kv.value));
         Ok(())
+    }
+}
+
+/// The numbers `0..n` of an element `n`, element `i` at `i * 10` ms, seven per call: the rest
+/// of the restriction is resumed in the next batch, from the operator's state.
+#[derive(Clone)]
+struct SevenAtATime;
+
+impl SplittableDoFn for SevenAtATime {
+    type In = i64;
+    type Out = i64;
+    type Restriction = OffsetRange;
+    type Tracker = OffsetRangeTracker;
+    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(0, *n))
+    }
+    fn new_tracker(&self, _: &i64, r: OffsetRange) -> OffsetRangeTracker {
+        OffsetRangeTracker::new(r)
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        ctx: &mut SdfContext<'_, i64>,
+    ) -> UserResult<ProcessContinuation> {
+        let from = tracker.current_restriction().from;
+        for i in from..from + 7 {
+            if !tracker.try_claim(i) {
+                return Ok(ProcessContinuation::stop());
+            }
+            ctx.output_with_timestamp(i, i * 10)?;
+        }
+        Ok(ProcessContinuation::resume())
     }
 }
 
@@ -57,6 +92,8 @@ fn main() {
     // WEIR_CHILD_SOURCE=bounded: the same numbers from a bounded source (planned reads).
     let numbers = if std::env::var("WEIR_CHILD_SOURCE").as_deref() == Ok("bounded") {
         p.apply("Read", weir_sdk::io::GenerateSequence::from_to(0, events).with_timestamps_every(10))
+    } else if std::env::var("WEIR_CHILD_SOURCE").as_deref() == Ok("splittable") {
+        p.apply("Count", Create::of(vec![events])).apply("Numbers", SplittableParDo::of(SevenAtATime))
     } else {
         p.apply("Read", ReadUnbounded::from(Numbers::new(Some(events), false)))
     };

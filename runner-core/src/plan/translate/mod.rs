@@ -13,6 +13,7 @@ mod impulse;
 mod par_do;
 mod read;
 mod reshuffle;
+mod splittable;
 mod test_stream;
 mod window_into;
 mod write_json_lines;
@@ -121,7 +122,8 @@ fn registry(t: &Translation) -> TranslatorRegistry<PlanBuilder> {
         .register(urns::PAR_DO, par_do::ParDoTranslator)
         .register(urns::GROUP_BY_KEY, group_by_key::GroupByKeyTranslator)
         .register(urns::FLATTEN, flatten::FlattenTranslator)
-        .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator);
+        .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
+        .register(urns::SPLITTABLE_PROCESS, splittable::SplittableTranslator);
     let composites: [(&'static str, Box<dyn Translator<PlanBuilder>>); 6] = [
         (urns::COMBINE_PER_KEY, Box::new(combine_per_key::CombinePerKeyTranslator)),
         (urns::DEDUPLICATE, Box::new(deduplicate::DeduplicateTranslator)),

@@ -1,0 +1,142 @@
+//! A splittable DoFn's processing step as runners execute it: a queue of pending restrictions
+//! per partition, each processed when it is due, its residuals queued again.
+//!
+//! Every call (a bundle of new restrictions, or a move of the watermark or the clock) runs the
+//! restrictions due at the current processing time, claiming at most [`BUDGET`] positions in
+//! all: a restriction that reaches the budget is checkpointed, and its residual is due at once,
+//! in the runner's next batch (epoch, round). A restriction whose DoFn asked to resume later is
+//! due then, and the operator reports it as its next processing-time timer, so runners wake up
+//! for it. The queue is the operator's state: runners checkpoint it with every batch, so the
+//! residuals resume where they were after a restart. The output watermark is held at the
+//! minimum watermark estimate of the pending restrictions. A drain drops the restrictions whose
+//! work may never end (Beam's truncation), and finishes the others.
+
+use crate::do_fn_runner::guarded;
+use crate::operator::{OpContext, Operator};
+use std::sync::Arc;
+use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::metrics::scoped_container;
+use weir_sdk::splittable::{ErasedSplittable, SplittablePayload};
+use weir_sdk::time::Timestamp;
+use weir_sdk::{Error, Result};
+
+/// The most positions one call claims over all its restrictions before checkpointing them.
+pub const BUDGET: usize = 1 << 16;
+
+/// One partition of a splittable DoFn's processing step.
+pub struct SplittableOperator {
+    step: String,
+    work: Box<dyn ErasedSplittable>,
+    output: Arc<dyn CollectionOps>,
+    set_up: bool,
+    torn_down: bool,
+    /// Whether the open-ended restrictions were dropped for a drain.
+    truncated: bool,
+}
+
+impl SplittableOperator {
+    /// A fresh operator of step `step` whose output batches `output` makes.
+    pub fn new(step: &str, payload: &SplittablePayload, output: Arc<dyn CollectionOps>) -> Self {
+        SplittableOperator {
+            step: step.to_string(),
+            work: (payload.factory)(),
+            output,
+            set_up: false,
+            torn_down: false,
+            truncated: false,
+        }
+    }
+
+    fn set_up(&mut self) -> Result<()> {
+        if !self.set_up {
+            guarded(&self.step, "setup", || self.work.setup())?;
+            self.set_up = true;
+        }
+        Ok(())
+    }
+
+    /// Runs what is due, with user code bound to the call's metrics container.
+    fn run(&mut self, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        self.set_up()?;
+        if ctx.draining && !self.truncated {
+            self.truncated = true;
+            let dropped = self.work.truncate_for_drain();
+            if dropped > 0 {
+                tracing::info!(step = %self.step, dropped, "drain: open-ended restrictions dropped");
+            }
+        }
+        let mut out = self.output.empty();
+        let _scope = scoped_container(ctx.metrics.clone());
+        let work = &mut self.work;
+        guarded(&self.step, "process", || work.run(ctx.processing_time, BUDGET, &mut out))?;
+        Ok(vec![out])
+    }
+}
+
+impl Operator for SplittableOperator {
+    fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        self.set_up()?;
+        let work = &mut self.work;
+        {
+            let _scope = scoped_container(ctx.metrics.clone());
+            guarded(&self.step, "pair with restriction", || work.add(input))?;
+        }
+        self.run(ctx)
+    }
+
+    fn advance(&mut self, _input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        if self.work.pending() == 0 && (self.truncated || !ctx.draining) {
+            return Ok(vec![self.output.empty()]);
+        }
+        self.run(ctx)
+    }
+
+    fn hold(&self) -> Option<Timestamp> {
+        self.work.hold()
+    }
+
+    fn next_processing_timer(&self) -> Option<Timestamp> {
+        self.work.next_due()
+    }
+
+    fn finish(&mut self) {
+        if self.set_up && !self.torn_down {
+            self.torn_down = true;
+            if let Err(e) = guarded(&self.step, "teardown", || self.work.teardown()) {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+
+    fn split_randomly(&mut self, seed: u64) {
+        self.work.split_randomly(seed);
+    }
+
+    /// One entry per pending restriction, keyed by its place in the queue.
+    fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let entries = self.work.encode_pending().map_err(|e| Error::execution(&self.step, e.to_string()))?;
+        Ok(entries.into_iter().map(|(id, bytes)| (id.to_be_bytes().to_vec(), bytes)).collect())
+    }
+
+    fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let mut pending = Vec::with_capacity(entries.len());
+        for (key, bytes) in entries {
+            let id: [u8; 8] = key.as_slice().try_into().map_err(|_| Error::Execution {
+                step: self.step.clone(),
+                message: format!("corrupt state snapshot: a pending restriction's key has {} bytes, not 8", key.len()),
+            })?;
+            pending.push((u64::from_be_bytes(id), bytes));
+        }
+        self.work
+            .restore_pending(pending)
+            .map_err(|e| Error::execution(&self.step, format!("corrupt state snapshot: {e}")))
+    }
+
+    fn state_rows(&self) -> usize {
+        self.work.pending()
+    }
+
+    fn state_bytes(&self) -> usize {
+        self.work.pending_bytes()
+    }
+}

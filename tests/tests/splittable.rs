@@ -1,0 +1,375 @@
+//! Splittable DoFns on every runner: every position of every restriction output once however
+//! the runner splits, checkpoints and resumes; the watermark held at the pending restrictions'
+//! estimates; polling with a resume delay; trackers that do not split honestly or leave work
+//! undone found out; PeriodicSequence.
+
+use std::time::Duration;
+use weir_sdk::io::periodic::{PeriodicSequence, SequenceDefinition};
+use weir_sdk::prelude::*;
+use weir_sdk::splittable::*;
+use weir_sdk::window::Window as W;
+use weir_tests::conformance;
+
+/// For each `n`, the positions `0..n` as `(n, i)` at timestamp `i`, its initial restriction
+/// split into parts of `part` positions.
+#[derive(Clone)]
+struct Positions {
+    part: i64,
+}
+
+impl SplittableDoFn for Positions {
+    type In = i64;
+    type Out = KV<i64, i64>;
+    type Restriction = OffsetRange;
+    type Tracker = OffsetRangeTracker;
+    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(0, *n))
+    }
+    fn split_restriction(&self, _: &i64, r: OffsetRange) -> UserResult<Vec<OffsetRange>> {
+        Ok(r.split(self.part))
+    }
+    fn new_tracker(&self, _: &i64, r: OffsetRange) -> OffsetRangeTracker {
+        OffsetRangeTracker::new(r)
+    }
+    fn initial_watermark_estimator(&self, _: &i64, _: Timestamp) -> WatermarkEstimator {
+        WatermarkEstimator::Manual(0)
+    }
+    fn process(
+        &mut self,
+        n: &i64,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        ctx: &mut SdfContext<'_, KV<i64, i64>>,
+    ) -> UserResult<ProcessContinuation> {
+        let mut i = tracker.current_restriction().from;
+        // Nothing before the restriction's start is output any more.
+        ctx.set_watermark(i)?;
+        while tracker.try_claim(i) {
+            ctx.output_with_timestamp(KV::new(*n, i), i)?;
+            i += 1;
+        }
+        Ok(ProcessContinuation::stop())
+    }
+}
+
+/// Per `n`: how many positions came out and their sum (a repeated or lost position changes both).
+fn counted(out: &PCollection<KV<i64, i64>>) -> PCollection<KV<i64, (i64, i64)>> {
+    out.apply("Global", Window::into(GlobalWindows)).apply("Summary", Combine::per_key(SummaryFn))
+}
+
+#[derive(Clone)]
+struct SummaryFn;
+
+impl CombineFn for SummaryFn {
+    type In = i64;
+    type Accum = (i64, i64);
+    type Out = (i64, i64);
+    fn create_accumulator(&self) -> (i64, i64) {
+        (0, 0)
+    }
+    fn add_input(&self, acc: &mut (i64, i64), i: i64) {
+        acc.0 += 1;
+        acc.1 += i;
+    }
+    fn merge_accumulators(&self, accs: Vec<(i64, i64)>) -> (i64, i64) {
+        accs.into_iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    }
+    fn extract_output(&self, acc: (i64, i64)) -> (i64, i64) {
+        acc
+    }
+}
+
+fn summary(n: i64) -> KV<i64, (i64, i64)> {
+    KV::new(n, (n, n * (n - 1) / 2))
+}
+
+/// A tracker whose splits do not shrink the restriction it keeps: the DoFn goes on claiming
+/// the positions it gave away.
+struct Dishonest(OffsetRangeTracker);
+
+impl RestrictionTracker for Dishonest {
+    type Restriction = OffsetRange;
+    type Position = i64;
+    fn try_claim(&mut self, i: i64) -> bool {
+        self.0.try_claim(i)
+    }
+    fn current_restriction(&self) -> OffsetRange {
+        self.0.current_restriction()
+    }
+    fn try_split(&mut self, fraction: f64) -> Option<OffsetRange> {
+        let before = self.0.current_restriction();
+        let residual = self.0.try_split(fraction)?;
+        self.0 = OffsetRangeTracker::new(before);
+        Some(residual)
+    }
+    fn check_done(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn progress(&self) -> Progress {
+        self.0.progress()
+    }
+}
+
+#[derive(Clone)]
+struct DishonestPositions;
+
+impl SplittableDoFn for DishonestPositions {
+    type In = i64;
+    type Out = i64;
+    type Restriction = OffsetRange;
+    type Tracker = Dishonest;
+    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(0, *n))
+    }
+    fn new_tracker(&self, _: &i64, r: OffsetRange) -> Dishonest {
+        Dishonest(OffsetRangeTracker::new(r))
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut Claims<'_, Dishonest>,
+        ctx: &mut SdfContext<'_, i64>,
+    ) -> UserResult<ProcessContinuation> {
+        let mut i = tracker.current_restriction().from;
+        while tracker.try_claim(i) {
+            ctx.output(i);
+            i += 1;
+        }
+        Ok(ProcessContinuation::stop())
+    }
+}
+
+/// Claims only the first half of its restriction and says it is done.
+#[derive(Clone)]
+struct HalfDone;
+
+impl SplittableDoFn for HalfDone {
+    type In = i64;
+    type Out = i64;
+    type Restriction = OffsetRange;
+    type Tracker = OffsetRangeTracker;
+    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(0, *n))
+    }
+    fn new_tracker(&self, _: &i64, r: OffsetRange) -> OffsetRangeTracker {
+        OffsetRangeTracker::new(r)
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        ctx: &mut SdfContext<'_, i64>,
+    ) -> UserResult<ProcessContinuation> {
+        let r = tracker.current_restriction();
+        let mut i = r.from;
+        while i < r.from + r.len() / 2 && tracker.try_claim(i) {
+            ctx.output(i);
+            i += 1;
+        }
+        Ok(ProcessContinuation::stop())
+    }
+}
+
+/// Polls a growing source: position `i` exists once the processing time reaches `base + 5 i`
+/// ms; there are `n` of them. Returns resume with a delay when nothing new is there.
+#[derive(Clone)]
+struct Poller {
+    base: Timestamp,
+    n: i64,
+}
+
+impl SplittableDoFn for Poller {
+    type In = ();
+    type Out = i64;
+    type Restriction = OffsetRange;
+    type Tracker = GrowableOffsetRangeTracker;
+    fn initial_restriction(&self, _: &()) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(0, i64::MAX))
+    }
+    fn new_tracker(&self, _: &(), r: OffsetRange) -> GrowableOffsetRangeTracker {
+        let (base, n) = (self.base, self.n);
+        GrowableOffsetRangeTracker::of(r, move || ((weir_sdk::time::now_millis() - base) / 5 + 1).clamp(0, n))
+    }
+    fn unbounded_per_element(&self) -> bool {
+        true
+    }
+    fn process(
+        &mut self,
+        _: &(),
+        tracker: &mut Claims<'_, GrowableOffsetRangeTracker>,
+        ctx: &mut SdfContext<'_, i64>,
+    ) -> UserResult<ProcessContinuation> {
+        let mut i = tracker.current_restriction().from;
+        loop {
+            if i >= self.n {
+                // The source ended: claiming past its end gives the range its end.
+                tracker.try_claim(i64::MAX);
+                return Ok(ProcessContinuation::stop());
+            }
+            if ctx.processing_time() < self.base + 5 * i {
+                return Ok(ProcessContinuation::resume().with_resume_delay(Duration::from_millis(3)));
+            }
+            if !tracker.try_claim(i) {
+                return Ok(ProcessContinuation::stop());
+            }
+            ctx.output(i);
+            i += 1;
+        }
+    }
+}
+
+conformance! {
+    fn every_position_of_every_restriction_is_output_once(p) {
+        // 150 000 positions of one element go past a batch's budget (checkpointed and resumed),
+        // and parts of 997 spread over the workers.
+        let ns = vec![0i64, 1, 5, 3_000, 150_000];
+        let out = p.apply("Ns", Create::of(ns.clone())).apply("Positions", SplittableParDo::of(Positions { part: 997 }));
+        assert_that(&counted(&out)).contains_in_any_order(ns.iter().filter(|&&n| n > 0).map(|&n| summary(n)).collect());
+        let all = out.apply("Count", Count::globally());
+        assert_that(&all).contains_in_any_order(vec![153_006]);
+        p.run();
+    }
+
+    fn one_restriction_checkpointed_over_many_batches_outputs_each_position_once(p) {
+        // One part only: the restriction itself is checkpointed at the budget and resumed.
+        let out = p.apply("N", Create::of(vec![200_000i64])).apply("Positions", SplittableParDo::of(Positions { part: i64::MAX }));
+        assert_that(&counted(&out)).contains_in_any_order(vec![summary(200_000)]);
+        p.run();
+    }
+
+    fn the_watermark_waits_for_the_pending_restrictions(p) {
+        // Positions at their own timestamps, counted in windows of 10 000 ms: every window is
+        // complete and on time, though the input's watermark is at the end at once and the
+        // restriction takes several batches.
+        let out = p
+            .apply("N", Create::of(vec![150_000i64]))
+            .apply("Positions", SplittableParDo::of(Positions { part: i64::MAX }))
+            .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(10_000))))
+            .apply("Count", Count::globally().without_defaults());
+        assert_that(&out).contains_in_any_order(vec![10_000; 15]);
+        assert_that(&out).in_on_time_pane(W::Interval(IntervalWindow::new(140_000, 150_000))).contains_in_any_order(vec![10_000]);
+        assert_that(&out).in_on_time_pane(W::Interval(IntervalWindow::new(0, 10_000))).contains_in_any_order(vec![10_000]);
+        p.run();
+    }
+
+    fn a_polling_dofn_resumes_until_its_source_ends(p) {
+        let base = weir_sdk::time::now_millis();
+        let out = p.apply("Start", Create::of(vec![()])).apply("Poll", SplittableParDo::of(Poller { base, n: 40 }));
+        assert_that(&out).contains_in_any_order((0..40).collect());
+        assert!(p.graph().is_streaming());
+        p.run();
+    }
+
+    fn a_restriction_left_unfinished_fails_its_step(p) {
+        p.apply("N", Create::of(vec![10i64])).apply("Half", SplittableParDo::of(HalfDone));
+        let err = p.try_run().expect_err("the tracker was not done");
+        let msg = err.to_string();
+        assert!(msg.contains("Half") && msg.contains("was not attempted"), "{msg}");
+    }
+
+    fn periodic_sequence_ticks_once_each_as_time_passes(p) {
+        // 11 ticks 20 ms apart, the first five already due.
+        let now = weir_sdk::time::now_millis();
+        let start = now / 20 * 20 - 100;
+        let defs = vec![
+            SequenceDefinition::new(start, start + 200, Duration::from_millis(20)),
+            SequenceDefinition::new(start + 5, start + 45, Duration::from_millis(20)),
+        ];
+        let ticks = p.apply("Definitions", Create::of(defs)).apply("Ticks", PeriodicSequence::create());
+        let mut want: Vec<i64> = (0..=10).map(|i| start + 20 * i).collect();
+        want.extend([start + 5, start + 25, start + 45]);
+        let stamped = ticks.apply("Stamps", Reify::timestamps()).apply("Render", Map::new(|tv: TimestampedValue<i64>| (tv.value, tv.timestamp)));
+        assert_that(&stamped).contains_in_any_order(want.iter().map(|&t| (t, t)).collect());
+        assert!(p.graph().is_streaming());
+        p.run();
+    }
+
+    fn periodic_sequence_windows_close_as_ticks_pass(p) {
+        // Each tick in a window of its own: every window fires on time, once its tick passed.
+        let now = weir_sdk::time::now_millis();
+        let start = now / 20 * 20 - 60;
+        let ticks = p
+            .apply("Definition", Create::of(vec![SequenceDefinition::new(start, start + 140, Duration::from_millis(20))]))
+            .apply("Ticks", PeriodicSequence::create())
+            .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(20))))
+            .apply("Count", Count::globally().without_defaults());
+        assert_that(&ticks).contains_in_any_order(vec![1; 8]);
+        assert_that(&ticks).in_on_time_pane(W::Interval(IntervalWindow::new(start + 140, start + 160))).contains_in_any_order(vec![1]);
+        p.run();
+    }
+}
+
+/// Records every tick seen (a drain stops the sequence where it is).
+#[derive(Clone)]
+struct Seen(std::sync::Arc<std::sync::Mutex<Vec<i64>>>);
+
+impl DoFn for Seen {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        self.0.lock().unwrap().push(e);
+        ctx.output(e);
+        Ok(())
+    }
+}
+
+conformance! {
+    fn a_drain_ends_an_endless_periodic_sequence_with_every_window_fired(p) {
+        // Beam's drain truncates the open-ended restrictions: the ticks stop, the watermark
+        // goes to the end, every window with a tick fires once, and the run is Done.
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let start = weir_sdk::time::now_millis() / 10 * 10 - 50;
+        let counts = p
+            .apply("Definition", Create::of(vec![SequenceDefinition::new(start, i64::MAX / 2, Duration::from_millis(10))]))
+            .apply("Ticks", PeriodicSequence::create())
+            .apply("Seen", ParDo::of(Seen(seen.clone())))
+            .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(50))))
+            .apply("Count", Count::globally().without_defaults())
+            .apply("Windows", Reify::windows())
+            .apply("Starts", Map::new(|v: ValueInSingleWindow<i64>| match v.window {
+                W::Interval(w) => (w.start, v.value),
+                _ => (-1, v.value),
+            }));
+        let read = seen.clone();
+        assert_that(&counts).satisfies(move |mut counts| {
+            counts.sort();
+            let mut want = std::collections::BTreeMap::new();
+            for t in read.lock().unwrap().iter() {
+                *want.entry(t - t.rem_euclid(50)).or_insert(0i64) += 1;
+            }
+            let want: Vec<(i64, i64)> = want.into_iter().collect();
+            if want.is_empty() || counts != want {
+                return Err(format!("counted {counts:?}, ticks {want:?}"));
+            }
+            Ok(())
+        });
+        let result = Pipeline::run(p).unwrap();
+        for _ in 0..2000 {
+            if seen.lock().unwrap().len() >= 8 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert!(seen.lock().unwrap().len() >= 8, "the sequence never ticked");
+        assert_eq!(result.state(), PipelineState::Running);
+        result.drain().unwrap();
+        assert_eq!(result.wait_until_finish(Some(Duration::from_secs(20))).unwrap(), PipelineState::Done);
+    }
+}
+
+/// The direct runner splits restrictions at random claims: a tracker whose splits keep what
+/// they gave away repeats positions, and the output shows it.
+#[test]
+fn the_direct_runner_finds_a_tracker_that_splits_dishonestly() {
+    let p = weir_tests::pipeline("direct");
+    // Small: every residual of a dishonest split repeats the rest of its range, and splits again.
+    let out = p.apply("N", Create::of(vec![40i64])).apply("Positions", SplittableParDo::of(DishonestPositions));
+    let count = out.apply("Count", Count::globally());
+    assert_that(&count).contains_in_any_order(vec![40]);
+    assert!(p.try_run().is_err(), "random splits repeat positions of a dishonest tracker");
+    // The same DoFn with an honest tracker passes.
+    let p = weir_tests::pipeline("direct");
+    let out =
+        p.apply("N", Create::of(vec![2_000i64])).apply("Positions", SplittableParDo::of(Positions { part: i64::MAX }));
+    assert_that(&out.apply("Count", Count::globally())).contains_in_any_order(vec![2_000]);
+    p.run();
+}
