@@ -239,15 +239,7 @@ impl<O: Element> ProcessContext<'_, O> {
     }
 
     fn check_timestamp(&self, ts: Timestamp) -> UserResult {
-        if ts < self.timestamp.saturating_sub(self.skew) {
-            return Err(format!(
-                "Cannot output with timestamp {ts}. Output timestamps must be no earlier than the \
-                 timestamp of the current input ({}) minus the allowed skew ({} ms)",
-                self.timestamp, self.skew
-            )
-            .into());
-        }
-        Ok(())
+        check_output_timestamp(ts, self.timestamp, self.skew)
     }
 
     /// Outputs `value` at `timestamp`, keeping the input's window (windows are not reassigned).
@@ -282,6 +274,19 @@ impl<O: Element> ProcessContext<'_, O> {
     pub fn output_windowed_value(&mut self, wv: WindowedValue<O>) {
         self.out.main.push(wv);
     }
+}
+
+/// Beam's check of an explicit output timestamp: no earlier than the input's `timestamp` minus
+/// the DoFn's allowed `skew` (ms).
+pub(crate) fn check_output_timestamp(ts: Timestamp, timestamp: Timestamp, skew: i64) -> UserResult {
+    if ts < timestamp.saturating_sub(skew) {
+        return Err(format!(
+            "Cannot output with timestamp {ts}. Output timestamps must be no earlier than the \
+             timestamp of the current input ({timestamp}) minus the allowed skew ({skew} ms)"
+        )
+        .into());
+    }
+    Ok(())
 }
 
 /// What `DoFn::finish_bundle` can do: output with an explicit timestamp and window.

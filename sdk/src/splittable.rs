@@ -479,14 +479,7 @@ impl<O: Element> SdfContext<'_, O> {
     /// Outputs `value` at `timestamp`, in the element's window. Fails if `timestamp` is
     /// earlier than the element's minus the DoFn's allowed skew.
     pub fn output_with_timestamp(&mut self, value: O, timestamp: Timestamp) -> UserResult {
-        if timestamp < self.timestamp.saturating_sub(self.skew) {
-            return Err(format!(
-                "Cannot output with timestamp {timestamp}. Output timestamps must be no earlier than the \
-                 timestamp of the current input ({}) minus the allowed skew ({} ms)",
-                self.timestamp, self.skew
-            )
-            .into());
-        }
+        crate::do_fn::check_output_timestamp(timestamp, self.timestamp, self.skew)?;
         self.estimator.observe_output(timestamp);
         self.out.push(WindowedValue { value, timestamp, window: self.window, pane: self.pane });
         Ok(())

@@ -84,6 +84,21 @@ impl weir_sdk::DoFn for Measured {
     }
 }
 
+/// Records every element it passes on (a drain stops sources where they are, so what was read is
+/// known only once the run is over).
+#[derive(Clone)]
+pub struct Seen(pub std::sync::Arc<std::sync::Mutex<Vec<i64>>>);
+
+impl weir_sdk::DoFn for Seen {
+    type In = i64;
+    type Out = i64;
+    fn process(&mut self, e: i64, ctx: &mut weir_sdk::ProcessContext<'_, i64>) -> weir_sdk::UserResult {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+        ctx.output(e);
+        Ok(())
+    }
+}
+
 /// The options of configuration `config` with the metrics flags `flags` (`--metrics-sink`,
 /// the pusher's and the sinks' settings) applied.
 pub fn with_metrics_flags(config: &str, flags: &[&str]) -> PipelineOptions {

@@ -8,7 +8,7 @@ use weir_sdk::io::periodic::{PeriodicSequence, SequenceDefinition};
 use weir_sdk::prelude::*;
 use weir_sdk::splittable::*;
 use weir_sdk::window::Window as W;
-use weir_tests::conformance;
+use weir_tests::{conformance, Seen};
 
 /// For each `n`, the positions `0..n` as `(n, i)` at timestamp `i`, its initial restriction
 /// split into parts of `part` positions.
@@ -295,20 +295,6 @@ conformance! {
         assert_that(&ticks).contains_in_any_order(vec![1; 8]);
         assert_that(&ticks).in_on_time_pane(W::Interval(IntervalWindow::new(start + 140, start + 160))).contains_in_any_order(vec![1]);
         p.run();
-    }
-}
-
-/// Records every tick seen (a drain stops the sequence where it is).
-#[derive(Clone)]
-struct Seen(std::sync::Arc<std::sync::Mutex<Vec<i64>>>);
-
-impl DoFn for Seen {
-    type In = i64;
-    type Out = i64;
-    fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
-        self.0.lock().unwrap().push(e);
-        ctx.output(e);
-        Ok(())
     }
 }
 

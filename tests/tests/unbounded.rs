@@ -153,20 +153,7 @@ mod drain {
     use super::*;
     use std::sync::Mutex;
 
-    /// Records every element read (a drain stops each reader where it is, so what was read is
-    /// known only once the run is over).
-    #[derive(Clone)]
-    struct Seen(Arc<Mutex<Vec<i64>>>);
-
-    impl DoFn for Seen {
-        type In = i64;
-        type Out = i64;
-        fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
-            self.0.lock().unwrap().push(e);
-            ctx.output(e);
-            Ok(())
-        }
-    }
+    use weir_tests::Seen;
 
     /// Checks the per-window counts of a drained run of `Numbers` (element `i` at `10 * i`,
     /// windows of 100 ms) against the elements read: every window that got data fired, and
