@@ -90,3 +90,92 @@ fn the_micro_batch_triggers_drive_epochs() {
         }
     }
 }
+
+/// The numbers `0..n` of an element `n`, seven per call, a few milliseconds apart: what is left
+/// of the restriction is resumed from the operator's state, epoch after epoch.
+#[derive(Clone)]
+struct SevenEvery3Ms;
+
+impl weir_sdk::splittable::SplittableDoFn for SevenEvery3Ms {
+    type In = i64;
+    type Out = i64;
+    type Restriction = weir_sdk::splittable::OffsetRange;
+    type Tracker = weir_sdk::splittable::OffsetRangeTracker;
+    fn initial_restriction(&self, n: &i64) -> UserResult<Self::Restriction> {
+        Ok(weir_sdk::splittable::OffsetRange::new(0, *n))
+    }
+    fn new_tracker(&self, _: &i64, r: Self::Restriction) -> Self::Tracker {
+        weir_sdk::splittable::OffsetRangeTracker::new(r)
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut weir_sdk::splittable::Claims<'_, Self::Tracker>,
+        ctx: &mut weir_sdk::splittable::SdfContext<'_, i64>,
+    ) -> UserResult<weir_sdk::splittable::ProcessContinuation> {
+        use weir_sdk::splittable::ProcessContinuation;
+        let from = tracker.current_restriction().from;
+        for i in from..from + 7 {
+            if !tracker.try_claim(i) {
+                return Ok(ProcessContinuation::stop());
+            }
+            ctx.output(i);
+        }
+        Ok(ProcessContinuation::resume().with_resume_delay(Duration::from_millis(3)))
+    }
+}
+
+/// Every line of the JSON-lines files in `dir`.
+fn lines(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".jsonl") && !name.starts_with('.') {
+            out.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(String::from));
+        }
+    }
+    out
+}
+
+/// A splittable DoFn's residuals are part of each epoch's checkpoint: a cluster stopped half way
+/// and started again from its checkpoint directory resumes them, and every number is written
+/// once.
+#[test]
+fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
+    weir_tests::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    let run = || {
+        let options = PipelineOptions::from_args([
+            "--runner",
+            "timely",
+            "--workers",
+            "2",
+            "--checkpoint-dir",
+            cp.to_str().unwrap(),
+        ])
+        .unwrap();
+        let p = Pipeline::new(options);
+        p.apply("N", Create::of(vec![600i64]))
+            .apply("Numbers", weir_sdk::splittable::SplittableParDo::of(SevenEvery3Ms))
+            .apply("Render", Map::new(|i: i64| i.to_string()))
+            .apply("Write", weir_sdk::io::WriteJsonLines::to(out.to_str().unwrap()));
+        TimelyRunner.start(p.graph(), &p.options()).unwrap()
+    };
+    let first = run();
+    for _ in 0..5000 {
+        if lines(&out).len() >= 100 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    first.stop().unwrap();
+    let written = lines(&out).len();
+    assert!((1..600).contains(&written), "stopped after {written} of 600 numbers");
+    let second = run();
+    assert_eq!(second.wait_until_finish(Some(Duration::from_secs(60))).unwrap(), PipelineState::Done);
+    let mut got: Vec<i64> =
+        lines(&out).iter().map(|l| serde_json::from_str::<String>(l).unwrap().parse().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, (0..600).collect::<Vec<_>>(), "each number once across the restart");
+}
