@@ -1,6 +1,7 @@
 //! Sources and the built-in IOs.
 
 pub mod atomic;
+pub mod file_io;
 pub mod for_each_batch;
 pub mod generate_sequence;
 pub mod json_lines;
@@ -9,6 +10,7 @@ pub mod source;
 pub mod streams;
 pub mod text;
 
+pub use file_io::{EmptyMatchTreatment, FileIO, FileMetadata, Termination};
 pub use for_each_batch::{Collect, CollectHandle, Console, ForEachBatch};
 pub use generate_sequence::GenerateSequence;
 pub use json_lines::WriteJsonLines;
