@@ -174,6 +174,40 @@ fn crash_at_every_phase_with_a_splittable_dofn_recovers_exactly_once() {
     }
 }
 
+/// A watched directory across crashes: the files seen are part of the checkpoint, so each file
+/// is output once, including those that arrived while the query was down.
+#[test]
+fn a_watched_directory_outputs_each_file_once_across_crashes() {
+    for (point, batch) in [("add-batch", 3), ("state-commit", 2), ("commit-log", 4), ("wal-commit", 3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out, inbox) = (dir.path().join("cp"), dir.path().join("out"), dir.path().join("in"));
+        std::fs::create_dir(&inbox).unwrap();
+        for i in 0..4 {
+            std::fs::write(inbox.join(format!("{i}.jsonl")), "{}\n").unwrap();
+        }
+        let run = |crash: Option<String>| {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_recovery_child"));
+            cmd.env("WEIR_CHILD_WATCH", &inbox).env("WEIR_CHILD_OPTIONS", "--parallelism 1");
+            cmd.arg(&cp).arg(&out).arg("0");
+            match crash {
+                Some(c) => cmd.env("WEIR_CRASH_AT", c),
+                None => cmd.env_remove("WEIR_CRASH_AT"),
+            };
+            cmd.output().expect("run recovery_child")
+        };
+        let crashed = run(Some(format!("{point}:{batch}")));
+        assert!(!crashed.status.success(), "{point}:{batch} did not crash");
+        // Files that arrive while the query is down.
+        for i in 4..7 {
+            std::fs::write(inbox.join(format!("{i}.jsonl")), "{}\n").unwrap();
+        }
+        ok(&run(None));
+        let want: BTreeMap<String, usize> =
+            (0..7).map(|i| (serde_json::to_string(&format!("{i}.jsonl")).unwrap(), 1)).collect();
+        assert_eq!(output(&out), want, "after a crash at {point} of batch {batch}");
+    }
+}
+
 #[test]
 fn corrupt_or_missing_checkpoint_files_are_reported() {
     let dir = tempfile::tempdir().unwrap();

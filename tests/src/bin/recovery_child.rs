@@ -89,6 +89,29 @@ fn main() {
         }
     };
     let p = Pipeline::new(options);
+    // WEIR_CHILD_WATCH=DIR: the names of the files arriving in DIR, each once, until half a
+    // second passes without one.
+    if let Ok(dir) = std::env::var("WEIR_CHILD_WATCH") {
+        let pattern = std::path::Path::new(&dir).join("*.jsonl").to_string_lossy().into_owned();
+        let watch = weir_sdk::io::file_io::Continuously::new(
+            Duration::from_millis(5),
+            weir_sdk::io::Termination::after_time_since_new_output(Duration::from_millis(500)),
+        )
+        .max_files_per_poll(1);
+        p.apply("Watch", weir_sdk::io::FileIO::match_pattern(pattern).watching(watch))
+            .apply(
+                "Name",
+                Map::new(|m: weir_sdk::io::FileMetadata| m.path.rsplit('/').next().unwrap_or("").to_string()),
+            )
+            .apply("Write", WriteJsonLines::to(args[2].clone()));
+        match p.run().and_then(|r| r.wait_until_finish(None)) {
+            Ok(_) => return,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
     // WEIR_CHILD_SOURCE=bounded: the same numbers from a bounded source (planned reads).
     let numbers = if std::env::var("WEIR_CHILD_SOURCE").as_deref() == Ok("bounded") {
         p.apply("Read", weir_sdk::io::GenerateSequence::from_to(0, events).with_timestamps_every(10))
