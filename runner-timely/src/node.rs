@@ -401,6 +401,7 @@ impl NodeWorker {
             None => {
                 if let Some(sink) = &self.process.sinks[self.i] {
                     let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
+                    sink.ran(epoch);
                     for b in main {
                         sink.stage(epoch, self.me, b);
                     }

@@ -26,6 +26,13 @@ impl SinkSlot {
     pub(crate) fn stage(&mut self, epoch: u64, worker: usize, batch: Batch) {
         self.staged.entry(epoch).or_default().push((worker, batch));
     }
+
+    /// Notes that the process's workers ran `epoch` here, with or without input: the epoch is
+    /// committed either way, so a replayed epoch that writes nothing clears what an earlier
+    /// attempt wrote.
+    pub(crate) fn ran(&mut self, epoch: u64) {
+        self.staged.entry(epoch).or_default();
+    }
 }
 
 /// One process of a timely run.
@@ -99,7 +106,9 @@ impl Process {
             sinks.push(match &n.role {
                 Role::Sink(factory) => {
                     // The first process claims the sink's place; the others write into it.
-                    let writer = if process_id == 0 { factory.open(owner, peers)? } else { factory.join(peers)? };
+                    let mut writer = if process_id == 0 { factory.open(owner, peers)? } else { factory.join(peers)? };
+                    // Each process commits its own workers' partitions.
+                    writer.own_partitions(process_id * workers..(process_id + 1) * workers);
                     Some(Mutex::new(SinkSlot { writer, staged: BTreeMap::new() }))
                 }
                 _ => None,

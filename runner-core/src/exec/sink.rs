@@ -22,6 +22,11 @@ pub trait SinkWriter: Send {
     fn commit(&mut self, batch_id: u64, workers: Option<&crate::exec::workers::Workers>) -> Result<()>;
     /// Drops what was staged (the batch failed and will be retried).
     fn discard(&mut self);
+    /// Says which partitions this writer commits: a distributed runner's process writes its own
+    /// workers' partitions, and only those (all of them unless told). A writer that replaces
+    /// an earlier attempt's output must also clear what an owned partition wrote then and has
+    /// nothing for now.
+    fn own_partitions(&mut self, _owned: std::ops::Range<usize>) {}
 }
 
 /// Opens a sink's writer when a run starts.
@@ -77,6 +82,7 @@ impl JsonLinesSinkFactory {
             step: self.step.clone(),
             payload: self.payload.clone(),
             staged: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
+            owned: 0..partitions.max(1),
         })
     }
 }
@@ -86,6 +92,8 @@ struct JsonLinesWriter {
     payload: JsonLinesPayload,
     /// Per partition, the batch's input, rendered and written at commit.
     staged: Vec<Vec<Batch>>,
+    /// The partitions this writer commits.
+    owned: std::ops::Range<usize>,
 }
 
 impl SinkWriter for JsonLinesWriter {
@@ -99,11 +107,15 @@ impl SinkWriter for JsonLinesWriter {
     /// JSON and copying it into the page cache are most of a sink's cost, and a runner commits
     /// from one thread.
     fn commit(&mut self, batch_id: u64, workers: Option<&crate::exec::workers::Workers>) -> Result<()> {
+        // Every owned partition, those with nothing too: an earlier attempt of this batch may
+        // have written a file for one that a replay leaves empty (work that depends on the
+        // processing time, such as a splittable DoFn's polls), and that file must go.
+        let owned = self.owned.clone();
         let parts: Vec<(usize, Vec<Batch>)> = self
             .staged
             .iter_mut()
             .enumerate()
-            .filter(|(_, b)| !b.is_empty())
+            .filter(|(p, b)| owned.contains(p) || !b.is_empty())
             .map(|(p, b)| (p, std::mem::take(b)))
             .collect();
         let (step, payload) = (self.step.clone(), self.payload.clone());
@@ -112,10 +124,16 @@ impl SinkWriter for JsonLinesWriter {
             for b in batches {
                 payload.kernel.append(b, &mut buf).map_err(|e| Error::execution(&step, e.to_string()))?;
             }
-            if buf.is_empty() {
-                return Ok(());
-            }
             let path = Path::new(&payload.dir).join(format!("batch-{batch_id:010}-part-{p:05}.jsonl"));
+            if buf.is_empty() {
+                return match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
+                        path: path.display().to_string(),
+                        message: format!("cannot remove an earlier attempt's output: {e}"),
+                    }),
+                    _ => Ok(()),
+                };
+            }
             weir_sdk::io::atomic::write_atomic(&path, &buf)
                 .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })
         };
@@ -124,6 +142,9 @@ impl SinkWriter for JsonLinesWriter {
     }
     fn discard(&mut self) {
         self.staged.iter_mut().for_each(Vec::clear);
+    }
+    fn own_partitions(&mut self, owned: std::ops::Range<usize>) {
+        self.owned = owned;
     }
 }
 
