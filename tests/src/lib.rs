@@ -84,6 +84,43 @@ impl weir_sdk::DoFn for Measured {
     }
 }
 
+/// The numbers `0..n` of an element `n`, number `i` at `i * 10` ms, seven per call: the rest of
+/// the restriction is resumed after `resume_delay`, from the operator's checkpointed state.
+#[derive(Clone)]
+pub struct SevenAtATime {
+    /// How long the rest waits for its next call.
+    pub resume_delay: std::time::Duration,
+}
+
+impl weir_sdk::splittable::SplittableDoFn for SevenAtATime {
+    type In = i64;
+    type Out = i64;
+    type Restriction = weir_sdk::splittable::OffsetRange;
+    type Tracker = weir_sdk::splittable::OffsetRangeTracker;
+    fn initial_restriction(&self, n: &i64) -> weir_sdk::UserResult<Self::Restriction> {
+        Ok(weir_sdk::splittable::OffsetRange::new(0, *n))
+    }
+    fn new_tracker(&self, _: &i64, r: Self::Restriction) -> Self::Tracker {
+        weir_sdk::splittable::OffsetRangeTracker::new(r)
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut weir_sdk::splittable::Claims<'_, Self::Tracker>,
+        ctx: &mut weir_sdk::splittable::SdfContext<'_, i64>,
+    ) -> weir_sdk::UserResult<weir_sdk::splittable::ProcessContinuation> {
+        use weir_sdk::splittable::ProcessContinuation;
+        let from = tracker.current_restriction().from;
+        for i in from..from + 7 {
+            if !tracker.try_claim(i) {
+                return Ok(ProcessContinuation::stop());
+            }
+            ctx.output_with_timestamp(i, i * 10)?;
+        }
+        Ok(ProcessContinuation::resume().with_resume_delay(self.resume_delay))
+    }
+}
+
 /// Records every element it passes on (a drain stops sources where they are, so what was read is
 /// known only once the run is over).
 #[derive(Clone)]

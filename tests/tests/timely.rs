@@ -91,40 +91,6 @@ fn the_micro_batch_triggers_drive_epochs() {
     }
 }
 
-/// The numbers `0..n` of an element `n`, seven per call, 5 ms apart: what is left
-/// of the restriction is resumed from the operator's state, epoch after epoch.
-#[derive(Clone)]
-struct SevenEvery5Ms;
-
-impl weir_sdk::splittable::SplittableDoFn for SevenEvery5Ms {
-    type In = i64;
-    type Out = i64;
-    type Restriction = weir_sdk::splittable::OffsetRange;
-    type Tracker = weir_sdk::splittable::OffsetRangeTracker;
-    fn initial_restriction(&self, n: &i64) -> UserResult<Self::Restriction> {
-        Ok(weir_sdk::splittable::OffsetRange::new(0, *n))
-    }
-    fn new_tracker(&self, _: &i64, r: Self::Restriction) -> Self::Tracker {
-        weir_sdk::splittable::OffsetRangeTracker::new(r)
-    }
-    fn process(
-        &mut self,
-        _: &i64,
-        tracker: &mut weir_sdk::splittable::Claims<'_, Self::Tracker>,
-        ctx: &mut weir_sdk::splittable::SdfContext<'_, i64>,
-    ) -> UserResult<weir_sdk::splittable::ProcessContinuation> {
-        use weir_sdk::splittable::ProcessContinuation;
-        let from = tracker.current_restriction().from;
-        for i in from..from + 7 {
-            if !tracker.try_claim(i) {
-                return Ok(ProcessContinuation::stop());
-            }
-            ctx.output(i);
-        }
-        Ok(ProcessContinuation::resume().with_resume_delay(Duration::from_millis(5)))
-    }
-}
-
 /// Every line of the JSON-lines files in `dir`.
 fn lines(dir: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -157,7 +123,12 @@ fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
         .unwrap();
         let p = Pipeline::new(options);
         p.apply("N", Create::of(vec![2_100i64]))
-            .apply("Numbers", weir_sdk::splittable::SplittableParDo::of(SevenEvery5Ms))
+            .apply(
+                "Numbers",
+                weir_sdk::splittable::SplittableParDo::of(weir_tests::SevenAtATime {
+                    resume_delay: Duration::from_millis(5),
+                }),
+            )
             .apply("Render", Map::new(|i: i64| i.to_string()))
             .apply("Write", weir_sdk::io::WriteJsonLines::to(out.to_str().unwrap()));
         TimelyRunner.start(p.graph(), &p.options()).unwrap()

@@ -128,9 +128,21 @@ impl Exchanger for KeyExchange {
 
 /// Splits encoded rows by key into partitions, leaving out empty ones.
 fn split_encoded(rows: EncodedKvBatch, partitions: usize) -> Vec<Vec<Batch>> {
-    rows.partition(partitions)
+    delivered(rows.partition(partitions))
+}
+
+/// Each partition's rows as its batches: one, or none (its buffers recycled) when empty.
+fn delivered(parts: Vec<EncodedKvBatch>) -> Vec<Vec<Batch>> {
+    parts
         .into_iter()
-        .map(|part| if part.rows.is_empty() { Vec::new() } else { vec![Batch::new(part)] })
+        .map(|part| {
+            if part.rows.is_empty() {
+                part.recycle();
+                Vec::new()
+            } else {
+                vec![Batch::new(part)]
+            }
+        })
         .collect()
 }
 
@@ -157,17 +169,7 @@ impl Exchanger for EncodingExchange {
         }
         let (rows, bytes) = parts.iter().fold((0, 0), |(r, b), p| (r + p.rows.len(), b + p.data.len()));
         *self.hint.lock().unwrap_or_else(|e| e.into_inner()) = (rows, bytes);
-        Ok(parts
-            .into_iter()
-            .map(|part| {
-                if part.rows.is_empty() {
-                    part.recycle();
-                    Vec::new()
-                } else {
-                    vec![Batch::new(part)]
-                }
-            })
-            .collect())
+        Ok(delivered(parts))
     }
     fn delivered_ops(&self) -> Option<Arc<dyn CollectionOps>> {
         Some(Arc::new(EncodedKvOps))

@@ -269,16 +269,16 @@ pub enum PollClaim {
 /// to the residual (Beam's `GrowthTracker`).
 #[derive(Clone, Debug)]
 pub struct GrowthTracker {
-    state: Growth,
     /// The state with this call's claims added.
     grown: Growth,
+    /// Whether this call's part is over (the watch ended, or was checkpointed).
     ended: bool,
 }
 
 impl GrowthTracker {
     /// Tracks `state`.
     pub fn new(state: Growth) -> Self {
-        GrowthTracker { grown: state.clone(), state, ended: false }
+        GrowthTracker { ended: state.done, grown: state }
     }
 }
 
@@ -286,7 +286,7 @@ impl RestrictionTracker for GrowthTracker {
     type Restriction = Growth;
     type Position = PollClaim;
     fn try_claim(&mut self, claim: PollClaim) -> bool {
-        if self.ended || self.state.done {
+        if self.ended {
             return false;
         }
         match claim {
@@ -311,16 +311,14 @@ impl RestrictionTracker for GrowthTracker {
     }
     /// Only a checkpoint: the residual goes on from the grown state; this call's part is over.
     fn try_split(&mut self, fraction_of_remainder: f64) -> Option<Growth> {
-        if fraction_of_remainder != 0.0 || self.ended || self.state.done {
+        if fraction_of_remainder != 0.0 || self.ended {
             return None;
         }
         self.ended = true;
-        let residual = self.grown.clone();
-        self.state.done = true;
-        Some(residual)
+        Some(self.grown.clone())
     }
     fn check_done(&self) -> Result<(), String> {
-        if self.ended || self.state.done {
+        if self.ended {
             Ok(())
         } else {
             Err("a watch returned without ending or being checkpointed".into())

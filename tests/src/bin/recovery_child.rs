@@ -11,8 +11,9 @@
 use std::time::Duration;
 use weir_sdk::io::{ReadUnbounded, WriteJsonLines};
 use weir_sdk::prelude::*;
-use weir_sdk::splittable::*;
+use weir_sdk::splittable::SplittableParDo;
 use weir_tests::sources::Numbers;
+use weir_tests::SevenAtATime;
 
 #[derive(Clone)]
 struct Render;
@@ -24,39 +25,6 @@ impl DoFn for Render {
         let start = ctx.window().interval().map(|w| w.start).unwrap_or(0);
         ctx.output(format!("{} {} {}", kv.key, start, kv.value));
         Ok(())
-    }
-}
-
-/// The numbers `0..n` of an element `n`, element `i` at `i * 10` ms, seven per call: the rest
-/// of the restriction is resumed in the next batch, from the operator's state.
-#[derive(Clone)]
-struct SevenAtATime;
-
-impl SplittableDoFn for SevenAtATime {
-    type In = i64;
-    type Out = i64;
-    type Restriction = OffsetRange;
-    type Tracker = OffsetRangeTracker;
-    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
-        Ok(OffsetRange::new(0, *n))
-    }
-    fn new_tracker(&self, _: &i64, r: OffsetRange) -> OffsetRangeTracker {
-        OffsetRangeTracker::new(r)
-    }
-    fn process(
-        &mut self,
-        _: &i64,
-        tracker: &mut Claims<'_, OffsetRangeTracker>,
-        ctx: &mut SdfContext<'_, i64>,
-    ) -> UserResult<ProcessContinuation> {
-        let from = tracker.current_restriction().from;
-        for i in from..from + 7 {
-            if !tracker.try_claim(i) {
-                return Ok(ProcessContinuation::stop());
-            }
-            ctx.output_with_timestamp(i, i * 10)?;
-        }
-        Ok(ProcessContinuation::resume())
     }
 }
 
@@ -116,7 +84,8 @@ fn main() {
     let numbers = if std::env::var("WEIR_CHILD_SOURCE").as_deref() == Ok("bounded") {
         p.apply("Read", weir_sdk::io::GenerateSequence::from_to(0, events).with_timestamps_every(10))
     } else if std::env::var("WEIR_CHILD_SOURCE").as_deref() == Ok("splittable") {
-        p.apply("Count", Create::of(vec![events])).apply("Numbers", SplittableParDo::of(SevenAtATime))
+        p.apply("Count", Create::of(vec![events]))
+            .apply("Numbers", SplittableParDo::of(SevenAtATime { resume_delay: Duration::ZERO }))
     } else {
         p.apply("Read", ReadUnbounded::from(Numbers::new(Some(events), false)))
     };
