@@ -121,6 +121,27 @@ impl weir_sdk::splittable::SplittableDoFn for SevenAtATime {
     }
 }
 
+/// Checks per-window counts `(window start, count)` of a drained run against the elements
+/// `seen` (a drain stops sources where they are, so what was read is known only at the end):
+/// every window that got an element fired, and counted each element once. `window_start`
+/// gives an element's window.
+pub fn counted_once_in_every_window(
+    seen: &std::sync::Mutex<Vec<i64>>,
+    mut counts: Vec<(i64, i64)>,
+    window_start: impl Fn(i64) -> i64,
+) -> Result<(), String> {
+    counts.sort();
+    let mut want = std::collections::BTreeMap::new();
+    for &e in seen.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        *want.entry(window_start(e)).or_insert(0i64) += 1;
+    }
+    let want: Vec<(i64, i64)> = want.into_iter().collect();
+    if want.is_empty() || counts != want {
+        return Err(format!("counted {counts:?}, read {want:?}"));
+    }
+    Ok(())
+}
+
 /// Records every element it passes on (a drain stops sources where they are, so what was read is
 /// known only once the run is over).
 #[derive(Clone)]
