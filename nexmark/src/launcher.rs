@@ -15,11 +15,15 @@ use weir_sdk::{
     DoFn, MetricsFilter, PCollection, ParDo, Pipeline, PipelineOptions, PipelineState, ProcessContext, UserResult,
 };
 
+use crate::event_files::{EventFiles, EventsFormat};
 use crate::models::{compare, comparison, expected_for};
 use crate::queries::{self, QueryOptions, ResultRecord};
 use crate::signals::{self, Interrupt};
 use crate::sources::{export_events, BoundedEventSource, OnMalformed, ReadEventsFile, UnboundedEventSource};
 use crate::{Event, NexmarkConfig, QueryName, Suite};
+use weir_sdk::io::bad_records::BadRecords;
+use weir_sdk::io::file_io::{Continuously, EmptyMatchTreatment, FileIO, Termination};
+use weir_sdk::io::read_files::{FileFormat, ReadFiles};
 
 /// The launcher's own flags; every pipeline option (`--runner`, `--parallelism`,
 /// `--checkpoint-dir`, `--trigger-interval-ms`, the metrics-sink flags...) is accepted too, and
@@ -49,19 +53,37 @@ struct Args {
     /// Streaming mode: the unbounded source instead of the bounded one.
     #[arg(long)]
     streaming: bool,
-    /// Write each query's results as JSON lines under DIR/<QUERY>/.
+    /// Write each query's results under DIR/<QUERY>/, exactly once (in streaming too), in the
+    /// format --results-format names.
     #[arg(long, value_name = "DIR")]
     results: Option<PathBuf>,
-    /// Write the events as Beam's JSON lines to FILE and exit.
+    /// The format of --results: `jsonl` (`{"query", "timestamp", "value": {...}}` per line) or
+    /// `parquet` (columns query, timestamp, and value, the result's JSON text).
+    #[arg(long = "results-format", value_name = "FORMAT", default_value = "jsonl", value_parser = ["jsonl", "parquet"])]
+    results_format: String,
+    /// Write the events to FILE and exit: Beam's JSON lines, or CSV or Parquet by the name's
+    /// extension (`.csv`, `.parquet`), one row per event with the union of the Person, Auction
+    /// and Bid fields.
     #[arg(long = "export-events", value_name = "FILE")]
     export_events: Option<PathBuf>,
-    /// Read events from FILE (Beam's JSON lines) instead of generating them. The name is taken
-    /// as it is; see --events-glob for several files.
-    #[arg(long = "events-file", value_name = "FILE", conflicts_with = "events_glob")]
+    /// Read events from FILE instead of generating them: Beam's JSON lines, or CSV or Parquet by
+    /// the name's extension (the tables --export-events writes, or DuckDB and Spark make). The
+    /// name is taken as it is; see --events-glob for several files.
+    #[arg(long = "events-file", value_name = "FILE", conflicts_with_all = ["events_glob", "events_dir"])]
     events_file: Option<String>,
-    /// Read events from every file matching the glob PATTERN (e.g. `events/*.jsonl`).
-    #[arg(long = "events-glob", value_name = "PATTERN")]
+    /// Read events from every file matching the glob PATTERN (e.g. `events/*.parquet`), each in
+    /// the format its extension says.
+    #[arg(long = "events-glob", value_name = "PATTERN", conflicts_with = "events_dir")]
     events_glob: Option<String>,
+    /// With --streaming: read the events files that appear in DIR, each once, in the format its
+    /// extension says. With --trigger available-now (the default) the files there are read and
+    /// the run stops; with another trigger the directory is watched until the run is stopped.
+    /// Windows close when the watch ends.
+    #[arg(long = "events-dir", value_name = "DIR", requires = "streaming")]
+    events_dir: Option<PathBuf>,
+    /// How often --events-dir looks for new files, ms.
+    #[arg(long = "events-dir-poll-ms", value_name = "MS", default_value_t = 1000)]
+    events_dir_poll_ms: u64,
     /// What to do with lines of an events file that are not events: `skip` (a warning per line
     /// and a count in the summary), `fail`, or `dead-letter=FILE` (skip, and keep the lines
     /// verbatim in FILE).
@@ -312,6 +334,14 @@ struct ToLine {
     query: String,
 }
 
+/// A result row of `--results-format parquet`: the value is the result's JSON text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ResultRow {
+    query: String,
+    timestamp: i64,
+    value: String,
+}
+
 impl DoFn for ToLine {
     type In = ResultRecord;
     type Out = ResultLine;
@@ -375,14 +405,55 @@ struct Outcome {
     interrupted: Option<i32>,
 }
 
+/// Reads events files of any of the three formats, stamped with their `dateTime`, with bad
+/// records as `--on-malformed` says.
+fn read_event_files(on_malformed: &OnMalformed) -> ReadFiles<EventFiles> {
+    let bad = BadRecords::new(on_malformed.clone(), "Nexmark event", "nexmark", "malformedEvents")
+        .with_fail_hint("--on-malformed fail");
+    ReadFiles::of(EventFiles::default()).with_timestamps(Event::date_time).with_bad_record_handler(bad)
+}
+
+/// The events of the files `pattern` matches (`exact`: the one file it names), in the order of
+/// their paths and, in each, of the file; bad records are skipped.
+fn events_in_files(pattern: &str, exact: bool) -> Result<Vec<Event>, String> {
+    let pattern = if exact { glob::Pattern::escape(pattern) } else { pattern.to_string() };
+    let files = weir_sdk::io::file_io::match_files(&pattern, EmptyMatchTreatment::Allow).map_err(|e| e.to_string())?;
+    let read = ReadFiles::of(EventFiles::default());
+    let mut events = Vec::new();
+    for file in files {
+        let units = EventFiles::default().units(&file).map_err(|e| e.to_string())?;
+        let range = weir_sdk::splittable::OffsetRange::new(0, units);
+        let read = read.process_directly(file, range, usize::MAX).map_err(|e| e.to_string())?;
+        events.extend(read.into_iter().map(|(e, _)| e));
+    }
+    Ok(events)
+}
+
 /// Runs one configuration.
 fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &PipelineOptions) -> Result<Outcome, String> {
     let p = Pipeline::new(options.clone());
-    let events_file = args.events_file.as_ref().or(args.events_glob.as_ref());
-    let events: PCollection<Event> = if let Some(file) = &args.events_file {
+    let dir_pattern = args.events_dir.as_ref().map(|d| d.join("*").to_string_lossy().into_owned());
+    let events_file = args.events_file.as_ref().or(args.events_glob.as_ref()).or(dir_pattern.as_ref());
+    let json_lines = |f: &String| EventsFormat::of(f) == EventsFormat::JsonLines;
+    let events: PCollection<Event> = if let Some(dir) = &dir_pattern {
+        let available_now = options.get::<weir::microbatch::MicroBatchOptions>().trigger
+            == weir::microbatch::options::StreamingTrigger::AvailableNow;
+        let termination = if available_now { Termination::after_iterations(1) } else { Termination::never() };
+        let watch = Continuously::new(Duration::from_millis(args.events_dir_poll_ms), termination).hold_watermark(true);
+        let files = p.apply("EventFiles", FileIO::match_pattern(dir.clone()).watching(watch));
+        files.apply("Events", read_event_files(&args.on_malformed))
+    } else if let Some(file) = args.events_file.as_ref().filter(|f| json_lines(f)) {
         p.apply("Events", ReadEventsFile::from(file.clone()).on_malformed(args.on_malformed.clone()))
-    } else if let Some(pattern) = &args.events_glob {
+    } else if let Some(pattern) = args.events_glob.as_ref().filter(|f| json_lines(f)) {
         p.apply("Events", ReadEventsFile::from_glob(pattern.clone()).on_malformed(args.on_malformed.clone()))
+    } else if let Some(file) = args.events_file.as_ref().or(args.events_glob.as_ref()) {
+        // CSV and Parquet: a plain name is matched as it is, even with glob characters.
+        let pattern = if args.events_file.is_some() { glob::Pattern::escape(file) } else { file.clone() };
+        let files = p.apply(
+            "EventFiles",
+            FileIO::match_pattern(pattern).with_empty_match_treatment(EmptyMatchTreatment::Disallow),
+        );
+        files.apply("Events", read_event_files(&args.on_malformed))
     } else if args.streaming {
         p.apply("Events", ReadUnbounded::from(UnboundedEventSource::new(config)))
     } else {
@@ -395,15 +466,15 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         Target::Query(query) => {
             let options = QueryOptions { output_path: args.output_path.clone(), max_num_workers: args.max_num_workers };
             let results = queries::apply_with(query, config, &options, &events);
-            if args.check && events_file.is_some() {
-                return Err(
-                    "--check compares with the generator's events; it cannot be used with an events file".into()
-                );
-            }
             let model = if args.check {
                 // The model runs over the events the source produces: Beam's models see one
-                // unsplit timeline, but the pipeline reads `numEventGenerators` split ones.
-                let seen: Vec<Event> = crate::generator::split_events(config).map(|n| n.event).collect();
+                // unsplit timeline, but the pipeline reads `numEventGenerators` split ones. An
+                // events file's events are those in it, in file order (a directory's, those
+                // there when the run starts).
+                let seen: Vec<Event> = match events_file {
+                    Some(f) => events_in_files(f, args.events_file.is_some())?,
+                    None => crate::generator::split_events(config).map(|n| n.event).collect(),
+                };
                 let model = expected_for(query, config, &seen);
                 if model.is_none() {
                     eprintln!("{}: no model to check against; --check skipped", query.name());
@@ -419,10 +490,24 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
                 let records = results.records();
                 if let Some(dir) = &args.results {
                     let dir = dir.join(query.name());
-                    records.apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() })).apply(
-                        "WriteResults",
-                        WriteJsonLines::to(dir.to_string_lossy().to_string()).overwrite(args.overwrite),
-                    );
+                    let dir = dir.to_string_lossy().to_string();
+                    let lines = records.apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() }));
+                    if args.results_format == "parquet" {
+                        let rows = lines.apply(
+                            "ToRows",
+                            weir_sdk::transforms::map::Map::new(|l: ResultLine| ResultRow {
+                                query: l.query,
+                                timestamp: l.timestamp,
+                                value: l.value,
+                            }),
+                        );
+                        rows.apply(
+                            "WriteResults",
+                            weir_parquet::ParquetIO::write::<ResultRow>(dir).overwrite(args.overwrite),
+                        );
+                    } else {
+                        lines.apply("WriteResults", WriteJsonLines::to(dir).overwrite(args.overwrite));
+                    }
                 }
                 if let Some(model) = model {
                     let rule = comparison(query);

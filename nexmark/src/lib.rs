@@ -7,6 +7,7 @@
 //! - [`json`]: reading that JSON form fast.
 
 pub mod config;
+pub mod event_files;
 pub mod generator;
 pub mod java_random;
 pub mod json;

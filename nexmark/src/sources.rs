@@ -2,13 +2,13 @@
 //! events file (Beam's JSON form, one event per line) read back instead of generating.
 
 use std::collections::BinaryHeap;
-use std::io::Write;
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+use weir_sdk::io::bad_records::BadRecords;
 use weir_sdk::io::{BoundedReader, BoundedSource, UnboundedReader, UnboundedSource};
 use weir_sdk::time::{Timestamp, MAX_TIMESTAMP};
-use weir_sdk::{Metrics, PBegin, PCollection, PTransform, UserResult};
+use weir_sdk::{PBegin, PCollection, PTransform, UserResult};
 
 use crate::generator::{split_events, Generator, GeneratorConfig};
 use crate::model::Event;
@@ -271,49 +271,24 @@ impl UnboundedReader for UnboundedEventReader {
     }
 }
 
-/// Writes the events of `config` as Beam's JSON lines (what `--export-events` does): the events
-/// a pipeline's source produces, in split order. Returns how many were written.
+/// Writes the events of `config` to `path` (what `--export-events` does): the events a
+/// pipeline's source produces, in split order, as Beam's JSON lines, or as CSV or Parquet by
+/// the name's extension (see [`crate::event_files`]). Returns how many were written.
 /// The file appears whole or not at all: an interrupted export leaves no truncated file.
 pub fn export_events(config: &NexmarkConfig, path: &std::path::Path) -> std::io::Result<u64> {
     let mut n = 0;
+    let format = crate::event_files::EventsFormat::of(&path.to_string_lossy());
     weir_sdk::io::atomic::write_atomic_with(path, |out| {
-        for next in split_events(config) {
-            out.write_all(next.event.to_json().as_bytes())?;
-            out.write_all(b"\n")?;
-            n += 1;
-        }
+        n = crate::event_files::write_events(format, split_events(config).map(|next| next.event), out)?;
         Ok(())
     })
     .map_err(|e| std::io::Error::new(e.source.kind(), e.to_string()))?;
     Ok(n)
 }
 
-/// What happens to a line of an events file that is not an event.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum OnMalformed {
-    /// Skip it: a warning names the file and line, and `nexmark:malformedEvents` counts it.
-    #[default]
-    Skip,
-    /// Fail the pipeline with an error naming the file and line.
-    Fail,
-    /// Skip it as [`OnMalformed::Skip`] does, and append the line verbatim to this file (Beam's
-    /// dead-letter pattern), which is emptied when the pipeline starts reading.
-    DeadLetter(std::path::PathBuf),
-}
-
-impl std::str::FromStr for OnMalformed {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "skip" => Ok(OnMalformed::Skip),
-            "fail" => Ok(OnMalformed::Fail),
-            _ => match s.strip_prefix("dead-letter=") {
-                Some(file) if !file.is_empty() => Ok(OnMalformed::DeadLetter(file.into())),
-                _ => Err(format!("'{s}' is not one of skip, fail, dead-letter=FILE")),
-            },
-        }
-    }
-}
+/// What happens to a line of an events file that is not an event: skip it (a warning names
+/// the file and line, and `nexmark:malformedEvents` counts it), fail, or dead-letter it.
+pub type OnMalformed = weir_sdk::io::BadRecordPolicy;
 
 /// Reads events from files of Beam's JSON lines (written by [`export_events`] or by Beam)
 /// instead of generating them. Each event is stamped with its `dateTime`. Blank lines are
@@ -345,35 +320,11 @@ impl ReadEventsFile {
     }
 }
 
-/// Where malformed lines go, shared by every split of one read.
-struct DeadLetter {
-    path: std::path::PathBuf,
-    file: std::sync::Mutex<Option<std::fs::File>>,
-}
-
-impl DeadLetter {
-    fn append(&self, line: &[u8]) -> UserResult {
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if file.is_none() {
-            let f = std::fs::File::create(&self.path)
-                .map_err(|e| format!("dead-letter file {}: {e}", self.path.display()))?;
-            *file = Some(f);
-        }
-        if let Some(f) = file.as_mut() {
-            f.write_all(line)
-                .and_then(|_| f.write_all(b"\n"))
-                .map_err(|e| format!("dead-letter file {}: {e}", self.path.display()))?;
-        }
-        Ok(())
-    }
-}
-
 /// The source behind [`ReadEventsFile`]: byte ranges of the files, parsed line by line.
 #[derive(Clone)]
 pub struct EventsFileSource {
     text: weir_sdk::io::text::TextSource,
-    fail: bool,
-    dead_letter: Option<std::sync::Arc<DeadLetter>>,
+    bad: BadRecords,
 }
 
 impl BoundedSource for EventsFileSource {
@@ -457,19 +408,7 @@ impl BoundedReader for EventsFileReader {
                     self.line = line;
                     let path = path.to_path_buf();
                     let line_no = self.line_number(&path, offset)?;
-                    let shown: String = String::from_utf8_lossy(&self.line).chars().take(80).collect();
-                    if self.source.fail {
-                        return Err(format!(
-                            "{}:{line_no}: malformed Nexmark event ({e}): {shown} (--on-malformed fail)",
-                            path.display()
-                        )
-                        .into());
-                    }
-                    Metrics::counter("nexmark", "malformedEvents")?.inc();
-                    tracing::warn!("{}:{line_no}: skipping a malformed Nexmark event ({e}): {shown}", path.display());
-                    if let Some(d) = &self.source.dead_letter {
-                        d.append(&self.line)?;
-                    }
+                    self.source.bad.handle(&format!("{}:{line_no}", path.display()), &self.line, &e)?;
                 }
             }
         }
@@ -480,14 +419,9 @@ impl PTransform<PBegin> for ReadEventsFile {
     type Output = PCollection<Event>;
 
     fn expand(self, input: PBegin) -> PCollection<Event> {
-        let (fail, dead_letter) = match self.on_malformed {
-            OnMalformed::Skip => (false, None),
-            OnMalformed::Fail => (true, None),
-            OnMalformed::DeadLetter(path) => {
-                (false, Some(std::sync::Arc::new(DeadLetter { path, file: std::sync::Mutex::new(None) })))
-            }
-        };
-        input.apply("ReadEvents", weir_sdk::io::Read::from(EventsFileSource { text: self.source, fail, dead_letter }))
+        let bad = BadRecords::new(self.on_malformed, "Nexmark event", "nexmark", "malformedEvents")
+            .with_fail_hint("--on-malformed fail");
+        input.apply("ReadEvents", weir_sdk::io::Read::from(EventsFileSource { text: self.source, bad }))
     }
 }
 

@@ -176,6 +176,10 @@ impl OffsetRangeTracker {
     pub fn last_claimed(&self) -> Option<i64> {
         self.last_claimed
     }
+    /// The last offset a claim was attempted at, successful or not.
+    pub fn last_attempted(&self) -> Option<i64> {
+        self.last_attempted
+    }
     fn cursor(&self) -> i128 {
         self.last_attempted.map_or(i128::from(self.range.from) - 1, i128::from)
     }
@@ -713,6 +717,42 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
         }
         Ok(())
     }
+}
+
+/// Runs a splittable DoFn over one restriction of one element with no runner (Beam's
+/// `DoFnTester` for splittable DoFns), to test a DoFn or a [`RestrictionTracker`]: `process` is
+/// called again for every residual it leaves, checkpointed every `budget` claims, with resume
+/// delays skipped, and each tracker's `check_done` is enforced. The element is at
+/// `MIN_TIMESTAMP` in the global window. Returns the outputs with their timestamps, in order.
+pub fn process_restriction<F: SplittableDoFn>(
+    fn_: F,
+    element: F::In,
+    restriction: F::Restriction,
+    budget: usize,
+) -> UserResult<Vec<(F::Out, Timestamp)>> {
+    let mut kernel = SplittableKernel::<F> { fn_, pending: Default::default(), next_id: 0, random: None };
+    kernel.fn_.setup()?;
+    let estimator = kernel.fn_.initial_watermark_estimator(&element, MIN_TIMESTAMP);
+    kernel.push(Work {
+        element,
+        restriction,
+        estimator,
+        timestamp: MIN_TIMESTAMP,
+        window: Window::Global,
+        pane: PaneInfo::NO_FIRING,
+        resume_at: MIN_TIMESTAMP,
+        id: 0,
+    });
+    let mut out = Vec::new();
+    while let Some(w) = kernel.pending.pop_front() {
+        let mut left = budget.max(1);
+        kernel.process_one(w, MIN_TIMESTAMP, &mut left, &mut out)?;
+        for w in &mut kernel.pending {
+            w.resume_at = MIN_TIMESTAMP;
+        }
+    }
+    kernel.fn_.teardown()?;
+    Ok(out.into_iter().map(|wv| (wv.value, wv.timestamp)).collect())
 }
 
 impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {

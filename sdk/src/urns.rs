@@ -32,6 +32,8 @@ pub const CO_GROUP_BY_KEY: &str = "weir:transform:co_group_by_key:v1";
 pub const DEDUPLICATE: &str = "weir:transform:deduplicate:v1";
 /// Writing JSON lines files (composite; exactly-once on the micro-batch runner).
 pub const WRITE_JSON_LINES: &str = "weir:transform:write_json_lines:v1";
+/// The exactly-once file sink of any format (`WriteFiles`).
+pub const FILE_SINK: &str = "weir:transform:file_sink:v1";
 /// A callback per batch of output (composite; per batch on the micro-batch runner).
 pub const FOR_EACH_BATCH: &str = "weir:transform:for_each_batch:v1";
 /// A splittable DoFn's processing step: restrictions through the DoFn, residuals kept.

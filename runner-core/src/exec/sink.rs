@@ -8,8 +8,9 @@
 
 use crate::do_fn_runner::guarded;
 use std::path::Path;
+use weir_sdk::io::file_sink::FileSinkPayload;
 use weir_sdk::io::for_each_batch::ForEachBatchPayload;
-use weir_sdk::io::json_lines::{claim_output_dir, JsonLinesPayload};
+use weir_sdk::io::json_lines::claim_output_dir;
 use weir_sdk::kernel::Batch;
 use weir_sdk::{Error, Result};
 
@@ -47,21 +48,21 @@ pub trait SinkFactory: Send + Sync {
     }
 }
 
-/// The exactly-once JSON-lines file sink: one file per batch and partition,
-/// `batch-<id>-part-<p>.jsonl`, written atomically at commit.
-pub struct JsonLinesSinkFactory {
+/// The exactly-once file sink: per batch and partition, one file (or one per window), written
+/// atomically at commit, then an entry of the metadata log listing them.
+pub struct FileSinkFactory {
     step: String,
-    payload: JsonLinesPayload,
+    payload: FileSinkPayload,
 }
 
-impl JsonLinesSinkFactory {
+impl FileSinkFactory {
     /// The sink of step `step`.
-    pub fn new(step: &str, payload: JsonLinesPayload) -> Self {
-        JsonLinesSinkFactory { step: step.to_string(), payload }
+    pub fn new(step: &str, payload: FileSinkPayload) -> Self {
+        FileSinkFactory { step: step.to_string(), payload }
     }
 }
 
-impl SinkFactory for JsonLinesSinkFactory {
+impl SinkFactory for FileSinkFactory {
     fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>> {
         claim_output_dir(&self.payload.dir, owner, self.payload.overwrite)
             .map_err(|e| Error::construction(&self.step, e))?;
@@ -76,9 +77,9 @@ impl SinkFactory for JsonLinesSinkFactory {
     }
 }
 
-impl JsonLinesSinkFactory {
+impl FileSinkFactory {
     fn writer(&self, partitions: usize) -> Box<dyn SinkWriter> {
-        Box::new(JsonLinesWriter {
+        Box::new(FileWriter {
             step: self.step.clone(),
             payload: self.payload.clone(),
             staged: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
@@ -87,29 +88,31 @@ impl JsonLinesSinkFactory {
     }
 }
 
-struct JsonLinesWriter {
+struct FileWriter {
     step: String,
-    payload: JsonLinesPayload,
+    payload: FileSinkPayload,
     /// Per partition, the batch's input, rendered and written at commit.
     staged: Vec<Vec<Batch>>,
     /// The partitions this writer commits.
     owned: std::ops::Range<usize>,
 }
 
-impl SinkWriter for JsonLinesWriter {
+fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Io { path: path.display().to_string(), message: format!("{what}: {e}") }
+}
+
+impl SinkWriter for FileWriter {
     fn stage(&mut self, partition: usize, batch: Batch) -> Result<usize> {
         let n = self.staged.len();
         let rows = batch.len();
         self.staged[partition % n].push(batch);
         Ok(rows)
     }
-    /// Renders and writes each partition's file as a task of its own on the workers: rendering
-    /// JSON and copying it into the page cache are most of a sink's cost, and a runner commits
-    /// from one thread.
+    /// Renders and writes each partition's files as a task of its own on the workers: rendering
+    /// and copying into the page cache are most of a sink's cost, and a runner commits from one
+    /// thread. Then the log entry lists them, and what an earlier attempt of the batch wrote
+    /// that this one did not is removed.
     fn commit(&mut self, batch_id: u64, workers: Option<&crate::exec::workers::Workers>) -> Result<()> {
-        // Every owned partition, those with nothing too: an earlier attempt of this batch may
-        // have written a file for one that a replay leaves empty (work that depends on the
-        // processing time, such as a splittable DoFn's polls), and that file must go.
         let owned = self.owned.clone();
         let parts: Vec<(usize, Vec<Batch>)> = self
             .staged
@@ -119,26 +122,54 @@ impl SinkWriter for JsonLinesWriter {
             .map(|(p, b)| (p, std::mem::take(b)))
             .collect();
         let (step, payload) = (self.step.clone(), self.payload.clone());
-        let write = move |(p, batches): (usize, Vec<Batch>)| -> Result<()> {
-            let mut buf = Vec::new();
-            for b in batches {
-                payload.kernel.append(b, &mut buf).map_err(|e| Error::execution(&step, e.to_string()))?;
+        let write = move |(p, batches): (usize, Vec<Batch>)| -> Result<Vec<String>> {
+            let files =
+                payload.format.render(batches, payload.windowed).map_err(|e| Error::execution(&step, e.to_string()))?;
+            let mut names = Vec::new();
+            for (window, bytes) in files {
+                let name = payload.file_name(batch_id, p, window.as_ref());
+                weir_sdk::io::atomic::write_atomic(&Path::new(&payload.dir).join(&name), &bytes)
+                    .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })?;
+                names.push(name);
             }
-            let path = Path::new(&payload.dir).join(format!("batch-{batch_id:010}-part-{p:05}.jsonl"));
-            if buf.is_empty() {
-                return match std::fs::remove_file(&path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
-                        path: path.display().to_string(),
-                        message: format!("cannot remove an earlier attempt's output: {e}"),
-                    }),
-                    _ => Ok(()),
-                };
-            }
-            weir_sdk::io::atomic::write_atomic(&path, &buf)
-                .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })
+            Ok(names)
         };
         // Every file is written (or has failed) before the first error is returned.
-        crate::exec::workers::run_in_step(workers, parts, write).into_iter().collect()
+        let written: Vec<Result<Vec<String>>> = crate::exec::workers::run_in_step(workers, parts, write);
+        let mut names = Vec::new();
+        for w in written {
+            names.extend(w?);
+        }
+        names.sort();
+        let payload = &self.payload;
+        let dir = Path::new(&payload.dir);
+        let entry = payload.log_entry(batch_id, owned.start);
+        let earlier: Vec<String> = match std::fs::read_to_string(&entry) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| io_error(&entry, "a corrupt metadata log entry", e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_error(&entry, "cannot read the metadata log", e)),
+        };
+        // An earlier attempt may have written files this one does not (work that depends on the
+        // processing time), and, without windows, the file of a partition now empty.
+        let mut stale: Vec<String> = earlier.into_iter().filter(|n| !names.contains(n)).collect();
+        if !payload.windowed {
+            stale.extend(owned.clone().map(|p| payload.file_name(batch_id, p, None)).filter(|n| !names.contains(n)));
+        }
+        for name in stale {
+            let path = dir.join(&name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_error(&path, "cannot remove an earlier attempt's output", e))
+                }
+                _ => {}
+            }
+        }
+        if let Some(log) = entry.parent() {
+            std::fs::create_dir_all(log).map_err(|e| io_error(log, "cannot create the metadata log", e))?;
+        }
+        let listing = serde_json::to_vec(&names).map_err(|e| io_error(&entry, "cannot list the files", e))?;
+        weir_sdk::io::atomic::write_atomic(&entry, &listing)
+            .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })
     }
     fn discard(&mut self) {
         self.staged.iter_mut().for_each(Vec::clear);

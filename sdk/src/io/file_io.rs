@@ -169,6 +169,8 @@ pub struct Continuously {
     terminate: Termination,
     max_files_per_poll: Option<usize>,
     latest_first: bool,
+    #[serde(default)]
+    hold_watermark: bool,
 }
 
 impl Continuously {
@@ -179,6 +181,7 @@ impl Continuously {
             terminate,
             max_files_per_poll: None,
             latest_first: false,
+            hold_watermark: false,
         }
     }
     /// At most `n` new files per poll (Spark's `maxFilesPerTrigger`); the others come in the
@@ -190,6 +193,13 @@ impl Continuously {
     /// oldest first, then by path.
     pub fn latest_first(self, yes: bool) -> Self {
         Continuously { latest_first: yes, ..self }
+    }
+    /// Files come at the pattern's timestamp (not each poll's time), and the watermark stays
+    /// there until the watch ends: for readers that stamp records with their own event times,
+    /// which may be older than the poll that found their file. Windows downstream then close
+    /// when the watch ends (it terminates, or the pipeline is drained).
+    pub fn hold_watermark(self, yes: bool) -> Self {
+        Continuously { hold_watermark: yes, ..self }
     }
 }
 
@@ -389,11 +399,15 @@ impl SplittableDoFn for Watch {
         if !tracker.try_claim(PollClaim::Poll(now, new.iter().map(|m| m.path.clone()).collect())) {
             return Ok(ProcessContinuation::stop());
         }
-        for m in new {
-            ctx.output_with_timestamp(m, now)?;
+        if self.how.hold_watermark {
+            new.into_iter().for_each(|m| ctx.output(m));
+        } else {
+            for m in new {
+                ctx.output_with_timestamp(m, now)?;
+            }
+            // Everything found by now is out: nothing earlier than this poll will come.
+            ctx.set_watermark(now)?;
         }
-        // Everything found by now is out: nothing earlier than this poll will come.
-        ctx.set_watermark(now)?;
         if self.over(&tracker.current_restriction(), now) {
             tracker.try_claim(PollClaim::End);
             return Ok(ProcessContinuation::stop());

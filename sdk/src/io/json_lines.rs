@@ -1,9 +1,6 @@
-//! A JSON-lines file sink: one JSON object per element.
-//!
-//! On runners without batch-aware sinks it writes one file per bundle (temporary name, renamed
-//! when the bundle finishes). The micro-batch runner translates it natively into an exactly-once
-//! sink: one file per batch and partition, named by the batch id and committed with the batch,
-//! so a replayed batch replaces its files instead of duplicating them.
+//! A JSON-lines file sink: one JSON object per element, written exactly once by the file sink
+//! of [`crate::io::file_sink`]: one file per batch and partition, named by the batch id and
+//! committed with the batch, so a replayed batch replaces its files instead of duplicating them.
 //!
 //! A rerun into a directory that already holds output would mix two runs' results, so the sink
 //! claims its directory before writing: an empty or new directory is claimed with a marker file,
@@ -12,43 +9,9 @@
 //! unless the sink was built with [`WriteJsonLines::overwrite`], which empties it first.
 
 use crate::coders::Element;
-use crate::do_fn::{DoFn, FinishBundleContext, ProcessContext};
-use crate::error::{UserError, UserResult};
-use crate::kernel::{downcast_batch, Batch};
+use crate::io::file_sink::{JsonLinesRows, WriteFiles};
 use crate::pipeline::{PCollection, PDone, PTransform};
-use crate::transforms::par_do::ParDo;
 use std::marker::PhantomData;
-use std::sync::Arc;
-
-/// Renders a batch as JSON lines (typed by the SDK).
-pub trait JsonLinesKernel: Send + Sync {
-    /// Appends one JSON object per element of `batch`, each followed by a newline.
-    fn append(&self, batch: Batch, out: &mut Vec<u8>) -> Result<usize, UserError>;
-}
-
-struct Kernel<T>(PhantomData<fn(T)>);
-
-impl<T: Element> JsonLinesKernel for Kernel<T> {
-    fn append(&self, batch: Batch, out: &mut Vec<u8>) -> Result<usize, UserError> {
-        let v = downcast_batch::<T>(batch)?;
-        for wv in &v {
-            serde_json::to_writer(&mut *out, &wv.value)?;
-            out.push(b'\n');
-        }
-        Ok(v.len())
-    }
-}
-
-/// The runner-visible payload of [`WriteJsonLines`].
-#[derive(Clone)]
-pub struct JsonLinesPayload {
-    /// Output directory.
-    pub dir: String,
-    /// Whether existing content of `dir` not written by this run is removed rather than refused.
-    pub overwrite: bool,
-    /// Renders elements.
-    pub kernel: Arc<dyn JsonLinesKernel>,
-}
 
 /// The file by which a JSON-lines sink marks a directory as its own; it holds the owner's id.
 pub const MARKER: &str = ".weir-sink";
@@ -94,18 +57,19 @@ pub fn claim_output_dir(dir: &str, owner: &str, overwrite: bool) -> Result<(), S
     crate::io::atomic::write_atomic(&marker, owner.as_bytes()).map_err(|e| e.to_string())
 }
 
-/// Writes every element as a line of JSON into files under a directory:
-/// `pc.apply("Out", WriteJsonLines::to("out/"))`.
+/// Writes every element as a line of JSON into files under a directory, exactly once (the
+/// file sink of [`crate::io::file_sink`] with JSON lines): `pc.apply("Out", WriteJsonLines::to("out/"))`.
 pub struct WriteJsonLines<T> {
     dir: String,
     overwrite: bool,
+    windowed: bool,
     _t: PhantomData<fn(T)>,
 }
 
 impl<T: Element> WriteJsonLines<T> {
     /// Files go under `dir` (created if needed), which must be empty or this sink's own.
     pub fn to(dir: impl Into<String>) -> Self {
-        WriteJsonLines { dir: dir.into(), overwrite: false, _t: PhantomData }
+        WriteJsonLines { dir: dir.into(), overwrite: false, windowed: false, _t: PhantomData }
     }
     /// Removes whatever `dir` holds when the run starts, instead of refusing a directory that is
     /// not empty (Spark's `mode("overwrite")`).
@@ -113,64 +77,17 @@ impl<T: Element> WriteJsonLines<T> {
         self.overwrite = overwrite;
         self
     }
-}
-
-/// Claims the output directory once per run, shared by every instance of the run's DoFn.
-type Claim = Arc<std::sync::OnceLock<Result<(), String>>>;
-
-#[derive(Clone)]
-struct WriteBundleFn<T> {
-    dir: String,
-    overwrite: bool,
-    claim: Claim,
-    buffer: Vec<u8>,
-    _t: PhantomData<fn(T)>,
-}
-
-impl<T: Element> DoFn for WriteBundleFn<T> {
-    type In = T;
-    type Out = ();
-    fn setup(&mut self) -> UserResult {
-        // The first instance of the run claims the directory, with an id of this run.
-        let (dir, overwrite) = (self.dir.clone(), self.overwrite);
-        self.claim
-            .get_or_init(|| claim_output_dir(&dir, &format!("run {:016x}", rand::random::<u64>()), overwrite))
-            .clone()
-            .map_err(UserError::from)
-    }
-    fn process(&mut self, e: T, _: &mut ProcessContext<'_, ()>) -> UserResult {
-        serde_json::to_writer(&mut self.buffer, &e)?;
-        self.buffer.push(b'\n');
-        Ok(())
-    }
-    fn finish_bundle(&mut self, _: &mut FinishBundleContext<'_, ()>) -> UserResult {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let name = std::path::Path::new(&self.dir).join(format!("bundle-{:016x}.jsonl", rand::random::<u64>()));
-        crate::io::atomic::write_atomic(&name, &self.buffer)?;
-        self.buffer.clear();
-        Ok(())
+    /// Each window's elements go to files of their own, named after the window.
+    pub fn windowed(mut self, windowed: bool) -> Self {
+        self.windowed = windowed;
+        self
     }
 }
 
 impl<T: Element> PTransform<PCollection<T>> for WriteJsonLines<T> {
     type Output = PDone;
     fn expand(self, input: PCollection<T>) -> PDone {
-        input.pipeline().set_composite_payload(Arc::new(JsonLinesPayload {
-            dir: self.dir.clone(),
-            overwrite: self.overwrite,
-            kernel: Arc::new(Kernel::<T>(PhantomData)),
-        }));
-        let write = WriteBundleFn::<T> {
-            dir: self.dir,
-            overwrite: self.overwrite,
-            claim: Claim::default(),
-            buffer: Vec::new(),
-            _t: PhantomData,
-        };
-        input.apply("WriteBundles", ParDo::of(write));
-        PDone
+        WriteFiles::to(self.dir, JsonLinesRows).overwrite(self.overwrite).windowed(self.windowed).expand_sink(input)
     }
     fn composite_urn() -> Option<&'static str> {
         Some(crate::urns::WRITE_JSON_LINES)

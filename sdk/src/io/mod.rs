@@ -1,20 +1,26 @@
 //! Sources and the built-in IOs.
 
 pub mod atomic;
+pub mod bad_records;
 pub mod file_io;
+pub mod file_sink;
 pub mod for_each_batch;
 pub mod generate_sequence;
 pub mod json_lines;
 pub mod periodic;
+pub mod read_files;
 pub mod source;
 pub mod streams;
 pub mod text;
 
+pub use bad_records::BadRecordPolicy;
 pub use file_io::{EmptyMatchTreatment, FileIO, FileMetadata, Termination};
+pub use file_sink::{JsonLinesRows, TextLines, WriteFiles};
 pub use for_each_batch::{Collect, CollectHandle, Console, ForEachBatch};
 pub use generate_sequence::GenerateSequence;
 pub use json_lines::WriteJsonLines;
 pub use periodic::{PeriodicImpulse, PeriodicSequence, SequenceDefinition};
+pub use read_files::{CsvFormat, CsvOptions, FileFormat, JsonLinesFormat, ReadFiles, TextFormat};
 pub use source::{BoundedReader, BoundedSource, Read, ReadUnbounded, UnboundedReader, UnboundedSource};
 pub use streams::{MemoryStream, RateRow, RateSource};
 pub use text::TextIO;

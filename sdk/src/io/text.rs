@@ -188,6 +188,15 @@ impl LineReader {
         scratch: &mut Vec<u8>,
         f: impl FnOnce(&[u8]) -> R,
     ) -> UserResult<Option<(R, &Path, u64)>> {
+        self.next_line_at(scratch, |line, _| f(line))
+    }
+
+    /// [`LineReader::next_line_with`], with the line's offset handed to `f` too.
+    pub fn next_line_at<R>(
+        &mut self,
+        scratch: &mut Vec<u8>,
+        f: impl FnOnce(&[u8], u64) -> R,
+    ) -> UserResult<Option<(R, &Path, u64)>> {
         loop {
             if self.current.is_none() {
                 let Some((path, start, end)) = self.ranges.pop_front() else { return Ok(None) };
@@ -207,7 +216,7 @@ impl LineReader {
             let at = *pos;
             let result = if let Some(i) = memchr::memchr(b'\n', buf) {
                 let line = &buf[..i];
-                let r = f(line.strip_suffix(b"\r").unwrap_or(line));
+                let r = f(line.strip_suffix(b"\r").unwrap_or(line), at);
                 reader.consume(i + 1);
                 *pos += i as u64 + 1;
                 r
@@ -221,7 +230,7 @@ impl LineReader {
                 if scratch.last() == Some(&b'\r') {
                     scratch.pop();
                 }
-                f(scratch)
+                f(scratch, at)
             };
             return Ok(self.current.as_ref().map(|(p, ..)| (result, p.as_path(), at)));
         }

@@ -124,11 +124,12 @@ fn registry(t: &Translation) -> TranslatorRegistry<PlanBuilder> {
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
         .register(urns::SPLITTABLE_PROCESS, splittable::SplittableTranslator);
-    let composites: [(&'static str, Box<dyn Translator<PlanBuilder>>); 6] = [
+    let composites: [(&'static str, Box<dyn Translator<PlanBuilder>>); 7] = [
         (urns::COMBINE_PER_KEY, Box::new(combine_per_key::CombinePerKeyTranslator)),
         (urns::DEDUPLICATE, Box::new(deduplicate::DeduplicateTranslator)),
         (urns::CO_GROUP_BY_KEY, Box::new(co_group_by_key::CoGroupByKeyTranslator)),
         (urns::WRITE_JSON_LINES, Box::new(write_json_lines::WriteJsonLinesTranslator)),
+        (urns::FILE_SINK, Box::new(write_json_lines::WriteJsonLinesTranslator)),
         (urns::FOR_EACH_BATCH, Box::new(for_each_batch::ForEachBatchTranslator)),
         (urns::RESHUFFLE, Box::new(reshuffle::ReshuffleTranslator)),
     ];

@@ -1,26 +1,28 @@
-//! WriteJsonLines, translated natively into an exactly-once sink: one file per batch and
-//! partition, written at commit under a name derived from the batch id.
+//! File sinks (WriteFiles, WriteJsonLines), translated natively into an exactly-once sink: files
+//! per batch and partition, written at commit under names derived from the batch id, and listed
+//! in the sink's metadata log.
 
 use super::PlanBuilder;
-use crate::exec::sink::JsonLinesSinkFactory;
+use crate::exec::sink::FileSinkFactory;
 use crate::plan::{PhysicalNode, Role};
 use crate::translate::{composite_payload, Translator};
 use std::sync::Arc;
 use weir_sdk::graph::{PipelineGraph, TransformNode};
-use weir_sdk::io::json_lines::JsonLinesPayload;
+use weir_sdk::io::file_sink::FileSinkPayload;
 use weir_sdk::Result;
 
 pub(crate) struct WriteJsonLinesTranslator;
 
 impl Translator<PlanBuilder> for WriteJsonLinesTranslator {
     fn can_translate(&self, node: &TransformNode, _: &PipelineGraph) -> bool {
-        composite_payload::<JsonLinesPayload>(node).is_some()
+        composite_payload::<FileSinkPayload>(node).is_some()
     }
     fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
-        let Some(p) = composite_payload::<JsonLinesPayload>(node) else { return Ok(()) };
-        let description = format!("FileSink[json lines -> {}]", p.dir);
-        let role = Role::Sink(Arc::new(JsonLinesSinkFactory::new(&node.full_name, p.clone())));
-        b.push(PhysicalNode::of(node, role, "json-lines-sink", description));
+        let Some(p) = composite_payload::<FileSinkPayload>(node) else { return Ok(()) };
+        let windowed = if p.windowed { ", windowed" } else { "" };
+        let description = format!("FileSink[{}{windowed} -> {}]", p.format.extension(), p.dir);
+        let role = Role::Sink(Arc::new(FileSinkFactory::new(&node.full_name, p.clone())));
+        b.push(PhysicalNode::of(node, role, "file-sink", description));
         Ok(())
     }
 }

@@ -1,0 +1,140 @@
+//! Events files and results in the formats other tools write and read: DuckDB and pyarrow turn
+//! the JSON-lines export into CSV and Parquet, Weir reads them (the same events, and every query
+//! checked against its model), and DuckDB and pyarrow read the JSON-lines and Parquet results
+//! Weir writes back, with the same contents.
+//!
+//! Needs a Python with `duckdb` and `pyarrow` (`$WEIR_PYTHON`, or `python3`): `.ci/run` makes a
+//! virtual environment with them. Without one the tests are skipped, except under CI.
+
+use std::path::Path;
+use std::process::Command;
+use weir_nexmark::event_files::{EventFiles, EventsFormat};
+use weir_nexmark::launcher::run;
+use weir_nexmark::{Event, NexmarkConfig};
+use weir_sdk::io::file_io::{match_files, EmptyMatchTreatment};
+use weir_sdk::io::read_files::{FileFormat, ReadFiles};
+use weir_sdk::splittable::OffsetRange;
+
+/// A Python that has duckdb and pyarrow, or `None` (the test is skipped; under CI it fails).
+fn python() -> Option<String> {
+    let python = std::env::var("WEIR_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&python).args(["-c", "import duckdb, pyarrow"]).status().is_ok_and(|s| s.success());
+    if !ok {
+        assert!(std::env::var_os("CI").is_none(), "{python} lacks duckdb or pyarrow (.ci/run installs them)");
+        eprintln!("SKIPPED: {python} lacks duckdb or pyarrow (pip install duckdb pyarrow)");
+        return None;
+    }
+    Some(python)
+}
+
+fn py(python: &str, dir: &Path, script: &str) -> String {
+    let out = Command::new(python).current_dir(dir).args(["-c", script]).output().expect("python runs");
+    assert!(out.status.success(), "python failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every event of the file at `path`, read in splits.
+fn events_of(path: &Path) -> Vec<Event> {
+    let files = match_files(&path.to_string_lossy(), EmptyMatchTreatment::Disallow).unwrap();
+    let mut all = Vec::new();
+    for file in files {
+        let units = EventFiles::default().units(&file).unwrap();
+        let split = if EventsFormat::of(&file.path) == EventsFormat::Parquet { 1 } else { 50_000 };
+        for r in OffsetRange::new(0, units).split(split) {
+            let read = ReadFiles::of(EventFiles::default()).process_directly(file.clone(), r, 1_000).unwrap();
+            all.extend(read.into_iter().map(|(e, _)| e));
+        }
+    }
+    all
+}
+
+#[test]
+fn csv_and_parquet_made_by_duckdb_and_pyarrow_hold_the_same_events_and_answer_every_query() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let n = "6000";
+    assert_eq!(run(args(&["--export-events", d.join("e.jsonl").to_str().unwrap(), "--num-events", n])), 0);
+    py(
+        &python,
+        d,
+        "import duckdb, pyarrow.json as pj, pyarrow.parquet as pq, pyarrow.csv as pc\n\
+         duckdb.sql(\"COPY (SELECT * FROM read_json_auto('e.jsonl')) TO 'duck.parquet' (FORMAT parquet, ROW_GROUP_SIZE 2048)\")\n\
+         duckdb.sql(\"COPY (SELECT * FROM read_json_auto('e.jsonl')) TO 'duck.csv' (HEADER)\")\n\
+         t = pj.read_json('e.jsonl')\n\
+         pq.write_table(t, 'arrow.parquet', row_group_size=1000)\n\
+         pc.write_csv(t, 'arrow.csv')\n",
+    );
+    let config = NexmarkConfig { num_events: 6_000, ..NexmarkConfig::default() };
+    let generated: Vec<Event> = weir_nexmark::generator::split_events(&config).map(|n| n.event).collect();
+    for name in ["e.jsonl", "duck.csv", "duck.parquet", "arrow.csv", "arrow.parquet"] {
+        let path = d.join(name);
+        let events = events_of(&path);
+        assert!(events == generated, "{name}: {} events, not the {} generated", events.len(), generated.len());
+        // Every query of the suite, checked against its model over these events.
+        let file = path.to_str().unwrap();
+        let code = run(args(&["--events-file", file, "--suite", "smoke", "--check"]));
+        assert_eq!(code, 0, "{name}");
+    }
+    // Split over workers of the timely runner too.
+    let file = d.join("duck.parquet");
+    let code = run(args(&[
+        "--events-file",
+        file.to_str().unwrap(),
+        "--runner",
+        "timely",
+        "--workers",
+        "2",
+        "--query",
+        "5",
+        "--query",
+        "7",
+        "--check",
+    ]));
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn results_in_json_lines_and_parquet_read_back_by_duckdb_and_pyarrow() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for format in ["jsonl", "parquet"] {
+        let out = d.join(format);
+        let code = run(args(&[
+            "--query",
+            "0",
+            "--query",
+            "5",
+            "--query",
+            "7",
+            "--num-events",
+            "5000",
+            "--results",
+            out.to_str().unwrap(),
+            "--results-format",
+            format,
+        ]));
+        assert_eq!(code, 0, "{format}");
+    }
+    // Each tool's view of each format: the sorted (query, timestamp, value) triples.
+    let script = "import duckdb, json, glob, pyarrow.parquet as pq\n\
+         def norm(q, t, v): return (q, int(t), json.dumps(json.loads(v) if isinstance(v, str) else v, sort_keys=True))\n\
+         duck_j = sorted(norm(q, t, v) for q, t, v in duckdb.sql(\"SELECT query, timestamp, CAST(value AS VARCHAR) FROM read_json('jsonl/*/*.jsonl', format='newline_delimited', columns={'query': 'VARCHAR', 'timestamp': 'BIGINT', 'value': 'JSON'})\").fetchall())\n\
+         duck_p = sorted(norm(q, t, v) for q, t, v in duckdb.sql(\"SELECT query, timestamp, value FROM 'parquet/*/*.parquet'\").fetchall())\n\
+         arrow_p = []\n\
+         for f in glob.glob('parquet/*/*.parquet'):\n    t = pq.read_table(f).to_pydict()\n    arrow_p += [norm(q, ts, v) for q, ts, v in zip(t['query'], t['timestamp'], t['value'])]\n\
+         arrow_p.sort()\n\
+         assert duck_j == duck_p, (len(duck_j), len(duck_p))\n\
+         assert arrow_p == duck_p, (len(arrow_p), len(duck_p))\n\
+         print(len(duck_j), len({q for q, _, _ in duck_j}))\n";
+    let counts = py(&python, d, script);
+    // PASSTHROUGH's 5000, HOT_ITEMS' and MAX_PRICE's results, from three queries.
+    let (rows, queries) = counts.trim().split_once(' ').unwrap();
+    assert!(rows.parse::<usize>().unwrap() > 5_000, "{counts}");
+    assert_eq!(queries, "3");
+}

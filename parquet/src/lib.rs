@@ -1,0 +1,244 @@
+//! Parquet and Arrow for Weir.
+//!
+//! **Reading.** [`ParquetFormat`] reads Parquet files as typed rows (through serde, with
+//! `serde_arrow`), and [`ParquetBatches`] as Arrow record batches for columnar pipelines. Both
+//! are [`FileFormat`]s of the SDK's splittable file reader: a file's units are its row groups,
+//! each row group is a split of its own, so the row groups of one file are read by every
+//! worker, and a reader checkpoints between row groups. A projection
+//! ([`ParquetFormat::columns`]) reads only the columns named, which Parquet's layout makes
+//! cheap. Rows that do not fit the type follow the read's bad-record policy, as lines of a CSV
+//! file do.
+//!
+//! ```no_run
+//! use weir_sdk::prelude::*;
+//! use weir_parquet::ParquetIO;
+//! #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+//! struct Trip { city: String, fare: f64 }
+//! let p = Pipeline::create();
+//! let trips: PCollection<Trip> = p.apply("Read", ParquetIO::read::<Trip>("trips/*.parquet"));
+//! ```
+//!
+//! **Writing.** [`ParquetSinkFormat`] renders a sink's batch of typed elements as one Parquet
+//! file, with the schema traced from the type; [`ParquetIO::write`] is the exactly-once file
+//! sink with it.
+
+use arrow_array::RecordBatch;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::ProjectionMask;
+use serde::de::DeserializeOwned;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use weir_sdk::io::file_io::FileMetadata;
+use weir_sdk::io::read_files::{FileFormat, ReadPattern, Records};
+use weir_sdk::splittable::{Claims, OffsetRangeTracker};
+use weir_sdk::{Element, UserResult};
+
+mod batch;
+mod write;
+
+pub use batch::ArrowBatch;
+pub use write::{ParquetSinkFormat, ParquetWrite};
+
+/// Entry points: `ParquetIO::read::<Row>("in/*.parquet")`, `ParquetIO::write::<Row>("out/")`.
+pub struct ParquetIO;
+
+impl ParquetIO {
+    /// Reads the files matching `pattern` as rows of `T`, by column name.
+    pub fn read<T: Element>(pattern: impl Into<String>) -> ReadPattern<ParquetFormat<T>> {
+        ReadPattern::new(pattern, ParquetFormat::new())
+    }
+    /// Reads the files matching `pattern` as Arrow record batches.
+    pub fn read_batches(pattern: impl Into<String>) -> ReadPattern<ParquetBatches> {
+        ReadPattern::new(pattern, ParquetBatches::new())
+    }
+    /// Writes elements of `T` as Parquet files under `dir`, exactly once.
+    pub fn write<T: Element>(dir: impl Into<String>) -> ParquetWrite<T> {
+        ParquetWrite::to(dir)
+    }
+}
+
+/// The row groups of Parquet files, read with a projection: what both formats share.
+#[derive(Clone, Default)]
+pub struct RowGroups {
+    columns: Option<Vec<String>>,
+    batch_size: Option<usize>,
+    /// The footer of the file read last, so a file's splits do not parse it again.
+    footer: Option<(FileMetadata, ArrowReaderMetadata)>,
+}
+
+fn parquet_err(path: &str, e: impl std::fmt::Display) -> weir_sdk::UserError {
+    format!("{path}: {e}").into()
+}
+
+impl RowGroups {
+    fn footer(&mut self, file: &FileMetadata) -> UserResult<ArrowReaderMetadata> {
+        if let Some((f, m)) = &self.footer {
+            if f == file {
+                return Ok(m.clone());
+            }
+        }
+        let f = std::fs::File::open(&file.path).map_err(|e| parquet_err(&file.path, e))?;
+        let m = ArrowReaderMetadata::load(&f, ArrowReaderOptions::new())
+            .map_err(|e| parquet_err(&file.path, format!("not a readable Parquet file: {e}")))?;
+        self.footer = Some((file.clone(), m.clone()));
+        Ok(m)
+    }
+
+    /// The number of row groups of `file`.
+    pub fn count(&self, file: &FileMetadata) -> UserResult<i64> {
+        Ok(self.clone().footer(file)?.metadata().num_row_groups() as i64)
+    }
+
+    fn mask(&self, file: &FileMetadata, meta: &ArrowReaderMetadata) -> UserResult<ProjectionMask> {
+        let Some(columns) = &self.columns else { return Ok(ProjectionMask::all()) };
+        let schema = meta.schema();
+        let mut roots = Vec::new();
+        for c in columns {
+            let i = schema.index_of(c).map_err(|_| {
+                let have: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                parquet_err(&file.path, format!("no column '{c}' to project (the file has {})", have.join(", ")))
+            })?;
+            roots.push(i);
+        }
+        Ok(ProjectionMask::roots(meta.parquet_schema(), roots))
+    }
+
+    /// Reads the row groups of `file` in the tracker's range, claiming each before reading it;
+    /// `f` gets each record batch with its row group.
+    pub fn read(
+        &mut self,
+        file: &FileMetadata,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        mut f: impl FnMut(RecordBatch, i64) -> UserResult,
+    ) -> UserResult {
+        let meta = self.footer(file)?;
+        let mask = self.mask(file, &meta)?;
+        let range = tracker.current_restriction();
+        for rg in range.from..range.to {
+            if !tracker.try_claim(rg) {
+                return Ok(());
+            }
+            let input = std::fs::File::open(&file.path).map_err(|e| parquet_err(&file.path, e))?;
+            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta.clone())
+                .with_row_groups(vec![rg as usize])
+                .with_projection(mask.clone())
+                .with_batch_size(self.batch_size.unwrap_or(8192))
+                .build()
+                .map_err(|e| parquet_err(&file.path, format!("row group {rg}: {e}")))?;
+            for batch in reader {
+                let batch = batch.map_err(|e| parquet_err(&file.path, format!("row group {rg}: {e}")))?;
+                f(batch, rg)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Parquet files as rows of `T`, matched to columns by name (see the crate documentation).
+pub struct ParquetFormat<T> {
+    groups: RowGroups,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for ParquetFormat<T> {
+    fn clone(&self) -> Self {
+        ParquetFormat { groups: self.groups.clone(), _t: PhantomData }
+    }
+}
+
+impl<T: Element> Default for ParquetFormat<T> {
+    fn default() -> Self {
+        ParquetFormat { groups: RowGroups::default(), _t: PhantomData }
+    }
+}
+
+impl<T: Element> ParquetFormat<T> {
+    /// Every column.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Reads only these columns (the fields `T` has); a column the file lacks is an error.
+    pub fn columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.groups.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+}
+
+impl<T: Element + DeserializeOwned> FileFormat for ParquetFormat<T> {
+    type Out = T;
+    fn name(&self) -> &'static str {
+        "Parquet"
+    }
+    fn units(&self, file: &FileMetadata) -> UserResult<i64> {
+        self.groups.count(file)
+    }
+    fn split_size(&self, _: &FileMetadata) -> i64 {
+        1
+    }
+    fn read(
+        &mut self,
+        file: &FileMetadata,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        out: &mut Records<'_, '_, T>,
+    ) -> UserResult {
+        let path = file.path.clone();
+        self.groups.read(file, tracker, |batch, rg| match serde_arrow::from_record_batch::<Vec<T>>(&batch) {
+            Ok(rows) => rows.into_iter().try_for_each(|r| out.emit(r)),
+            // Row by row, to set the ones that do not fit aside and keep the others.
+            Err(_) => (0..batch.num_rows()).try_for_each(|i| {
+                let row = batch.slice(i, 1);
+                match serde_arrow::from_record_batch::<Vec<T>>(&row) {
+                    Ok(rows) => rows.into_iter().try_for_each(|r| out.emit(r)),
+                    Err(e) => {
+                        let raw = batch::row_text(&row);
+                        out.bad(&format!("{path}, row group {rg}, row {i}"), raw.as_bytes(), &e)
+                    }
+                }
+            }),
+        })
+    }
+}
+
+/// Parquet files as Arrow record batches of up to 8192 rows (see the crate documentation).
+#[derive(Clone, Default)]
+pub struct ParquetBatches {
+    groups: RowGroups,
+}
+
+impl ParquetBatches {
+    /// Every column, batches of 8192 rows.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Reads only these columns; a column the file lacks is an error.
+    pub fn columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
+        self.groups.columns = Some(columns.into_iter().map(Into::into).collect());
+        self
+    }
+    /// Batches of at most `rows` rows.
+    pub fn batch_size(mut self, rows: usize) -> Self {
+        self.groups.batch_size = Some(rows.max(1));
+        self
+    }
+}
+
+impl FileFormat for ParquetBatches {
+    type Out = ArrowBatch;
+    fn name(&self) -> &'static str {
+        "Parquet"
+    }
+    fn units(&self, file: &FileMetadata) -> UserResult<i64> {
+        self.groups.count(file)
+    }
+    fn split_size(&self, _: &FileMetadata) -> i64 {
+        1
+    }
+    fn read(
+        &mut self,
+        file: &FileMetadata,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        out: &mut Records<'_, '_, ArrowBatch>,
+    ) -> UserResult {
+        self.groups.read(file, tracker, |batch, _| out.emit(ArrowBatch(Arc::new(batch))))
+    }
+}
