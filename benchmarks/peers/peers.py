@@ -35,8 +35,13 @@ window. Spark's never does, so the streaming input gets three more files (one mi
 bid far in the future that every query filters out: they only move the watermark past the last
 windows.
 
+`--format csv|parquet` has every engine's batch read DuckDB's CSV or Parquet table of the export
+instead; Spark's streaming cells still read the JSON lines. `--queries ingest` times reading the
+file alone: Weir's `--generator-only` (every event read and counted), DuckDB's load into a table.
+
 Usage:
     python3 benchmarks/peers/peers.py --num-events 1000000          # export, then all engines
+    python3 benchmarks/peers/peers.py --format parquet --engines weir,duckdb --modes batch --queries ingest,0,5
     python3 benchmarks/peers/peers.py --events /tmp/events.jsonl --engines weir,duckdb
 """
 
@@ -51,6 +56,8 @@ import tempfile
 import time
 
 QUERIES = [0, 1, 2, 5, 7, 8]
+# Not a query: reading the file, every event kept (Weir's --generator-only, DuckDB's load alone).
+INGEST = -1
 NAMES = {0: "PASSTHROUGH", 1: "CURRENCY_CONVERSION", 2: "SELECTION", 5: "HOT_ITEMS", 7: "HIGHEST_BID",
          8: "MONITOR_NEW_USERS"}
 
@@ -65,6 +72,7 @@ FIELDS = [("id", "BIGINT"), ("name", "VARCHAR"), ("emailAddress", "VARCHAR"), ("
 # The queries in SQL. `{div}` is integer division (DuckDB `//`, Spark `div`); `{top5}` and
 # `{top7}` keep the rows tied for the highest value of their window.
 SQL = {
+    INGEST: "SELECT * FROM events LIMIT 0",
     0: "SELECT * FROM events",
     1: "SELECT auction, bidder, (price * 89) {div} 100 AS price, dateTime, extra FROM events "
        "WHERE auction IS NOT NULL",
@@ -104,18 +112,19 @@ def weir_batch(args, q, work):
     perf = os.path.join(work, f"weir-perf-{q}.json")
     if os.path.exists(perf):
         os.remove(perf)
-    cmd = [args.nexmark, "--events-file", args.events, "--query", str(q), "--parallelism", str(args.cores),
-           "--perf-file", perf]
+    # Ingest: the events read, and nothing else (the launcher's --generator-only).
+    what = ["--generator-only"] if q == INGEST else ["--query", str(q)]
+    cmd = [args.nexmark, "--events-file", args.input, *what, "--parallelism", str(args.cores), "--perf-file", perf]
     secs, _ = timed(lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     with open(perf) as f:
         records = [json.loads(line) for line in f if line.strip()]
-    return secs, records[-1]["numResults"]
+    return secs, records[-1]["numEvents" if q == INGEST else "numResults"]
 
 
 def weir_streaming(args, q, work):
     out = os.path.join(work, f"weir-results-{q}")
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [args.nexmark, "--streaming", "--events-file", args.events, "--query", str(q), "--parallelism",
+    cmd = [args.nexmark, "--streaming", "--events-file", args.input, "--query", str(q), "--parallelism",
            str(args.cores), "--results", out]
     secs, _ = timed(lambda: subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     return secs, count_lines(glob.glob(os.path.join(out, NAMES[q], "*.jsonl")))
@@ -137,12 +146,18 @@ def duckdb_batch(args, q, work):
     con.execute(f"SET threads = {args.cores}")
     columns = "{" + ", ".join(f"'{n}': '{t}'" for n, t in FIELDS) + "}"
 
+    if args.format == "parquet":
+        read = f"read_parquet('{args.input}')"
+    elif args.format == "csv":
+        read = f"read_csv('{args.input}', header = true, columns = {columns})"
+    else:
+        read = f"read_json('{args.input}', format = 'newline_delimited', columns = {columns})"
+
     def run():
-        con.execute(f"CREATE TABLE events AS SELECT * FROM read_json('{args.events}', "
-                    f"format = 'newline_delimited', columns = {columns})")
+        con.execute(f"CREATE TABLE events AS SELECT * FROM {read}")
         con.execute(f"CREATE TABLE r AS {duckdb_sql(q)}")
     secs, _ = timed(run)
-    n = con.execute("SELECT count(*) FROM r").fetchone()[0]
+    n = con.execute(f"SELECT count(*) FROM {'events' if q == INGEST else 'r'}").fetchone()[0]
     con.close()
     return secs, n
 
@@ -178,7 +193,14 @@ class Spark:
 
     def batch(self, q):
         def run():
-            self.spark.read.schema(self.schema).json(self.args.events).createOrReplaceTempView("events")
+            fmt, path = self.args.format, self.args.input
+            if fmt == "parquet":
+                df = self.spark.read.parquet(path)
+            elif fmt == "csv":
+                df = self.spark.read.schema(self.schema).option("header", True).csv(path)
+            else:
+                df = self.spark.read.schema(self.schema).json(path)
+            df.createOrReplaceTempView("events")
             result = self.spark.sql(spark_sql(q))
             result.write.format("noop").mode("overwrite").save()
             return result
@@ -253,14 +275,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="runs of each cell; the median is shown")
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--json", default=None, help="also write the measurements here")
+    ap.add_argument("--format", default="jsonl", choices=["jsonl", "csv", "parquet"],
+                    help="the file every engine reads: the JSON-lines export, or DuckDB's CSV or Parquet of it")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args.nexmark = args.nexmark or os.path.join(root, "target", "release", "nexmark")
-    queries = [int(q) for q in args.queries.split(",")]
+    queries = [INGEST if q == "ingest" else int(q) for q in args.queries.split(",")]
     engines, modes = args.engines.split(","), args.modes.split(",")
     for q in queries:
         if q not in SQL:
-            sys.exit(f"--queries: q{q} is not one of {QUERIES}")
+            sys.exit(f"--queries: q{q} is not one of {QUERIES} or ingest")
     work = args.work or tempfile.mkdtemp(prefix="weir-peers-")
     os.makedirs(work, exist_ok=True)
     if "weir" in engines and not os.path.exists(args.nexmark):
@@ -269,8 +293,15 @@ def main():
         args.events = os.path.join(work, "events.jsonl")
         subprocess.run([args.nexmark, "--export-events", args.events, "--num-events", str(args.num_events)],
                        check=True, stdout=subprocess.DEVNULL)
-    size_mb = os.path.getsize(args.events) / 1e6
-    print(f"events: {args.events} ({size_mb:.0f} MB); cores: {args.cores}; rounds: {args.rounds}", flush=True)
+    args.input = args.events
+    if args.format != "jsonl":
+        # DuckDB's own table of the export: what a user would have, made by another tool.
+        import duckdb
+        args.input = os.path.join(work, f"events.{args.format}")
+        options = "FORMAT parquet" if args.format == "parquet" else "HEADER"
+        duckdb.sql(f"COPY (SELECT * FROM read_json_auto('{args.events}')) TO '{args.input}' ({options})")
+    size_mb = os.path.getsize(args.input) / 1e6
+    print(f"events: {args.input} ({size_mb:.0f} MB); cores: {args.cores}; rounds: {args.rounds}", flush=True)
 
     runners = {("weir", "batch"): lambda q: weir_batch(args, q, work),
                ("weir", "streaming"): lambda q: weir_streaming(args, q, work),
@@ -294,7 +325,7 @@ def main():
                     counts.add(n)
                 times.sort()
                 results[(q, engine, mode)] = (times[len(times) // 2], counts)
-                print(f"  q{q} {title}: {times[len(times) // 2]:.2f} s, {sorted(counts)} results", flush=True)
+                print(f"  {'ingest' if q == INGEST else f'q{q}'} {title}: {times[len(times) // 2]:.2f} s, {sorted(counts)} results", flush=True)
         if spark:
             spark.stop()
 
@@ -306,7 +337,7 @@ def main():
     header += [r[4] for r in ratios] + ["results"]
     rows = []
     for q in queries:
-        row = [str(q)] + [f"{results[(q, e, m)][0]:.2f}" for e, m, _ in cells]
+        row = ["ingest" if q == INGEST else str(q)] + [f"{results[(q, e, m)][0]:.2f}" for e, m, _ in cells]
         for a, am, b, bm, _ in ratios:
             row.append(f"{results[(q, a, am)][0] / results[(q, b, bm)][0]:.2f}x")
         counts = set().union(*(results[(q, e, m)][1] for e, m, _ in cells))

@@ -3,8 +3,9 @@
 //! **Reading.** [`ParquetFormat`] reads Parquet files as typed rows (through serde, with
 //! `serde_arrow`), and [`ParquetBatches`] as Arrow record batches for columnar pipelines. Both
 //! are [`FileFormat`]s of the SDK's splittable file reader: a file's units are its row groups,
-//! each row group is a split of its own, so the row groups of one file are read by every
-//! worker, and a reader checkpoints between row groups. A projection
+//! each an initial split of its own, so the row groups of one file are read by every worker,
+//! and a reader is checkpointed or split between row groups (as Spark splits Parquet). A row
+//! group is read whole once claimed: resuming inside one would decompress its pages again. A projection
 //! ([`ParquetFormat::columns`]) reads only the columns named, which Parquet's layout makes
 //! cheap. Rows that do not fit the type follow the read's bad-record policy, as lines of a CSV
 //! file do.
@@ -30,7 +31,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use weir_sdk::io::file_io::FileMetadata;
 use weir_sdk::io::read_files::{FileFormat, ReadPattern, Records};
-use weir_sdk::splittable::{Claims, OffsetRangeTracker};
+use weir_sdk::splittable::{Claims, OffsetRange, OffsetRangeTracker};
 use weir_sdk::{Element, UserResult};
 
 mod batch;
@@ -84,7 +85,7 @@ impl RowGroups {
         Ok(m)
     }
 
-    /// The number of row groups of `file`.
+    /// The number of row groups of `file`: its units.
     pub fn count(&self, file: &FileMetadata) -> UserResult<i64> {
         Ok(self.clone().footer(file)?.metadata().num_row_groups() as i64)
     }
@@ -103,8 +104,8 @@ impl RowGroups {
         Ok(ProjectionMask::roots(meta.parquet_schema(), roots))
     }
 
-    /// Reads the row groups of `file` in the tracker's range, claiming each before reading it;
-    /// `f` gets each record batch with its row group.
+    /// Reads the row groups of `file` in the tracker's range (the file's units are its row
+    /// groups), claiming each before reading it; `f` gets each record batch with its row group.
     pub fn read(
         &mut self,
         file: &FileMetadata,
@@ -172,8 +173,8 @@ impl<T: Element + DeserializeOwned> FileFormat for ParquetFormat<T> {
     fn units(&self, file: &FileMetadata) -> UserResult<i64> {
         self.groups.count(file)
     }
-    fn split_size(&self, _: &FileMetadata) -> i64 {
-        1
+    fn initial_splits(&self, _: &FileMetadata, whole: OffsetRange) -> UserResult<Vec<OffsetRange>> {
+        Ok(whole.split(1))
     }
     fn read(
         &mut self,
@@ -230,8 +231,8 @@ impl FileFormat for ParquetBatches {
     fn units(&self, file: &FileMetadata) -> UserResult<i64> {
         self.groups.count(file)
     }
-    fn split_size(&self, _: &FileMetadata) -> i64 {
-        1
+    fn initial_splits(&self, _: &FileMetadata, whole: OffsetRange) -> UserResult<Vec<OffsetRange>> {
+        Ok(whole.split(1))
     }
     fn read(
         &mut self,

@@ -55,7 +55,8 @@ impl SplittableOperator {
         Ok(())
     }
 
-    /// Runs what is due, with user code bound to the call's metrics container.
+    /// Runs what is due, with user code bound to the call's metrics container: the output, in
+    /// bundles of at most `weir_sdk::splittable::CHUNK` elements.
     fn run(&mut self, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         self.set_up()?;
         if ctx.draining && !self.truncated {
@@ -65,30 +66,58 @@ impl SplittableOperator {
                 tracing::info!(step = %self.step, dropped, "drain: open-ended restrictions dropped");
             }
         }
-        let mut out = self.output.empty();
+        let mut out = Vec::new();
         let _scope = scoped_container(ctx.metrics.clone());
         let work = &mut self.work;
         guarded(&self.step, "process", || work.run(ctx.processing_time, BUDGET, &mut out))?;
-        Ok(vec![out])
+        Ok(out)
+    }
+
+    /// The output as one batch.
+    fn one(&self, parts: Vec<Batch>) -> Vec<Batch> {
+        vec![if parts.is_empty() { self.output.empty() } else { self.output.concat(parts) }]
+    }
+
+    fn add(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<()> {
+        self.set_up()?;
+        let work = &mut self.work;
+        let _scope = scoped_container(ctx.metrics.clone());
+        guarded(&self.step, "pair with restriction", || work.add(input))
+    }
+
+    fn idle(&self, ctx: &OpContext<'_>) -> bool {
+        self.work.pending() == 0 && (self.truncated || !ctx.draining)
     }
 }
 
 impl Operator for SplittableOperator {
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        self.set_up()?;
-        let work = &mut self.work;
-        {
-            let _scope = scoped_container(ctx.metrics.clone());
-            guarded(&self.step, "pair with restriction", || work.add(input))?;
+        self.add(input, ctx)?;
+        let out = self.run(ctx)?;
+        Ok(self.one(out))
+    }
+
+    /// Every bundle's restrictions are queued, then run once: the output comes in bundles.
+    fn process_bundles(&mut self, bundles: Vec<Batch>, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        for b in bundles {
+            self.add(b, ctx)?;
         }
-        self.run(ctx)
+        Ok(vec![self.run(ctx)?])
     }
 
     fn advance(&mut self, _input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        if self.work.pending() == 0 && (self.truncated || !ctx.draining) {
+        if self.idle(ctx) {
             return Ok(vec![self.output.empty()]);
         }
-        self.run(ctx)
+        let out = self.run(ctx)?;
+        Ok(self.one(out))
+    }
+
+    fn advance_bundles(&mut self, _input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        if self.idle(ctx) {
+            return Ok(vec![Vec::new()]);
+        }
+        Ok(vec![self.run(ctx)?])
     }
 
     fn hold(&self) -> Option<Timestamp> {

@@ -394,12 +394,15 @@ pub struct Claims<'a, T: RestrictionTracker> {
     checkpointed: bool,
     random: Option<&'a mut rand::rngs::SmallRng>,
     residuals: &'a mut Vec<T::Restriction>,
+    /// Outputs made in this call: the budget bounds them too, so a claim that outputs much (a
+    /// Parquet row group) checkpoints the rest before the output grows without bound.
+    emitted: &'a std::cell::Cell<usize>,
 }
 
 impl<T: RestrictionTracker> Claims<'_, T> {
     /// Claims `position` (see [`RestrictionTracker::try_claim`]); `false` means stop.
     pub fn try_claim(&mut self, position: T::Position) -> bool {
-        if !self.checkpointed && self.claimed >= self.budget {
+        if !self.checkpointed && self.claimed.max(self.emitted.get()) >= self.budget {
             // This call had its share: the rest waits for the next one.
             self.checkpointed = true;
             if let Some(r) = self.tracker.try_split(0.0) {
@@ -440,7 +443,29 @@ pub struct SdfContext<'a, O> {
     skew: i64,
     now: Timestamp,
     estimator: &'a mut WatermarkEstimator,
-    out: &'a mut Vec<WindowedValue<O>>,
+    out: &'a mut Chunks<O>,
+    emitted: &'a std::cell::Cell<usize>,
+}
+
+/// Outputs in chunks of at most [`CHUNK`] elements: a reader that outputs a lot in one call
+/// (a Parquet row group) hands on batches of a size the allocator recycles, not one buffer
+/// that grows by copying and is mapped afresh each time.
+pub struct Chunks<O>(Vec<Vec<WindowedValue<O>>>);
+
+/// The most elements in one output batch of a splittable DoFn.
+pub const CHUNK: usize = 8192;
+
+impl<O> Chunks<O> {
+    fn push(&mut self, wv: WindowedValue<O>) {
+        match self.0.last_mut() {
+            Some(last) if last.len() < CHUNK => last.push(wv),
+            _ => {
+                let mut next = Vec::with_capacity(CHUNK);
+                next.push(wv);
+                self.0.push(next);
+            }
+        }
+    }
 }
 
 impl<O: Element> SdfContext<'_, O> {
@@ -478,6 +503,7 @@ impl<O: Element> SdfContext<'_, O> {
     /// Outputs `value` at the element's timestamp, in its window.
     pub fn output(&mut self, value: O) {
         self.estimator.observe_output(self.timestamp);
+        self.emitted.set(self.emitted.get() + 1);
         self.out.push(WindowedValue { value, timestamp: self.timestamp, window: self.window, pane: self.pane });
     }
     /// Outputs `value` at `timestamp`, in the element's window. Fails if `timestamp` is
@@ -485,6 +511,7 @@ impl<O: Element> SdfContext<'_, O> {
     pub fn output_with_timestamp(&mut self, value: O, timestamp: Timestamp) -> UserResult {
         crate::do_fn::check_output_timestamp(timestamp, self.timestamp, self.skew)?;
         self.estimator.observe_output(timestamp);
+        self.emitted.set(self.emitted.get() + 1);
         self.out.push(WindowedValue { value, timestamp, window: self.window, pane: self.pane });
         Ok(())
     }
@@ -587,7 +614,8 @@ pub trait ErasedSplittable: Send {
     /// Processes the restrictions due at `now`, claiming at most about `budget` positions in
     /// all (a restriction that reaches it is checkpointed, its residual due at once); appends
     /// the output to `out` and returns the number of restrictions processed.
-    fn run(&mut self, now: Timestamp, budget: usize, out: &mut Batch) -> Result<usize, UserError>;
+    /// Output goes to `out`, in batches of at most [`CHUNK`] elements.
+    fn run(&mut self, now: Timestamp, budget: usize, out: &mut Vec<Batch>) -> Result<usize, UserError>;
     /// The minimum watermark estimate of the pending restrictions.
     fn hold(&self) -> Option<Timestamp>;
     /// When the earliest pending restriction is due.
@@ -655,12 +683,13 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
         mut w: Work<F>,
         now: Timestamp,
         budget: &mut usize,
-        out: &mut Vec<WindowedValue<F::Out>>,
+        out: &mut Chunks<F::Out>,
     ) -> UserResult {
         let mut tracker = self.fn_.new_tracker(&w.element, w.restriction.clone());
         let mut residuals = Vec::new();
         w.estimator.observe_time(now);
         let skew = self.fn_.allowed_timestamp_skew_millis();
+        let emitted = std::cell::Cell::new(0);
         let (continuation, claimed) = {
             let mut claims = Claims {
                 tracker: &mut tracker,
@@ -669,6 +698,7 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
                 checkpointed: false,
                 random: self.random.as_mut(),
                 residuals: &mut residuals,
+                emitted: &emitted,
             };
             let mut ctx = SdfContext {
                 timestamp: w.timestamp,
@@ -678,11 +708,12 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
                 now,
                 estimator: &mut w.estimator,
                 out,
+                emitted: &emitted,
             };
             let c = self.fn_.process(&w.element, &mut claims, &mut ctx)?;
             (c, claims.claimed)
         };
-        *budget = budget.saturating_sub(claimed.max(1));
+        *budget = budget.saturating_sub(claimed.max(emitted.get()).max(1));
         // Residuals are due at once (the earliest time there is), or after the delay asked for.
         let resume_at = match continuation {
             ProcessContinuation::Stop => MIN_TIMESTAMP,
@@ -743,7 +774,7 @@ pub fn process_restriction<F: SplittableDoFn>(
         resume_at: MIN_TIMESTAMP,
         id: 0,
     });
-    let mut out = Vec::new();
+    let mut out = Chunks(Vec::new());
     while let Some(w) = kernel.pending.pop_front() {
         let mut left = budget.max(1);
         kernel.process_one(w, MIN_TIMESTAMP, &mut left, &mut out)?;
@@ -752,7 +783,7 @@ pub fn process_restriction<F: SplittableDoFn>(
         }
     }
     kernel.fn_.teardown()?;
-    Ok(out.into_iter().map(|wv| (wv.value, wv.timestamp)).collect())
+    Ok(out.0.into_iter().flatten().map(|wv| (wv.value, wv.timestamp)).collect())
 }
 
 impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
@@ -778,8 +809,8 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
             Ok::<(), UserError>(())
         })
     }
-    fn run(&mut self, now: Timestamp, budget: usize, out: &mut Batch) -> Result<usize, UserError> {
-        let rows = crate::kernel::rows_mut::<F::Out>(out).ok_or("internal error: output buffer of the wrong type")?;
+    fn run(&mut self, now: Timestamp, budget: usize, out: &mut Vec<Batch>) -> Result<usize, UserError> {
+        let mut rows = Chunks(Vec::new());
         let mut budget = budget.max(1);
         let mut ran = 0;
         // Each restriction queued before this call is looked at once, in queue order: the due
@@ -792,7 +823,9 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
                 continue;
             }
             ran += 1;
-            self.process_one(w, now, &mut budget, rows)?;
+            let processed = self.process_one(w, now, &mut budget, &mut rows);
+            out.extend(std::mem::take(&mut rows.0).into_iter().map(Batch::new));
+            processed?;
         }
         Ok(ran)
     }

@@ -166,7 +166,7 @@ conformance! {
     }
 }
 
-/// A format read in splits of 256 bytes, so every file is many restrictions.
+/// A format read in splits of 256 units, so every file is many restrictions.
 #[derive(Clone)]
 struct SmallSplits<F>(F);
 
@@ -175,8 +175,12 @@ impl<F: weir_sdk::io::read_files::FileFormat> weir_sdk::io::read_files::FileForm
     fn name(&self) -> &'static str {
         self.0.name()
     }
-    fn split_size(&self, _: &weir_sdk::io::file_io::FileMetadata) -> i64 {
-        256
+    fn initial_splits(
+        &self,
+        _: &weir_sdk::io::file_io::FileMetadata,
+        whole: weir_sdk::splittable::OffsetRange,
+    ) -> UserResult<Vec<weir_sdk::splittable::OffsetRange>> {
+        Ok(whole.split(256))
     }
     fn read(
         &mut self,

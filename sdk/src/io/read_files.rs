@@ -5,7 +5,7 @@
 //! row groups for Parquet) and reads the records that start in a range of them, claiming each
 //! record's first unit before it outputs it. [`ReadFiles`] turns a format into a splittable DoFn
 //! over [`FileMetadata`]: each file's restriction is `[0, units)`, split up front into parts of
-//! [`FileFormat::split_size`] units, so one large file is read by every worker; the runners
+//! [`FileFormat::initial_splits`], so one large file is read by every worker; the runners
 //! checkpoint and split it further as they do any restriction. A file added to a watched
 //! directory (see [`crate::io::file_io`]) is read the same way.
 //!
@@ -69,9 +69,11 @@ pub trait FileFormat: Clone + Send + Sync + 'static {
     fn units(&self, file: &FileMetadata) -> UserResult<i64> {
         Ok(file.size_bytes as i64)
     }
-    /// How many units of `file` an initial split holds (64 MiB of bytes by default).
-    fn split_size(&self, _file: &FileMetadata) -> i64 {
-        64 << 20
+    /// The parts `whole`, all of `file`'s units, is split into before reading, each read
+    /// independently, by any worker (parts of 64 MiB of bytes by default; Parquet's are its row
+    /// groups).
+    fn initial_splits(&self, _file: &FileMetadata, whole: OffsetRange) -> UserResult<Vec<OffsetRange>> {
+        Ok(whole.split(64 << 20))
     }
     /// Reads the records of `file` that start in the tracker's range, claiming each one's first
     /// unit before emitting it, until a claim fails or the range's records are read.
@@ -152,7 +154,7 @@ impl<F: FileFormat> SplittableDoFn for ReadFn<F> {
         Ok(OffsetRange::new(0, self.format.units(file)?))
     }
     fn split_restriction(&self, file: &FileMetadata, r: OffsetRange) -> UserResult<Vec<OffsetRange>> {
-        Ok(r.split(self.format.split_size(file)))
+        self.format.initial_splits(file, r)
     }
     fn new_tracker(&self, _: &FileMetadata, r: OffsetRange) -> OffsetRangeTracker {
         OffsetRangeTracker::new(r)
