@@ -26,6 +26,8 @@ pub use weir_sdk::*;
 
 #[cfg(feature = "sinks")]
 pub use weir_metrics_sinks as sinks;
+#[cfg(feature = "parquet")]
+pub use weir_parquet as parquet;
 #[cfg(feature = "direct")]
 pub use weir_runner_direct as direct;
 #[cfg(feature = "microbatch")]
