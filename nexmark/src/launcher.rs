@@ -23,7 +23,7 @@ use crate::sources::{export_events, BoundedEventSource, OnMalformed, ReadEventsF
 use crate::{Event, NexmarkConfig, QueryName, Suite};
 use weir_sdk::io::bad_records::BadRecords;
 use weir_sdk::io::file_io::{Continuously, EmptyMatchTreatment, FileIO, Termination};
-use weir_sdk::io::read_files::{FileFormat, ReadFiles};
+use weir_sdk::io::read_files::{CleanSource, FileFormat, ReadFiles};
 
 /// The launcher's own flags; every pipeline option (`--runner`, `--parallelism`,
 /// `--checkpoint-dir`, `--trigger-interval-ms`, the metrics-sink flags...) is accepted too, and
@@ -84,6 +84,11 @@ struct Args {
     /// How often --events-dir looks for new files, ms.
     #[arg(long = "events-dir-poll-ms", value_name = "MS", default_value_t = 1000)]
     events_dir_poll_ms: u64,
+    /// What --events-dir does with a file once it is read and the read committed (Spark's
+    /// cleanSource): `off`, `delete`, or `archive=DIR` (moved under DIR, keeping its path).
+    /// Not on the timely runner.
+    #[arg(long = "events-dir-clean", value_name = "WHAT", default_value = "off", requires = "events_dir")]
+    events_dir_clean: CleanSource,
     /// What to do with lines of an events file that are not events: `skip` (a warning per line
     /// and a count in the summary), `fail`, or `dead-letter=FILE` (skip, and keep the lines
     /// verbatim in FILE).
@@ -441,7 +446,7 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         let termination = if available_now { Termination::after_iterations(1) } else { Termination::never() };
         let watch = Continuously::new(Duration::from_millis(args.events_dir_poll_ms), termination).hold_watermark(true);
         let files = p.apply("EventFiles", FileIO::match_pattern(dir.clone()).watching(watch));
-        files.apply("Events", read_event_files(&args.on_malformed))
+        files.apply("Events", read_event_files(&args.on_malformed).clean_source(args.events_dir_clean.clone()))
     } else if let Some(file) = args.events_file.as_ref().filter(|f| json_lines(f)) {
         p.apply("Events", ReadEventsFile::from(file.clone()).on_malformed(args.on_malformed.clone()))
     } else if let Some(pattern) = args.events_glob.as_ref().filter(|f| json_lines(f)) {

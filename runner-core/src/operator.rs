@@ -48,6 +48,10 @@ pub trait Operator: Send {
         }
         Ok(outputs)
     }
+    /// The runner has durably committed everything the operator output so far (its batch,
+    /// round or epoch): work that waited for that may run (a splittable DoFn's
+    /// `after_commit` callbacks). Errors are the operator's to report.
+    fn on_committed(&mut self) {}
     /// Moves the input watermark and processing time, firing what they release.
     fn advance(&mut self, _input_watermark: Timestamp, _ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         Ok(Vec::new())

@@ -124,6 +124,14 @@ impl Operator for SplittableOperator {
         self.work.hold()
     }
 
+    /// The `after_commit` callbacks: a failure (an archive that cannot be written) is logged
+    /// with the step, and the pipeline goes on, as Beam's bundle finalization does.
+    fn on_committed(&mut self) {
+        for e in self.work.finalize() {
+            tracing::warn!(step = %self.step, "after a commit: {e}");
+        }
+    }
+
     fn next_processing_timer(&self) -> Option<Timestamp> {
         self.work.next_due()
     }

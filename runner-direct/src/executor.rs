@@ -133,6 +133,8 @@ impl<'a> Executor<'a> {
                 progressed |= self.run_node(i)?;
             }
             self.commit_sinks()?;
+            // The round is committed: what waited for that runs (bundle finalization).
+            self.nodes.iter_mut().filter_map(|n| n.op.as_mut()).for_each(|op| op.on_committed());
             self.round += 1;
             if self.nodes.iter().all(|s| s.wm.is_done() && s.pending.is_empty() && s.side_pending.is_empty()) {
                 return Ok(());

@@ -445,7 +445,11 @@ pub struct SdfContext<'a, O> {
     estimator: &'a mut WatermarkEstimator,
     out: &'a mut Chunks<O>,
     emitted: &'a std::cell::Cell<usize>,
+    finalizers: &'a mut Vec<Finalizer>,
 }
+
+/// Work to do once the output of a call is committed (see [`SdfContext::after_commit`]).
+pub type Finalizer = Box<dyn FnOnce() -> UserResult + Send>;
 
 /// Outputs in chunks of at most [`CHUNK`] elements: a reader that outputs a lot in one call
 /// (a Parquet row group) hands on batches of a size the allocator recycles, not one buffer
@@ -499,6 +503,16 @@ impl<O: Element> SdfContext<'_, O> {
             }
             other => Err(format!("set_watermark needs a manual watermark estimator, not {other:?}").into()),
         }
+    }
+    /// Runs `callback` once the runner has durably committed what this call output and no
+    /// restriction of the same element is pending any more (Beam's
+    /// `BundleFinalizer.afterBundleCommit`, waiting for the element's other parts): to
+    /// acknowledge a message, or archive a file once it is all read. A call whose batch fails
+    /// is retried, and its callbacks are dropped with it. It is best effort: a crash between the
+    /// commit and the callback loses the callback. A DoFn that uses it says so with
+    /// [`SplittableDoFn::finalizes_bundles`].
+    pub fn after_commit(&mut self, callback: impl FnOnce() -> UserResult + Send + 'static) {
+        self.finalizers.push(Box::new(callback));
     }
     /// Outputs `value` at the element's timestamp, in its window.
     pub fn output(&mut self, value: O) {
@@ -562,6 +576,11 @@ pub trait SplittableDoFn: Clone + Send + 'static {
     /// How far before the element's timestamp `output_with_timestamp` may go, ms.
     fn allowed_timestamp_skew_millis(&self) -> i64 {
         0
+    }
+    /// Whether `process` registers callbacks with [`SdfContext::after_commit`]: a runner that
+    /// cannot call them after its commits refuses the pipeline when it translates it.
+    fn finalizes_bundles(&self) -> bool {
+        false
     }
     /// Called once per instance before any element.
     fn setup(&mut self) -> UserResult {
@@ -636,6 +655,9 @@ pub trait ErasedSplittable: Send {
     /// bounded ones are processed to their end, as bounded sources are read to theirs.
     /// Returns how many were dropped.
     fn truncate_for_drain(&mut self) -> usize;
+    /// Runs the callbacks the calls since the last commit registered (the runner has committed
+    /// their output); returns their errors.
+    fn finalize(&mut self) -> Vec<UserError>;
 }
 
 /// Makes fresh [`ErasedSplittable`]s (one per partition).
@@ -649,6 +671,8 @@ pub struct SplittablePayload {
     pub factory: SplittableFactory,
     /// The DoFn's type, for plans.
     pub fn_name: &'static str,
+    /// Whether the DoFn registers callbacks to run after commits.
+    pub finalizes_bundles: bool,
 }
 
 struct Work<F: SplittableDoFn> {
@@ -668,6 +692,11 @@ struct SplittableKernel<F: SplittableDoFn> {
     pending: std::collections::VecDeque<Work<F>>,
     next_id: u64,
     random: Option<rand::rngs::SmallRng>,
+    /// Callbacks of the calls since the last commit, with their element encoded.
+    finalizers: Vec<(Vec<u8>, Finalizer)>,
+    /// Callbacks committed, each waiting for its element's other restrictions (the element
+    /// encoded).
+    waiting: Vec<(Vec<u8>, Finalizer)>,
 }
 
 impl<F: SplittableDoFn> SplittableKernel<F> {
@@ -690,6 +719,7 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
         w.estimator.observe_time(now);
         let skew = self.fn_.allowed_timestamp_skew_millis();
         let emitted = std::cell::Cell::new(0);
+        let mut registered = Vec::new();
         let (continuation, claimed) = {
             let mut claims = Claims {
                 tracker: &mut tracker,
@@ -709,6 +739,7 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
                 estimator: &mut w.estimator,
                 out,
                 emitted: &emitted,
+                finalizers: &mut registered,
             };
             let c = self.fn_.process(&w.element, &mut claims, &mut ctx)?;
             (c, claims.claimed)
@@ -731,6 +762,10 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
         tracker.check_done().map_err(|e| -> UserError {
             format!("the restriction tracker is not done after process returned {continuation:?}: {e}").into()
         })?;
+        if !registered.is_empty() {
+            let element = crate::coders::encode_to_vec(&ElementCoder::<F::In>::new(), &w.element)?;
+            self.finalizers.extend(registered.into_iter().map(|f| (element.clone(), f)));
+        }
         w.estimator.observe_time(now);
         // Residuals go before the rest of the queue's later work, in the order split off
         // (each a later part than the one before it).
@@ -761,7 +796,14 @@ pub fn process_restriction<F: SplittableDoFn>(
     restriction: F::Restriction,
     budget: usize,
 ) -> UserResult<Vec<(F::Out, Timestamp)>> {
-    let mut kernel = SplittableKernel::<F> { fn_, pending: Default::default(), next_id: 0, random: None };
+    let mut kernel = SplittableKernel::<F> {
+        fn_,
+        pending: Default::default(),
+        next_id: 0,
+        random: None,
+        finalizers: Vec::new(),
+        waiting: Vec::new(),
+    };
     kernel.fn_.setup()?;
     let estimator = kernel.fn_.initial_watermark_estimator(&element, MIN_TIMESTAMP);
     kernel.push(Work {
@@ -781,6 +823,10 @@ pub fn process_restriction<F: SplittableDoFn>(
         for w in &mut kernel.pending {
             w.resume_at = MIN_TIMESTAMP;
         }
+    }
+    // Nothing to commit here: the callbacks run as if the outputs had been.
+    if let Some(e) = kernel.finalize().into_iter().next() {
+        return Err(e);
     }
     kernel.fn_.teardown()?;
     Ok(out.0.into_iter().flatten().map(|wv| (wv.value, wv.timestamp)).collect())
@@ -875,6 +921,8 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
         let coder = ElementCoder::<WorkRecord<F::In, F::Restriction>>::new();
         entries.sort_by_key(|(id, _)| *id);
         self.pending.clear();
+        // A rollback: what the calls since the commit registered is undone with them.
+        self.finalizers.clear();
         self.next_id = 0;
         for (id, bytes) in entries {
             let r = coder.decode_outer(&bytes)?;
@@ -894,6 +942,20 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
     }
     fn split_randomly(&mut self, seed: u64) {
         self.random = Some(rand::rngs::SmallRng::seed_from_u64(seed));
+    }
+    fn finalize(&mut self) -> Vec<UserError> {
+        let committed = std::mem::take(&mut self.finalizers);
+        self.waiting.extend(committed);
+        if self.waiting.is_empty() {
+            return Vec::new();
+        }
+        let coder = ElementCoder::<F::In>::new();
+        let pending: std::collections::HashSet<Vec<u8>> =
+            self.pending.iter().filter_map(|w| crate::coders::encode_to_vec(&coder, &w.element).ok()).collect();
+        let (ready, wait): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.waiting).into_iter().partition(|(e, _)| !pending.contains(e));
+        self.waiting = wait;
+        ready.into_iter().filter_map(|(_, f)| f().err()).collect()
     }
     fn truncate_for_drain(&mut self) -> usize {
         let before = self.pending.len();
@@ -933,15 +995,26 @@ impl<F: SplittableDoFn> PTransform<PCollection<ElementAndRestriction<F::In, F::R
     fn expand(self, input: PCollection<ElementAndRestriction<F::In, F::Restriction>>) -> PCollection<F::Out> {
         let p = input.pipeline().clone();
         let unbounded = self.0.unbounded_per_element();
+        let finalizes_bundles = self.0.finalizes_bundles();
         let proto = Mutex::new(self.0);
         let factory: SplittableFactory = Arc::new(move || {
             let fn_ = proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            Box::new(SplittableKernel::<F> { fn_, pending: Default::default(), next_id: 0, random: None })
-                as Box<dyn ErasedSplittable>
+            Box::new(SplittableKernel::<F> {
+                fn_,
+                pending: Default::default(),
+                next_id: 0,
+                random: None,
+                finalizers: Vec::new(),
+                waiting: Vec::new(),
+            }) as Box<dyn ErasedSplittable>
         });
         let node = p.make_primitive(
             crate::urns::SPLITTABLE_PROCESS,
-            Payload::Primitive(Arc::new(SplittablePayload { factory, fn_name: std::any::type_name::<F>() })),
+            Payload::Primitive(Arc::new(SplittablePayload {
+                factory,
+                fn_name: std::any::type_name::<F>(),
+                finalizes_bundles,
+            })),
         );
         let b = if unbounded { Boundedness::Unbounded } else { output_boundedness(&p, &[input.id()]) };
         p.new_output::<F::Out>(node, "out", b, input.windowing_strategy())

@@ -191,3 +191,39 @@ impl<F: weir_sdk::io::read_files::FileFormat> weir_sdk::io::read_files::FileForm
         self.0.read(file, tracker, out)
     }
 }
+
+mod cleaning {
+    use super::*;
+    use weir_sdk::io::file_io::{Continuously, Termination};
+    use weir_sdk::io::read_files::CleanSource;
+
+    conformance! {
+        fn files_read_and_committed_are_archived_or_refused(p) {
+            let dir = tempfile::tempdir().unwrap();
+            let (input, archive) = (dir.path().join("in"), dir.path().join("archive"));
+            std::fs::create_dir_all(&input).unwrap();
+            let all = trips(900);
+            for (i, chunk) in all.chunks(300).enumerate() {
+                write_csv(&input.join(format!("t{i}.csv")), chunk);
+            }
+            let watch = Continuously::new(std::time::Duration::from_millis(20), Termination::after_iterations(1));
+            let read = p
+                .apply("Watch", FileIO::match_pattern(pattern(&input, "*.csv")).watching(watch))
+                .apply("Read", ReadFiles::of(CsvFormat::<Trip>::new()).clean_source(CleanSource::Archive(archive.clone())));
+            assert_that(&read).contains_in_any_order(all);
+            if p.options().runner == "timely" {
+                let err = p.try_run().expect_err("the timely runner refuses work after commits").to_string();
+                assert!(err.contains("Read/ReadRanges/ProcessRestrictions") && err.contains("timely"), "{err}");
+                assert_eq!(std::fs::read_dir(&input).unwrap().count(), 3, "nothing was cleaned");
+                return;
+            }
+            p.run();
+            // Every file was read, committed, then moved under the archive with its path.
+            assert_eq!(std::fs::read_dir(&input).unwrap().count(), 0);
+            for i in 0..3 {
+                let moved = archive.join(input.strip_prefix("/").unwrap()).join(format!("t{i}.csv"));
+                assert!(moved.is_file(), "{} archived", moved.display());
+            }
+        }
+    }
+}

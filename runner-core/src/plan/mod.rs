@@ -81,6 +81,9 @@ pub struct PhysicalNode {
     pub element_wise: bool,
     /// Whether the node keeps state per key (reported among the state operators).
     pub stateful: bool,
+    /// Whether the node has work to run once the runner has committed its output
+    /// ([`crate::operator::Operator::on_committed`]); a runner that cannot call it refuses it.
+    pub after_commit: bool,
 }
 
 impl PhysicalNode {

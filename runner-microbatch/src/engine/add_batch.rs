@@ -73,7 +73,11 @@ impl Engine {
                 self.metrics.record(Some(step), c, commit_result.is_ok());
             }
             match commit_result {
-                Ok(commit_ms) => break Added { stats, sink_rows, add_ms, commit_ms },
+                Ok(commit_ms) => {
+                    // The batch is durable: what waited for that runs (bundle finalization).
+                    self.nodes.iter_mut().flat_map(|n| n.ops.iter_mut()).for_each(|op| op.on_committed());
+                    break Added { stats, sink_rows, add_ms, commit_ms };
+                }
                 Err(e) if !matches!(e, Error::Cancelled) && attempt < self.mb.max_batch_retries => {
                     attempt += 1;
                     tracing::warn!(batch = self.batch_id, attempt, error = %e, "batch failed; retrying from the last commit");

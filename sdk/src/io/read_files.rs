@@ -88,18 +88,82 @@ pub trait FileFormat: Clone + Send + Sync + 'static {
 /// A record's event time.
 pub type TimestampFn<O> = dyn Fn(&O) -> Timestamp + Send + Sync;
 
+/// What happens to a file once it has been read to its end and the runner has committed what
+/// was read (Spark's `cleanSource`): nothing, deleted, or moved under an archive directory
+/// (keeping its path: `/in/a.csv` goes to `ARCHIVE/in/a.csv`). Cleaning is best effort, as
+/// Spark's is: a failure is logged and the pipeline goes on; a crash between the commit and the
+/// cleaning leaves the file where it was, and a continuous match does not read it again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CleanSource {
+    /// Leave files as they are.
+    #[default]
+    Off,
+    /// Delete each file.
+    Delete,
+    /// Move each file under this directory.
+    Archive(std::path::PathBuf),
+}
+
+impl std::str::FromStr for CleanSource {
+    type Err = String;
+    /// `off`, `delete` or `archive=DIR`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(CleanSource::Off),
+            "delete" => Ok(CleanSource::Delete),
+            _ => match s.strip_prefix("archive=") {
+                Some(dir) if !dir.is_empty() => Ok(CleanSource::Archive(dir.into())),
+                _ => Err(format!("'{s}' is not one of off, delete, archive=DIR")),
+            },
+        }
+    }
+}
+
+impl CleanSource {
+    /// Cleans `path` (gone already is fine: a replay may clean twice).
+    pub fn clean(&self, path: &str) -> UserResult {
+        let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+        match self {
+            CleanSource::Off => Ok(()),
+            CleanSource::Delete => match std::fs::remove_file(path) {
+                Err(e) if !gone(&e) => Err(format!("cannot delete the read file {path}: {e}").into()),
+                _ => Ok(()),
+            },
+            CleanSource::Archive(dir) => {
+                let to = dir.join(std::path::Path::new(path).strip_prefix("/").unwrap_or(std::path::Path::new(path)));
+                let err = |e: std::io::Error| format!("cannot archive the read file {path} to {}: {e}", to.display());
+                if let Some(parent) = to.parent() {
+                    std::fs::create_dir_all(parent).map_err(err)?;
+                }
+                match std::fs::rename(path, &to) {
+                    Err(e) if gone(&e) => Ok(()),
+                    // Another file system: copied, then removed.
+                    Err(_) => {
+                        std::fs::copy(path, &to).map_err(err)?;
+                        std::fs::remove_file(path).map_err(err)?;
+                        Ok(())
+                    }
+                    Ok(()) => Ok(()),
+                }
+            }
+        }
+    }
+}
+
 /// Reads every file of its input with a [`FileFormat`], in splits, as a splittable DoFn.
 pub struct ReadFiles<F: FileFormat> {
     format: F,
     timestamps: Option<Arc<TimestampFn<F::Out>>>,
     bad: BadRecords,
+    clean: CleanSource,
 }
 
 impl<F: FileFormat> ReadFiles<F> {
     /// Reads with `format`; records come at their file's timestamp, and bad ones are skipped.
     pub fn of(format: F) -> Self {
         let what = format!("{} record", format.name());
-        ReadFiles { format, timestamps: None, bad: BadRecords::new(BadRecordPolicy::Skip, &what, "io", "badRecords") }
+        let bad = BadRecords::new(BadRecordPolicy::Skip, &what, "io", "badRecords");
+        ReadFiles { format, timestamps: None, bad, clean: CleanSource::Off }
     }
     /// Stamps each record with the event time `f` gives it (Beam's `WithTimestamps`, with an
     /// unlimited skew: a record may be older than the file it came in). The read's watermark
@@ -123,8 +187,21 @@ impl<F: FileFormat> ReadFiles<F> {
         range: OffsetRange,
         budget: usize,
     ) -> UserResult<Vec<(F::Out, Timestamp)>> {
-        let read = ReadFn { format: self.format.clone(), timestamps: self.timestamps.clone(), bad: self.bad.clone() };
+        let read = ReadFn {
+            format: self.format.clone(),
+            timestamps: self.timestamps.clone(),
+            bad: self.bad.clone(),
+            clean: self.clean.clone(),
+        };
         crate::splittable::process_restriction(read, file, range, budget)
+    }
+    /// Deletes or archives each file once it is read and the read committed (see
+    /// [`CleanSource`]). Each file is then read by one restriction (its parts in order), so that
+    /// the one that reads its end knows the whole file is read. Runners that cannot run work
+    /// after their commits refuse it when they translate the pipeline.
+    pub fn clean_source(mut self, clean: CleanSource) -> Self {
+        self.clean = clean;
+        self
     }
     /// Handles bad records as `bad` says (its own counter and messages).
     pub fn with_bad_record_handler(mut self, bad: BadRecords) -> Self {
@@ -137,11 +214,17 @@ struct ReadFn<F: FileFormat> {
     format: F,
     timestamps: Option<Arc<TimestampFn<F::Out>>>,
     bad: BadRecords,
+    clean: CleanSource,
 }
 
 impl<F: FileFormat> Clone for ReadFn<F> {
     fn clone(&self) -> Self {
-        ReadFn { format: self.format.clone(), timestamps: self.timestamps.clone(), bad: self.bad.clone() }
+        ReadFn {
+            format: self.format.clone(),
+            timestamps: self.timestamps.clone(),
+            bad: self.bad.clone(),
+            clean: self.clean.clone(),
+        }
     }
 }
 
@@ -154,7 +237,13 @@ impl<F: FileFormat> SplittableDoFn for ReadFn<F> {
         Ok(OffsetRange::new(0, self.format.units(file)?))
     }
     fn split_restriction(&self, file: &FileMetadata, r: OffsetRange) -> UserResult<Vec<OffsetRange>> {
+        if self.clean != CleanSource::Off {
+            return Ok(vec![r]);
+        }
         self.format.initial_splits(file, r)
+    }
+    fn finalizes_bundles(&self) -> bool {
+        self.clean != CleanSource::Off
     }
     fn new_tracker(&self, _: &FileMetadata, r: OffsetRange) -> OffsetRangeTracker {
         OffsetRangeTracker::new(r)
@@ -177,12 +266,21 @@ impl<F: FileFormat> SplittableDoFn for ReadFn<F> {
         ctx: &mut SdfContext<'_, F::Out>,
     ) -> UserResult<ProcessContinuation> {
         let mut read = 0;
-        let mut out = Records { ctx, timestamps: self.timestamps.as_deref(), bad: &self.bad, read: &mut read };
+        let mut out =
+            Records { ctx: &mut *ctx, timestamps: self.timestamps.as_deref(), bad: &self.bad, read: &mut read };
         self.format.read(file, tracker, &mut out)?;
         // A range read to its end claims one past it, so the tracker knows it is done.
         let end = tracker.current_restriction().to;
         if tracker.tracker().last_attempted().is_none_or(|a| a < end) {
             tracker.try_claim(end);
+        }
+        // Every part of the file asks for the cleaning; it runs once the read is committed and
+        // no part of the file is left (all of a file's parts are in one queue: a file being
+        // cleaned is one restriction, split only by the runner).
+        let end = tracker.current_restriction().to;
+        if self.clean != CleanSource::Off && tracker.tracker().last_attempted().is_some_and(|a| a >= end) {
+            let (clean, path) = (self.clean.clone(), file.path.clone());
+            ctx.after_commit(move || clean.clean(&path));
         }
         Ok(ProcessContinuation::stop())
     }
@@ -191,7 +289,7 @@ impl<F: FileFormat> SplittableDoFn for ReadFn<F> {
 impl<F: FileFormat> PTransform<PCollection<FileMetadata>> for ReadFiles<F> {
     type Output = PCollection<F::Out>;
     fn expand(self, files: PCollection<FileMetadata>) -> PCollection<F::Out> {
-        let read = ReadFn { format: self.format, timestamps: self.timestamps, bad: self.bad };
+        let read = ReadFn { format: self.format, timestamps: self.timestamps, bad: self.bad, clean: self.clean };
         files.apply("ReadRanges", SplittableParDo::of(read))
     }
 }
@@ -222,6 +320,11 @@ impl<F: FileFormat> ReadPattern<F> {
     /// See [`ReadFiles::with_bad_records`].
     pub fn with_bad_records(mut self, policy: BadRecordPolicy) -> Self {
         self.read = self.read.with_bad_records(policy);
+        self
+    }
+    /// See [`ReadFiles::clean_source`].
+    pub fn clean_source(mut self, clean: CleanSource) -> Self {
+        self.read = self.read.clean_source(clean);
         self
     }
 }

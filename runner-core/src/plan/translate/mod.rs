@@ -78,6 +78,7 @@ impl PhysicalNode {
             native: node.is_composite.then(|| node.urn.to_string()),
             element_wise: false,
             stateful: false,
+            after_commit: false,
         }
     }
 
@@ -102,6 +103,12 @@ impl PhysicalNode {
     /// Marks the node as keeping state per key.
     pub fn stateful(mut self) -> Self {
         self.stateful = true;
+        self
+    }
+
+    /// Marks the node as having work to run after the runner commits its output.
+    pub fn after_commit(mut self, yes: bool) -> Self {
+        self.after_commit = yes;
         self
     }
 }

@@ -24,7 +24,12 @@ impl Translator<PlanBuilder> for SplittableTranslator {
             Box::new(SplittableOperator::new(&step, &payload, g.pcollection(output).ops.clone())) as Box<dyn Operator>
         });
         let description = format!("SplittableParDo[{}]", short_type_name(p.fn_name));
-        b.push(PhysicalNode::of(node, Role::Transform(factory), "splittable-pardo", description).stateful());
+        let finalizes = p.finalizes_bundles;
+        b.push(
+            PhysicalNode::of(node, Role::Transform(factory), "splittable-pardo", description)
+                .stateful()
+                .after_commit(finalizes),
+        );
         Ok(())
     }
 }
