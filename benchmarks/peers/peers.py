@@ -36,7 +36,8 @@ bid far in the future that every query filters out: they only move the watermark
 windows.
 
 `--format csv|parquet` has every engine's batch read DuckDB's CSV or Parquet table of the export
-instead; Spark's streaming cells still read the JSON lines. `--queries ingest` times reading the
+instead (`--table-by weir`: the launcher's own `--export-events` file); Spark's streaming cells
+still read the JSON lines. `--queries ingest` times reading the
 file alone: Weir's `--generator-only` (every event read and counted), DuckDB's load into a table.
 
 Usage:
@@ -276,7 +277,10 @@ def main():
     ap.add_argument("--work", default=None, help="scratch directory (default: a temporary one)")
     ap.add_argument("--json", default=None, help="also write the measurements here")
     ap.add_argument("--format", default="jsonl", choices=["jsonl", "csv", "parquet"],
-                    help="the file every engine reads: the JSON-lines export, or DuckDB's CSV or Parquet of it")
+                    help="the file every engine reads: the JSON-lines export, or a CSV or Parquet table of it")
+    ap.add_argument("--table-by", default="duckdb", choices=["duckdb", "weir"],
+                    help="who writes the CSV or Parquet table: DuckDB from the JSON lines, or the launcher's "
+                         "--export-events")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     args.nexmark = args.nexmark or os.path.join(root, "target", "release", "nexmark")
@@ -295,11 +299,15 @@ def main():
                        check=True, stdout=subprocess.DEVNULL)
     args.input = args.events
     if args.format != "jsonl":
-        # DuckDB's own table of the export: what a user would have, made by another tool.
-        import duckdb
-        args.input = os.path.join(work, f"events.{args.format}")
-        options = "FORMAT parquet" if args.format == "parquet" else "HEADER"
-        duckdb.sql(f"COPY (SELECT * FROM read_json_auto('{args.events}')) TO '{args.input}' ({options})")
+        args.input = os.path.join(work, f"events-{args.table_by}.{args.format}")
+        if args.table_by == "weir":
+            subprocess.run([args.nexmark, "--export-events", args.input, "--num-events", str(args.num_events)],
+                           check=True, stdout=subprocess.DEVNULL)
+        else:
+            # DuckDB's own table of the export: what a user would have, made by another tool.
+            import duckdb
+            options = "FORMAT parquet" if args.format == "parquet" else "HEADER"
+            duckdb.sql(f"COPY (SELECT * FROM read_json_auto('{args.events}')) TO '{args.input}' ({options})")
     size_mb = os.path.getsize(args.input) / 1e6
     print(f"events: {args.input} ({size_mb:.0f} MB); cores: {args.cores}; rounds: {args.rounds}", flush=True)
 

@@ -457,7 +457,7 @@ pub type Finalizer = Box<dyn FnOnce() -> UserResult + Send>;
 pub struct Chunks<O>(Vec<Vec<WindowedValue<O>>>);
 
 /// The most elements in one output batch of a splittable DoFn.
-pub const CHUNK: usize = 8192;
+pub const CHUNK: usize = 2048;
 
 impl<O> Chunks<O> {
     fn push(&mut self, wv: WindowedValue<O>) {
