@@ -106,6 +106,19 @@ struct Args {
     /// Compare results with the model and fail on a mismatch.
     #[arg(long)]
     check: bool,
+    /// Also write the run's report to FILE: one self-contained HTML page (no network) with the
+    /// summary, a chart of events/s per query, each configuration's runner, mode, runtime,
+    /// events/s, results and --check verdict, and with --baseline-file the changes. With
+    /// --report-history, the history's page instead, and nothing is run.
+    #[arg(long, value_name = "FILE.html")]
+    report: Option<PathBuf>,
+    /// Percent by which a query's runtime may exceed its baseline's before the report marks it.
+    #[arg(long = "report-threshold", value_name = "PCT", default_value_t = 10.0)]
+    report_threshold: f64,
+    /// Perf files (--perf-file) of earlier runs, oldest first: --report draws the runtime and
+    /// the result count of every query across them, as line charts.
+    #[arg(long = "report-history", value_name = "PERF_FILE", num_args = 1.., requires = "report")]
+    report_history: Vec<PathBuf>,
     /// Generate and count events only, no query: the ceiling for this workload.
     #[arg(long = "generator-only")]
     generator_only: bool,
@@ -197,6 +210,7 @@ struct Run {
     conf: String,
     perf: Option<NexmarkPerf>,
     note: Option<String>,
+    check: Option<crate::report::Verdict>,
 }
 
 /// Splits `--field-name VALUE` configuration overrides from the other arguments.
@@ -408,6 +422,8 @@ fn progress_bar(total: Option<u64>, name: &str) -> indicatif::ProgressBar {
 struct Outcome {
     perf: NexmarkPerf,
     interrupted: Option<i32>,
+    /// Whether the query had a model to check against (with `--check`).
+    modelled: bool,
 }
 
 /// Reads events files of any of the three formats, stamped with their `dateTime`, with bad
@@ -464,6 +480,7 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     } else {
         p.apply("Events", Read::from(BoundedEventSource::new(config)))
     };
+    let mut modelled = false;
     match target {
         Target::GeneratorOnly => {
             queries::monitor_events(target.name(), &events);
@@ -484,6 +501,7 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
                 if model.is_none() {
                     eprintln!("{}: no model to check against; --check skipped", query.name());
                 }
+                modelled = model.is_some();
                 model
             } else {
                 None
@@ -632,7 +650,7 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         mode: if args.streaming { "streaming" } else { "batch" }.to_string(),
         parallelism: options.get::<weir::microbatch::MicroBatchOptions>().parallelism,
     };
-    Ok(Outcome { perf, interrupted })
+    Ok(Outcome { perf, interrupted, modelled })
 }
 
 fn short_string(config: &NexmarkConfig, target: Target) -> String {
@@ -737,6 +755,27 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         }
     }
 
+    if !args.report_history.is_empty() {
+        let mut files = Vec::new();
+        for f in &args.report_history {
+            let text = std::fs::read_to_string(f)
+                .map_err(|e| Failure::Usage(format!("--report-history {}: {e}", f.display())))?;
+            let mut perfs = Vec::new();
+            for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                perfs.push(serde_json::from_str::<NexmarkPerf>(line).map_err(|e| {
+                    Failure::Usage(format!("--report-history {} line {}: not a perf record: {e}", f.display(), i + 1))
+                })?);
+            }
+            files.push((f.display().to_string(), perfs));
+        }
+        let html = crate::report::history_report(&files);
+        let path = args.report.as_ref().ok_or_else(|| Failure::Usage("--report-history needs --report FILE".into()))?;
+        weir_sdk::io::atomic::write_atomic(path, html.as_bytes())
+            .map_err(|e| Failure::Runtime(format!("--report {}: {e}", path.display())))?;
+        println!("history of {} runs written to {}", files.len(), path.display());
+        return Ok(0);
+    }
+
     if let Some(path) = &args.export_events {
         let config = apply_overrides(&NexmarkConfig::default(), &overrides)?;
         config.validate().map_err(|e| e.to_string())?;
@@ -779,12 +818,22 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     for (config, target) in &confs {
         let conf = short_string(config, *target);
         if signals::drained() {
-            runs.push(Run { conf, perf: None, note: Some("not run: the run was drained (SIGUSR1)".into()) });
+            runs.push(Run {
+                conf,
+                perf: None,
+                note: Some("not run: the run was drained (SIGUSR1)".into()),
+                check: None,
+            });
             continue;
         }
         if let Some(sig) = interrupted.or_else(|| Interrupt::get().received()) {
             interrupted = Some(sig);
-            runs.push(Run { conf, perf: None, note: Some(format!("not run: stopped by {}", signals::name(sig))) });
+            runs.push(Run {
+                conf,
+                perf: None,
+                note: Some(format!("not run: stopped by {}", signals::name(sig))),
+                check: None,
+            });
             continue;
         }
         eprintln!("running {conf} ({}, {})", args.pipeline.runner, if args.streaming { "streaming" } else { "batch" });
@@ -802,11 +851,18 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
                         .map_err(|e| Failure::Runtime(format!("--perf-file {}: {e}", file.display())))?;
                 }
                 interrupted = interrupted.or(outcome.interrupted);
-                runs.push(Run { conf, perf: Some(perf), note: None });
+                use crate::report::Verdict;
+                let check = match (args.check, outcome.modelled, perf.errors.is_empty()) {
+                    (false, ..) => None,
+                    (true, false, _) => Some(Verdict::NoModel),
+                    (true, true, true) => Some(Verdict::Passed),
+                    (true, true, false) => Some(Verdict::Failed),
+                };
+                runs.push(Run { conf, perf: Some(perf), note: None, check });
             }
             Err(e) => {
                 failed = true;
-                runs.push(Run { conf, perf: None, note: Some(format!("error: {e}")) });
+                runs.push(Run { conf, perf: None, note: Some(format!("error: {e}")), check: None });
             }
         }
     }
@@ -871,6 +927,26 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         for (i, e) in errors {
             println!("  {i:04}  {e}");
         }
+    }
+    if let Some(path) = &args.report {
+        let rows: Vec<crate::report::ReportRow> = runs
+            .iter()
+            .map(|r| crate::report::ReportRow {
+                conf: r.conf.clone(),
+                perf: r.perf.clone(),
+                note: r.note.clone(),
+                check: r.check,
+            })
+            .collect();
+        let html = crate::report::run_report(
+            &weir_sdk::time::iso8601(started),
+            &rows,
+            baseline.as_ref(),
+            args.report_threshold,
+        );
+        weir_sdk::io::atomic::write_atomic(path, html.as_bytes())
+            .map_err(|e| Failure::Runtime(format!("--report {}: {e}", path.display())))?;
+        eprintln!("report written to {}", path.display());
     }
     Ok(match interrupted {
         Some(sig) => 128 + sig,

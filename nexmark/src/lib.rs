@@ -15,6 +15,7 @@ pub mod launcher;
 pub mod model;
 pub mod models;
 pub mod queries;
+pub mod report;
 mod signals;
 pub mod sources;
 
