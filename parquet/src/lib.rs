@@ -20,8 +20,8 @@
 //! ```
 //!
 //! **Writing.** [`ParquetSinkFormat`] renders a sink's batch of typed elements as one Parquet
-//! file, with the schema traced from the type; [`ParquetIO::write`] is the exactly-once file
-//! sink with it.
+//! file, with the schema traced from the type; [`ParquetIO::write`] is the SDK's exactly-once
+//! file sink with it.
 
 use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
@@ -30,6 +30,7 @@ use serde::de::DeserializeOwned;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use weir_sdk::io::file_io::FileMetadata;
+use weir_sdk::io::file_sink::WriteFiles;
 use weir_sdk::io::read_files::{FileFormat, ReadPattern, Records};
 use weir_sdk::splittable::{Claims, OffsetRange, OffsetRangeTracker};
 use weir_sdk::{Element, UserResult};
@@ -38,7 +39,7 @@ mod batch;
 mod write;
 
 pub use batch::ArrowBatch;
-pub use write::{ParquetSinkFormat, ParquetWrite};
+pub use write::ParquetSinkFormat;
 
 /// Entry points: `ParquetIO::read::<Row>("in/*.parquet")`, `ParquetIO::write::<Row>("out/")`.
 pub struct ParquetIO;
@@ -52,9 +53,10 @@ impl ParquetIO {
     pub fn read_batches(pattern: impl Into<String>) -> ReadPattern<ParquetBatches> {
         ReadPattern::new(pattern, ParquetBatches::new())
     }
-    /// Writes elements of `T` as Parquet files under `dir`, exactly once.
-    pub fn write<T: Element>(dir: impl Into<String>) -> ParquetWrite<T> {
-        ParquetWrite::to(dir)
+    /// Writes elements of `T` as Parquet files under `dir`, exactly once: the SDK's file sink
+    /// with [`ParquetSinkFormat`] (`.windowed(true)` for a file per window, `.overwrite(true)`).
+    pub fn write<T: Element>(dir: impl Into<String>) -> WriteFiles<T> {
+        WriteFiles::to(dir, ParquetSinkFormat::<T>::new())
     }
 }
 

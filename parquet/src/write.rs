@@ -6,8 +6,8 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use serde_arrow::schema::{SchemaLike, TracingOptions};
 use std::marker::PhantomData;
-use weir_sdk::io::file_sink::{RowFormat, WriteFiles};
-use weir_sdk::{Element, PCollection, PDone, PTransform, UserError};
+use weir_sdk::io::file_sink::RowFormat;
+use weir_sdk::{Element, UserError};
 
 /// Renders elements of `T` as a Parquet file (Snappy-compressed), with the columns of `T`'s
 /// fields: the schema is traced from the type, or, for types serde cannot trace without
@@ -52,40 +52,5 @@ impl<T: Element> RowFormat<T> for ParquetSinkFormat<T> {
         w.write(&batch).map_err(|e| e.to_string())?;
         w.close().map_err(|e| e.to_string())?;
         Ok(out)
-    }
-}
-
-/// Writes elements of `T` as Parquet files under a directory, exactly once (the SDK's file
-/// sink with [`ParquetSinkFormat`]): per batch and partition, a file, or one per window.
-pub struct ParquetWrite<T> {
-    dir: String,
-    overwrite: bool,
-    windowed: bool,
-    _t: PhantomData<fn(T)>,
-}
-
-impl<T: Element> ParquetWrite<T> {
-    /// Files go under `dir` (created if needed), which must be empty or this sink's own.
-    pub fn to(dir: impl Into<String>) -> Self {
-        ParquetWrite { dir: dir.into(), overwrite: false, windowed: false, _t: PhantomData }
-    }
-    /// Removes whatever `dir` holds when the run starts, instead of refusing it.
-    pub fn overwrite(mut self, overwrite: bool) -> Self {
-        self.overwrite = overwrite;
-        self
-    }
-    /// Each window's elements go to files of their own, named after the window.
-    pub fn windowed(mut self, windowed: bool) -> Self {
-        self.windowed = windowed;
-        self
-    }
-}
-
-impl<T: Element> PTransform<PCollection<T>> for ParquetWrite<T> {
-    type Output = PDone;
-    fn expand(self, input: PCollection<T>) -> PDone {
-        let write =
-            WriteFiles::to(self.dir, ParquetSinkFormat::<T>::new()).overwrite(self.overwrite).windowed(self.windowed);
-        input.apply("WriteFiles", write)
     }
 }

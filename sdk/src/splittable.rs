@@ -700,6 +700,17 @@ struct SplittableKernel<F: SplittableDoFn> {
 }
 
 impl<F: SplittableDoFn> SplittableKernel<F> {
+    fn new(fn_: F) -> Self {
+        SplittableKernel {
+            fn_,
+            pending: Default::default(),
+            next_id: 0,
+            random: None,
+            finalizers: Vec::new(),
+            waiting: Vec::new(),
+        }
+    }
+
     fn push(&mut self, mut w: Work<F>) {
         w.id = self.next_id;
         self.next_id += 1;
@@ -796,14 +807,7 @@ pub fn process_restriction<F: SplittableDoFn>(
     restriction: F::Restriction,
     budget: usize,
 ) -> UserResult<Vec<(F::Out, Timestamp)>> {
-    let mut kernel = SplittableKernel::<F> {
-        fn_,
-        pending: Default::default(),
-        next_id: 0,
-        random: None,
-        finalizers: Vec::new(),
-        waiting: Vec::new(),
-    };
+    let mut kernel = SplittableKernel::<F>::new(fn_);
     kernel.fn_.setup()?;
     let estimator = kernel.fn_.initial_watermark_estimator(&element, MIN_TIMESTAMP);
     kernel.push(Work {
@@ -999,14 +1003,7 @@ impl<F: SplittableDoFn> PTransform<PCollection<ElementAndRestriction<F::In, F::R
         let proto = Mutex::new(self.0);
         let factory: SplittableFactory = Arc::new(move || {
             let fn_ = proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            Box::new(SplittableKernel::<F> {
-                fn_,
-                pending: Default::default(),
-                next_id: 0,
-                random: None,
-                finalizers: Vec::new(),
-                waiting: Vec::new(),
-            }) as Box<dyn ErasedSplittable>
+            Box::new(SplittableKernel::<F>::new(fn_)) as Box<dyn ErasedSplittable>
         });
         let node = p.make_primitive(
             crate::urns::SPLITTABLE_PROCESS,
