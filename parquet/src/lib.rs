@@ -137,55 +137,21 @@ impl RowGroups {
     }
 }
 
-/// Parquet files as rows of `T`, matched to columns by name (see the crate documentation).
-pub struct ParquetFormat<T> {
-    groups: RowGroups,
-    _t: PhantomData<fn() -> T>,
+/// What a Parquet reader makes of the record batches it decodes.
+pub trait ParquetRows: Send + Sync + 'static {
+    /// What comes out.
+    type Out: Element;
+    /// Hands on the records of `batch`, read from row group `rg` of `path`.
+    fn emit(path: &str, rg: i64, batch: RecordBatch, out: &mut Records<'_, '_, Self::Out>) -> UserResult;
 }
 
-impl<T> Clone for ParquetFormat<T> {
-    fn clone(&self) -> Self {
-        ParquetFormat { groups: self.groups.clone(), _t: PhantomData }
-    }
-}
+/// Rows of `T`, matched to columns by name through serde; rows that do not fit are bad records.
+pub struct Rows<T>(PhantomData<fn() -> T>);
 
-impl<T: Element> Default for ParquetFormat<T> {
-    fn default() -> Self {
-        ParquetFormat { groups: RowGroups::default(), _t: PhantomData }
-    }
-}
-
-impl<T: Element> ParquetFormat<T> {
-    /// Every column.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Reads only these columns (the fields `T` has); a column the file lacks is an error.
-    pub fn columns<S: Into<String>>(mut self, columns: impl IntoIterator<Item = S>) -> Self {
-        self.groups.columns = Some(columns.into_iter().map(Into::into).collect());
-        self
-    }
-}
-
-impl<T: Element + DeserializeOwned> FileFormat for ParquetFormat<T> {
+impl<T: Element + DeserializeOwned> ParquetRows for Rows<T> {
     type Out = T;
-    fn name(&self) -> &'static str {
-        "Parquet"
-    }
-    fn units(&self, file: &FileMetadata) -> UserResult<i64> {
-        self.groups.count(file)
-    }
-    fn initial_splits(&self, _: &FileMetadata, whole: OffsetRange) -> UserResult<Vec<OffsetRange>> {
-        Ok(whole.split(1))
-    }
-    fn read(
-        &mut self,
-        file: &FileMetadata,
-        tracker: &mut Claims<'_, OffsetRangeTracker>,
-        out: &mut Records<'_, '_, T>,
-    ) -> UserResult {
-        let path = file.path.clone();
-        self.groups.read(file, tracker, |batch, rg| match serde_arrow::from_record_batch::<Vec<T>>(&batch) {
+    fn emit(path: &str, rg: i64, batch: RecordBatch, out: &mut Records<'_, '_, T>) -> UserResult {
+        match serde_arrow::from_record_batch::<Vec<T>>(&batch) {
             Ok(rows) => rows.into_iter().try_for_each(|r| out.emit(r)),
             // Row by row, to set the ones that do not fit aside and keep the others.
             Err(_) => (0..batch.num_rows()).try_for_each(|i| {
@@ -198,17 +164,45 @@ impl<T: Element + DeserializeOwned> FileFormat for ParquetFormat<T> {
                     }
                 }
             }),
-        })
+        }
     }
 }
 
-/// Parquet files as Arrow record batches of up to 8192 rows (see the crate documentation).
-#[derive(Clone, Default)]
-pub struct ParquetBatches {
-    groups: RowGroups,
+/// The record batches themselves, as [`ArrowBatch`] elements.
+pub struct Batches;
+
+impl ParquetRows for Batches {
+    type Out = ArrowBatch;
+    fn emit(_: &str, _: i64, batch: RecordBatch, out: &mut Records<'_, '_, ArrowBatch>) -> UserResult {
+        out.emit(ArrowBatch(Arc::new(batch)))
+    }
 }
 
-impl ParquetBatches {
+/// Parquet files read by row group, their records made by `R` (see the crate documentation).
+pub struct Parquet<R> {
+    groups: RowGroups,
+    _r: PhantomData<fn() -> R>,
+}
+
+/// Parquet files as rows of `T`, matched to columns by name.
+pub type ParquetFormat<T> = Parquet<Rows<T>>;
+
+/// Parquet files as Arrow record batches of up to 8192 rows (see [`Parquet::batch_size`]).
+pub type ParquetBatches = Parquet<Batches>;
+
+impl<R> Clone for Parquet<R> {
+    fn clone(&self) -> Self {
+        Parquet { groups: self.groups.clone(), _r: PhantomData }
+    }
+}
+
+impl<R: ParquetRows> Default for Parquet<R> {
+    fn default() -> Self {
+        Parquet { groups: RowGroups::default(), _r: PhantomData }
+    }
+}
+
+impl<R: ParquetRows> Parquet<R> {
     /// Every column, batches of 8192 rows.
     pub fn new() -> Self {
         Self::default()
@@ -218,15 +212,15 @@ impl ParquetBatches {
         self.groups.columns = Some(columns.into_iter().map(Into::into).collect());
         self
     }
-    /// Batches of at most `rows` rows.
+    /// Decodes batches of at most `rows` rows.
     pub fn batch_size(mut self, rows: usize) -> Self {
         self.groups.batch_size = Some(rows.max(1));
         self
     }
 }
 
-impl FileFormat for ParquetBatches {
-    type Out = ArrowBatch;
+impl<R: ParquetRows> FileFormat for Parquet<R> {
+    type Out = R::Out;
     fn name(&self) -> &'static str {
         "Parquet"
     }
@@ -240,8 +234,9 @@ impl FileFormat for ParquetBatches {
         &mut self,
         file: &FileMetadata,
         tracker: &mut Claims<'_, OffsetRangeTracker>,
-        out: &mut Records<'_, '_, ArrowBatch>,
+        out: &mut Records<'_, '_, R::Out>,
     ) -> UserResult {
-        self.groups.read(file, tracker, |batch, _| out.emit(ArrowBatch(Arc::new(batch))))
+        let path = file.path.clone();
+        self.groups.read(file, tracker, |batch, rg| R::emit(&path, rg, batch, out))
     }
 }
