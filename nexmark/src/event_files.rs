@@ -195,7 +195,7 @@ fn read_csv(path: &str, tracker: &mut Claims<'_, OffsetRangeTracker>, out: &mut 
     CsvOptions::default().read_records(path, tracker, |header, record, offset| {
         let at = at.get_or_insert_with(|| positions(header.iter().map(|h| std::str::from_utf8(h).unwrap_or(""))));
         let place = || format!("{path}, byte {offset}");
-        let raw = || record.iter().collect::<Vec<_>>().join(&b","[..]);
+        let raw = || weir_sdk::io::read_files::record_text(record, b',');
         let mut row = Row::default();
         let mut bad = None;
         for (c, pos) in at.iter().enumerate() {

@@ -129,17 +129,24 @@ pub struct FileSinkPayload {
 impl FileSinkPayload {
     /// The name of the file of batch `batch_id`, partition `part`, and window `window`.
     pub fn file_name(&self, batch_id: u64, part: usize, window: Option<&Window>) -> String {
-        let ext = self.format.extension();
-        let base = format!("batch-{batch_id:010}-part-{part:05}.{ext}");
+        self.name("batch", batch_id, part, window)
+    }
+    /// The metadata log entry of a commit of `batch_id` by the writer whose first partition is
+    /// `first`.
+    pub fn log_entry(&self, batch_id: u64, first: usize) -> std::path::PathBuf {
+        self.entry("batch", batch_id, first)
+    }
+    /// A file of `unit` `id` (a batch, or a bundle of a runner that runs the expansion).
+    fn name(&self, unit: &str, id: u64, part: usize, window: Option<&Window>) -> String {
+        let base = format!("{unit}-{id:010}-part-{part:05}.{}", self.format.extension());
         match window.and_then(Window::interval) {
             Some(w) => format!("{}-{}-{base}", crate::time::iso8601(w.start), crate::time::iso8601(w.end)),
             None => base,
         }
     }
-    /// The metadata log entry of a commit of `batch_id` by the writer whose first partition is
-    /// `first`.
-    pub fn log_entry(&self, batch_id: u64, first: usize) -> std::path::PathBuf {
-        std::path::Path::new(&self.dir).join(METADATA_DIR).join(format!("batch-{batch_id:010}-part-{first:05}.json"))
+    /// The log entry of `unit` `id`, written by the writer whose first partition is `first`.
+    fn entry(&self, unit: &str, id: u64, first: usize) -> std::path::PathBuf {
+        std::path::Path::new(&self.dir).join(METADATA_DIR).join(format!("{unit}-{id:010}-part-{first:05}.json"))
     }
 }
 
@@ -267,12 +274,11 @@ impl<T: Element> crate::DoFn for WriteBundleFn<T> {
         let dir = std::path::Path::new(&self.payload.dir);
         let mut names = Vec::new();
         for (window, bytes) in self.payload.format.render(vec![batch], self.payload.windowed)? {
-            let name = self.payload.file_name(bundle, 0, window.as_ref()).replacen("batch-", "bundle-", 1);
+            let name = self.payload.name("bundle", bundle, 0, window.as_ref());
             crate::io::atomic::write_atomic(&dir.join(&name), &bytes)?;
             names.push(name);
         }
-        let entry = self.payload.log_entry(bundle, 0);
-        let entry = entry.with_file_name(format!("bundle-{bundle:010}.json"));
+        let entry = self.payload.entry("bundle", bundle, 0);
         if let Some(log) = entry.parent() {
             std::fs::create_dir_all(log).map_err(|e| format!("{}: {e}", log.display()))?;
         }

@@ -18,7 +18,7 @@ use crate::coders::Element;
 use crate::error::UserResult;
 use crate::io::bad_records::{BadRecordPolicy, BadRecords};
 use crate::io::file_io::{EmptyMatchTreatment, FileIO, FileMetadata};
-use crate::io::text::TextSource;
+use crate::io::text::{open_at_line, TextSource};
 use crate::pipeline::{PBegin, PCollection, PTransform};
 use crate::splittable::{
     Claims, OffsetRange, OffsetRangeTracker, ProcessContinuation, SdfContext, SplittableDoFn, SplittableParDo,
@@ -35,13 +35,11 @@ pub struct Records<'a, 'b, O> {
     ctx: &'a mut SdfContext<'b, O>,
     timestamps: Option<&'a TimestampFn<O>>,
     bad: &'a BadRecords,
-    read: &'a mut u64,
 }
 
 impl<O: Element> Records<'_, '_, O> {
     /// Outputs a record, at the time the read's timestamp function gives it, or at the file's.
     pub fn emit(&mut self, record: O) -> UserResult {
-        *self.read += 1;
         match self.timestamps {
             Some(f) => {
                 let ts = f(&record);
@@ -265,9 +263,7 @@ impl<F: FileFormat> SplittableDoFn for ReadFn<F> {
         tracker: &mut Claims<'_, OffsetRangeTracker>,
         ctx: &mut SdfContext<'_, F::Out>,
     ) -> UserResult<ProcessContinuation> {
-        let mut read = 0;
-        let mut out =
-            Records { ctx: &mut *ctx, timestamps: self.timestamps.as_deref(), bad: &self.bad, read: &mut read };
+        let mut out = Records { ctx: &mut *ctx, timestamps: self.timestamps.as_deref(), bad: &self.bad };
         self.format.read(file, tracker, &mut out)?;
         // A range read to its end claims one past it, so the tracker knows it is done.
         let end = tracker.current_restriction().to;
@@ -479,7 +475,7 @@ impl CsvOptions {
     ) -> UserResult {
         let err = |e: csv::Error| format!("{path}: {e}");
         // The header is the file's first record, whatever range this is.
-        let (head, _) = open_at_line(path, 0)?;
+        let (head, _) = open_at_line(std::path::Path::new(path), 0)?;
         let mut header = csv::ByteRecord::new();
         if !self.builder().from_reader(head).read_byte_record(&mut header).map_err(err)? {
             return Ok(());
@@ -489,7 +485,7 @@ impl CsvOptions {
             return Ok(());
         }
         let from = if self.multi_line { 0 } else { range.from.max(0) as u64 };
-        let (reader, base) = open_at_line(path, from)?;
+        let (reader, base) = open_at_line(std::path::Path::new(path), from)?;
         let mut records = self.builder().from_reader(reader);
         let mut record = csv::ByteRecord::new();
         loop {
@@ -563,22 +559,6 @@ impl<T: Element> CsvFormat<T> {
     }
 }
 
-/// Opens `path` at the first line starting at or after `from`: the reader and that line's
-/// offset.
-fn open_at_line(path: &str, from: u64) -> UserResult<(std::io::BufReader<std::fs::File>, u64)> {
-    use std::io::{BufRead, Seek, SeekFrom};
-    let err = |e: std::io::Error| format!("{path}: {e}");
-    let mut f = std::fs::File::open(path).map_err(err)?;
-    if from == 0 {
-        return Ok((std::io::BufReader::with_capacity(256 * 1024, f), 0));
-    }
-    f.seek(SeekFrom::Start(from - 1)).map_err(err)?;
-    let mut r = std::io::BufReader::with_capacity(256 * 1024, f);
-    let mut skipped = Vec::new();
-    let n = r.read_until(b'\n', &mut skipped).map_err(err)?;
-    Ok((r, from - 1 + n as u64))
-}
-
 impl<T: Element + DeserializeOwned> FileFormat for CsvFormat<T> {
     type Out = T;
     fn name(&self) -> &'static str {
@@ -603,8 +583,8 @@ impl<T: Element + DeserializeOwned> FileFormat for CsvFormat<T> {
     }
 }
 
-/// A record's fields joined again, for a message or a dead-letter file.
-fn record_text(record: &csv::ByteRecord, delimiter: u8) -> Vec<u8> {
+/// A record's fields joined again by `delimiter`, for a message or a dead-letter file.
+pub fn record_text(record: &csv::ByteRecord, delimiter: u8) -> Vec<u8> {
     let mut raw = Vec::new();
     for (i, f) in record.iter().enumerate() {
         if i > 0 {

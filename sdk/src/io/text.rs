@@ -154,20 +154,6 @@ pub struct LineReader {
 }
 
 impl LineReader {
-    fn open(path: &Path, start: u64) -> UserResult<(BufReader<File>, u64)> {
-        let mut f = File::open(path).map_err(|e| io_err(path, e))?;
-        if start == 0 {
-            return Ok((BufReader::with_capacity(256 * 1024, f), 0));
-        }
-        // A line starting before `start` belongs to the previous range: skip to the first line
-        // that starts at or after `start`.
-        f.seek(SeekFrom::Start(start - 1)).map_err(|e| io_err(path, e))?;
-        let mut r = BufReader::with_capacity(256 * 1024, f);
-        let mut skipped = Vec::new();
-        let n = r.read_until(b'\n', &mut skipped).map_err(|e| io_err(path, e))?;
-        Ok((r, start - 1 + n as u64))
-    }
-
     /// Reads the next line into `line` (cleared first, without its `\n` or `\r\n`). Returns the
     /// file and the byte offset the line starts at, or `None` at the end.
     pub fn next_line(&mut self, line: &mut Vec<u8>) -> UserResult<Option<(&Path, u64)>> {
@@ -200,7 +186,7 @@ impl LineReader {
         loop {
             if self.current.is_none() {
                 let Some((path, start, end)) = self.ranges.pop_front() else { return Ok(None) };
-                let (reader, pos) = Self::open(&path, start)?;
+                let (reader, pos) = open_at_line(&path, start)?;
                 self.current = Some((path, reader, pos, end));
             }
             let Some((path, reader, pos, end)) = self.current.as_mut() else { continue };
@@ -235,6 +221,20 @@ impl LineReader {
             return Ok(self.current.as_ref().map(|(p, ..)| (result, p.as_path(), at)));
         }
     }
+}
+
+/// Opens `path` at the first line that starts at or after byte `start` (a line starting before
+/// it belongs to the range before): the reader and that line's offset.
+pub fn open_at_line(path: &Path, start: u64) -> UserResult<(BufReader<File>, u64)> {
+    let mut f = File::open(path).map_err(|e| io_err(path, e))?;
+    if start == 0 {
+        return Ok((BufReader::with_capacity(256 * 1024, f), 0));
+    }
+    f.seek(SeekFrom::Start(start - 1)).map_err(|e| io_err(path, e))?;
+    let mut r = BufReader::with_capacity(256 * 1024, f);
+    let mut skipped = Vec::new();
+    let n = r.read_until(b'\n', &mut skipped).map_err(|e| io_err(path, e))?;
+    Ok((r, start - 1 + n as u64))
 }
 
 /// `BufRead::read_until(b'\n')`, with the vectorised `memchr` crate's search (std's is a
