@@ -75,6 +75,19 @@ impl BoundedReader for BoundedEventReader {
     fn remaining(&self) -> Option<u64> {
         Some((self.generator.config().max_events - self.generator.events_so_far()).max(0) as u64)
     }
+
+    /// The generator resumes `n` events on at once: every event follows from its number.
+    fn skip(&mut self, n: u64) -> UserResult<u64> {
+        let n = n.min(self.remaining().unwrap_or(0));
+        let config = self.generator.config().clone();
+        let so_far = self.generator.events_so_far() + n as i64;
+        let base = self.generator.wallclock_base_time();
+        self.generator = Generator::resume(config, so_far);
+        if let Some(base) = base {
+            self.generator.set_wallclock_base_time(base);
+        }
+        Ok(n)
+    }
 }
 
 /// Beam's `UnboundedEventSource`: the generator as an unbounded source with a watermark

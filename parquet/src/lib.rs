@@ -19,6 +19,8 @@
 //! let trips: PCollection<Trip> = p.apply("Read", ParquetIO::read::<Trip>("trips/*.parquet"));
 //! ```
 //!
+//! [`CsvBatches`] reads CSV files as record batches too, of a schema the user gives.
+//!
 //! **Writing.** [`ParquetSinkFormat`] renders a sink's batch of typed elements as one Parquet
 //! file, with the schema traced from the type; [`ParquetIO::write`] is the SDK's exactly-once
 //! file sink with it.
@@ -36,9 +38,11 @@ use weir_sdk::splittable::{Claims, OffsetRange, OffsetRangeTracker};
 use weir_sdk::{Element, UserResult};
 
 mod batch;
+mod csv;
 mod write;
 
 pub use batch::ArrowBatch;
+pub use csv::CsvBatches;
 pub use write::ParquetSinkFormat;
 
 /// Entry points: `ParquetIO::read::<Row>("in/*.parquet")`, `ParquetIO::write::<Row>("out/")`.

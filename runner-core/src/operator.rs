@@ -84,6 +84,11 @@ pub trait Operator: Send {
     /// Splits work at random points from now on, seeded (the direct runner's check that
     /// splittable DoFns' restriction trackers split honestly). Other operators ignore it.
     fn split_randomly(&mut self, _seed: u64) {}
+    /// Claims at most `per_call` positions per call from now on (a runner's batch size, such
+    /// as `--max-batch-size`, shared among partitions): the splittable DoFn of a Read's
+    /// expansion checkpoints the rest for the next batch, as a native read would stop there.
+    /// Other operators ignore it.
+    fn limit_claims(&mut self, _per_call: usize) {}
     /// The operator's state as encoded entries (entry key, value), for checkpoints: one per key
     /// and window, plus an entry with the empty key for operator-wide data. Empty for stateless
     /// operators. State stores diff entries between batches to write deltas.

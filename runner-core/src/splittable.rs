@@ -20,7 +20,8 @@ use weir_sdk::splittable::{ErasedSplittable, SplittablePayload};
 use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result};
 
-/// The most positions one call claims over all its restrictions before checkpointing them.
+/// The most positions one call claims over all its restrictions before checkpointing them
+/// (less when the runner says so: [`Operator::limit_claims`]).
 pub const BUDGET: usize = 1 << 16;
 
 /// One partition of a splittable DoFn's processing step.
@@ -32,6 +33,11 @@ pub struct SplittableOperator {
     torn_down: bool,
     /// Whether the open-ended restrictions were dropped for a drain.
     truncated: bool,
+    /// The most positions one call claims.
+    budget: usize,
+    /// Whether this is a Read's expansion, which reads per batch what a native read would
+    /// ([`Operator::limit_claims`]).
+    reads_a_source: bool,
 }
 
 impl SplittableOperator {
@@ -44,7 +50,15 @@ impl SplittableOperator {
             set_up: false,
             torn_down: false,
             truncated: false,
+            budget: BUDGET,
+            reads_a_source: false,
         }
+    }
+
+    /// An operator that reads a legacy source for a Read: the runner's batch size bounds it.
+    pub fn reading_a_source(mut self, yes: bool) -> Self {
+        self.reads_a_source = yes;
+        self
     }
 
     fn set_up(&mut self) -> Result<()> {
@@ -69,7 +83,7 @@ impl SplittableOperator {
         let mut out = Vec::new();
         let _scope = scoped_container(ctx.metrics.clone());
         let work = &mut self.work;
-        guarded(&self.step, "process", || work.run(ctx.processing_time, BUDGET, &mut out))?;
+        guarded(&self.step, "process", || work.run(ctx.processing_time, self.budget, &mut out))?;
         Ok(out)
     }
 
@@ -147,6 +161,15 @@ impl Operator for SplittableOperator {
 
     fn split_randomly(&mut self, seed: u64) {
         self.work.split_randomly(seed);
+    }
+
+    /// Only a Read's expansion takes the limit: it reads what the native read of its source
+    /// would per batch. At least two, so a call may always claim its work and then the end of
+    /// its restriction, or it could be checkpointed before every end.
+    fn limit_claims(&mut self, per_call: usize) {
+        if self.reads_a_source {
+            self.budget = per_call.clamp(2, BUDGET);
+        }
     }
 
     /// One entry per pending restriction, keyed by its place in the queue.

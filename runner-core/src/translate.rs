@@ -163,6 +163,8 @@ mod tests {
         for urn in weir_sdk::urns::PRIMITIVES {
             r.register(urn, Record);
         }
+        // A native read, as the micro-batch runner has: the Read composite whole.
+        r.register(weir_sdk::urns::READ, Record);
         r
     }
 
@@ -173,7 +175,8 @@ mod tests {
         let mut steps = vec![];
         let report = r.translate(&pipeline().graph(), &mut steps).unwrap();
         assert_eq!(steps, vec!["Create/Read".to_string(), "Sum".to_string()]);
-        assert_eq!(report.native_composites, vec![("Sum".to_string(), weir_sdk::urns::COMBINE_PER_KEY.to_string())]);
+        let natives = [("Create/Read", weir_sdk::urns::READ), ("Sum", weir_sdk::urns::COMBINE_PER_KEY)];
+        assert_eq!(report.native_composites, natives.map(|(n, u)| (n.to_string(), u.to_string())));
     }
 
     #[test]
@@ -183,7 +186,7 @@ mod tests {
         let mut steps = vec![];
         let report = r.translate(&pipeline().graph(), &mut steps).unwrap();
         assert_eq!(steps, vec!["Create/Read", "Sum/GroupByKey", "Sum/Combine.GroupedValues/Combine"]);
-        assert!(report.native_composites.is_empty());
+        assert_eq!(report.native_composites.len(), 1, "only the read");
     }
 
     #[test]

@@ -39,23 +39,31 @@ impl Runner for DirectRunner {
     }
 
     fn run(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<Box<dyn PipelineResult>> {
-        let plan = translate(&graph)?;
+        let plan = translate(&graph, options)?;
         let direct = options.get::<DirectOptions>().into_owned();
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
         Job::spawn("weir-direct", metrics, options, move |job| executor::execute(&graph, &plan, &direct, &job, &m))
     }
 
-    fn explain(&self, graph: &PipelineGraph, _: &PipelineOptions) -> Result<String> {
-        Ok(translate(graph)?.explain(1))
+    fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
+        Ok(translate(graph, options)?.explain(1))
     }
 }
 
 /// The direct runner's translation: primitives, plus Combine.perKey on the combining engine
 /// (not lifted: the reference runner combines every value where it is grouped). Other composites
-/// run as their expansions, so the reference checks them.
-fn translate(graph: &PipelineGraph) -> Result<weir_runner_core::plan::PhysicalPlan> {
+/// run as their expansions, so the reference checks them: a Read runs through its splittable
+/// DoFn, split at random claims.
+fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_runner_core::plan::PhysicalPlan> {
     use weir_runner_core::plan::translate::{translate, Natives, Translation};
+    if options.read_via == Some(weir_sdk::options::ReadVia::Native) {
+        return Err(weir_sdk::Error::Options(
+            "--read-via native: the direct runner has no native read; it reads every source through \
+             splittable DoFns (--read-via splittable)"
+                .into(),
+        ));
+    }
     let natives = Natives::Only(&[weir_sdk::urns::COMBINE_PER_KEY]);
     translate(graph, &Translation { runner: NAME, natives, lift_combines: false })
 }

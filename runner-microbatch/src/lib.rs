@@ -58,14 +58,14 @@ pub struct MicroBatchRunner;
 impl MicroBatchRunner {
     /// Translates and starts `graph`, returning the streaming query handle.
     pub fn start(&self, graph: Arc<PipelineGraph>, options: &PipelineOptions) -> Result<StreamingQuery> {
-        let plan = translate(&graph)?;
+        let plan = translate(&graph, options)?;
         StreamingQuery::start(graph, plan, options.clone())
     }
 
     /// The physical plan `graph` would run with, as text: stages, exchanges, stateful operators
     /// and natively translated composites.
     pub fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
-        Ok(translate(graph)?.explain(options.get::<MicroBatchOptions>().partitions()))
+        Ok(translate(graph, options)?.explain(options.get::<MicroBatchOptions>().partitions()))
     }
 }
 
@@ -83,10 +83,12 @@ impl Runner for MicroBatchRunner {
     }
 }
 
-/// The micro-batch runner's translation: every native composite, combines lifted.
-fn translate(graph: &PipelineGraph) -> Result<weir_runner_core::plan::PhysicalPlan> {
+/// The micro-batch runner's translation: every native composite (Read as `--read-via` asks),
+/// combines lifted.
+fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_runner_core::plan::PhysicalPlan> {
     use weir_runner_core::plan::translate::{translate, Natives, Translation};
-    translate(graph, &Translation { runner: NAME, natives: Natives::All, lift_combines: true })
+    let natives = Natives::all_with_read(options.read_via);
+    translate(graph, &Translation { runner: NAME, natives, lift_combines: true })
 }
 
 /// Registers the micro-batch runner under the name `microbatch`.

@@ -70,4 +70,13 @@ impl MicroBatchOptions {
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
         }
     }
+
+    /// What one partition of a splittable DoFn claims per batch: its share of
+    /// `--max-batch-size`, as sources read theirs (no bound with the once trigger).
+    pub fn claims_per_call(&self) -> usize {
+        match self.trigger {
+            StreamingTrigger::Once => usize::MAX,
+            _ => self.max_batch_size.max(1).div_ceil(self.partitions()).max(1),
+        }
+    }
 }

@@ -73,7 +73,7 @@ impl Runner for TimelyRunner {
     }
 
     fn explain(&self, graph: &PipelineGraph, options: &PipelineOptions) -> Result<String> {
-        Ok(translate(graph)?.explain(options.get::<TimelyOptions>().peers()))
+        Ok(translate(graph, options)?.explain(options.get::<TimelyOptions>().peers()))
     }
 }
 
@@ -98,7 +98,7 @@ impl TimelyRunner {
                 "the timely runner does not retry epochs (--max-batch-retries): a failed epoch fails the job".into(),
             ));
         }
-        let plan = translate(&graph)?;
+        let plan = translate(&graph, options)?;
         let mut fingerprint = handshake::fingerprint(&graph, &plan, options);
         let checkpoint = match &mb.checkpoint_dir {
             None => None,
@@ -233,9 +233,10 @@ impl PipelineResult for TimelyQuery {
 }
 
 /// The timely runner's translation: every native composite, combines lifted.
-fn translate(graph: &PipelineGraph) -> Result<PhysicalPlan> {
+fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<PhysicalPlan> {
     use weir_runner_core::plan::translate::{translate, Natives, Translation};
-    let plan = translate(graph, &Translation { runner: NAME, natives: Natives::All, lift_combines: true })?;
+    let natives = Natives::all_with_read(options.read_via);
+    let plan = translate(graph, &Translation { runner: NAME, natives, lift_combines: true })?;
     // Work after a commit would need every process to learn of the commit record worker 0
     // writes; it is refused rather than run early (which could lose data on a replay).
     if let Some(n) = plan.nodes.iter().find(|n| n.after_commit) {

@@ -199,12 +199,13 @@ impl NodeWorker {
     ) -> Self {
         let node = &process.plan.nodes[i];
         let graph = &process.graph;
+        let claims = process.claims_per_call();
         let (op, chain) = match chain {
             Some(members) => {
                 let nodes = members.iter().map(|&m| &process.plan.nodes[m]);
                 let chain = Chain {
                     members: members.to_vec(),
-                    ops: nodes.clone().filter_map(|n| n.instantiate(graph)).collect(),
+                    ops: nodes.clone().filter_map(|n| n.instantiate_limited(graph, claims)).collect(),
                     wms: members
                         .iter()
                         .map(|&m| {
@@ -222,7 +223,7 @@ impl NodeWorker {
                 };
                 (None, Some(chain))
             }
-            None => (node.instantiate(graph), None),
+            None => (node.instantiate_limited(graph, claims), None),
         };
         let main_ops = node
             .inputs

@@ -290,11 +290,7 @@ fn drive(
     let trigger = process.mb.trigger;
     let interval = Duration::from_millis(process.mb.trigger_interval_ms);
     // Each worker reads its share of the batch size.
-    let max = if trigger == StreamingTrigger::Once {
-        usize::MAX
-    } else {
-        process.mb.max_batch_size.max(1).div_ceil(process.peers).max(1)
-    };
+    let max = process.claims_per_call();
     let start = process.start_epoch();
     let mut epoch = start;
     for (_, h) in inputs.iter_mut() {

@@ -792,6 +792,8 @@ pub trait ErasedBoundedReader: Send {
     fn remaining(&self) -> Option<u64> {
         None
     }
+    /// Skips the next `n` elements ([`crate::io::BoundedReader::skip`]); how many there were.
+    fn skip(&mut self, n: u64) -> Result<u64, UserError>;
 }
 
 /// Assigns windows to a batch (the typed side of WindowInto).

@@ -145,6 +145,18 @@ impl Default for MetricsOptions {
     }
 }
 
+/// How a runner executes a `Read` of a [`crate::io::BoundedSource`] or
+/// [`crate::io::UnboundedSource`] (`--read-via`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadVia {
+    /// The runner's own read of sources, with their offsets in its log (Beam's primitive
+    /// read): the micro-batch and timely runners' default.
+    Native,
+    /// Beam's expansion: an impulse and a splittable DoFn over the source's splits, whose
+    /// residuals are checkpointed with the operator's state. The direct runner's only way.
+    Splittable,
+}
+
 /// The options every pipeline has.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 struct CoreOptions {
@@ -157,6 +169,10 @@ struct CoreOptions {
     /// Print the runner's plan to standard output when the pipeline starts.
     #[arg(long = "explain", default_value_t = false)]
     explain: bool,
+    /// How sources are read: natively or through splittable DoFns (the runner's default
+    /// when not given).
+    #[arg(long = "read-via", value_enum)]
+    read_via: Option<ReadVia>,
     #[command(flatten)]
     metrics: MetricsOptions,
 }
@@ -171,6 +187,8 @@ pub struct PipelineOptions {
     pub job_name: String,
     /// Print the runner's plan to standard output when the pipeline starts.
     pub explain: bool,
+    /// How sources are read; `None`: the runner's default.
+    pub read_via: Option<ReadVia>,
     /// When and where metrics are pushed.
     pub metrics: MetricsOptions,
     groups: Groups,
@@ -182,6 +200,7 @@ impl Default for PipelineOptions {
             runner: "microbatch".into(),
             job_name: "weir-job".into(),
             explain: false,
+            read_via: None,
             metrics: MetricsOptions::default(),
             groups: Groups::default(),
         }
@@ -199,6 +218,7 @@ impl clap::FromArgMatches for PipelineOptions {
             runner: core.runner,
             job_name: core.job_name,
             explain: core.explain,
+            read_via: core.read_via,
             metrics: core.metrics,
             groups,
         })

@@ -181,6 +181,13 @@ impl Pipeline {
         inner.graph.nodes[id].payload = Payload::Composite(payload);
     }
 
+    /// Sets the payload of the composite being expanded, for runners that translate it whole.
+    pub(crate) fn set_scope_payload(&self, payload: Payload) {
+        let mut inner = self.lock();
+        let id = *inner.scope.last().unwrap_or(&0);
+        inner.graph.nodes[id].payload = payload;
+    }
+
     /// Declares side inputs of the transform being expanded (before `make_primitive`).
     pub(crate) fn add_side_inputs(&self, ids: &[PCollectionId]) {
         let mut inner = self.lock();

@@ -2,7 +2,8 @@
 
 /// Impulse: emits one empty byte array in the global window.
 pub const IMPULSE: &str = "beam:transform:impulse:v1";
-/// Read from a bounded or unbounded source.
+/// Read from a bounded or unbounded source (composite: an impulse and a splittable DoFn over
+/// the source's splits; runners with a native read translate it whole).
 pub const READ: &str = "beam:transform:read:v1";
 /// ParDo.
 pub const PAR_DO: &str = "beam:transform:pardo:v1";
@@ -42,5 +43,4 @@ pub const SPLITTABLE_PROCESS: &str = "beam:transform:sdf_process_sized_element_a
 pub const COMPOSITE: &str = "weir:transform:composite:v1";
 
 /// Every primitive URN: a runner must translate each of these or reject the pipeline.
-pub const PRIMITIVES: &[&str] =
-    &[IMPULSE, READ, PAR_DO, GROUP_BY_KEY, FLATTEN, WINDOW_INTO, TEST_STREAM, SPLITTABLE_PROCESS];
+pub const PRIMITIVES: &[&str] = &[IMPULSE, PAR_DO, GROUP_BY_KEY, FLATTEN, WINDOW_INTO, TEST_STREAM, SPLITTABLE_PROCESS];

@@ -115,6 +115,50 @@ conformance! {
         p.run();
     }
 
+    fn csv_files_are_read_as_arrow_batches_of_a_schema(p) {
+        use arrow_array::{Array, Int64Array};
+        use arrow_schema::{DataType, Field, Schema};
+        let dir = tempfile::tempdir().unwrap();
+        let all = trips(2_000);
+        write_csv(&dir.path().join("a.csv"), &all[..1_200]);
+        write_csv(&dir.path().join("b.csv"), &all[1_200..]);
+        // A record whose fare is not a number, and one without an id (not nullable).
+        std::fs::write(dir.path().join("c.csv"), "id,city,fare,note\n5000,Oslo,x,\n,Lima,3,\n5001,\"Pune, \"\"W\"\"\",4,\n").unwrap();
+        let dead = dir.path().join("dead.txt");
+        // The schema's columns in another order than the files', one of them left out.
+        let schema = std::sync::Arc::new(Schema::new(vec![
+            Field::new("fare", DataType::Int64, true),
+            Field::new("id", DataType::Int64, false),
+            Field::new("note", DataType::Utf8, true),
+        ]));
+        let format = weir_parquet::CsvBatches::new(schema).batch_size(100);
+        let batches = p
+            .apply("Match", FileIO::match_pattern(pattern(dir.path(), "*.csv")))
+            .apply("Read", ReadFiles::of(SmallSplits(format)).with_bad_records(BadRecordPolicy::DeadLetter(dead.clone())));
+        // Per batch: rows, the sum of ids and fares, and the null notes.
+        let stats = batches.apply("Stats", Map::new(|b: ArrowBatch| {
+            let b = b.batch();
+            let col = |i: usize| b.column(i).as_any().downcast_ref::<Int64Array>().unwrap().iter().flatten().sum::<i64>();
+            (b.num_rows() as i64, col(1), col(0), b.column(2).null_count() as i64)
+        }));
+        let totals = stats
+            .apply("Keyed", FlatMap::new(|(n, ids, fares, nulls): (i64, i64, i64, i64)| {
+                vec![KV::new("rows".to_string(), n), KV::new("ids".to_string(), ids), KV::new("fares".to_string(), fares), KV::new("nulls".to_string(), nulls)]
+            }))
+            .apply("Sum", Sum::per_key());
+        let want = |f: fn(&Trip) -> i64| all.iter().map(f).sum::<i64>();
+        assert_that(&totals).contains_in_any_order(vec![
+            KV::new("rows".to_string(), 2_001),
+            KV::new("ids".to_string(), want(|t| t.id) + 5001),
+            KV::new("fares".to_string(), want(|t| t.fare) + 4),
+            KV::new("nulls".to_string(), want(|t| i64::from(t.note.is_none())) + 1),
+        ]);
+        p.run();
+        let mut bad: Vec<String> = std::fs::read_to_string(&dead).unwrap().lines().map(String::from).collect();
+        bad.sort();
+        assert_eq!(bad, vec![",Lima,3,".to_string(), "5000,Oslo,x,".to_string()]);
+    }
+
     fn parquet_rows_that_do_not_fit_the_type_follow_the_policy(p) {
         #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
         struct Loose { id: i64, note: Option<String> }

@@ -174,6 +174,38 @@ fn crash_at_every_phase_with_a_splittable_dofn_recovers_exactly_once() {
     }
 }
 
+/// Sources read as Beam's Read expands (`--read-via splittable`): an unbounded source's
+/// checkpoint marks and a bounded source's positions live in the splittable DoFn's residuals,
+/// checkpointed with state, and a crash at any phase resumes them exactly once.
+#[test]
+fn crash_at_every_phase_with_sources_read_through_splittable_dofns_recovers_exactly_once() {
+    let opts = "--state-snapshot-interval 4 --read-via splittable";
+    for source in ["unbounded", "bounded"] {
+        let dir = tempfile::tempdir().unwrap();
+        ok(&child_from(&dir.path().join("cp"), &dir.path().join("out"), None, false, opts, source));
+        assert_eq!(output(&dir.path().join("out")), expected(), "{source}, uninterrupted");
+        for point in ["wal-commit", "add-batch", "state-commit", "sink-commit", "commit-log"] {
+            for batch in [1, 6, 17] {
+                let dir = tempfile::tempdir().unwrap();
+                let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+                let crashed = child_from(&cp, &out, Some(&format!("{point}:{batch}")), false, opts, source);
+                assert!(!crashed.status.success(), "{source} {point}:{batch} did not crash");
+                ok(&child_from(&cp, &out, None, false, opts, source));
+                assert_eq!(output(&out), expected(), "{source}, after a crash at {point} of batch {batch}");
+            }
+        }
+    }
+    // A checkpoint written reading natively is not resumed reading through splittable DoFns.
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    let crashed = child_from(&cp, &out, Some("commit-log:3"), false, "", "unbounded");
+    assert!(!crashed.status.success());
+    let refused = child_from(&cp, &out, None, false, opts, "unbounded");
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("different pipeline") && err.contains("'Read'"), "{err}");
+}
+
 /// A watched directory across crashes: the files seen are part of the checkpoint, so each file
 /// is output once, including those that arrived while the query was down.
 #[test]

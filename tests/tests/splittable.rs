@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 use weir_sdk::io::periodic::{PeriodicSequence, SequenceDefinition};
+use weir_sdk::io::{BoundedReader, BoundedSource};
 use weir_sdk::prelude::*;
 use weir_sdk::splittable::*;
 use weir_sdk::window::Window as W;
@@ -349,4 +350,128 @@ fn the_direct_runner_finds_a_tracker_that_splits_dishonestly() {
         p.apply("N", Create::of(vec![2_000i64])).apply("Positions", SplittableParDo::of(Positions { part: i64::MAX }));
     assert_that(&out.apply("Count", Count::globally())).contains_in_any_order(vec![2_000]);
     p.run();
+}
+
+/// A user's bounded source of the numbers `from..to` (at their own timestamps), whose reader
+/// may or may not say how many it has left.
+#[derive(Clone)]
+struct Range {
+    from: i64,
+    to: i64,
+    counted: bool,
+}
+
+struct RangeReader {
+    next: i64,
+    to: i64,
+    counted: bool,
+}
+
+impl BoundedSource for Range {
+    type Output = i64;
+    type Reader = RangeReader;
+    fn split(&self, size: u64) -> UserResult<Vec<Self>> {
+        let size = (size as i64).max(1);
+        Ok((self.from..self.to)
+            .step_by(size as usize)
+            .map(|f| Range { from: f, to: (f + size).min(self.to), counted: self.counted })
+            .collect())
+    }
+    fn estimated_size_bytes(&self) -> UserResult<u64> {
+        Ok((self.to - self.from) as u64)
+    }
+    fn create_reader(&self) -> UserResult<RangeReader> {
+        Ok(RangeReader { next: self.from, to: self.to, counted: self.counted })
+    }
+}
+
+impl BoundedReader for RangeReader {
+    type Output = i64;
+    fn next(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
+        if self.next >= self.to {
+            return Ok(None);
+        }
+        self.next += 1;
+        Ok(Some((self.next - 1, self.next - 1)))
+    }
+    fn remaining(&self) -> Option<u64> {
+        self.counted.then_some((self.to - self.next) as u64)
+    }
+}
+
+/// Legacy sources read as Beam's Read expands, through splittable DoFns, on every
+/// configuration (the direct runner always reads so, split at random claims): every element of
+/// a bounded source that knows its count or not, and of an unbounded source with gaps, once.
+#[test]
+fn legacy_sources_read_through_splittable_dofns_once_on_every_runner() {
+    use weir_sdk::io::{Read, ReadUnbounded};
+    use weir_sdk::options::ReadVia;
+    weir_tests::register_runners();
+    for config in weir_tests::CONFIGURATIONS {
+        let mut options = weir_tests::configuration(config);
+        options.read_via = Some(ReadVia::Splittable);
+        let p = weir_sdk::testing::TestPipeline::from_options(options);
+        let counted = p.apply("Counted", Read::from(Range { from: 0, to: 600, counted: true }));
+        let uncounted = p.apply("Uncounted", Read::from(Range { from: 0, to: 600, counted: false }));
+        let stream = p.apply("Stream", ReadUnbounded::from(weir_tests::sources::Numbers::new(Some(400), true)));
+        assert_that(&counted).contains_in_any_order((0..600).collect::<Vec<_>>());
+        assert_that(&uncounted).contains_in_any_order((0..600).collect::<Vec<_>>());
+        assert_that(&stream).contains_in_any_order((0..400).collect::<Vec<_>>());
+        // The stream's watermark closes its windows as it is read.
+        let windows = stream
+            .apply("Window", Window::into(FixedWindows::of(std::time::Duration::from_millis(1_000))))
+            .apply("Count", Count::globally().without_defaults());
+        assert_that(&windows).contains_in_any_order(vec![100; 4]);
+        // What the plan runs: the splittable DoFn, under the Read's name.
+        let plan = p.explain().unwrap_or_else(|e| panic!("{config}: {e}"));
+        assert!(plan.contains("SplittableParDo[BoundedSourceFn"), "{config}: {plan}");
+        p.run();
+    }
+}
+
+/// A reader that says it has more than it gives fails its Read with the step and what it
+/// found, on the direct runner as natively.
+#[test]
+fn a_reader_that_ends_short_of_its_count_fails_its_read() {
+    struct Short(i64);
+    impl BoundedReader for Short {
+        type Output = i64;
+        fn next(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
+            self.0 += 1;
+            Ok((self.0 <= 5).then_some((self.0, 0)))
+        }
+        fn remaining(&self) -> Option<u64> {
+            Some(10u64.saturating_sub(self.0 as u64))
+        }
+    }
+    #[derive(Clone)]
+    struct Lies;
+    impl BoundedSource for Lies {
+        type Output = i64;
+        type Reader = Short;
+        fn split(&self, _: u64) -> UserResult<Vec<Self>> {
+            Ok(vec![Lies])
+        }
+        fn estimated_size_bytes(&self) -> UserResult<u64> {
+            Ok(10)
+        }
+        fn create_reader(&self) -> UserResult<Short> {
+            Ok(Short(0))
+        }
+    }
+    let p = weir_tests::pipeline("direct");
+    p.apply("Lies", weir_sdk::io::Read::from(Lies));
+    let err = p.try_run().unwrap_err().to_string();
+    assert!(err.contains("'Lies'") && err.contains("ended after 5 elements, short of the 10"), "{err}");
+}
+
+/// The direct runner has no native read to choose.
+#[test]
+fn the_direct_runner_refuses_a_native_read() {
+    let mut options = weir_tests::configuration("direct");
+    options.read_via = Some(weir_sdk::options::ReadVia::Native);
+    let p = weir_sdk::testing::TestPipeline::from_options(options);
+    p.apply("Nums", Create::of(vec![1i64]));
+    let err = p.try_run().unwrap_err().to_string();
+    assert!(err.contains("--read-via native") && err.contains("direct runner"), "{err}");
 }

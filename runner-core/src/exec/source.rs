@@ -354,7 +354,10 @@ impl SourceState {
                     if !done && read > 0 {
                         let mut reader = guarded(&name, "open reader", || split.source.reader())?;
                         // Skip what earlier batches read.
-                        let _ = guarded(&name, "read", || reader.read_batch(read as usize))?;
+                        let skipped = guarded(&name, "skip", || reader.skip(read))?;
+                        if skipped < read {
+                            return Err(bad(&format!("the split has {skipped} elements, {read} logged as read")));
+                        }
                         let reader = shared(reader);
                         lock(&reader).delivered = read;
                         split.reader = Some(reader);

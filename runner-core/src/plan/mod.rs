@@ -95,6 +95,15 @@ impl PhysicalNode {
         }
     }
 
+    /// A fresh operator for one partition of a runner that bounds how much a batch reads: a
+    /// splittable DoFn claims at most `claims_per_call` positions per call
+    /// ([`Operator::limit_claims`]).
+    pub fn instantiate_limited(&self, graph: &PipelineGraph, claims_per_call: usize) -> Option<Box<dyn Operator>> {
+        let mut op = self.instantiate(graph)?;
+        op.limit_claims(claims_per_call);
+        Some(op)
+    }
+
     /// Whether the node is a source.
     pub fn is_source(&self) -> bool {
         matches!(self.role, Role::Source(_))

@@ -157,7 +157,7 @@ impl Engine {
                 (Role::Source(s), Some(&o)) => Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone())),
                 _ => None,
             };
-            let ops = (0..partitions).filter_map(|_| spec.instantiate(&graph)).collect();
+            let ops = (0..partitions).filter_map(|_| spec.instantiate_limited(&graph, mb.claims_per_call())).collect();
             nodes.push(NodeRt {
                 source,
                 ops,

@@ -41,7 +41,9 @@ impl Engine {
             for op in &mut self.nodes[i].ops {
                 op.finish();
             }
-            self.nodes[i].ops = (0..self.partitions).filter_map(|_| spec.instantiate(&self.graph)).collect();
+            let claims = self.mb.claims_per_call();
+            self.nodes[i].ops =
+                (0..self.partitions).filter_map(|_| spec.instantiate_limited(&self.graph, claims)).collect();
             if let Some(sink) = self.nodes[i].sink.as_mut() {
                 sink.discard();
             }

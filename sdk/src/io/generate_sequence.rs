@@ -74,6 +74,11 @@ impl BoundedReader for SequenceReader {
     fn remaining(&self) -> Option<u64> {
         Some(self.to.saturating_sub(self.next).max(0) as u64)
     }
+    fn skip(&mut self, n: u64) -> UserResult<u64> {
+        let n = n.min(self.to.saturating_sub(self.next).max(0) as u64);
+        self.next += n as i64;
+        Ok(n)
+    }
     fn next_values(&mut self, max: usize, out: &mut Vec<i64>) -> UserResult<Option<Timestamp>> {
         if self.period_ms.is_some() {
             return Ok(None);

@@ -10,6 +10,7 @@ pub mod json_lines;
 pub mod periodic;
 pub mod read_files;
 pub mod source;
+pub mod source_sdf;
 pub mod streams;
 pub mod text;
 

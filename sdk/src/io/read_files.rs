@@ -449,6 +449,26 @@ impl Default for CsvOptions {
 }
 
 impl CsvOptions {
+    /// The field delimiter (`,` by default).
+    pub fn delimiter(mut self, d: u8) -> Self {
+        self.delimiter = d;
+        self
+    }
+    /// The quote character (`"` by default).
+    pub fn quote(mut self, q: u8) -> Self {
+        self.quote = q;
+        self
+    }
+    /// Quoted fields may hold line breaks: each file is read whole, by one worker.
+    pub fn multi_line(mut self, yes: bool) -> Self {
+        self.multi_line = yes;
+        self
+    }
+    /// The field delimiter.
+    pub fn delimiter_byte(&self) -> u8 {
+        self.delimiter
+    }
+
     fn builder(&self) -> csv::ReaderBuilder {
         let mut b = csv::ReaderBuilder::new();
         b.delimiter(self.delimiter).quote(self.quote).has_headers(false).flexible(true);
@@ -544,17 +564,17 @@ impl<T: Element> CsvFormat<T> {
     }
     /// The field delimiter (`,` by default).
     pub fn delimiter(mut self, d: u8) -> Self {
-        self.options.delimiter = d;
+        self.options = self.options.delimiter(d);
         self
     }
     /// The quote character (`"` by default).
     pub fn quote(mut self, q: u8) -> Self {
-        self.options.quote = q;
+        self.options = self.options.quote(q);
         self
     }
     /// Quoted fields may hold line breaks: each file is read whole, by one worker.
     pub fn multi_line(mut self, yes: bool) -> Self {
-        self.options.multi_line = yes;
+        self.options = self.options.multi_line(yes);
         self
     }
 }

@@ -2,11 +2,13 @@
 
 use crate::coders::Element;
 use crate::error::{UserError, UserResult};
-use crate::graph::{Boundedness, Payload, ReadPayload};
+use crate::graph::{Payload, ReadPayload};
+use crate::io::source_sdf::{BoundedSourceFn, UnboundedSourceFn};
 use crate::kernel::{Batch, ErasedBoundedReader, ErasedBoundedSource, UniformBatch};
 use crate::pipeline::{PBegin, PCollection, PTransform};
+use crate::splittable::SplittableParDo;
 use crate::time::Timestamp;
-use crate::window_fn::WindowingStrategy;
+use crate::transforms::impulse::Impulse;
 use crate::windowed_value::WindowedValue;
 use std::sync::Arc;
 
@@ -52,6 +54,16 @@ pub trait BoundedReader: Send + 'static {
     fn remaining(&self) -> Option<u64> {
         None
     }
+    /// Skips the next `n` elements, returning how many there were (fewer at the end). Runners
+    /// skip what was read before when they resume a reader after a restart or a split. The
+    /// default reads them; a reader that can seek (a generator, an indexed file) does better.
+    fn skip(&mut self, n: u64) -> UserResult<u64> {
+        let mut skipped = 0;
+        while skipped < n && self.next()?.is_some() {
+            skipped += 1;
+        }
+        Ok(skipped)
+    }
 }
 
 struct SourceKernel<S>(Arc<S>);
@@ -94,6 +106,12 @@ impl<R: BoundedReader> ErasedBoundedReader for ReaderKernel<R> {
         match &self.reader {
             Some(r) => r.remaining(),
             None => Some(0),
+        }
+    }
+    fn skip(&mut self, n: u64) -> Result<u64, UserError> {
+        match self.reader.as_mut() {
+            Some(r) => r.skip(n),
+            None => Ok(0),
         }
     }
     fn read_batch(&mut self, max: usize) -> Result<Option<Batch>, UserError> {
@@ -209,13 +227,16 @@ impl<S: BoundedSource> Read<S> {
 
 impl<S: BoundedSource> PTransform<PBegin> for Read<S> {
     type Output = PCollection<S::Output>;
+    /// An impulse and the source as a splittable DoFn; runners with a native read of sources
+    /// translate the composite whole, from its payload.
     fn expand(self, input: PBegin) -> Self::Output {
-        let p = input_pipeline(&input);
-        let node = p.make_primitive(
-            crate::urns::READ,
-            Payload::Read(ReadPayload::Bounded(Arc::new(SourceKernel(Arc::new(self.source))))),
-        );
-        p.new_output(node, "out", Boundedness::Bounded, WindowingStrategy::global())
+        let source = Arc::new(self.source);
+        input_pipeline(&input)
+            .set_scope_payload(Payload::Read(ReadPayload::Bounded(Arc::new(SourceKernel(source.clone())))));
+        input.apply("Impulse", Impulse).apply("ReadSplits", SplittableParDo::of(BoundedSourceFn::new(source)))
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::READ)
     }
 }
 
@@ -323,13 +344,15 @@ impl<S: UnboundedSource> ReadUnbounded<S> {
 
 impl<S: UnboundedSource> PTransform<PBegin> for ReadUnbounded<S> {
     type Output = PCollection<S::Output>;
+    /// An impulse and the source as a splittable DoFn, as for [`Read`].
     fn expand(self, input: PBegin) -> Self::Output {
-        let p = input_pipeline(&input);
-        let node = p.make_primitive(
-            crate::urns::READ,
-            Payload::Read(ReadPayload::Unbounded(Arc::new(UnboundedKernel(Arc::new(self.source))))),
-        );
-        p.new_output(node, "out", Boundedness::Unbounded, WindowingStrategy::global())
+        let source = Arc::new(self.source);
+        input_pipeline(&input)
+            .set_scope_payload(Payload::Read(ReadPayload::Unbounded(Arc::new(UnboundedKernel(source.clone())))));
+        input.apply("Impulse", Impulse).apply("ReadSplits", SplittableParDo::of(UnboundedSourceFn::new(source)))
+    }
+    fn composite_urn() -> Option<&'static str> {
+        Some(crate::urns::READ)
     }
 }
 

@@ -115,6 +115,11 @@ impl<T: Element> BoundedReader for CreateReader<T> {
     fn remaining(&self) -> Option<u64> {
         Some(self.end.saturating_sub(self.pos) as u64)
     }
+    fn skip(&mut self, n: u64) -> UserResult<u64> {
+        let n = n.min(self.end.saturating_sub(self.pos) as u64);
+        self.pos += n as usize;
+        Ok(n)
+    }
     fn next_values(&mut self, max: usize, out: &mut Vec<T>) -> UserResult<Option<Timestamp>> {
         if self.pos >= self.end {
             return Ok(Some(MIN_TIMESTAMP));

@@ -30,6 +30,19 @@ pub enum Natives {
     All,
     /// Only these URNs; other composites run as their expansions.
     Only(&'static [&'static str]),
+    /// Every composite but these, which run as their expansions.
+    AllBut(&'static [&'static str]),
+}
+
+impl Natives {
+    /// Every composite, with `Read` natively or as its splittable expansion, as `--read-via`
+    /// asks (natively when not given): the choice of the runners with a native read.
+    pub fn all_with_read(read_via: Option<weir_sdk::options::ReadVia>) -> Natives {
+        match read_via {
+            Some(weir_sdk::options::ReadVia::Splittable) => Natives::AllBut(&[urns::READ]),
+            _ => Natives::All,
+        }
+    }
 }
 
 /// How a runner wants its pipeline translated.
@@ -124,14 +137,14 @@ pub(crate) fn internal(node: &TransformNode, what: &str) -> weir_sdk::Error {
 fn registry(t: &Translation) -> TranslatorRegistry<PlanBuilder> {
     let mut r = TranslatorRegistry::new(t.runner);
     r.register(urns::IMPULSE, impulse::ImpulseTranslator)
-        .register(urns::READ, read::ReadTranslator)
         .register(urns::TEST_STREAM, test_stream::TestStreamTranslator)
         .register(urns::PAR_DO, par_do::ParDoTranslator)
         .register(urns::GROUP_BY_KEY, group_by_key::GroupByKeyTranslator)
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
         .register(urns::SPLITTABLE_PROCESS, splittable::SplittableTranslator);
-    let composites: [(&'static str, Box<dyn Translator<PlanBuilder>>); 7] = [
+    let composites: [(&'static str, Box<dyn Translator<PlanBuilder>>); 8] = [
+        (urns::READ, Box::new(read::ReadTranslator)),
         (urns::COMBINE_PER_KEY, Box::new(combine_per_key::CombinePerKeyTranslator)),
         (urns::DEDUPLICATE, Box::new(deduplicate::DeduplicateTranslator)),
         (urns::CO_GROUP_BY_KEY, Box::new(co_group_by_key::CoGroupByKeyTranslator)),
@@ -144,6 +157,7 @@ fn registry(t: &Translation) -> TranslatorRegistry<PlanBuilder> {
         let wanted = match t.natives {
             Natives::All => true,
             Natives::Only(urns) => urns.contains(&urn),
+            Natives::AllBut(urns) => !urns.contains(&urn),
         };
         if wanted {
             r.register_boxed(urn, translator);
