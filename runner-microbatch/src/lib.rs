@@ -35,6 +35,7 @@ mod checkpoint;
 mod engine;
 pub mod options;
 mod progress;
+pub mod ui;
 
 pub use options::{MicroBatchOptions, StreamingTrigger};
 

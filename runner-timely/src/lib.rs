@@ -93,6 +93,11 @@ impl TimelyRunner {
                 mb.parallelism
             )));
         }
+        if mb.ui_port.is_some() {
+            return Err(Error::NotSupported(
+                "--ui-port: the timely runner has no live page yet; the micro-batch runner serves one".into(),
+            ));
+        }
         if mb.max_batch_retries != 0 {
             return Err(Error::NotSupported(
                 "the timely runner does not retry epochs (--max-batch-retries): a failed epoch fails the job".into(),

@@ -27,6 +27,32 @@ pub(super) struct Shared {
     pub(super) active: std::sync::atomic::AtomicBool,
 }
 
+/// The live page's server and this query's place on it, when `--ui-port` asks for one.
+fn live_page(
+    graph: &PipelineGraph,
+    plan: &PhysicalPlan,
+    options: &PipelineOptions,
+    metrics: &Arc<JobMetrics>,
+    shared: &Arc<Shared>,
+) -> Result<Option<(Arc<crate::ui::LiveUi>, Arc<crate::ui::UiQuery>)>> {
+    let mb = options.get::<crate::MicroBatchOptions>();
+    let Some(port) = mb.ui_port else { return Ok(None) };
+    static QUERIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = QUERIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let ui = crate::ui::shared(&mb.ui_host, port)?;
+    let s = shared.clone();
+    let page = crate::ui::UiQuery::new(
+        &format!("{}-{n}", options.job_name),
+        &options.job_name,
+        crate::NAME,
+        (graph, plan),
+        MetricResults::new(metrics.clone()),
+        move || s.active.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    ui.add(page.clone());
+    Ok(Some((ui, page)))
+}
+
 /// Progress reports kept for `recent_progress`.
 pub(super) const RECENT: usize = 100;
 
@@ -34,6 +60,8 @@ pub(super) const RECENT: usize = 100;
 pub struct StreamingQuery {
     result: Box<dyn PipelineResult>,
     shared: Arc<Shared>,
+    /// The live page serving this query (`--ui-port`).
+    ui: Option<Arc<crate::ui::LiveUi>>,
 }
 
 /// What the query is doing (Spark's `StreamingQueryStatus`).
@@ -57,18 +85,42 @@ impl StreamingQuery {
             active: std::sync::atomic::AtomicBool::new(false),
         });
         let metrics = JobMetrics::with_committed();
+        let (ui, page) = match live_page(&graph, &plan, &options, &metrics, &shared)? {
+            Some((ui, page)) => (Some(ui), Some(page)),
+            None => (None, None),
+        };
         let (m, s) = (metrics.clone(), shared.clone());
         let opts = options.clone();
+        let on_page = page.clone();
         let result = Job::spawn("weir-microbatch", metrics, &opts, move |job| {
-            let mut engine = Engine::new(graph, plan, options, m, s.clone())?;
-            let r = super::driver::run(&mut engine, &job);
-            engine.finish();
+            let r = Engine::new(graph, plan, options, m, s.clone()).and_then(|mut engine| {
+                let r = super::driver::run(&mut engine, &job);
+                engine.finish();
+                r
+            });
             // Wake anyone waiting in process_all_available.
             *s.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             s.changed.notify_all();
+            if let Some(page) = &on_page {
+                match &r {
+                    Ok(()) if job.is_stop_requested() => page.finish("STOPPED", None),
+                    Ok(()) => page.finish("FINISHED", None),
+                    Err(weir_sdk::Error::Cancelled) => page.finish("STOPPED", None),
+                    Err(e) => page.finish("FAILED", Some(e.to_string())),
+                }
+            }
             r
         })?;
-        Ok(StreamingQuery { result, shared })
+        let query = StreamingQuery { result, shared, ui };
+        if let Some(page) = page {
+            query.add_listener(move |p| page.push(serde_json::to_value(p).unwrap_or_default()));
+        }
+        Ok(query)
+    }
+
+    /// The address of the live page serving this query, when `--ui-port` was given.
+    pub fn ui_address(&self) -> Option<std::net::SocketAddr> {
+        self.ui.as_ref().map(|u| u.addr())
     }
 
     /// The progress of the most recent batch.
