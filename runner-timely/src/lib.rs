@@ -93,11 +93,6 @@ impl TimelyRunner {
                 mb.parallelism
             )));
         }
-        if mb.ui_port.is_some() {
-            return Err(Error::NotSupported(
-                "--ui-port: the timely runner has no live page yet; the micro-batch runner serves one".into(),
-            ));
-        }
         if mb.max_batch_retries != 0 {
             return Err(Error::NotSupported(
                 "the timely runner does not retry epochs (--max-batch-retries): a failed epoch fails the job".into(),
@@ -133,7 +128,20 @@ impl TimelyRunner {
             job_options.metrics.sinks.clear();
         }
         let run = cluster::next_run();
-        let result = Job::spawn("weir-timely", metrics, &job_options, move |job| {
+        // Process 0 serves the live page (`--ui-port`), with every epoch's progress.
+        let page = match t.process_id {
+            0 => weir_runner_microbatch::ui::serve(options, NAME, (&graph, &plan), &metrics, || false)?.map(
+                |(ui, page)| {
+                    let p = page.clone();
+                    progress.listen(Box::new(move |e| p.push(serde_json::to_value(e).unwrap_or_default())));
+                    (ui, page)
+                },
+            ),
+            _ => None,
+        };
+        let ui = page.as_ref().map(|(ui, _)| ui.clone());
+        let on_page = page.map(|(_, page)| page);
+        let run_job = move |job: Arc<Job>| -> Result<()> {
             cluster::running(run, &job);
             // A checkpointed query's sinks belong to the query, across restarts.
             let owner = match &checkpoint {
@@ -182,8 +190,16 @@ impl TimelyRunner {
                 }
             }
             Ok(())
+        };
+        let result = Job::spawn("weir-timely", metrics, &job_options, move |job| {
+            let stopping = job.clone();
+            let outcome = run_job(job);
+            if let Some(page) = &on_page {
+                weir_runner_microbatch::ui::ended(page, &outcome, stopping.is_stop_requested());
+            }
+            outcome
         })?;
-        Ok(TimelyQuery { result, progress, run })
+        Ok(TimelyQuery { result, progress, run, ui })
     }
 }
 
@@ -194,6 +210,8 @@ pub struct TimelyQuery {
     progress: Arc<Progress>,
     /// This run's index in the process (the same on every process of the cluster).
     run: u64,
+    /// The live page serving this query (`--ui-port`, process 0).
+    ui: Option<Arc<weir_runner_microbatch::ui::LiveUi>>,
 }
 
 impl TimelyQuery {
@@ -206,6 +224,11 @@ impl TimelyQuery {
     /// The latest epoch's progress.
     pub fn last_progress(&self) -> Option<EpochProgress> {
         self.progress.recent().pop()
+    }
+
+    /// The address of the live page serving this query, when `--ui-port` was given (process 0).
+    pub fn ui_address(&self) -> Option<std::net::SocketAddr> {
+        self.ui.as_ref().map(|u| u.addr())
     }
 
     /// Calls `listener` with every epoch's progress from now on (on process 0).

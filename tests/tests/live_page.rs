@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use weir::microbatch::{MicroBatchOptions, MicroBatchRunner, StreamingQuery, StreamingTrigger};
 use weir_sdk::io::ReadUnbounded;
 use weir_sdk::prelude::*;
+use weir_sdk::runner::PipelineResult;
 use weir_tests::sources::Numbers;
 
 /// An endless windowed count on the micro-batch runner with its live page on a free port.
@@ -161,4 +162,36 @@ fn the_live_page_renders_in_chromium_and_grows_between_loads() {
     assert!(out.status.success() && png.is_file(), "no screenshot: {}", String::from_utf8_lossy(&out.stderr));
     query.stop().unwrap();
     query.await_termination(Some(Duration::from_secs(30))).unwrap();
+}
+
+/// The timely runner serves the same page from process 0, with every epoch's progress.
+#[test]
+fn the_timely_runner_serves_the_page_with_its_epochs() {
+    weir_tests::register_runners();
+    let mut options = weir_tests::configuration("timely_w1");
+    options.job_name = "live-timely".into();
+    let mb = options.group_mut::<MicroBatchOptions>();
+    mb.trigger = StreamingTrigger::ProcessingTime;
+    mb.trigger_interval_ms = 30;
+    mb.max_batch_size = 50;
+    mb.ui_port = Some(0);
+    let p = Pipeline::new(options);
+    p.apply("Read", ReadUnbounded::from(Numbers::new(None, true)))
+        .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(200))))
+        .apply("Count", Count::globally().without_defaults());
+    let query = weir::timely::TimelyRunner.start(p.graph(), &p.options()).unwrap();
+    let addr = query.ui_address().expect("process 0 serves the live page");
+    let queries = json(addr, "/api/queries");
+    let q = queries.as_array().unwrap().iter().find(|q| q["name"] == "live-timely").expect("listed").clone();
+    assert_eq!(q["runner"], "timely");
+    let id = q["id"].as_str().unwrap().to_string();
+    let first = batches_at_least(addr, &id, 3);
+    assert!(batches_at_least(addr, &id, first + 3) > first, "epochs grow");
+    let plan = json(addr, &format!("/api/plan?id={id}"));
+    assert!(plan["nodes"].as_array().unwrap().len() >= 3, "{plan}");
+    query.stop().unwrap();
+    query.wait_until_finish(Some(Duration::from_secs(30))).unwrap();
+    let after = json(addr, "/api/queries");
+    let q = after.as_array().unwrap().iter().find(|q| q["id"] == id.as_str()).unwrap().clone();
+    assert_eq!(q["state"], "STOPPED", "{q}");
 }

@@ -27,32 +27,6 @@ pub(super) struct Shared {
     pub(super) active: std::sync::atomic::AtomicBool,
 }
 
-/// The live page's server and this query's place on it, when `--ui-port` asks for one.
-fn live_page(
-    graph: &PipelineGraph,
-    plan: &PhysicalPlan,
-    options: &PipelineOptions,
-    metrics: &Arc<JobMetrics>,
-    shared: &Arc<Shared>,
-) -> Result<Option<(Arc<crate::ui::LiveUi>, Arc<crate::ui::UiQuery>)>> {
-    let mb = options.get::<crate::MicroBatchOptions>();
-    let Some(port) = mb.ui_port else { return Ok(None) };
-    static QUERIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = QUERIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let ui = crate::ui::shared(&mb.ui_host, port)?;
-    let s = shared.clone();
-    let page = crate::ui::UiQuery::new(
-        &format!("{}-{n}", options.job_name),
-        &options.job_name,
-        crate::NAME,
-        (graph, plan),
-        MetricResults::new(metrics.clone()),
-        move || s.active.load(std::sync::atomic::Ordering::Relaxed),
-    );
-    ui.add(page.clone());
-    Ok(Some((ui, page)))
-}
-
 /// Progress reports kept for `recent_progress`.
 pub(super) const RECENT: usize = 100;
 
@@ -85,7 +59,9 @@ impl StreamingQuery {
             active: std::sync::atomic::AtomicBool::new(false),
         });
         let metrics = JobMetrics::with_committed();
-        let (ui, page) = match live_page(&graph, &plan, &options, &metrics, &shared)? {
+        let s = shared.clone();
+        let active = move || s.active.load(std::sync::atomic::Ordering::Relaxed);
+        let (ui, page) = match crate::ui::serve(&options, crate::NAME, (&graph, &plan), &metrics, active)? {
             Some((ui, page)) => (Some(ui), Some(page)),
             None => (None, None),
         };
@@ -102,12 +78,7 @@ impl StreamingQuery {
             *s.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             s.changed.notify_all();
             if let Some(page) = &on_page {
-                match &r {
-                    Ok(()) if job.is_stop_requested() => page.finish("STOPPED", None),
-                    Ok(()) => page.finish("FINISHED", None),
-                    Err(weir_sdk::Error::Cancelled) => page.finish("STOPPED", None),
-                    Err(e) => page.finish("FAILED", Some(e.to_string())),
-                }
+                crate::ui::ended(page, &r, job.is_stop_requested());
             }
             r
         })?;

@@ -142,6 +142,43 @@ fn plan_json(graph: &PipelineGraph, plan: &PhysicalPlan) -> Value {
     json!({ "nodes": nodes, "edges": edges })
 }
 
+/// The live page's server and the query's place on it, when `--ui-port` asks for one: the query
+/// `runner` runs (`plan` of `graph`), its metrics from `metrics`; `active` says whether a batch
+/// is running.
+pub fn serve(
+    options: &weir_sdk::PipelineOptions,
+    runner: &str,
+    (graph, plan): (&PipelineGraph, &PhysicalPlan),
+    metrics: &Arc<weir_runner_core::metrics::JobMetrics>,
+    active: impl Fn() -> bool + Send + Sync + 'static,
+) -> Result<Option<(Arc<LiveUi>, Arc<UiQuery>)>> {
+    let mb = options.get::<crate::MicroBatchOptions>();
+    let Some(port) = mb.ui_port else { return Ok(None) };
+    static QUERIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = QUERIES.fetch_add(1, Ordering::Relaxed);
+    let ui = shared(&mb.ui_host, port)?;
+    let page = UiQuery::new(
+        &format!("{}-{n}", options.job_name),
+        &options.job_name,
+        runner,
+        (graph, plan),
+        MetricResults::new(metrics.clone()),
+        active,
+    );
+    ui.add(page.clone());
+    Ok(Some((ui, page)))
+}
+
+/// How a query's run ended, for its status on the page.
+pub fn ended(page: &UiQuery, outcome: &Result<()>, stopped: bool) {
+    match outcome {
+        Ok(()) if stopped => page.finish("STOPPED", None),
+        Ok(()) => page.finish("FINISHED", None),
+        Err(Error::Cancelled) => page.finish("STOPPED", None),
+        Err(e) => page.finish("FAILED", Some(e.to_string())),
+    }
+}
+
 /// The page servers of this process, by address: the queries a process runs one after another
 /// (the Nexmark launcher's) share one page.
 static SERVERS: Mutex<Vec<(String, u16, Arc<LiveUi>)>> = Mutex::new(Vec::new());
