@@ -144,7 +144,7 @@ fn the_live_page_renders_in_chromium_and_grows_between_loads() {
     for dom in [&first, &second] {
         assert!(dom.contains("live-page") && dom.contains("RUNNING"), "the query is listed");
     }
-    for chart in ["rates", "durations", "inputs", "lags"] {
+    for chart in ["rates", "durations", "inputs", "watermarks", "lags"] {
         let (a, b) = (points(&first, chart), points(&second, chart));
         assert!(a > 0 && b > a, "{chart}: {a} points, then {b}");
     }
