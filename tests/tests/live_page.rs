@@ -15,17 +15,22 @@ use weir_sdk::prelude::*;
 use weir_sdk::runner::PipelineResult;
 use weir_tests::sources::Numbers;
 
-/// An endless windowed count on the micro-batch runner with its live page on a free port.
-fn start(job: &str) -> (StreamingQuery, SocketAddr) {
+/// `options` for job `job`: small batches every 30 ms, the live page on a free port.
+fn live(mut options: PipelineOptions, job: &str) -> PipelineOptions {
     weir_tests::register_runners();
-    let mut options = PipelineOptions::default();
     options.job_name = job.into();
     let mb = options.group_mut::<MicroBatchOptions>();
-    mb.parallelism = 2;
     mb.trigger = StreamingTrigger::ProcessingTime;
     mb.trigger_interval_ms = 30;
     mb.max_batch_size = 50;
     mb.ui_port = Some(0);
+    options
+}
+
+/// An endless windowed count on the micro-batch runner with its live page on a free port.
+fn start(job: &str) -> (StreamingQuery, SocketAddr) {
+    let mut options = live(PipelineOptions::default(), job);
+    options.group_mut::<MicroBatchOptions>().parallelism = 2;
     let p = Pipeline::new(options);
     p.apply("Read", ReadUnbounded::from(Numbers::new(None, true)))
         .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(200))))
@@ -167,15 +172,7 @@ fn the_live_page_renders_in_chromium_and_grows_between_loads() {
 /// The timely runner serves the same page from process 0, with every epoch's progress.
 #[test]
 fn the_timely_runner_serves_the_page_with_its_epochs() {
-    weir_tests::register_runners();
-    let mut options = weir_tests::configuration("timely_w1");
-    options.job_name = "live-timely".into();
-    let mb = options.group_mut::<MicroBatchOptions>();
-    mb.trigger = StreamingTrigger::ProcessingTime;
-    mb.trigger_interval_ms = 30;
-    mb.max_batch_size = 50;
-    mb.ui_port = Some(0);
-    let p = Pipeline::new(options);
+    let p = Pipeline::new(live(weir_tests::configuration("timely_w1"), "live-timely"));
     p.apply("Read", ReadUnbounded::from(Numbers::new(None, true)))
         .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(200))))
         .apply("Count", Count::globally().without_defaults());
