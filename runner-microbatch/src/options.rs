@@ -83,9 +83,15 @@ impl MicroBatchOptions {
     /// What one partition of a splittable DoFn claims per batch: its share of
     /// `--max-batch-size`, as sources read theirs (no bound with the once trigger).
     pub fn claims_per_call(&self) -> usize {
+        self.share_of_batch(self.partitions())
+    }
+
+    /// One of `shares` equal parts of `--max-batch-size` (each partition's, each worker's);
+    /// unbounded with the once trigger.
+    pub fn share_of_batch(&self, shares: usize) -> usize {
         match self.trigger {
             StreamingTrigger::Once => usize::MAX,
-            _ => self.max_batch_size.max(1).div_ceil(self.partitions()).max(1),
+            _ => self.max_batch_size.max(1).div_ceil(shares.max(1)).max(1),
         }
     }
 }

@@ -87,10 +87,7 @@ impl Process {
     /// What one worker's splittable DoFn claims per epoch: its share of `--max-batch-size`,
     /// as sources read theirs (no bound with the once trigger).
     pub(crate) fn claims_per_call(&self) -> usize {
-        match self.mb.trigger {
-            weir_runner_microbatch::StreamingTrigger::Once => usize::MAX,
-            _ => self.mb.max_batch_size.max(1).div_ceil(self.peers).max(1),
-        }
+        self.mb.share_of_batch(self.peers)
     }
 
     #[allow(clippy::too_many_arguments)]

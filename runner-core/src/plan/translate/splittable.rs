@@ -24,8 +24,7 @@ impl Translator<PlanBuilder> for SplittableTranslator {
         let read = read_of(node, graph);
         let step = read.unwrap_or(&node.full_name).to_string();
         let reads_a_source = read.is_some();
-        let (payload, output) = (p.clone(), node.outputs[0]);
-        let step_name = step.clone();
+        let (payload, output, name) = (p.clone(), node.outputs[0], step.clone());
         let factory = Arc::new(move |g: &PipelineGraph| {
             Box::new(
                 SplittableOperator::new(&step, &payload, g.pcollection(output).ops.clone())
@@ -35,7 +34,7 @@ impl Translator<PlanBuilder> for SplittableTranslator {
         let description = format!("SplittableParDo[{}]", short_type_name(p.fn_name));
         let finalizes = p.finalizes_bundles;
         let mut physical = PhysicalNode::of(node, Role::Transform(factory), "splittable-pardo", description);
-        physical.name = step_name;
+        physical.name = name;
         b.push(physical.stateful().after_commit(finalizes));
         Ok(())
     }
