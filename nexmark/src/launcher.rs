@@ -452,6 +452,12 @@ fn events_in_files(pattern: &str, exact: bool) -> Result<Vec<Event>, String> {
 
 /// Runs one configuration.
 fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &PipelineOptions) -> Result<Outcome, String> {
+    let mut options = options.clone();
+    if options.job_name == PipelineOptions::default().job_name {
+        // Named after the query unless --job-name says otherwise (the live page lists it so).
+        options.job_name = format!("nexmark-{}", target.name().to_lowercase().replace('_', "-"));
+    }
+    let options = &options;
     let p = Pipeline::new(options.clone());
     let dir_pattern = args.events_dir.as_ref().map(|d| d.join("*").to_string_lossy().into_owned());
     let events_file = args.events_file.as_ref().or(args.events_glob.as_ref()).or(dir_pattern.as_ref());

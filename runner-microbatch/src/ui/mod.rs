@@ -8,15 +8,18 @@
 //! - `/api/plan?id=ID`: its physical plan as nodes and edges.
 //!
 //! The query never waits for the page: after each batch the engine appends the batch's progress
-//! to a bounded queue under a lock held only to push, and the server copies what it needs under
-//! the same short lock. A slow or absent client costs the query nothing.
+//! to a bounded queue under a lock held only to push, and the server takes shared references to
+//! what it needs under the same short lock, then builds and writes its answer without it. The
+//! server (`http`) answers on threads of its own with timeouts on every socket, so a slow or
+//! absent client costs the query nothing, and other clients at most a few seconds.
+
+mod http;
 
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use weir_runner_core::plan::PhysicalPlan;
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::metrics::MetricResults;
@@ -39,7 +42,7 @@ pub struct UiQuery {
     runner: String,
     plan: Value,
     metrics: MetricResults,
-    progress: Mutex<VecDeque<Value>>,
+    progress: Mutex<VecDeque<Arc<Value>>>,
     status: Mutex<(String, Option<String>)>,
     active: Box<dyn Fn() -> bool + Send + Sync>,
 }
@@ -73,7 +76,7 @@ impl UiQuery {
         if p.len() == KEPT {
             p.pop_front();
         }
-        p.push_back(progress);
+        p.push_back(Arc::new(progress));
     }
 
     /// The query ended: `FINISHED`, `STOPPED` or `FAILED` with its error.
@@ -85,7 +88,7 @@ impl UiQuery {
         let (state, error) = lock(&self.status).clone();
         let (batches, last) = {
             let p = lock(&self.progress);
-            (p.len(), p.back().cloned())
+            (p.len(), p.back().map(|v| Value::clone(v)))
         };
         let message = match (state.as_str(), (self.active)()) {
             ("RUNNING", true) => "Processing new data",
@@ -196,42 +199,23 @@ pub fn shared(host: &str, port: u16) -> Result<Arc<LiveUi>> {
 
 /// The running page server: stops when dropped.
 pub struct LiveUi {
-    addr: SocketAddr,
+    server: http::HttpServer,
     queries: Arc<Mutex<Vec<Arc<UiQuery>>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl LiveUi {
     /// Serves the page on `host:port` (port 0: any free port).
     pub fn start(host: &str, port: u16) -> Result<LiveUi> {
-        let server = tiny_http::Server::http((host, port)).map_err(|e| {
-            Error::Options(format!("--ui-port {port}: cannot serve the live page on {host}:{port}: {e}"))
-        })?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| Error::Options(format!("--ui-host {host}: not an IP address to listen on")))?;
         let queries: Arc<Mutex<Vec<Arc<UiQuery>>>> = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (q, s) = (queries.clone(), stop.clone());
-        let thread = std::thread::Builder::new()
-            .name("weir-ui".into())
-            .spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    if let Ok(Some(request)) = server.recv_timeout(Duration::from_millis(100)) {
-                        respond(request, &q);
-                    }
-                }
-            })
-            .map_err(|e| Error::Options(format!("cannot start the live page's thread: {e}")))?;
-        tracing::info!(%addr, "live page at http://{addr}/");
-        Ok(LiveUi { addr, queries, stop, thread: Some(thread) })
+        let q = queries.clone();
+        let server = http::HttpServer::start(host, port, Arc::new(move |url: &str| respond(url, &q)))?;
+        tracing::info!(addr = %server.addr(), "live page at http://{}/", server.addr());
+        Ok(LiveUi { server, queries })
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// Shows `query` on the page.
@@ -240,18 +224,8 @@ impl LiveUi {
     }
 }
 
-impl Drop for LiveUi {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn respond(request: tiny_http::Request, queries: &Mutex<Vec<Arc<UiQuery>>>) {
-    let url = request.url().to_string();
-    let (path, query) = url.split_once('?').unwrap_or((url.as_str(), ""));
+fn respond(url: &str, queries: &Mutex<Vec<Arc<UiQuery>>>) -> http::Answer {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
     let id = query.split('&').find_map(|kv| kv.strip_prefix("id=")).map(str::to_string);
     let find = |id: &Option<String>| {
         let qs = lock(queries);
@@ -260,38 +234,29 @@ fn respond(request: tiny_http::Request, queries: &Mutex<Vec<Arc<UiQuery>>>) {
             None => qs.first().cloned(),
         }
     };
-    let (status, content_type, body) = match path {
-        "/" | "/index.html" => (200, "text/html; charset=utf-8", PAGE.to_string()),
+    let answer = |status, content_type, body| http::Answer { status, content_type, body };
+    match path {
+        "/" | "/index.html" => answer(200, "text/html; charset=utf-8", PAGE.to_string()),
         "/api/queries" => {
-            let all: Vec<Value> = lock(queries).iter().map(|q| q.summary()).collect();
-            (200, "application/json", json!(all).to_string())
+            let all: Vec<Arc<UiQuery>> = lock(queries).clone();
+            let all: Vec<Value> = all.iter().map(|q| q.summary()).collect();
+            answer(200, "application/json", json!(all).to_string())
         }
         "/api/progress" | "/api/metrics" | "/api/plan" => match find(&id) {
-            None => (404, "application/json", json!({ "error": format!("no query {id:?}") }).to_string()),
+            None => answer(404, "application/json", json!({ "error": format!("no query {id:?}") }).to_string()),
             Some(q) => {
                 let body = match path {
-                    "/api/progress" => json!(lock(&q.progress).iter().cloned().collect::<Vec<_>>()),
-                    "/api/metrics" => q.metrics_json(),
-                    _ => q.plan.clone(),
+                    "/api/progress" => {
+                        // References under the lock; the copy and the text without it.
+                        let kept: Vec<Arc<Value>> = lock(&q.progress).iter().cloned().collect();
+                        serde_json::to_string(&kept.iter().map(|v| &**v).collect::<Vec<&Value>>()).unwrap_or_default()
+                    }
+                    "/api/metrics" => q.metrics_json().to_string(),
+                    _ => q.plan.to_string(),
                 };
-                (200, "application/json", body.to_string())
+                answer(200, "application/json", body)
             }
         },
-        _ => (404, "text/plain", format!("no page at {path}")),
-    };
-    let header = |k: &str, v: &str| tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).ok();
-    let mut response = tiny_http::Response::from_string(body).with_status_code(status);
-    let csp = "default-src 'none'; connect-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'";
-    for h in [
-        header("Content-Type", content_type),
-        header("Content-Security-Policy", csp),
-        header("Cache-Control", "no-store"),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        response.add_header(h);
+        _ => answer(404, "text/plain; charset=utf-8", format!("no page at {path}")),
     }
-    // A client that went away is its own loss.
-    let _ = request.respond(response);
 }
