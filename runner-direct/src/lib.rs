@@ -64,6 +64,12 @@ fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_ru
                 .into(),
         ));
     }
+    if let Some(port) = options.ui.port {
+        return Err(weir_sdk::Error::Options(format!(
+            "--ui-port {port}: the direct runner serves no live page; the micro-batch and timely \
+             runners do (--runner microbatch or --runner timely)"
+        )));
+    }
     let natives = Natives::Only(&[weir_sdk::urns::COMBINE_PER_KEY]);
     translate(graph, &Translation { runner: NAME, natives, lift_combines: false })
 }

@@ -44,13 +44,6 @@ pub struct MicroBatchOptions {
     /// fails.
     #[arg(long = "max-batch-retries", default_value_t = 0)]
     pub max_batch_retries: u32,
-    /// Serves the live page of the query (charts of its progress, its plan and metrics) and
-    /// its JSON API on this port (0: any free port). Off when not given.
-    #[arg(long = "ui-port")]
-    pub ui_port: Option<u16>,
-    /// The address the live page listens on.
-    #[arg(long = "ui-host", default_value = "127.0.0.1")]
-    pub ui_host: String,
 }
 
 impl Default for MicroBatchOptions {
@@ -64,8 +57,6 @@ impl Default for MicroBatchOptions {
             min_batches_to_retain: 3,
             state_snapshot_interval: 10,
             max_batch_retries: 0,
-            ui_port: None,
-            ui_host: "127.0.0.1".into(),
         }
     }
 }

@@ -145,6 +145,25 @@ impl Default for MetricsOptions {
     }
 }
 
+/// The live page of a streaming query (`--ui-port`, `--ui-host`): the micro-batch and timely
+/// runners serve it; a runner without one refuses the flag.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct UiOptions {
+    /// Serves the live page of the query (charts of its progress, its plan and metrics) and
+    /// its JSON API on this port (0: any free port). Off when not given.
+    #[arg(long = "ui-port")]
+    pub port: Option<u16>,
+    /// The address the live page listens on.
+    #[arg(long = "ui-host", default_value = "127.0.0.1")]
+    pub host: String,
+}
+
+impl Default for UiOptions {
+    fn default() -> Self {
+        UiOptions { port: None, host: "127.0.0.1".into() }
+    }
+}
+
 /// How a runner executes a `Read` of a [`crate::io::BoundedSource`] or
 /// [`crate::io::UnboundedSource`] (`--read-via`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,6 +194,8 @@ struct CoreOptions {
     read_via: Option<ReadVia>,
     #[command(flatten)]
     metrics: MetricsOptions,
+    #[command(flatten)]
+    ui: UiOptions,
 }
 
 /// Every option of a pipeline: the core ones, and the groups of the registered runners and
@@ -191,6 +212,8 @@ pub struct PipelineOptions {
     pub read_via: Option<ReadVia>,
     /// When and where metrics are pushed.
     pub metrics: MetricsOptions,
+    /// The live page of a streaming query.
+    pub ui: UiOptions,
     groups: Groups,
 }
 
@@ -202,6 +225,7 @@ impl Default for PipelineOptions {
             explain: false,
             read_via: None,
             metrics: MetricsOptions::default(),
+            ui: UiOptions::default(),
             groups: Groups::default(),
         }
     }
@@ -220,6 +244,7 @@ impl clap::FromArgMatches for PipelineOptions {
             explain: core.explain,
             read_via: core.read_via,
             metrics: core.metrics,
+            ui: core.ui,
             groups,
         })
     }

@@ -17,11 +17,12 @@ use weir_tests::sources::Numbers;
 fn live(mut options: PipelineOptions, job: &str) -> PipelineOptions {
     weir_tests::register_runners();
     options.job_name = job.into();
+    options.ui.port = Some(0);
     let mb = options.group_mut::<MicroBatchOptions>();
     mb.trigger = StreamingTrigger::ProcessingTime;
     mb.trigger_interval_ms = 30;
     mb.max_batch_size = 50;
-    mb.ui_port = Some(0);
+
     options
 }
 
@@ -190,4 +191,15 @@ fn the_timely_runner_serves_the_page_with_its_epochs() {
     let after = json(addr, "/api/queries");
     let q = after.as_array().unwrap().iter().find(|q| q["id"] == id.as_str()).unwrap().clone();
     assert_eq!(q["state"], "STOPPED", "{q}");
+}
+
+/// The direct runner has no page to serve, and says so rather than ignore the flag.
+#[test]
+fn the_direct_runner_refuses_ui_port() {
+    weir_tests::register_runners();
+    let options = PipelineOptions::from_args(["--runner", "direct", "--ui-port", "4040"]).unwrap();
+    let p = weir_sdk::testing::TestPipeline::from_options(options);
+    p.apply("Nums", Create::of(vec![1i64]));
+    let err = p.try_run().unwrap_err().to_string();
+    assert!(err.contains("--ui-port 4040") && err.contains("direct runner serves no live page"), "{err}");
 }

@@ -155,11 +155,10 @@ pub fn serve(
     metrics: &Arc<weir_runner_core::metrics::JobMetrics>,
     active: impl Fn() -> bool + Send + Sync + 'static,
 ) -> Result<Option<(Arc<LiveUi>, Arc<UiQuery>)>> {
-    let mb = options.get::<crate::MicroBatchOptions>();
-    let Some(port) = mb.ui_port else { return Ok(None) };
+    let Some(port) = options.ui.port else { return Ok(None) };
     static QUERIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = QUERIES.fetch_add(1, Ordering::Relaxed);
-    let ui = shared(&mb.ui_host, port)?;
+    let ui = shared(&options.ui.host, port)?;
     let page = UiQuery::new(
         &format!("{}-{n}", options.job_name),
         &options.job_name,
