@@ -76,6 +76,6 @@ fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_ru
 
 /// Registers the direct runner under the name `direct`.
 pub fn register() {
-    weir_sdk::options::register_option_group::<DirectOptions>();
+    weir_sdk::options::register_runner_option_group::<DirectOptions>(&[NAME]);
     weir_sdk::runner::register_runner(Arc::new(DirectRunner));
 }

@@ -94,6 +94,6 @@ fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_ru
 
 /// Registers the micro-batch runner under the name `microbatch`.
 pub fn register() {
-    weir_sdk::options::register_option_group::<MicroBatchOptions>();
+    weir_sdk::options::register_runner_option_group::<MicroBatchOptions>(&[NAME, "timely"]);
     weir_sdk::runner::register_runner(Arc::new(MicroBatchRunner));
 }

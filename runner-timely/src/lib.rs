@@ -282,6 +282,6 @@ fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<Physica
 
 /// Registers the timely runner under the name `timely`.
 pub fn register() {
-    weir_sdk::options::register_option_group::<TimelyOptions>();
+    weir_sdk::options::register_runner_option_group::<TimelyOptions>(&[NAME]);
     weir_sdk::runner::register_runner(Arc::new(TimelyRunner));
 }

@@ -59,6 +59,8 @@ impl<G: OptionGroup> StoredGroup for G {
 /// How a registered group is added to the command line and read back from it.
 struct Registered {
     name: &'static str,
+    /// The runners that read the group; empty: every runner (a sink's, say).
+    runners: &'static [&'static str],
     augment: fn(clap::Command) -> clap::Command,
     parse: fn(&clap::ArgMatches) -> std::result::Result<Box<dyn StoredGroup>, clap::Error>,
 }
@@ -75,6 +77,13 @@ fn registered() -> Vec<Arc<Registered>> {
 /// Makes the flags of group `G` part of every [`PipelineOptions`] parsed from now on.
 /// Registering a group again does nothing.
 pub fn register_option_group<G: OptionGroup>() {
+    register_runner_option_group::<G>(&[]);
+}
+
+/// [`register_option_group`] for a group only `runners` read: a pipeline run on another runner
+/// with one of its flags on the command line is refused, naming the flag and the runner, rather
+/// than run as if the flag had not been given.
+pub fn register_runner_option_group<G: OptionGroup>(runners: &'static [&'static str]) {
     let name = std::any::type_name::<G>();
     let mut groups = registry().write().unwrap_or_else(|e| e.into_inner());
     if groups.iter().any(|g| g.name == name) {
@@ -82,6 +91,7 @@ pub fn register_option_group<G: OptionGroup>() {
     }
     groups.push(Arc::new(Registered {
         name,
+        runners,
         augment: G::augment_args,
         parse: |m| G::from_arg_matches(m).map(|g| Box::new(g) as Box<dyn StoredGroup>),
     }));
@@ -215,7 +225,21 @@ pub struct PipelineOptions {
     /// The live page of a streaming query.
     pub ui: UiOptions,
     groups: Groups,
+    given: GivenFlags,
 }
+
+/// The flags of runner-specific groups given on the command line, with the runners that read
+/// them. Not part of the options' value: options equal whether parsed or built.
+#[derive(Clone, Debug, Default)]
+struct GivenFlags(Vec<(String, &'static [&'static str])>);
+
+impl PartialEq for GivenFlags {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for GivenFlags {}
 
 impl Default for PipelineOptions {
     fn default() -> Self {
@@ -227,6 +251,7 @@ impl Default for PipelineOptions {
             metrics: MetricsOptions::default(),
             ui: UiOptions::default(),
             groups: Groups::default(),
+            given: GivenFlags::default(),
         }
     }
 }
@@ -235,8 +260,26 @@ impl clap::FromArgMatches for PipelineOptions {
     fn from_arg_matches(m: &clap::ArgMatches) -> std::result::Result<Self, clap::Error> {
         let core = CoreOptions::from_arg_matches(m)?;
         let mut groups = Groups::default();
+        let mut given = GivenFlags::default();
         for g in registered() {
+            let command = (g.augment)(clap::Command::new("group"));
+            // A group registered after this command line was built has no flags in it: its
+            // defaults apply.
+            if command.get_arguments().any(|arg| m.try_get_raw(arg.get_id().as_str()).is_err()) {
+                continue;
+            }
             groups.0.insert(g.name, (g.parse)(m)?);
+            if g.runners.is_empty() {
+                continue;
+            }
+            for arg in command.get_arguments() {
+                let on_command_line =
+                    m.value_source(arg.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine);
+                if on_command_line {
+                    let flag = arg.get_long().map_or_else(|| arg.get_id().to_string(), |l| format!("--{l}"));
+                    given.0.push((flag, g.runners));
+                }
+            }
         }
         Ok(PipelineOptions {
             runner: core.runner,
@@ -246,6 +289,7 @@ impl clap::FromArgMatches for PipelineOptions {
             metrics: core.metrics,
             ui: core.ui,
             groups,
+            given,
         })
     }
     fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> std::result::Result<(), clap::Error> {
@@ -331,6 +375,24 @@ impl PipelineOptions {
         slot.as_any_mut().downcast_mut::<G>().expect("the slot of G holds a G")
     }
 
+    /// Refuses a flag given on the command line that belongs to another runner's options (say
+    /// `--checkpoint-dir` with `--runner direct`): the runner would run as if it had not been
+    /// given. [`crate::Pipeline::run`] checks this before the runner starts.
+    pub fn check_flags_for_runner(&self) -> Result<()> {
+        for (flag, runners) in &self.given.0 {
+            if !runners.contains(&self.runner.as_str()) {
+                let whose = runners.join(" and ");
+                let s = if runners.len() > 1 { "s" } else { "" };
+                return Err(Error::Options(format!(
+                    "{flag} is an option of the {whose} runner{s}; the {} runner does not use it (leave it out, \
+                     or run with --runner {})",
+                    self.runner, runners[0]
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// These options with group `G` replaced.
     pub fn with<G: OptionGroup>(mut self, group: G) -> Self {
         *self.group_mut::<G>() = group;
@@ -363,6 +425,29 @@ mod tests {
         assert_eq!(d.get::<TestGroup>().seed, 9);
         assert_ne!(d, PipelineOptions::from_args(Vec::<String>::new()).unwrap());
         assert_eq!(PipelineOptions::from_args(Vec::<String>::new()).unwrap(), PipelineOptions::default());
+    }
+
+    #[derive(clap::Args, Clone, Debug, PartialEq, Default)]
+    struct OwnedGroup {
+        /// A flag only runner `a` reads.
+        #[arg(long = "owned-group-depth", default_value_t = 0)]
+        depth: u64,
+    }
+
+    #[test]
+    fn a_flag_of_another_runner_is_refused() {
+        register_runner_option_group::<OwnedGroup>(&["a"]);
+        let on_a = PipelineOptions::from_args(["--runner", "a", "--owned-group-depth", "3"]).unwrap();
+        assert!(on_a.check_flags_for_runner().is_ok());
+        let on_b = PipelineOptions::from_args(["--runner", "b", "--owned-group-depth", "3"]).unwrap();
+        let e = on_b.check_flags_for_runner().unwrap_err().to_string();
+        assert!(e.contains("--owned-group-depth is an option of the a runner; the b runner does not use it"), "{e}");
+        // Not given: nothing to refuse; given or not, the options are equal.
+        let unset = PipelineOptions::from_args(["--runner", "b"]).unwrap();
+        assert!(unset.check_flags_for_runner().is_ok());
+        let mut built = PipelineOptions::default().with_runner("a");
+        built.group_mut::<OwnedGroup>().depth = 3;
+        assert_eq!(built, on_a);
     }
 
     #[test]

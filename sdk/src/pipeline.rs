@@ -106,6 +106,7 @@ impl Pipeline {
         self.validate()?;
         let options = self.options();
         let runner = crate::runner::find_runner(&options.runner)?;
+        options.check_flags_for_runner()?;
         let graph = self.graph();
         if options.explain {
             // Asked for on the command line: the plan goes to standard output, like Spark's
@@ -119,7 +120,9 @@ impl Pipeline {
     pub fn explain(&self) -> Result<String> {
         self.validate()?;
         let options = self.options();
-        crate::runner::find_runner(&options.runner)?.explain(&self.graph(), &options)
+        let runner = crate::runner::find_runner(&options.runner)?;
+        options.check_flags_for_runner()?;
+        runner.explain(&self.graph(), &options)
     }
 
     /// Records a construction error at `step`.

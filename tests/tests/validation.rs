@@ -139,3 +139,31 @@ fn test_stream_refuses_what_beams_builder_refuses() {
     );
     q.validate().unwrap();
 }
+
+/// A flag of another runner's options is refused, naming the flag and the runner, rather than
+/// ignored: the direct runner has no checkpoints to resume, the micro-batch runner no
+/// `--workers`. A flag the runner reads, or one every runner reads, passes.
+#[test]
+fn a_flag_of_another_runner_is_refused_by_name() {
+    weir_tests::register_runners();
+    let refused = |args: &[&str], flag: &str, runner: &str| {
+        let p = TestPipeline::from_options(PipelineOptions::from_args(args).unwrap());
+        p.apply("Nums", Create::of(vec![1i64]));
+        let err = p.try_run().unwrap_err().to_string();
+        assert!(err.contains(&format!("{flag} is an option of the")), "{err}");
+        assert!(err.contains(&format!("the {runner} runner does not use it")), "{err}");
+    };
+    refused(&["--runner", "direct", "--checkpoint-dir", "/tmp/x"], "--checkpoint-dir", "direct");
+    refused(&["--runner", "direct", "--trigger", "once"], "--trigger", "direct");
+    refused(&["--runner", "microbatch", "--workers", "2"], "--workers", "microbatch");
+    refused(&["--runner", "timely", "--direct-seed", "3"], "--direct-seed", "timely");
+    for ok in [
+        &["--runner", "timely", "--trigger", "once", "--workers", "1"][..],
+        &["--runner", "microbatch", "--parallelism", "1", "--metrics-push-period", "1"][..],
+        &["--runner", "direct", "--job-name", "x"][..],
+    ] {
+        let p = TestPipeline::from_options(PipelineOptions::from_args(ok).unwrap());
+        p.apply("Nums", Create::of(vec![1i64]));
+        p.try_run().unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+    }
+}
