@@ -166,21 +166,17 @@ fn name_city_state_id(person: &Person, auction: &Auction) -> NameCityStateId {
 }
 
 pub(crate) fn q3(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<NameCityStateId> {
-    let auctions = events.apply(
-        "AuctionsBySeller",
+    // One pass keys both sides (Beam filters the events twice and flattens): no copy of the
+    // events for a second consumer that would drop almost all of them.
+    let keyed = events.apply(
+        "AuctionsBySellerAndPersonsById",
         FlatMap::new(|e: Event| match e {
             Event::Auction(a) if a.category == 10 => vec![KV::new(a.seller, Event::Auction(a))],
-            _ => vec![],
-        }),
-    );
-    let persons = events.apply(
-        "PersonsById",
-        FlatMap::new(|e: Event| match e {
             Event::Person(p) if Q3_STATES.contains(&p.state.as_str()) => vec![KV::new(p.id, Event::Person(p))],
             _ => vec![],
         }),
     );
-    PCollectionList::of(events.pipeline(), vec![auctions, persons]).apply("Flatten", Flatten::pcollections()).apply(
+    keyed.apply(
         "Join",
         ParDo::stateful(JoinDoFn {
             max_auctions_waiting_time_ms: i64::from(config.max_auctions_waiting_time) * 1000,
@@ -300,25 +296,42 @@ impl DoFn for NewUsers {
     }
 }
 
+/// Keys persons by id (main output) and auctions by seller (the `auctions` output).
+#[derive(Clone)]
+struct SplitPersonsAndAuctions {
+    auctions: TupleTag<KV<i64, Auction>>,
+}
+
+impl DoFn for SplitPersonsAndAuctions {
+    type In = Event;
+    type Out = KV<i64, Person>;
+
+    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, KV<i64, Person>>) -> UserResult {
+        match e {
+            Event::Person(p) => ctx.output(KV::new(p.id, *p)),
+            Event::Auction(a) => ctx.output_tagged(&self.auctions, KV::new(a.seller, *a))?,
+            Event::Bid(_) => {}
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn q8(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<IdNameReserve> {
     let size = secs(config.window_size_sec);
-    let persons = events
-        .apply(
-            "PersonsById",
-            FlatMap::new(|e: Event| match e {
-                Event::Person(p) => vec![KV::new(p.id, *p)],
-                _ => vec![],
-            }),
-        )
-        .apply("WindowPersons", Window::into(FixedWindows::of(size)));
-    let auctions = events
-        .apply(
-            "AuctionsBySeller",
-            FlatMap::new(|e: Event| match e {
-                Event::Auction(a) => vec![KV::new(a.seller, *a)],
-                _ => vec![],
-            }),
-        )
+    // One pass splits persons from auctions (Beam filters the events twice): no copy of the
+    // events for a second consumer that would drop almost all of them.
+    let (persons_out, auctions_out) =
+        (TupleTag::<KV<i64, Person>>::new("personsById"), TupleTag::<KV<i64, Auction>>::new("auctionsBySeller"));
+    let split = events.apply(
+        "PersonsByIdAndAuctionsBySeller",
+        ParDo::of(SplitPersonsAndAuctions { auctions: auctions_out.clone() })
+            .with_outputs(&persons_out, vec![(&auctions_out).into()]),
+    );
+    let persons =
+        split.get(&persons_out).expect("declared output").apply("WindowPersons", Window::into(FixedWindows::of(size)));
+    let auctions = split
+        .get(&auctions_out)
+        .expect("declared output")
         .apply("WindowAuctions", Window::into(FixedWindows::of(size)));
     let (pt, at) = (TupleTag::<Person>::new("persons"), TupleTag::<Auction>::new("auctions"));
     KeyedPCollectionTuple::of(&pt, &persons)
