@@ -296,43 +296,21 @@ impl DoFn for NewUsers {
     }
 }
 
-/// Keys persons by id (main output) and auctions by seller (the `auctions` output).
-#[derive(Clone)]
-struct SplitPersonsAndAuctions {
-    auctions: TupleTag<KV<i64, Auction>>,
-}
-
-impl DoFn for SplitPersonsAndAuctions {
-    type In = Event;
-    type Out = KV<i64, Person>;
-
-    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, KV<i64, Person>>) -> UserResult {
-        match e {
-            Event::Person(p) => ctx.output(KV::new(p.id, *p)),
-            Event::Auction(a) => ctx.output_tagged(&self.auctions, KV::new(a.seller, *a))?,
-            Event::Bid(_) => {}
-        }
-        Ok(())
-    }
-}
-
 pub(crate) fn q8(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<IdNameReserve> {
     let size = secs(config.window_size_sec);
-    // One pass splits persons from auctions (Beam filters the events twice): no copy of the
-    // events for a second consumer that would drop almost all of them.
-    let (persons_out, auctions_out) =
-        (TupleTag::<KV<i64, Person>>::new("personsById"), TupleTag::<KV<i64, Auction>>::new("auctionsBySeller"));
-    let split = events.apply(
+    // Persons by id and auctions by seller in one pass (Beam filters the events twice).
+    let (persons, auctions) = super::split_events(
+        events,
         "PersonsByIdAndAuctionsBySeller",
-        ParDo::of(SplitPersonsAndAuctions { auctions: auctions_out.clone() })
-            .with_outputs(&persons_out, vec![(&auctions_out).into()]),
+        ("personsById", "auctionsBySeller"),
+        |e| match e {
+            Event::Person(p) => super::Side::First(KV::new(p.id, *p)),
+            Event::Auction(a) => super::Side::Second(KV::new(a.seller, *a)),
+            Event::Bid(_) => super::Side::Neither,
+        },
     );
-    let persons =
-        split.get(&persons_out).expect("declared output").apply("WindowPersons", Window::into(FixedWindows::of(size)));
-    let auctions = split
-        .get(&auctions_out)
-        .expect("declared output")
-        .apply("WindowAuctions", Window::into(FixedWindows::of(size)));
+    let persons = persons.apply("WindowPersons", Window::into(FixedWindows::of(size)));
+    let auctions = auctions.apply("WindowAuctions", Window::into(FixedWindows::of(size)));
     let (pt, at) = (TupleTag::<Person>::new("persons"), TupleTag::<Auction>::new("auctions"));
     KeyedPCollectionTuple::of(&pt, &persons)
         .and(&at, &auctions)

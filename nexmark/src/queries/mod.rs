@@ -10,6 +10,54 @@ use weir_sdk::{
 
 use crate::model::{Bid, Event};
 
+/// Where [`split_events`] sends an event.
+pub(crate) enum Side<A, B> {
+    /// To the first collection.
+    First(A),
+    /// To the second.
+    Second(B),
+    /// To neither.
+    Neither,
+}
+
+/// Sends each event to one of two outputs, as `side` says.
+#[derive(Clone)]
+struct SplitEvents<A, B> {
+    second: weir_sdk::TupleTag<B>,
+    side: fn(Event) -> Side<A, B>,
+}
+
+impl<A: Element, B: Element> DoFn for SplitEvents<A, B> {
+    type In = Event;
+    type Out = A;
+
+    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, A>) -> UserResult {
+        match (self.side)(e) {
+            Side::First(a) => ctx.output(a),
+            Side::Second(b) => ctx.output_tagged(&self.second, b)?,
+            Side::Neither => {}
+        }
+        Ok(())
+    }
+}
+
+/// `events` split in one pass (step `name`) into two collections, tagged `tags`, as `side`
+/// says: what Beam's queries do by reading the events twice, without a copy of the events for
+/// a second consumer that would drop most of them.
+pub(crate) fn split_events<A: Element, B: Element>(
+    events: &PCollection<Event>,
+    name: &str,
+    tags: (&str, &str),
+    side: fn(Event) -> Side<A, B>,
+) -> (PCollection<A>, PCollection<B>) {
+    let (first, second) = (weir_sdk::TupleTag::<A>::new(tags.0), weir_sdk::TupleTag::<B>::new(tags.1));
+    let split = events.apply(
+        name,
+        ParDo::of(SplitEvents { second: second.clone(), side }).with_outputs(&first, vec![(&second).into()]),
+    );
+    (split.get(&first).expect("declared output"), split.get(&second).expect("declared output"))
+}
+
 pub mod beyond_stateless;
 pub mod log_to_files;
 pub mod winning_bids;

@@ -306,14 +306,16 @@ impl PTransform<PCollection<Event>> for WinningBids {
             .apply("AuctionsAndBids", Filter::by(|e: &Event| matches!(e, Event::Auction(_) | Event::Bid(_))))
             .apply("Window", Window::into_by_element(self.window_fn));
         // One pass splits auctions (by id) from bids (by auction): no copy of the events.
-        let (auctions_out, bids_out) =
-            (TupleTag::<KV<i64, Auction>>::new("auctionsById"), TupleTag::<KV<i64, Bid>>::new("bidsByAuction"));
-        let split = windowed.apply(
+        let (auctions, bids) = super::split_events(
+            &windowed,
             "AuctionsAndBidsByAuction",
-            ParDo::of(SplitByAuction { bids: bids_out.clone() }).with_outputs(&auctions_out, vec![(&bids_out).into()]),
+            ("auctionsById", "bidsByAuction"),
+            |e| match e {
+                Event::Auction(a) => super::Side::First(KV::new(a.id, *a)),
+                Event::Bid(b) => super::Side::Second(KV::new(b.auction, b)),
+                Event::Person(_) => super::Side::Neither,
+            },
         );
-        let (auctions, bids) =
-            (split.get(&auctions_out).expect("declared output"), split.get(&bids_out).expect("declared output"));
         let (at, bt) = (TupleTag::<Auction>::new("auctions"), TupleTag::<Bid>::new("bids"));
         KeyedPCollectionTuple::of(&at, &auctions).and(&bt, &bids).apply("CoGroup", CoGroupByKey).apply(
             "Join",
@@ -325,26 +327,6 @@ impl PTransform<PCollection<Event>> for WinningBids {
                 no_valid_bids: counter("noValidBids"),
             }),
         )
-    }
-}
-
-/// Keys auctions by id (main output) and bids by auction (the `bids` output).
-#[derive(Clone)]
-struct SplitByAuction {
-    bids: TupleTag<KV<i64, Bid>>,
-}
-
-impl DoFn for SplitByAuction {
-    type In = Event;
-    type Out = KV<i64, Auction>;
-
-    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, KV<i64, Auction>>) -> UserResult {
-        match e {
-            Event::Auction(a) => ctx.output(KV::new(a.id, *a)),
-            Event::Bid(b) => ctx.output_tagged(&self.bids, KV::new(b.auction, b))?,
-            Event::Person(_) => {}
-        }
-        Ok(())
     }
 }
 
