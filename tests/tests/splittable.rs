@@ -352,52 +352,9 @@ fn the_direct_runner_finds_a_tracker_that_splits_dishonestly() {
     p.run();
 }
 
-/// A user's bounded source of the numbers `from..to` (at their own timestamps), whose reader
-/// may or may not say how many it has left.
-#[derive(Clone)]
-struct Range {
-    from: i64,
-    to: i64,
-    counted: bool,
-}
-
-struct RangeReader {
-    next: i64,
-    to: i64,
-    counted: bool,
-}
-
-impl BoundedSource for Range {
-    type Output = i64;
-    type Reader = RangeReader;
-    fn split(&self, size: u64) -> UserResult<Vec<Self>> {
-        let size = (size as i64).max(1);
-        Ok((self.from..self.to)
-            .step_by(size as usize)
-            .map(|f| Range { from: f, to: (f + size).min(self.to), counted: self.counted })
-            .collect())
-    }
-    fn estimated_size_bytes(&self) -> UserResult<u64> {
-        Ok((self.to - self.from) as u64)
-    }
-    fn create_reader(&self) -> UserResult<RangeReader> {
-        Ok(RangeReader { next: self.from, to: self.to, counted: self.counted })
-    }
-}
-
-impl BoundedReader for RangeReader {
-    type Output = i64;
-    fn next(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
-        if self.next >= self.to {
-            return Ok(None);
-        }
-        self.next += 1;
-        Ok(Some((self.next - 1, self.next - 1)))
-    }
-    fn remaining(&self) -> Option<u64> {
-        self.counted.then_some((self.to - self.next) as u64)
-    }
-}
+// A user's bounded source of the numbers `from..to` (at their own timestamps), whose reader
+// may or may not say how many it has left.
+use weir_sdk::testing::RangeSource as Range;
 
 /// Legacy sources read as Beam's Read expands, through splittable DoFns, on every
 /// configuration (the direct runner always reads so, split at random claims): every element of

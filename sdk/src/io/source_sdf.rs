@@ -465,51 +465,7 @@ mod tests {
     use super::*;
     use crate::splittable::process_restriction;
 
-    /// Numbers `from..to` at timestamp `n`, from a reader that may or may not know its count.
-    #[derive(Clone)]
-    struct Numbers {
-        from: i64,
-        to: i64,
-        counted: bool,
-    }
-
-    struct NumbersReader {
-        next: i64,
-        to: i64,
-        counted: bool,
-    }
-
-    impl BoundedSource for Numbers {
-        type Output = i64;
-        type Reader = NumbersReader;
-        fn split(&self, size: u64) -> UserResult<Vec<Self>> {
-            let size = (size as i64).max(1);
-            Ok((self.from..self.to)
-                .step_by(size as usize)
-                .map(|f| Numbers { from: f, to: (f + size).min(self.to), counted: self.counted })
-                .collect())
-        }
-        fn estimated_size_bytes(&self) -> UserResult<u64> {
-            Ok((self.to - self.from) as u64)
-        }
-        fn create_reader(&self) -> UserResult<NumbersReader> {
-            Ok(NumbersReader { next: self.from, to: self.to, counted: self.counted })
-        }
-    }
-
-    impl BoundedReader for NumbersReader {
-        type Output = i64;
-        fn next(&mut self) -> UserResult<Option<(i64, Timestamp)>> {
-            if self.next >= self.to {
-                return Ok(None);
-            }
-            self.next += 1;
-            Ok(Some((self.next - 1, self.next - 1)))
-        }
-        fn remaining(&self) -> Option<u64> {
-            self.counted.then_some((self.to - self.next) as u64)
-        }
-    }
+    use crate::testing::RangeSource as Numbers;
 
     #[test]
     fn a_bounded_source_reads_every_element_once_across_checkpoints() {
