@@ -88,7 +88,7 @@ impl UiQuery {
         let (state, error) = lock(&self.status).clone();
         let (batches, last) = {
             let p = lock(&self.progress);
-            (p.len(), p.back().map(|v| Value::clone(v)))
+            (p.len(), p.back().cloned())
         };
         let message = match (state.as_str(), (self.active)()) {
             ("RUNNING", true) => "Processing new data",
@@ -97,7 +97,7 @@ impl UiQuery {
         };
         json!({
             "id": self.id, "name": self.name, "runner": self.runner, "state": state,
-            "message": message, "lastError": error, "batches": batches, "lastProgress": last,
+            "message": message, "lastError": error, "batches": batches, "lastProgress": last.as_deref(),
         })
     }
 
