@@ -203,3 +203,27 @@ fn the_direct_runner_refuses_ui_port() {
     let err = p.try_run().unwrap_err().to_string();
     assert!(err.contains("--ui-port 4040") && err.contains("direct runner serves no live page"), "{err}");
 }
+
+/// `--ui-host` chooses the address the page listens on; one it cannot listen on is an error
+/// naming it, before the query starts.
+#[test]
+fn ui_host_chooses_the_address_and_a_bad_one_is_named() {
+    let pipeline = |host: &str| {
+        let mut options = live(PipelineOptions::default(), "live-host");
+        options.ui.host = host.into();
+        let p = Pipeline::new(options);
+        p.apply("Read", ReadUnbounded::from(Numbers::new(None, true))).apply("Show", Map::new(|i: i64| i));
+        p
+    };
+    let p = pipeline("0.0.0.0");
+    let (query, addr) = run(&p);
+    assert!(addr.ip().is_unspecified(), "listens on every address: {addr}");
+    let local = SocketAddr::from(([127, 0, 0, 1], addr.port()));
+    assert_eq!(json(local, "/api/queries")[0]["name"], "live-host");
+    query.stop().unwrap();
+    query.await_termination(Some(Duration::from_secs(30))).unwrap();
+
+    let p = pipeline("no-such-host.invalid");
+    let err = MicroBatchRunner.start(p.graph(), &p.options()).err().expect("refused").to_string();
+    assert!(err.contains("no-such-host.invalid") && err.contains("live page"), "{err}");
+}
