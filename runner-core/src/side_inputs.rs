@@ -64,9 +64,10 @@ impl SideInputs {
         for (i, spec) in self.specs.iter().enumerate() {
             let side = spec.window_fn.side_input_window(main)?;
             // A window is ready once a trigger fired a pane of it, or once the watermark passed
-            // its end; elements no trigger produced may still be arriving before that.
+            // its end (plus, for a Wait.on signal, its allowed lateness); elements no trigger
+            // produced may still be arriving before that.
             let fired = self.data[i].get(&side).is_some_and(|(pane, _)| *pane >= 0);
-            if !fired && self.watermarks[i] <= side.max_timestamp() {
+            if !fired && self.watermarks[i] <= side.max_timestamp().saturating_add(spec.ready_after_ms) {
                 return Ok(false);
             }
         }

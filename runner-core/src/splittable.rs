@@ -55,6 +55,16 @@ impl SplittableOperator {
         }
     }
 
+    /// Runs callbacks whose output is committed; a failure (an archive that cannot be written)
+    /// is logged with the step, and the pipeline goes on, as Beam's bundle finalization does.
+    fn finalize(&self, callbacks: Vec<weir_sdk::splittable::Finalizer>) {
+        for f in callbacks {
+            if let Err(e) = guarded(&self.step, "bundle finalization", f) {
+                tracing::warn!(step = %self.step, "after a commit: {e}");
+            }
+        }
+    }
+
     /// An operator that reads a legacy source for a Read: the runner's batch size bounds it.
     pub fn reading_a_source(mut self, yes: bool) -> Self {
         self.reads_a_source = yes;
@@ -138,12 +148,10 @@ impl Operator for SplittableOperator {
         self.work.hold()
     }
 
-    /// The `after_commit` callbacks: a failure (an archive that cannot be written) is logged
-    /// with the step, and the pipeline goes on, as Beam's bundle finalization does.
+    /// Every `after_commit` callback registered so far runs.
     fn on_committed(&mut self) {
-        for e in self.work.finalize() {
-            tracing::warn!(step = %self.step, "after a commit: {e}");
-        }
+        let callbacks = self.work.take_finalizers();
+        self.finalize(callbacks);
     }
 
     fn next_processing_timer(&self) -> Option<Timestamp> {

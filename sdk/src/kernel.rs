@@ -268,6 +268,11 @@ pub struct SideInputSpec {
     pub kernel: Arc<dyn ViewKernel>,
     /// Maps main-input windows to side-input windows.
     pub window_fn: Arc<dyn crate::window_fn::WindowFn>,
+    /// How long after a side window's end its watermark must pass before the window is ready
+    /// with no pane fired, ms: 0 for a view (a window is ready at its end), the signal's
+    /// allowed lateness for `Wait.on` (a signal window is done only once late data can no
+    /// longer arrive).
+    pub ready_after_ms: i64,
 }
 
 /// A DoFn instance as a runner drives it. Built by [`crate::transforms::par_do`] for a typed

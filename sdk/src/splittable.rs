@@ -165,12 +165,20 @@ pub struct OffsetRangeTracker {
     range: OffsetRange,
     last_claimed: Option<i64>,
     last_attempted: Option<i64>,
+    /// Whether splits other than checkpoints (`try_split(0.0)`) are accepted.
+    dynamic_splits: bool,
 }
 
 impl OffsetRangeTracker {
     /// Tracks `range`.
     pub fn new(range: OffsetRange) -> Self {
-        OffsetRangeTracker { range, last_claimed: None, last_attempted: None }
+        OffsetRangeTracker { range, last_claimed: None, last_attempted: None, dynamic_splits: true }
+    }
+    /// Refuses splits at any point but the current one (checkpoints, `try_split(0.0)`): the
+    /// range is then worked through in order, one part at a time, each part's residual the
+    /// whole rest of the range (as a reader that must see a file's parts in order needs).
+    pub fn checkpoints_only(self) -> Self {
+        OffsetRangeTracker { dynamic_splits: false, ..self }
     }
     /// The last offset claimed successfully.
     pub fn last_claimed(&self) -> Option<i64> {
@@ -206,6 +214,9 @@ impl RestrictionTracker for OffsetRangeTracker {
         self.range
     }
     fn try_split(&mut self, fraction_of_remainder: f64) -> Option<OffsetRange> {
+        if fraction_of_remainder > 0.0 && !self.dynamic_splits {
+            return None;
+        }
         let split = offset_split(self.cursor(), i128::from(self.range.to), fraction_of_remainder)?;
         let residual = OffsetRange::new(split, self.range.to);
         self.range = OffsetRange::new(self.range.from, split);
@@ -495,19 +506,22 @@ impl<O: Element> SdfContext<'_, O> {
         self.estimator.current()
     }
     /// Sets the watermark of a [`WatermarkEstimator::Manual`] estimator; an error for the others.
+    /// A watermark lower than one set before leaves the estimate where it was.
     pub fn set_watermark(&mut self, watermark: Timestamp) -> UserResult {
         match &mut *self.estimator {
             WatermarkEstimator::Manual(t) => {
-                *t = watermark;
+                // As Beam's `WatermarkEstimators.Manual`: the estimate keeps the highest
+                // watermark set so far, so a lower one never moves it back.
+                *t = (*t).max(watermark);
                 Ok(())
             }
             other => Err(format!("set_watermark needs a manual watermark estimator, not {other:?}").into()),
         }
     }
-    /// Runs `callback` once the runner has durably committed what this call output and no
-    /// restriction of the same element is pending any more (Beam's
-    /// `BundleFinalizer.afterBundleCommit`, waiting for the element's other parts): to
-    /// acknowledge a message, or archive a file once it is all read. A call whose batch fails
+    /// Runs `callback` once the runner has durably committed what this call output (Beam's
+    /// `BundleFinalizer.afterBundleCommit`), even while the element still has residual work
+    /// pending: to acknowledge the messages a call read, or archive a file once its last part
+    /// is read. A call whose batch fails
     /// is retried, and its callbacks are dropped with it. It is best effort: a crash between the
     /// commit and the callback loses the callback. A DoFn that uses it says so with
     /// [`SplittableDoFn::finalizes_bundles`].
@@ -655,9 +669,9 @@ pub trait ErasedSplittable: Send {
     /// bounded ones are processed to their end, as bounded sources are read to theirs.
     /// Returns how many were dropped.
     fn truncate_for_drain(&mut self) -> usize;
-    /// Runs the callbacks the calls since the last commit registered (the runner has committed
-    /// their output); returns their errors.
-    fn finalize(&mut self) -> Vec<UserError>;
+    /// The callbacks the calls since the last take registered ([`SdfContext::after_commit`]):
+    /// the runner runs them once it has committed the output of those calls.
+    fn take_finalizers(&mut self) -> Vec<Finalizer>;
 }
 
 /// Makes fresh [`ErasedSplittable`]s (one per partition).
@@ -692,23 +706,13 @@ struct SplittableKernel<F: SplittableDoFn> {
     pending: std::collections::VecDeque<Work<F>>,
     next_id: u64,
     random: Option<rand::rngs::SmallRng>,
-    /// Callbacks of the calls since the last commit, with their element encoded.
-    finalizers: Vec<(Vec<u8>, Finalizer)>,
-    /// Callbacks committed, each waiting for its element's other restrictions (the element
-    /// encoded).
-    waiting: Vec<(Vec<u8>, Finalizer)>,
+    /// Callbacks of the calls since the last commit.
+    finalizers: Vec<Finalizer>,
 }
 
 impl<F: SplittableDoFn> SplittableKernel<F> {
     fn new(fn_: F) -> Self {
-        SplittableKernel {
-            fn_,
-            pending: Default::default(),
-            next_id: 0,
-            random: None,
-            finalizers: Vec::new(),
-            waiting: Vec::new(),
-        }
+        SplittableKernel { fn_, pending: Default::default(), next_id: 0, random: None, finalizers: Vec::new() }
     }
 
     fn push(&mut self, mut w: Work<F>) {
@@ -773,10 +777,7 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
         tracker.check_done().map_err(|e| -> UserError {
             format!("the restriction tracker is not done after process returned {continuation:?}: {e}").into()
         })?;
-        if !registered.is_empty() {
-            let element = crate::coders::encode_to_vec(&ElementCoder::<F::In>::new(), &w.element)?;
-            self.finalizers.extend(registered.into_iter().map(|f| (element.clone(), f)));
-        }
+        self.finalizers.append(&mut registered);
         w.estimator.observe_time(now);
         // Residuals go before the rest of the queue's later work, in the order split off
         // (each a later part than the one before it).
@@ -829,8 +830,8 @@ pub fn process_restriction<F: SplittableDoFn>(
         }
     }
     // Nothing to commit here: the callbacks run as if the outputs had been.
-    if let Some(e) = kernel.finalize().into_iter().next() {
-        return Err(e);
+    for f in kernel.take_finalizers() {
+        f()?;
     }
     kernel.fn_.teardown()?;
     Ok(out.0.into_iter().flatten().map(|wv| (wv.value, wv.timestamp)).collect())
@@ -947,19 +948,8 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
     fn split_randomly(&mut self, seed: u64) {
         self.random = Some(rand::rngs::SmallRng::seed_from_u64(seed));
     }
-    fn finalize(&mut self) -> Vec<UserError> {
-        let committed = std::mem::take(&mut self.finalizers);
-        self.waiting.extend(committed);
-        if self.waiting.is_empty() {
-            return Vec::new();
-        }
-        let coder = ElementCoder::<F::In>::new();
-        let pending: std::collections::HashSet<Vec<u8>> =
-            self.pending.iter().filter_map(|w| crate::coders::encode_to_vec(&coder, &w.element).ok()).collect();
-        let (ready, wait): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.waiting).into_iter().partition(|(e, _)| !pending.contains(e));
-        self.waiting = wait;
-        ready.into_iter().filter_map(|(_, f)| f().err()).collect()
+    fn take_finalizers(&mut self) -> Vec<Finalizer> {
+        std::mem::take(&mut self.finalizers)
     }
     fn truncate_for_drain(&mut self) -> usize {
         let before = self.pending.len();
@@ -980,6 +970,14 @@ struct PairWithRestrictions<F>(F);
 impl<F: SplittableDoFn> DoFn for PairWithRestrictions<F> {
     type In = F::In;
     type Out = ElementAndRestriction<F::In, F::Restriction>;
+    /// As in Beam, every instance of the DoFn is set up before any other method is called on
+    /// it, the one that computes initial restrictions included.
+    fn setup(&mut self) -> UserResult {
+        self.0.setup()
+    }
+    fn teardown(&mut self) -> UserResult {
+        self.0.teardown()
+    }
     fn process(&mut self, element: F::In, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
         let initial = self.0.initial_restriction(&element)?;
         for restriction in self.0.split_restriction(&element, initial)? {

@@ -38,16 +38,28 @@ conformance! {
     fn empty_matches_follow_the_treatment(p) {
         let dir = tempfile::tempdir().unwrap();
         let wild = dir.path().join("*.csv").to_string_lossy().into_owned();
-        // A wildcard that matches nothing is fine by default.
-        let none = p.apply("Wild", FileIO::match_pattern(wild.clone()));
+        // As in Beam, FileIO.match() disallows an empty match by default; matchAll() allows it
+        // for a wildcard, and so does a chosen treatment.
+        let none = p.apply("Wild", FileIO::match_pattern(wild.clone()).with_empty_match_treatment(EmptyMatchTreatment::AllowIfWildcard));
         assert_that(&none).empty();
+        let patterns = p.apply("Patterns", Create::of(vec![wild.clone()]));
+        let all = patterns.apply("MatchAll", FileIO::match_all());
+        assert_that(&all).empty();
         p.run();
-        // A plain name that matches nothing, or any empty match when disallowed, is an error
-        // naming the pattern.
+        // Any pattern with the default, a plain name that matches nothing, or any empty match
+        // when disallowed, is an error naming the pattern.
         let plain = dir.path().join("missing.csv").to_string_lossy().into_owned();
-        for (pattern, treatment) in [(plain, EmptyMatchTreatment::AllowIfWildcard), (wild, EmptyMatchTreatment::Disallow)] {
+        for (pattern, treatment) in [
+            (wild.clone(), None),
+            (plain, Some(EmptyMatchTreatment::AllowIfWildcard)),
+            (wild, Some(EmptyMatchTreatment::Disallow)),
+        ] {
             let q = weir_sdk::testing::TestPipeline::from_options(p.options());
-            q.apply("Match", FileIO::match_pattern(pattern.clone()).with_empty_match_treatment(treatment));
+            let matched = FileIO::match_pattern(pattern.clone());
+            q.apply("Match", match treatment {
+                Some(t) => matched.with_empty_match_treatment(t),
+                None => matched,
+            });
             let err = q.try_run().expect_err("an empty match is refused");
             assert!(err.to_string().contains(&pattern), "{err}");
         }

@@ -222,7 +222,81 @@ mod wait_on {
         }
     }
 
+    /// Fails unless every signal element of the element's window (known in advance, by the
+    /// window's start) was seen already.
+    #[derive(Clone)]
+    struct AfterWindowsSignals(u64, std::sync::Arc<std::collections::HashMap<i64, Vec<i64>>>);
+
+    impl DoFn for AfterWindowsSignals {
+        type In = i64;
+        type Out = i64;
+        fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+            let weir_sdk::window::Window::Interval(w) = *ctx.window() else {
+                return Err("not an interval window".into());
+            };
+            let seen = SEEN.lock().unwrap();
+            let missing: Vec<i64> = self
+                .1
+                .get(&w.start)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|s| !seen.as_ref().is_some_and(|seen| seen.contains(&(self.0, *s))))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!("{e} released in {w:?} before its signals {missing:?} were done").into());
+            }
+            ctx.output(e);
+            Ok(())
+        }
+    }
+
     conformance! {
+        fn wait_on_sliding_windows_with_late_signals(p) {
+            // Beam's WaitTest shape: main (even) and signal (odd) elements in sliding windows,
+            // many behind the watermark but within the allowed lateness; each main element is
+            // released in a window only after every signal element of that window.
+            let run = RUN.fetch_add(1, Ordering::SeqCst);
+            let (size, period, lateness) = (20i64, 10i64, 40i64);
+            let mut stream = TestStream::create();
+            let mut signals: std::collections::HashMap<i64, Vec<i64>> = Default::default();
+            let mut mains = Vec::new();
+            let mut id = 0i64;
+            for k in 1..12i64 {
+                let wm = 10 * k;
+                let mut bundle = Vec::new();
+                for j in 0..4i64 {
+                    id += 1;
+                    let behind = (id * 7 + j * 3) % 40;
+                    let t = (wm - behind).max(0);
+                    // The signals are the elements furthest behind: often after the end of a
+                    // window with no signal yet, but within its allowed lateness.
+                    if behind >= 25 && k % 4 == 0 {
+                        let first = t - t.rem_euclid(period) - size + period;
+                        for start in (first..=t).step_by(period as usize) {
+                            signals.entry(start).or_default().push(2 * id + 1);
+                        }
+                        bundle.push(TimestampedValue::new(2 * id + 1, t));
+                    } else {
+                        mains.push(2 * id);
+                        bundle.push(TimestampedValue::new(2 * id, t));
+                    }
+                }
+                stream = stream.add_elements(bundle).advance_watermark_to(wm);
+            }
+            let windowing = Window::into(SlidingWindows::of(Duration::from_millis(size as u64)).every(Duration::from_millis(period as u64)))
+                .with_allowed_lateness(Duration::from_millis(lateness as u64));
+            let all = p.apply("Stream", stream.advance_watermark_to_infinity()).apply("Sliding", windowing);
+            let signal = all.apply("Odd", Filter::by(|e: &i64| e % 2 == 1)).apply("Record", ParDo::of(Record(run)));
+            let released = all
+                .apply("Even", Filter::by(|e: &i64| e % 2 == 0))
+                .apply("WaitForSignal", Wait::on(&signal))
+                .apply("Check", ParDo::of(AfterWindowsSignals(run, std::sync::Arc::new(signals))));
+            // Each main element is in two windows, and released in each.
+            assert_that(&released).contains_in_any_order(mains.iter().flat_map(|&m| [m, m]).collect());
+            p.run();
+        }
+
         fn wait_on_holds_elements_until_the_signals_window_is_done(p) {
             let run = RUN.fetch_add(1, Ordering::SeqCst);
             // Per 10 ms window an even element arrives first, its signal (one less) later.
@@ -242,6 +316,28 @@ mod wait_on {
                 .apply("WaitForSignal", Wait::on(&signal))
                 .apply("Check", ParDo::of(AfterSignal(run)));
             assert_that(&released).contains_in_any_order(vec![2, 12, 22]);
+            p.run();
+        }
+
+        fn wait_on_waits_for_the_signals_allowed_lateness(p) {
+            // The signal's window [0, 10) is empty when the watermark passes its end; a late
+            // signal element can still come until the end plus the allowed lateness (39), so
+            // the main element waits for that, as in Beam.
+            let run = RUN.fetch_add(1, Ordering::SeqCst);
+            let stream = TestStream::create()
+                .add_elements(vec![TimestampedValue::new(2i64, 2)])
+                .advance_watermark_to(15)
+                .add_elements(vec![TimestampedValue::new(1i64, 3)])
+                .advance_watermark_to(30)
+                .advance_watermark_to_infinity();
+            let windowing = Window::into(FixedWindows::of(Duration::from_millis(10))).with_allowed_lateness(Duration::from_millis(30));
+            let all = p.apply("Stream", stream).apply("Fixed", windowing);
+            let signal = all.apply("Odd", Filter::by(|e: &i64| e % 2 == 1)).apply("Record", ParDo::of(Record(run)));
+            let released = all
+                .apply("Even", Filter::by(|e: &i64| e % 2 == 0))
+                .apply("WaitForSignal", Wait::on(&signal))
+                .apply("Check", ParDo::of(AfterSignal(run)));
+            assert_that(&released).contains_in_any_order(vec![2]);
             p.run();
         }
 

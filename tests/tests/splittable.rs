@@ -3,6 +3,8 @@
 //! estimates; polling with a resume delay; trackers that do not split honestly or leave work
 //! undone found out; PeriodicSequence.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use weir_sdk::io::periodic::{PeriodicSequence, SequenceDefinition};
 use weir_sdk::io::{BoundedReader, BoundedSource};
@@ -431,4 +433,167 @@ fn the_direct_runner_refuses_a_native_read() {
     p.apply("Nums", Create::of(vec![1i64]));
     let err = p.try_run().unwrap_err().to_string();
     assert!(err.contains("--read-via native") && err.contains("direct runner"), "{err}");
+}
+
+/// Fails unless `setup` ran on the instance first, in every method Beam calls on it.
+#[derive(Clone)]
+struct NeedsSetup {
+    ready: bool,
+}
+
+impl NeedsSetup {
+    fn check(&self, method: &str) -> UserResult {
+        if self.ready {
+            Ok(())
+        } else {
+            Err(format!("{method} was called on an instance whose setup never ran").into())
+        }
+    }
+}
+
+impl SplittableDoFn for NeedsSetup {
+    type In = i64;
+    type Out = i64;
+    type Restriction = OffsetRange;
+    type Tracker = OffsetRangeTracker;
+    fn setup(&mut self) -> UserResult {
+        self.ready = true;
+        Ok(())
+    }
+    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
+        self.check("initial_restriction")?;
+        Ok(OffsetRange::new(0, *n))
+    }
+    fn split_restriction(&self, _: &i64, r: OffsetRange) -> UserResult<Vec<OffsetRange>> {
+        self.check("split_restriction")?;
+        Ok(r.split(3))
+    }
+    fn new_tracker(&self, _: &i64, r: OffsetRange) -> OffsetRangeTracker {
+        OffsetRangeTracker::new(r)
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        ctx: &mut SdfContext<'_, i64>,
+    ) -> UserResult<ProcessContinuation> {
+        self.check("process")?;
+        let mut i = tracker.current_restriction().from;
+        while tracker.try_claim(i) {
+            ctx.output(i);
+            i += 1;
+        }
+        Ok(ProcessContinuation::stop())
+    }
+}
+
+/// One position per call, each call setting the manual watermark high and then lower, and
+/// outputting the estimate it sees: Beam's manual estimator keeps the highest value set.
+#[derive(Clone)]
+struct LowersItsWatermark;
+
+impl SplittableDoFn for LowersItsWatermark {
+    type In = i64;
+    type Out = KV<i64, i64>;
+    type Restriction = OffsetRange;
+    type Tracker = OffsetRangeTracker;
+    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(0, *n))
+    }
+    fn new_tracker(&self, _: &i64, r: OffsetRange) -> OffsetRangeTracker {
+        OffsetRangeTracker::new(r)
+    }
+    fn initial_watermark_estimator(&self, _: &i64, _: Timestamp) -> WatermarkEstimator {
+        WatermarkEstimator::Manual(0)
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        ctx: &mut SdfContext<'_, KV<i64, i64>>,
+    ) -> UserResult<ProcessContinuation> {
+        let i = tracker.current_restriction().from;
+        if !tracker.try_claim(i) {
+            return Ok(ProcessContinuation::stop());
+        }
+        if i == 0 {
+            ctx.set_watermark(1_000)?;
+        }
+        // Lower than before, in this call and (from the checkpointed estimator) in later ones.
+        ctx.set_watermark(10 - i)?;
+        ctx.output_with_timestamp(KV::new(i, ctx.watermark()), 2_000)?;
+        Ok(ProcessContinuation::resume())
+    }
+}
+
+/// One position per call, each call registering a callback for after its commit and resuming
+/// 50 ms later: each call outputs whether the callbacks of every call before it had run.
+#[derive(Clone)]
+struct Acknowledges {
+    finalized: Arc<AtomicUsize>,
+}
+
+impl SplittableDoFn for Acknowledges {
+    type In = i64;
+    type Out = KV<i64, bool>;
+    type Restriction = OffsetRange;
+    type Tracker = OffsetRangeTracker;
+    fn initial_restriction(&self, n: &i64) -> UserResult<OffsetRange> {
+        Ok(OffsetRange::new(0, *n))
+    }
+    fn new_tracker(&self, _: &i64, r: OffsetRange) -> OffsetRangeTracker {
+        OffsetRangeTracker::new(r)
+    }
+    fn finalizes_bundles(&self) -> bool {
+        true
+    }
+    fn process(
+        &mut self,
+        _: &i64,
+        tracker: &mut Claims<'_, OffsetRangeTracker>,
+        ctx: &mut SdfContext<'_, KV<i64, bool>>,
+    ) -> UserResult<ProcessContinuation> {
+        let i = tracker.current_restriction().from;
+        if !tracker.try_claim(i) {
+            return Ok(ProcessContinuation::stop());
+        }
+        ctx.output(KV::new(i, self.finalized.load(Ordering::SeqCst) >= i as usize));
+        let finalized = self.finalized.clone();
+        ctx.after_commit(move || {
+            finalized.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        });
+        Ok(ProcessContinuation::resume().with_resume_delay(Duration::from_millis(50)))
+    }
+}
+
+conformance! {
+    fn every_instance_is_set_up_before_any_other_method(p) {
+        // Beam's lifecycle: the instance that pairs elements with their initial restrictions
+        // is set up first too.
+        let out = p.apply("Ns", Create::of(vec![4i64, 7])).apply("Positions", SplittableParDo::of(NeedsSetup { ready: false }));
+        assert_that(&out).contains_in_any_order(vec![0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6]);
+        p.run();
+    }
+
+    fn a_manual_watermark_set_lower_does_not_move_back(p) {
+        let out = p.apply("N", Create::of(vec![3i64])).apply("Lowers", SplittableParDo::of(LowersItsWatermark));
+        assert_that(&out).contains_in_any_order(vec![KV::new(0, 1_000), KV::new(1, 1_000), KV::new(2, 1_000)]);
+        p.run();
+    }
+
+    fn a_callback_runs_after_its_commit_while_the_element_still_has_work(p) {
+        // Beam runs a bundle's finalization once its output is committed, residual or not: a
+        // DoFn that checkpoints itself sees the callbacks of its earlier calls.
+        let finalized = Arc::new(AtomicUsize::new(0));
+        let out = p.apply("N", Create::of(vec![4i64])).apply("Ack", SplittableParDo::of(Acknowledges { finalized: finalized.clone() }));
+        assert_that(&out).contains_in_any_order((0..4).map(|i| KV::new(i, true)).collect());
+        if p.options().runner == "timely" {
+            let err = p.try_run().expect_err("the timely runner refuses work after commits").to_string();
+            assert!(err.contains("Ack/ProcessRestrictions") && err.contains("timely"), "{err}");
+            return;
+        }
+        p.run();
+        assert_eq!(finalized.load(Ordering::SeqCst), 4, "every call's callback ran");
+    }
 }

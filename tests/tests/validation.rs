@@ -115,25 +115,27 @@ fn text_io_needs_a_pattern() {
 #[test]
 fn test_stream_refuses_what_beams_builder_refuses() {
     use weir_sdk::time::{GLOBAL_WINDOW_MAX_TIMESTAMP, MAX_TIMESTAMP};
-    // An element at (or after) the end of the global window.
+    // An element at the maximum timestamp: only that is invalid.
     let q = p();
-    q.apply(
-        "Stream",
-        TestStream::create().add_elements(vec![TimestampedValue::new(1i64, GLOBAL_WINDOW_MAX_TIMESTAMP)]),
-    );
+    q.apply("Stream", TestStream::create().add_elements(vec![TimestampedValue::new(1i64, MAX_TIMESTAMP)]));
     let err = q.validate().unwrap_err().to_string();
-    assert!(err.contains("'Stream'") && err.contains("before the end of the global window"), "{err}");
+    assert!(err.contains("'Stream'") && err.contains("before the maximum timestamp"), "{err}");
     // The watermark advanced to the maximum timestamp by hand.
     let q = p();
     q.apply("Stream", TestStream::<i64>::create().advance_watermark_to(MAX_TIMESTAMP));
     let err = q.validate().unwrap_err().to_string();
     assert!(err.contains("'Stream'") && err.contains("advance_watermark_to_infinity()"), "{err}");
-    // The way to finish, and an element just before the end of the global window, are fine.
+    // The way to finish, and elements up to one millisecond before the maximum (the end of the
+    // global window included), are fine, as in Beam.
     let q = p();
     q.apply(
         "Stream",
         TestStream::create()
-            .add_elements(vec![TimestampedValue::new(1i64, GLOBAL_WINDOW_MAX_TIMESTAMP - 1)])
+            .add_elements(vec![
+                TimestampedValue::new(1i64, GLOBAL_WINDOW_MAX_TIMESTAMP - 1),
+                TimestampedValue::new(2i64, GLOBAL_WINDOW_MAX_TIMESTAMP),
+                TimestampedValue::new(3i64, MAX_TIMESTAMP - 1),
+            ])
             .advance_watermark_to(GLOBAL_WINDOW_MAX_TIMESTAMP)
             .advance_watermark_to_infinity(),
     );

@@ -237,6 +237,30 @@ conformance! {
         p.run();
     }
 
+    fn test_stream_elements_at_almost_positive_infinity(p) {
+        // Beam's TestStreamTest.testElementsAtAlmostPositiveInfinity: elements at the end of the
+        // global window, and one a millisecond before the maximum timestamp, are valid input.
+        use weir_sdk::time::{GLOBAL_WINDOW_MAX_TIMESTAMP as END, MAX_TIMESTAMP};
+        let stream = TestStream::create()
+            .add_elements(vec![tv("foo".to_string(), END), tv("bar".to_string(), END)])
+            .add_elements(vec![tv("last".to_string(), MAX_TIMESTAMP - 1)])
+            .advance_watermark_to_infinity();
+        let input = p.apply("Stream", stream);
+        let windows = FixedWindows::of(Duration::from_secs(6 * 3600));
+        let grouped = input
+            .apply("Filter", Filter::by(|s: &String| s != "last"))
+            .apply("Window", Window::into(windows))
+            .apply("WithKeys", WithKeys::of(|_: &String| 1i64))
+            .apply("Group", GroupByKey::create())
+            .apply("Values", FlatMap::new(|kv: KV<i64, Vec<String>>| kv.value));
+        let six_hours = 6 * 3600 * 1000;
+        let start = END - END.rem_euclid(six_hours);
+        assert_that(&grouped).in_window(iw(start, start + six_hours)).contains_in_any_order(vec!["foo".to_string(), "bar".to_string()]);
+        let stamps = input.apply("Stamps", Reify::timestamps()).apply("Render", Map::new(|t: TimestampedValue<String>| (t.value, t.timestamp)));
+        assert_that(&stamps).contains_in_any_order(vec![("foo".to_string(), END), ("bar".to_string(), END), ("last".to_string(), MAX_TIMESTAMP - 1)]);
+        p.run();
+    }
+
     fn combine_globally_and_per_key_in_windows(p) {
         let input = p
             .apply("Create", Create::timestamped(vec![tv(kv("a", 1), 1), tv(kv("a", 2), 11), tv(kv("b", 3), 12)]))

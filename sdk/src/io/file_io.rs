@@ -67,11 +67,15 @@ pub struct FileIO;
 
 impl FileIO {
     /// The files matching `pattern` (a glob: `dir/*.csv`, `logs/**/*.jsonl`), matched when the
-    /// pipeline runs (Beam's `FileIO.match().filepattern(..)`).
+    /// pipeline runs (Beam's `FileIO.match().filepattern(..)`). As in Beam, a pattern that
+    /// matches nothing is an error unless [`MatchPattern::with_empty_match_treatment`] says
+    /// otherwise; a watched pattern ([`MatchPattern::continuously`]) may match nothing at first,
+    /// since its files may come later.
     pub fn match_pattern(pattern: impl Into<String>) -> MatchPattern {
-        MatchPattern { pattern: pattern.into(), all: FileIO::match_all() }
+        MatchPattern { pattern: pattern.into(), all: FileIO::match_all(), empty: None }
     }
-    /// The files matching each pattern of the input (Beam's `FileIO.matchAll()`).
+    /// The files matching each pattern of the input (Beam's `FileIO.matchAll()`): an empty match
+    /// is fine for a pattern with a wildcard and an error for a plain file name, by default.
     pub fn match_all() -> MatchAll {
         MatchAll { empty: EmptyMatchTreatment::default(), continuously: None }
     }
@@ -105,12 +109,15 @@ impl MatchAll {
 pub struct MatchPattern {
     pattern: String,
     all: MatchAll,
+    /// The treatment the user chose; by default `Disallow` for a single match and `Allow` for a
+    /// watch (Beam's `FileIO.match()` and its poll function).
+    empty: Option<EmptyMatchTreatment>,
 }
 
 impl MatchPattern {
     /// What a pattern that matches nothing means.
     pub fn with_empty_match_treatment(self, empty: EmptyMatchTreatment) -> Self {
-        MatchPattern { all: self.all.with_empty_match_treatment(empty), ..self }
+        MatchPattern { empty: Some(empty), ..self }
     }
     /// Watches the pattern: polls every `poll_interval` and outputs each new file once, until
     /// `terminate` says to stop. The output is unbounded.
@@ -430,6 +437,12 @@ impl PTransform<PCollection<String>> for MatchAll {
 impl PTransform<PBegin> for MatchPattern {
     type Output = PCollection<FileMetadata>;
     fn expand(self, input: PBegin) -> PCollection<FileMetadata> {
-        input.apply("Pattern", Create::of(vec![self.pattern])).apply("MatchAll", self.all)
+        let empty = self.empty.unwrap_or(match self.all.continuously {
+            None => EmptyMatchTreatment::Disallow,
+            Some(_) => EmptyMatchTreatment::Allow,
+        });
+        input
+            .apply("Pattern", Create::of(vec![self.pattern]))
+            .apply("MatchAll", self.all.with_empty_match_treatment(empty))
     }
 }

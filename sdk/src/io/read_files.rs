@@ -243,8 +243,13 @@ impl<F: FileFormat> SplittableDoFn for ReadFn<F> {
     fn finalizes_bundles(&self) -> bool {
         self.clean != CleanSource::Off
     }
+    /// A file being cleaned is read in order, checkpointed but never split elsewhere (see
+    /// `process`).
     fn new_tracker(&self, _: &FileMetadata, r: OffsetRange) -> OffsetRangeTracker {
-        OffsetRangeTracker::new(r)
+        match self.clean {
+            CleanSource::Off => OffsetRangeTracker::new(r),
+            _ => OffsetRangeTracker::new(r).checkpoints_only(),
+        }
     }
     /// Held at the file's timestamp until its records are out: records may come in any order.
     fn initial_watermark_estimator(&self, _: &FileMetadata, timestamp: Timestamp) -> WatermarkEstimator {
@@ -270,11 +275,15 @@ impl<F: FileFormat> SplittableDoFn for ReadFn<F> {
         if tracker.tracker().last_attempted().is_none_or(|a| a < end) {
             tracker.try_claim(end);
         }
-        // Every part of the file asks for the cleaning; it runs once the read is committed and
-        // no part of the file is left (all of a file's parts are in one queue: a file being
-        // cleaned is one restriction, split only by the runner).
+        // The part that reads to the file's end asks for the cleaning, which runs once its read
+        // is committed. A file being cleaned is one restriction, split only at checkpoints, each
+        // leaving the whole rest of the file as its residual: so its parts are read one after
+        // another, and when the part ending at the file's end is done, every part of it is.
         let end = tracker.current_restriction().to;
-        if self.clean != CleanSource::Off && tracker.tracker().last_attempted().is_some_and(|a| a >= end) {
+        if self.clean != CleanSource::Off
+            && tracker.tracker().last_attempted().is_some_and(|a| a >= end)
+            && end >= self.format.units(file)?
+        {
             let (clean, path) = (self.clean.clone(), file.path.clone());
             ctx.after_commit(move || clean.clean(&path));
         }

@@ -5,7 +5,7 @@ use crate::coders::Element;
 use crate::graph::{Boundedness, Payload};
 use crate::kernel::{Batch, TestStreamEvent};
 use crate::pipeline::{PBegin, PCollection, PTransform};
-use crate::time::{Timestamp, GLOBAL_WINDOW_MAX_TIMESTAMP, MAX_TIMESTAMP};
+use crate::time::{Timestamp, MAX_TIMESTAMP};
 use crate::window_fn::WindowingStrategy;
 use crate::windowed_value::{TimestampedValue, WindowedValue};
 use std::marker::PhantomData;
@@ -29,13 +29,14 @@ impl<T: Element> TestStream<T> {
         TestStream { events: Vec::new(), refused: Vec::new(), _t: PhantomData }
     }
 
-    /// Emits `values` as one bundle. As in Beam, every timestamp must be before the end of the
-    /// global window ([`GLOBAL_WINDOW_MAX_TIMESTAMP`]); the pipeline is refused otherwise.
+    /// Emits `values` as one bundle. As in Beam, every timestamp must be strictly before the
+    /// maximum timestamp ([`MAX_TIMESTAMP`]); the end of the global window and anything after it
+    /// up to one millisecond before the maximum are valid. The pipeline is refused otherwise.
     pub fn add_elements(mut self, values: Vec<TimestampedValue<T>>) -> Self {
-        if let Some(late) = values.iter().find(|v| v.timestamp >= GLOBAL_WINDOW_MAX_TIMESTAMP) {
+        if let Some(late) = values.iter().find(|v| v.timestamp >= MAX_TIMESTAMP) {
             self.refused.push(format!(
-                "TestStream elements must have timestamps before the end of the global window \
-                 ({GLOBAL_WINDOW_MAX_TIMESTAMP}); got one at {}",
+                "TestStream elements must have timestamps before the maximum timestamp \
+                 ({MAX_TIMESTAMP}); got one at {}",
                 late.timestamp
             ));
         }

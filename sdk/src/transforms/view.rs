@@ -22,6 +22,7 @@ fn view<T: Element, V>(pc: &PCollection<T>, kind: &str, kernel: Arc<dyn ViewKern
         pcollection: pc.id(),
         kernel,
         window_fn: pc.windowing_strategy().window_fn.clone(),
+        ready_after_ms: 0,
     };
     PCollectionView::of(spec)
 }

@@ -70,7 +70,10 @@ fn done_view<S: Element>(signal: &PCollection<S>, name: &str) -> SideInputSpec {
         .apply(&format!("{name}/Never"), never)
         .apply(&format!("{name}/Unit"), Map::new(|_: S| ()))
         .apply(&format!("{name}/Once"), Combine::globally(UnitFn).without_defaults());
-    View::as_iterable(&done).spec().clone()
+    let mut spec = View::as_iterable(&done).spec().clone();
+    // An empty signal window is done too only once late data can no longer arrive.
+    spec.ready_after_ms = lateness.as_millis() as i64;
+    spec
 }
 
 /// Passes elements on; declaring the signals' views as side inputs makes each wait for them.
