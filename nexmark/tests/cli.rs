@@ -31,12 +31,13 @@ fn results(dir: &Path) -> Vec<String> {
 }
 
 /// An exported events file of 5 000 events named `events[1].jsonl` (glob characters), with line
-/// 2 501 replaced by a JSON object that is not an event.
+/// 2 501 replaced by a JSON object that is not an event, followed by a terminal escape sequence
+/// (which no message may print raw).
 fn events_file(dir: &Path) -> PathBuf {
     let path = dir.join("events[1].jsonl");
     assert_eq!(code(&nexmark(&["--export-events", path.to_str().unwrap(), "--num-events", "5000"])), 0);
     let mut lines: Vec<String> = std::fs::read_to_string(&path).unwrap().lines().map(String::from).collect();
-    lines[2500] = r#"{"foo":1}"#.to_string();
+    lines[2500] = "{\"foo\":1}\u{1b}[2J".to_string();
     std::fs::write(&path, lines.join("\n") + "\n").unwrap();
     path
 }
@@ -87,12 +88,17 @@ fn malformed_events_are_reported_by_file_and_line() {
     let o = nexmark(&["--query", "0", "--events-file", f, "--on-malformed", "fail"]);
     assert_eq!(code(&o), 1);
     assert!(text(&o.stdout).contains(&format!("{f}:2501")), "{}", text(&o.stdout));
+    // The bad line is shown with its control characters escaped, as in skip mode's warning.
+    for shown in [text(&o.stdout), text(&o.stderr)] {
+        assert!(!shown.contains('\u{1b}'), "a raw escape character was printed: {shown:?}");
+    }
+    assert!(text(&o.stdout).contains("{\"foo\":1}\\u{1b}[2J"), "{}", text(&o.stdout));
     // Dead letter: the bad line kept verbatim.
     let dead = dir.path().join("dead.jsonl");
     let o =
         nexmark(&["--query", "0", "--events-file", f, "--on-malformed", &format!("dead-letter={}", dead.display())]);
     assert_eq!(code(&o), 0);
-    assert_eq!(std::fs::read_to_string(&dead).unwrap(), "{\"foo\":1}\n");
+    assert_eq!(std::fs::read_to_string(&dead).unwrap(), "{\"foo\":1}\u{1b}[2J\n");
     // A glob reads the same file when asked for one.
     let pattern = dir.path().join("events*.jsonl");
     let o = nexmark(&["--query", "0", "--events-glob", pattern.to_str().unwrap()]);

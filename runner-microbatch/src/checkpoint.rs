@@ -150,7 +150,8 @@ impl Checkpoint {
         }
         let root = PathBuf::from(root);
         std::fs::create_dir_all(&root).map_err(|e| io(&root, e))?;
-        let lock = DirLock::acquire(&root, "lock", std::time::Duration::ZERO)?;
+        // A process of the previous run may still be stopping: give it a few seconds.
+        let lock = DirLock::acquire(&root, "lock", weir_runner_core::checkpoint::lock::STOPPING_HOLDER_PATIENCE)?;
         let commits_dir = root.join("commits");
         let offsets_dir = root.join("offsets");
         let commits = batch_ids(&commits_dir)?;

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
-use weir_runner_core::checkpoint::lock::DirLock;
+use weir_runner_core::checkpoint::lock::{DirLock, STOPPING_HOLDER_PATIENCE};
 use weir_runner_core::checkpoint::log::{
     self, batch_ids, check_contiguous, corrupt, encode_entry, parse_entry, refused,
 };
@@ -155,7 +155,7 @@ impl EpochLog {
         let loc = Location::parse(spec)?;
         // A process of the previous run may still be stopping: give it a few seconds.
         let lock = match loc.local_dir() {
-            Some(dir) => Some(DirLock::acquire(dir, &format!("lock-{process}"), Duration::from_secs(10))?),
+            Some(dir) => Some(DirLock::acquire(dir, &format!("lock-{process}"), STOPPING_HOLDER_PATIENCE)?),
             None => None,
         };
         let commits = batch_ids(loc.list("commits")?, |n| loc.name(&format!("commits/{n}")));

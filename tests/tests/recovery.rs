@@ -441,6 +441,26 @@ fn a_checkpoint_directory_in_use_is_refused() {
     assert!(err.contains("stale") && err.contains(&format!("pid {pid}")), "{err}");
 }
 
+/// Issue 33: a restart right after a SIGKILL may find the lock still held by the dying
+/// process, which is not reaped yet; the restart waits a few seconds for it instead of refusing.
+#[test]
+fn a_restart_waits_for_a_holder_that_is_stopping() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    assert!(!child(&cp, &out, Some("add-batch:3"), false).status.success());
+    // The previous run's lock, still held for a second, as by a process being reaped.
+    let lock = std::fs::OpenOptions::new().write(true).open(cp.join("lock")).unwrap();
+    lock.lock().unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        drop(lock);
+    });
+    let restarted = child(&cp, &out, None, false);
+    release.join().unwrap();
+    ok(&restarted);
+    assert_eq!(output(&out), expected());
+}
+
 #[test]
 #[ignore = "long: 100 random SIGKILLs; run with --ignored"]
 fn random_kills_recover_exactly_once() {

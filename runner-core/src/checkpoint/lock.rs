@@ -23,6 +23,11 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "an unknown host".into())
 }
 
+/// How long a run waits for the holder of its checkpoint's lock to stop before refusing: a
+/// process that was just killed (a script's `timeout -s KILL`, then a restart) may not have been
+/// reaped yet, and holds its lock until it is.
+pub const STOPPING_HOLDER_PATIENCE: Duration = Duration::from_secs(10);
+
 impl DirLock {
     /// Locks `root/name`, waiting up to `patience` for a holder that is stopping; a lock still
     /// held after that is refused, naming its holder.

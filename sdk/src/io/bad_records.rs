@@ -80,7 +80,7 @@ impl BadRecords {
     /// `error`: an error under [`BadRecordPolicy::Fail`], otherwise a warning, the counter, and
     /// the dead-letter file when there is one.
     pub fn handle(&self, place: &str, raw: &[u8], error: &dyn std::fmt::Display) -> UserResult {
-        let shown: String = String::from_utf8_lossy(raw).chars().take(80).collect();
+        let shown = printable(raw, 80);
         if self.fail {
             return Err(format!("{place}: malformed {} ({error}): {shown} ({})", self.what, self.fail_hint).into());
         }
@@ -91,6 +91,19 @@ impl BadRecords {
         }
         Ok(())
     }
+}
+
+/// At most `max` characters of `raw` for a message, control characters escaped (`\u{1b}`, `\t`)
+/// so that a bad record cannot move the cursor, recolour or clear the terminal showing it.
+pub fn printable(raw: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(raw)
+        .chars()
+        .take(max)
+        .flat_map(|c| {
+            let escaped = c.is_control().then(|| c.escape_debug());
+            escaped.into_iter().flatten().chain((!c.is_control()).then_some(c))
+        })
+        .collect()
 }
 
 impl DeadLetter {
@@ -110,6 +123,15 @@ impl DeadLetter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bad_records_are_shown_with_control_characters_escaped() {
+        let raw = b"{\"a\":1}\x1b[2J\tend\x07";
+        assert_eq!(printable(raw, 80), "{\"a\":1}\\u{1b}[2J\\tend\\u{7}");
+        let fail = BadRecords::new(BadRecordPolicy::Fail, "event", "io", "bad");
+        let err = fail.handle("f:1", raw, &"bad").unwrap_err().to_string();
+        assert!(!err.contains('\x1b') && err.contains("\\u{1b}[2J"), "{err:?}");
+    }
 
     #[test]
     fn policies_parse_and_act() {
