@@ -25,7 +25,6 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 use weir_runner_core::checkpoint::lock::{DirLock, STOPPING_HOLDER_PATIENCE};
 use weir_runner_core::checkpoint::log::{
     self, batch_ids, check_contiguous, corrupt, encode_entry, parse_entry, refused,
