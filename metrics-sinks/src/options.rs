@@ -4,19 +4,19 @@
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct SinkOptions {
     /// URL of the HTTP sink.
-    #[arg(long = "metrics-http-url")]
+    #[arg(long = "metrics-http-url", value_parser = weir_sdk::options::non_empty())]
     pub http_url: Option<String>,
     /// Host of the Graphite sink.
-    #[arg(long = "metrics-graphite-host")]
+    #[arg(long = "metrics-graphite-host", value_parser = weir_sdk::options::non_empty())]
     pub graphite_host: Option<String>,
     /// Port of the Graphite sink.
-    #[arg(long = "metrics-graphite-port", default_value_t = 2003)]
+    #[arg(long = "metrics-graphite-port", default_value_t = 2003, value_parser = clap::value_parser!(u16).range(1..))]
     pub graphite_port: u16,
     /// URL of the Prometheus sink: a Pushgateway group URL, or a remote-write endpoint.
-    #[arg(long = "metrics-prometheus-url")]
+    #[arg(long = "metrics-prometheus-url", value_parser = weir_sdk::options::non_empty())]
     pub prometheus_url: Option<String>,
     /// File of the JSON-lines sink.
-    #[arg(long = "metrics-file")]
+    #[arg(long = "metrics-file", value_parser = weir_sdk::options::non_empty())]
     pub file: Option<String>,
     /// `NAME=VAR`: send header NAME, its value read from environment variable VAR, with every
     /// push of the HTTP and Prometheus sinks (repeatable). Values are never printed.

@@ -280,74 +280,115 @@ impl Default for NexmarkConfig {
     }
 }
 
-/// A configuration the generator cannot run with, naming the field.
+/// A configuration the generator cannot run with, naming the flag and the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid Nexmark configuration: {field} = {value}: {reason}")]
+#[error("invalid Nexmark configuration: --{} ({field}) = {value}: {reason}", camel_to_kebab(field))]
 pub struct ConfigError {
     /// The offending field (Beam's name).
     pub field: &'static str,
     /// Its value.
     pub value: String,
     /// Why it is invalid.
-    pub reason: &'static str,
+    pub reason: String,
 }
 
+/// `firstEventRate` → `first-event-rate`: the launcher's flag of a field.
+pub fn camel_to_kebab(field: &str) -> String {
+    let mut out = String::with_capacity(field.len() + 4);
+    for c in field.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('-');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A year of seconds: the longest window, period, gap, delay or timeout a field may ask for
+/// (longer ones overflow event times in milliseconds or keep state without end).
+const YEAR_SEC: i64 = 365 * 86_400;
+/// The most bytes a generated person, auction or bid may average (each is built in memory).
+const MAX_BYTE_SIZE: i64 = 1 << 20;
+
 impl NexmarkConfig {
-    /// Checks every field the generator and the queries divide by or draw bounded numbers with.
+    /// Checks every field against the range the generator and the queries can run with: what
+    /// they divide by, draw bounded numbers with, allocate or turn into milliseconds. The error
+    /// names the flag, the value and the range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        fn positive<T: PartialOrd + Default + ToString>(field: &'static str, v: T) -> Result<(), ConfigError> {
-            if v > T::default() {
+        fn within(field: &'static str, v: i64, lo: i64, hi: i64) -> Result<(), ConfigError> {
+            if (lo..=hi).contains(&v) {
                 Ok(())
             } else {
-                Err(ConfigError { field, value: v.to_string(), reason: "must be positive" })
+                Err(ConfigError { field, value: v.to_string(), reason: format!("must be within [{lo}, {hi}]") })
             }
         }
-        fn non_negative<T: PartialOrd + Default + ToString>(field: &'static str, v: T) -> Result<(), ConfigError> {
-            if v >= T::default() {
-                Ok(())
-            } else {
-                Err(ConfigError { field, value: v.to_string(), reason: "must not be negative" })
-            }
+        let us_per_unit = self.rate_unit.us_per_unit();
+        let ranges: [(&'static str, i64, i64, i64); 30] = [
+            ("numEvents", self.num_events, 0, 1_000_000_000_000),
+            ("numEventGenerators", self.num_event_generators.into(), 1, 10_000),
+            // The generator spaces events in whole microseconds.
+            ("firstEventRate", self.first_event_rate, 1, us_per_unit),
+            ("nextEventRate", self.next_event_rate, 1, us_per_unit),
+            ("ratePeriodSec", self.rate_period_sec, 1, YEAR_SEC),
+            ("preloadSeconds", self.preload_seconds, 0, YEAR_SEC),
+            ("streamTimeout", self.stream_timeout, 0, YEAR_SEC),
+            ("avgPersonByteSize", self.avg_person_byte_size.into(), 1, MAX_BYTE_SIZE),
+            ("avgAuctionByteSize", self.avg_auction_byte_size.into(), 1, MAX_BYTE_SIZE),
+            ("avgBidByteSize", self.avg_bid_byte_size.into(), 1, MAX_BYTE_SIZE),
+            ("hotAuctionRatio", self.hot_auction_ratio.into(), 1, 1_000_000),
+            ("hotSellersRatio", self.hot_sellers_ratio.into(), 1, 1_000_000),
+            ("hotBiddersRatio", self.hot_bidders_ratio.into(), 1, 1_000_000),
+            ("windowSizeSec", self.window_size_sec, 1, YEAR_SEC),
+            ("windowPeriodSec", self.window_period_sec, 1, YEAR_SEC),
+            ("watermarkHoldbackSec", self.watermark_holdback_sec, 0, YEAR_SEC),
+            ("numInFlightAuctions", self.num_in_flight_auctions.into(), 1, 10_000_000),
+            ("numActivePeople", self.num_active_people.into(), 1, 100_000_000),
+            ("cpuDelayMs", self.cpu_delay_ms, 0, 60_000),
+            ("diskBusyBytes", self.disk_busy_bytes, 0, 1 << 30),
+            ("auctionSkip", self.auction_skip.into(), 1, 1_000_000),
+            ("fanout", self.fanout.into(), 1, 10_000),
+            ("maxAuctionsWaitingTime", self.max_auctions_waiting_time.into(), 1, YEAR_SEC),
+            ("occasionalDelaySec", self.occasional_delay_sec, 0, YEAR_SEC),
+            ("maxLogEvents", self.max_log_events, 1, 1_000_000_000),
+            ("outOfOrderGroupSize", self.out_of_order_group_size, 1, 1_000_000),
+            ("numKeyBuckets", self.num_key_buckets.into(), 1, 1_000_000),
+            // Q13's side input is built in memory, one row per key.
+            ("sideInputRowCount", self.side_input_row_count, 1, 1_000_000),
+            ("sideInputNumShards", self.side_input_num_shards.into(), 1, 10_000),
+            ("sessionGapSec", self.session_gap_sec, 1, YEAR_SEC),
+        ];
+        for (field, v, lo, hi) in ranges {
+            within(field, v, lo, hi)?;
         }
-        non_negative("numEvents", self.num_events)?;
-        positive("numEventGenerators", self.num_event_generators)?;
-        positive("firstEventRate", self.first_event_rate)?;
-        positive("nextEventRate", self.next_event_rate)?;
-        positive("ratePeriodSec", self.rate_period_sec)?;
-        positive("avgPersonByteSize", self.avg_person_byte_size)?;
-        positive("avgAuctionByteSize", self.avg_auction_byte_size)?;
-        positive("avgBidByteSize", self.avg_bid_byte_size)?;
-        positive("hotAuctionRatio", self.hot_auction_ratio)?;
-        positive("hotSellersRatio", self.hot_sellers_ratio)?;
-        positive("hotBiddersRatio", self.hot_bidders_ratio)?;
-        positive("windowSizeSec", self.window_size_sec)?;
-        positive("windowPeriodSec", self.window_period_sec)?;
-        non_negative("watermarkHoldbackSec", self.watermark_holdback_sec)?;
-        positive("numInFlightAuctions", self.num_in_flight_auctions)?;
-        positive("numActivePeople", self.num_active_people)?;
-        non_negative("cpuDelayMs", self.cpu_delay_ms)?;
-        non_negative("diskBusyBytes", self.disk_busy_bytes)?;
-        positive("auctionSkip", self.auction_skip)?;
-        positive("fanout", self.fanout)?;
-        positive("maxAuctionsWaitingTime", self.max_auctions_waiting_time)?;
-        non_negative("occasionalDelaySec", self.occasional_delay_sec)?;
-        positive("maxLogEvents", self.max_log_events)?;
-        positive("outOfOrderGroupSize", self.out_of_order_group_size)?;
-        positive("numKeyBuckets", self.num_key_buckets)?;
-        positive("sideInputRowCount", self.side_input_row_count)?;
-        positive("sessionGapSec", self.session_gap_sec)?;
+        // The queries of sliding windows (Q4, Q5) put each element in size / period windows.
+        let sliding =
+            matches!(self.query, Some(crate::QueryName::AveragePriceForCategory | crate::QueryName::HotItems));
+        if sliding && self.window_size_sec / self.window_period_sec > 1_000 {
+            return Err(ConfigError {
+                field: "windowPeriodSec",
+                value: self.window_period_sec.to_string(),
+                reason: format!(
+                    "puts each element in {} sliding windows of {} s; at most 1000 (a longer period, or a shorter \
+                     --window-size-sec)",
+                    self.window_size_sec / self.window_period_sec,
+                    self.window_size_sec
+                ),
+            });
+        }
         if !(0.0..=1.0).contains(&self.prob_delayed_event) {
             return Err(ConfigError {
                 field: "probDelayedEvent",
                 value: self.prob_delayed_event.to_string(),
-                reason: "must be within [0, 1]",
+                reason: "must be within [0, 1]".into(),
             });
         }
         if self.num_events > 0 && self.num_events < i64::from(self.num_event_generators) {
             return Err(ConfigError {
                 field: "numEventGenerators",
                 value: self.num_event_generators.to_string(),
-                reason: "must not exceed numEvents (every generator needs at least one event)",
+                reason: "must not exceed numEvents (every generator needs at least one event)".into(),
             });
         }
         Ok(())
@@ -487,7 +528,12 @@ mod tests {
         let bad = NexmarkConfig { num_event_generators: 0, ..NexmarkConfig::default() };
         let err = bad.validate().expect_err("zero generators");
         assert_eq!(err.field, "numEventGenerators");
-        assert!(err.to_string().contains("numEventGenerators = 0"), "{err}");
+        assert!(
+            err.to_string().contains("--num-event-generators (numEventGenerators) = 0: must be within [1, 10000]"),
+            "{err}"
+        );
+        let bad = NexmarkConfig { avg_bid_byte_size: i32::MAX, ..NexmarkConfig::default() };
+        assert_eq!(bad.validate().expect_err("huge bids").field, "avgBidByteSize");
         let bad = NexmarkConfig { prob_delayed_event: 1.5, ..NexmarkConfig::default() };
         assert_eq!(bad.validate().expect_err("probability").field, "probDelayedEvent");
         assert!(NexmarkConfig::default().validate().is_ok());

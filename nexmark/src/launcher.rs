@@ -69,11 +69,11 @@ struct Args {
     /// Read events from FILE instead of generating them: Beam's JSON lines, or CSV or Parquet by
     /// the name's extension (the tables --export-events writes, or DuckDB and Spark make). The
     /// name is taken as it is; see --events-glob for several files.
-    #[arg(long = "events-file", value_name = "FILE", conflicts_with_all = ["events_glob", "events_dir"])]
+    #[arg(long = "events-file", value_name = "FILE", conflicts_with_all = ["events_glob", "events_dir"], value_parser = weir_sdk::options::non_empty())]
     events_file: Option<String>,
     /// Read events from every file matching the glob PATTERN (e.g. `events/*.parquet`), each in
     /// the format its extension says.
-    #[arg(long = "events-glob", value_name = "PATTERN", conflicts_with = "events_dir")]
+    #[arg(long = "events-glob", value_name = "PATTERN", conflicts_with = "events_dir", value_parser = weir_sdk::options::non_empty())]
     events_glob: Option<String>,
     /// With --streaming: read the events files that appear in DIR, each once, in the format its
     /// extension says. With --trigger available-now (the default) the files there are read and
@@ -82,7 +82,7 @@ struct Args {
     #[arg(long = "events-dir", value_name = "DIR", requires = "streaming")]
     events_dir: Option<PathBuf>,
     /// How often --events-dir looks for new files, ms.
-    #[arg(long = "events-dir-poll-ms", value_name = "MS", default_value_t = 1000)]
+    #[arg(long = "events-dir-poll-ms", value_name = "MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     events_dir_poll_ms: u64,
     /// What --events-dir does with a file once it is read and the read committed (Spark's
     /// cleanSource): `off`, `delete`, or `archive=DIR` (moved under DIR, keeping its path).
@@ -127,7 +127,7 @@ struct Args {
     #[arg(long = "output-path", value_name = "DIR")]
     output_path: Option<PathBuf>,
     /// Beam's `--maxNumWorkers`: LOG_TO_SHARDED_FILES logs to 5 shards per worker.
-    #[arg(long = "max-num-workers", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long = "max-num-workers", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1024))]
     max_num_workers: u32,
     #[command(flatten)]
     pipeline: PipelineOptions,
@@ -814,6 +814,21 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     }
     if confs.is_empty() {
         return Err(format!("no configuration of suite {} matches the given --query", args.suite).into());
+    }
+    // Again with each one's query: some ranges are the query's (sliding windows).
+    for (config, _) in &confs {
+        config.validate().map_err(|e| e.to_string())?;
+    }
+    // One batch of everything available would never end over an endless generator that is not
+    // rate limited: all of its events are available at once.
+    let once = args.pipeline.get::<weir::microbatch::MicroBatchOptions>().trigger
+        == weir::microbatch::options::StreamingTrigger::Once;
+    let generated = args.events_file.is_none() && args.events_glob.is_none() && args.events_dir.is_none();
+    let endless = confs.iter().any(|(c, _)| c.num_events == 0 && !c.is_rate_limited);
+    if args.streaming && once && generated && endless {
+        return Err("--num-events 0 (endless events, not rate limited) with --trigger once: every event is available \
+                    at once, so the one batch would never end; give --num-events, --is-rate-limited or another --trigger"
+            .into());
     }
     let baseline = args.baseline_file.as_ref().map(read_baseline).transpose()?;
 

@@ -69,6 +69,49 @@ fn usage_errors_exit_2_and_name_the_flag() {
     assert!(text(&o.stderr).contains("/no/such/events.jsonl"), "{}", text(&o.stderr));
 }
 
+/// Issue 33: flags that crashed the launcher or ate memory without bound are refused at once,
+/// exit status 2, naming the flag.
+#[test]
+fn odd_flags_are_refused_naming_the_flag() {
+    let max = i64::MAX.to_string();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--first-event-rate", &max, "--is-rate-limited", "--streaming"], "--first-event-rate"),
+        (&["--query", "13", "--side-input-row-count", &max], "--side-input-row-count"),
+        (&["--occasional-delay-sec", &max, "--prob-delayed-event", "1", "--is-rate-limited"], "--occasional-delay-sec"),
+        (&["--parallelism", "100000"], "--parallelism"),
+        (&["--runner", "timely", "--workers", "100000"], "--workers"),
+        (&["--streaming", "--trigger", "once", "--num-events", "0"], "--num-events 0"),
+        (&["--query", "5", "--window-size-sec", &max], "--window-size-sec"),
+        (&["--query", "5", "--window-size-sec", "3600", "--window-period-sec", "1"], "--window-period-sec"),
+        (&["--avg-bid-byte-size", "2147483647"], "--avg-bid-byte-size"),
+        (&["--checkpoint-dir", ""], "--checkpoint-dir"),
+        (&["--max-batch-size", "0"], "--max-batch-size"),
+        (&["--num-event-generators", "0"], "--num-event-generators"),
+    ];
+    for (flags, named) in cases {
+        let mut args = vec!["--query", "0", "--num-events", "1000"];
+        args.extend_from_slice(flags);
+        let o = nexmark(&args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(named), "{args:?}: {}", text(&o.stderr));
+        assert!(!text(&o.stderr).contains("panicked"), "{args:?}: {}", text(&o.stderr));
+    }
+    // The edges of the ranges run.
+    let o = nexmark(&[
+        "--query",
+        "0",
+        "--num-events",
+        "2000",
+        "--first-event-rate",
+        "1000000",
+        "--next-event-rate",
+        "1000000",
+        "--is-rate-limited",
+        "--streaming",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+}
+
 #[test]
 fn malformed_events_are_reported_by_file_and_line() {
     let dir = tempfile::tempdir().unwrap();

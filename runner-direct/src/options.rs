@@ -14,7 +14,7 @@ pub struct DirectOptions {
     #[arg(long = "direct-check-encodability", default_value_t = true, action = clap::ArgAction::Set)]
     pub check_encodability: bool,
     /// Largest number of elements in one bundle.
-    #[arg(long = "direct-bundle-size", default_value_t = 1000)]
+    #[arg(long = "direct-bundle-size", default_value_t = 1000, value_parser = weir_sdk::options::count_within(1, 1_000_000_000))]
     pub bundle_size: usize,
 }
 

@@ -17,32 +17,32 @@ pub enum StreamingTrigger {
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct MicroBatchOptions {
     /// Partitions per stage (0: the number of cores).
-    #[arg(long = "parallelism", default_value_t = 0)]
+    #[arg(long = "parallelism", default_value_t = 0, value_parser = weir_sdk::options::count_within(0, 1024))]
     pub parallelism: usize,
     /// Most records read from each source in one batch, shared among its splits (Spark's
     /// `maxOffsetsPerTrigger`): bounds a batch's memory however many splits a source has.
-    #[arg(long = "max-batch-size", default_value_t = 100_000)]
+    #[arg(long = "max-batch-size", default_value_t = 100_000, value_parser = weir_sdk::options::count_within(1, 1_000_000_000))]
     pub max_batch_size: usize,
     /// When batches run.
     #[arg(long = "trigger", value_enum, default_value_t = StreamingTrigger::AvailableNow)]
     pub trigger: StreamingTrigger,
     /// Interval of the processing-time trigger, ms.
-    #[arg(long = "trigger-interval-ms", default_value_t = 0)]
+    #[arg(long = "trigger-interval-ms", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub trigger_interval_ms: u64,
     /// Directory for the offset log, commit log and state stores; a query restarted with the
     /// same directory resumes exactly once where it stopped. The timely runner also takes an
     /// object-store URL, `s3://bucket/prefix`.
-    #[arg(long = "checkpoint-dir")]
+    #[arg(long = "checkpoint-dir", value_parser = weir_sdk::options::non_empty())]
     pub checkpoint_dir: Option<String>,
     /// Committed batches whose state is kept in the checkpoint directory.
-    #[arg(long = "min-batches-to-retain", default_value_t = 3)]
+    #[arg(long = "min-batches-to-retain", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub min_batches_to_retain: u64,
     /// Every this many batches state stores write a full snapshot; deltas in between.
-    #[arg(long = "state-snapshot-interval", default_value_t = 10)]
+    #[arg(long = "state-snapshot-interval", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub state_snapshot_interval: u64,
     /// How often a failed batch is retried from the last committed state before the query
     /// fails.
-    #[arg(long = "max-batch-retries", default_value_t = 0)]
+    #[arg(long = "max-batch-retries", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000))]
     pub max_batch_retries: u32,
 }
 

@@ -10,17 +10,17 @@ use weir_sdk::{Error, Result};
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct TimelyOptions {
     /// Worker threads per process.
-    #[arg(long = "workers", default_value_t = 1)]
+    #[arg(long = "workers", default_value_t = 1, value_parser = weir_sdk::options::count_within(1, 1024))]
     pub workers: usize,
     /// Processes in the cluster.
-    #[arg(long = "processes", default_value_t = 1)]
+    #[arg(long = "processes", default_value_t = 1, value_parser = weir_sdk::options::count_within(1, 1024))]
     pub processes: usize,
     /// This process's index in the cluster, from 0.
-    #[arg(long = "process-id", default_value_t = 0)]
+    #[arg(long = "process-id", default_value_t = 0, value_parser = weir_sdk::options::count_within(0, 1023))]
     pub process_id: usize,
     /// A file naming every process's address, one `host:port` per line, in process order.
     /// Without it, `--processes N > 1` starts a local cluster of N processes on 127.0.0.1.
-    #[arg(long = "hostfile")]
+    #[arg(long = "hostfile", value_parser = weir_sdk::options::non_empty())]
     pub hostfile: Option<String>,
     /// The addresses of a local cluster (set by the launcher, not a flag).
     #[arg(skip)]

@@ -134,18 +134,31 @@ impl std::fmt::Debug for Groups {
     }
 }
 
+/// A parser of a count flag (`usize`) within `lo..=hi`: a value out of range is refused by
+/// clap, naming the flag and the range. Every count flag has one, so that no value makes a
+/// runner spawn threads or allocate without bound.
+pub fn count_within(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
+}
+
+/// A parser of a text flag that must not be empty (`--checkpoint-dir ""` would otherwise mean
+/// the working directory).
+pub fn non_empty() -> clap::builder::NonEmptyStringValueParser {
+    clap::builder::NonEmptyStringValueParser::new()
+}
+
 /// When the MetricsPusher pushes, to which sinks (each sink's own settings are its group's).
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 pub struct MetricsOptions {
     /// A sink to push metrics to (repeatable): e.g. `jsonl`, `console`, `graphite`.
-    #[arg(long = "metrics-sink")]
+    #[arg(long = "metrics-sink", value_parser = non_empty())]
     pub sinks: Vec<String>,
     /// Seconds between pushes (the first is at once, a final one when the pipeline ends).
-    #[arg(long = "metrics-push-period", default_value_t = 5)]
+    #[arg(long = "metrics-push-period", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub push_period_secs: u64,
     /// Longest a network sink may take to connect and push, ms; it also bounds how long the end
     /// of a pipeline waits for the final push.
-    #[arg(long = "metrics-push-timeout-ms", default_value_t = 2_000)]
+    #[arg(long = "metrics-push-timeout-ms", default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub push_timeout_ms: u64,
 }
 
@@ -164,7 +177,7 @@ pub struct UiOptions {
     #[arg(long = "ui-port")]
     pub port: Option<u16>,
     /// The address the live page listens on.
-    #[arg(long = "ui-host", default_value = "127.0.0.1")]
+    #[arg(long = "ui-host", default_value = "127.0.0.1", value_parser = non_empty())]
     pub host: String,
 }
 
@@ -190,10 +203,10 @@ pub enum ReadVia {
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 struct CoreOptions {
     /// The runner that executes the pipeline.
-    #[arg(long, default_value = "microbatch")]
+    #[arg(long, default_value = "microbatch", value_parser = non_empty())]
     runner: String,
     /// A name for the job, used in logs and metrics.
-    #[arg(long = "job-name", default_value = "weir-job")]
+    #[arg(long = "job-name", default_value = "weir-job", value_parser = non_empty())]
     job_name: String,
     /// Print the runner's plan to standard output when the pipeline starts.
     #[arg(long = "explain", default_value_t = false)]
