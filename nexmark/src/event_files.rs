@@ -6,7 +6,8 @@
 //! fields are set: `auction` makes a Bid, `seller` an Auction, and `id` alone a Person. A text
 //! field of the event's kind that is missing is empty (CSV writes an empty string and a null
 //! alike).
-//! Columns are found by name, in any order; other columns are ignored.
+//! Columns are found by name, in any order; other columns are ignored, and a file without one
+//! of the number columns is refused, naming it (a missing text column reads as empty).
 //!
 //! [`EventFiles`] reads all three as one [`FileFormat`] of the SDK's splittable file reader,
 //! choosing by each file's extension (`.csv`, `.parquet`, anything else is JSON lines): JSON
@@ -190,11 +191,34 @@ fn positions<'a>(names: impl Iterator<Item = &'a str>) -> [Option<usize>; 18] {
     at
 }
 
+/// The positions of [`COLUMNS`] in a file's header or schema, or an error naming the file and
+/// the first column the reader needs that it lacks: every number column (an event of some kind
+/// needs each); a missing text column reads as empty.
+fn required_positions<'a>(path: &str, names: impl Iterator<Item = &'a str>) -> UserResult<[Option<usize>; 18]> {
+    let at = positions(names);
+    match (0..COLUMNS.len()).find(|&c| INTEGER[c] && at[c].is_none()) {
+        None => Ok(at),
+        Some(c) => Err(format!(
+            "{path}: no column '{}': an events table needs the columns {}",
+            COLUMNS[c],
+            (0..COLUMNS.len()).filter(|&c| INTEGER[c]).map(|c| COLUMNS[c]).collect::<Vec<_>>().join(", ")
+        )
+        .into()),
+    }
+}
+
 fn read_csv(path: &str, tracker: &mut Claims<'_, OffsetRangeTracker>, out: &mut Records<'_, '_, Event>) -> UserResult {
     let mut at: Option<[Option<usize>; 18]> = None;
-    CsvOptions::default().read_records(path, tracker, |header, record, offset| {
-        let at = at.get_or_insert_with(|| positions(header.iter().map(|h| std::str::from_utf8(h).unwrap_or(""))));
+    CsvOptions::default().read_records(path, tracker, |header, line, offset| {
         let place = || format!("{path}, byte {offset}");
+        let at = match at {
+            Some(ref at) => at,
+            None => at.insert(required_positions(path, header.iter().map(|h| std::str::from_utf8(h).unwrap_or("")))?),
+        };
+        let record = match line.record() {
+            Ok(r) => r,
+            Err((raw, why)) => return out.bad(&place(), raw, &why),
+        };
         let raw = || weir_sdk::io::read_files::record_text(record, b',');
         let mut row = Row::default();
         let mut bad = None;
@@ -238,7 +262,7 @@ fn str_column(batch: &RecordBatch, i: Option<usize>) -> Result<Option<ArrayRef>,
 /// The events of a record batch of the events table.
 fn read_batch(path: &str, rg: i64, batch: &RecordBatch, out: &mut Records<'_, '_, Event>) -> UserResult {
     let schema = batch.schema();
-    let at = positions(schema.fields().iter().map(|f| f.name().as_str()));
+    let at = required_positions(path, schema.fields().iter().map(|f| f.name().as_str()))?;
     let mut columns: Vec<Option<ArrayRef>> = Vec::with_capacity(18);
     for c in 0..18 {
         let col = if INTEGER[c] { int_column(batch, at[c]) } else { str_column(batch, at[c]) };

@@ -154,6 +154,38 @@ fn malformed_events_are_reported_by_file_and_line() {
     assert!(text(&o.stderr).contains("is empty"), "{}", text(&o.stderr));
 }
 
+/// Issue 33: CSV events that lost data with exit 0. A line whose quote is never closed is one
+/// malformed line (the lines after it are read), and a header without a column the reader needs
+/// fails at once, naming it.
+#[test]
+fn csv_events_with_an_open_quote_or_a_missing_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("events.csv");
+    let p = path.to_str().unwrap();
+    assert_eq!(code(&nexmark(&["--export-events", p, "--num-events", "3000"])), 0);
+    let good = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines[1000] = "\"unterminated,1,2";
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let o = nexmark(&["--query", "0", "--events-file", p]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("2999") && out.contains("1 malformed event line(s)"), "{out}");
+    assert!(text(&o.stderr).contains("not closed on its line"), "{}", text(&o.stderr));
+    let o = nexmark(&["--query", "0", "--events-file", p, "--on-malformed", "fail"]);
+    assert_eq!(code(&o), 1, "{}", text(&o.stdout));
+    assert!(text(&o.stdout).contains("not closed on its line"), "{}", text(&o.stdout));
+    // A header that lacks a number column the events need.
+    for column in ["price", "dateTime"] {
+        let header = good.lines().next().unwrap().replace(column, "renamed");
+        std::fs::write(&path, good.replacen(good.lines().next().unwrap(), &header, 1)).unwrap();
+        let o = nexmark(&["--query", "0", "--events-file", p]);
+        assert_eq!(code(&o), 1, "{column}: {}", text(&o.stderr));
+        let shown = text(&o.stdout) + &text(&o.stderr);
+        assert!(shown.contains(&format!("no column '{column}'")) && shown.contains(p), "{column}: {shown}");
+    }
+}
+
 #[test]
 fn a_results_directory_is_never_appended_to() {
     let dir = tempfile::tempdir().unwrap();

@@ -158,7 +158,11 @@ impl FileFormat for CsvBatches {
         let mut index: Option<Vec<usize>> = None;
         let mut pending = Pending::default();
         let delimiter = self.options.delimiter_byte();
-        self.options.read_records(path, tracker, |header, record, at| {
+        self.options.read_records(path, tracker, |header, line, at| {
+            let record = match line.record() {
+                Ok(r) => r,
+                Err((raw, why)) => return out.bad(&format!("{path}, byte {at}"), raw, &why),
+            };
             if index.is_none() {
                 index = Some(self.columns(path, header)?);
             }

@@ -496,11 +496,15 @@ impl CsvOptions {
     /// Reads the records of `path` that start in the tracker's range (all of them when records
     /// may span lines), claiming each; `f` gets the header, each record and its byte offset.
     /// Blank lines are skipped; an empty file has no header and no records.
+    ///
+    /// When records may not span lines, a line whose quote is never closed would take every
+    /// line after it into one field: it is given to `f` as [`CsvLine::Unterminated`] (a bad
+    /// record, for the caller's bad-record policy), and reading goes on at the next line.
     pub fn read_records(
         &self,
         path: &str,
         tracker: &mut Claims<'_, OffsetRangeTracker>,
-        mut f: impl FnMut(&csv::ByteRecord, &csv::ByteRecord, u64) -> UserResult,
+        mut f: impl FnMut(&csv::ByteRecord, CsvLine<'_>, u64) -> UserResult,
     ) -> UserResult {
         let err = |e: csv::Error| format!("{path}: {e}");
         // The header is the file's first record, whatever range this is.
@@ -514,7 +518,7 @@ impl CsvOptions {
             return Ok(());
         }
         let from = if self.multi_line { 0 } else { range.from.max(0) as u64 };
-        let (reader, base) = open_at_line(std::path::Path::new(path), from)?;
+        let (reader, mut base) = open_at_line(std::path::Path::new(path), from)?;
         let mut records = self.builder().from_reader(reader);
         let mut record = csv::ByteRecord::new();
         loop {
@@ -534,7 +538,37 @@ impl CsvOptions {
             if record.len() == 1 && record.get(0).is_some_and(<[u8]>::is_empty) {
                 continue; // A blank line.
             }
-            f(&header, &record, at)?;
+            if !self.multi_line && record.as_slice().contains(&b'\n') {
+                // A quote left open: the record's first line is bad, and the next line is where
+                // the records go on.
+                let raw = record_text(&record, self.delimiter);
+                let first = raw.split(|&b| b == b'\n').next().unwrap_or_default();
+                f(&header, CsvLine::Unterminated(first.strip_suffix(b"\r").unwrap_or(first)), at)?;
+                let (reader, next) = open_at_line(std::path::Path::new(path), at + 1)?;
+                base = next;
+                records = self.builder().from_reader(reader);
+                continue;
+            }
+            f(&header, CsvLine::Record(&record), at)?;
+        }
+    }
+}
+
+/// A line of a CSV file as [`CsvOptions::read_records`] gives it.
+pub enum CsvLine<'a> {
+    /// A record.
+    Record(&'a csv::ByteRecord),
+    /// The text of a line whose quote is never closed (when records may not span lines): a
+    /// bad record; the records go on at the next line.
+    Unterminated(&'a [u8]),
+}
+
+impl<'a> CsvLine<'a> {
+    /// The record, or the error to give the bad-record policy with the line's text.
+    pub fn record(self) -> Result<&'a csv::ByteRecord, (&'a [u8], &'static str)> {
+        match self {
+            CsvLine::Record(r) => Ok(r),
+            CsvLine::Unterminated(raw) => Err((raw, "a quoted field is not closed on its line")),
         }
     }
 }
@@ -603,10 +637,15 @@ impl<T: Element + DeserializeOwned> FileFormat for CsvFormat<T> {
         out: &mut Records<'_, '_, T>,
     ) -> UserResult {
         let delimiter = self.options.delimiter;
-        self.options.read_records(&file.path, tracker, |header, record, at| {
+        self.options.read_records(&file.path, tracker, |header, line, at| {
+            let place = || format!("{}, byte {at}", file.path);
+            let record = match line.record() {
+                Ok(r) => r,
+                Err((raw, why)) => return out.bad(&place(), raw, &why),
+            };
             match record.deserialize::<T>(Some(header)) {
                 Ok(v) => out.emit(v),
-                Err(e) => out.bad(&format!("{}, byte {at}", file.path), &record_text(record, delimiter), &e),
+                Err(e) => out.bad(&place(), &record_text(record, delimiter), &e),
             }
         })
     }
