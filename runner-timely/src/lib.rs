@@ -170,6 +170,9 @@ impl TimelyRunner {
             // Taken now, so that a later run in this process starts clean.
             let lost_peer = cluster::lost_process();
             if let Some(e) = process.take_failure() {
+                if process.stopped_with_the_others() {
+                    return Err(Error::Cancelled);
+                }
                 return Err(e);
             }
             let lost = |detail: String| match lost_peer {

@@ -35,6 +35,9 @@ impl SinkSlot {
     }
 }
 
+/// What a process that was stopped tells the others.
+pub(crate) const STOPPED: &str = "it was stopped (a signal, or a stop or cancel of its job) before the run's end";
+
 /// One process of a timely run.
 pub(crate) struct Process {
     pub(crate) graph: Arc<PipelineGraph>,
@@ -78,6 +81,8 @@ pub(crate) struct Process {
     failure: Mutex<Option<Error>>,
     /// Whether that error came from another process.
     remote_failure: std::sync::atomic::AtomicBool,
+    /// Whether that other process was stopped (rather than failed).
+    remote_stop: std::sync::atomic::AtomicBool,
     /// Whether a worker of this process read its sources drained (Beam's drain; logged, so a
     /// replay is drained too): operators are told so.
     pub(crate) drained: std::sync::atomic::AtomicBool,
@@ -142,6 +147,7 @@ impl Process {
             checkpoint,
             failure: Mutex::new(None),
             remote_failure: Default::default(),
+            remote_stop: Default::default(),
             drained: Default::default(),
         };
         let start = process.start_epoch();
@@ -193,9 +199,12 @@ impl Process {
         }
     }
 
-    /// Records that worker `worker` of another process failed with `message`.
+    /// Records that worker `worker` of another process failed with `message` (or was stopped).
     pub(crate) fn fail_remote(&self, worker: usize, message: String) {
         self.remote_failure.store(true, std::sync::atomic::Ordering::SeqCst);
+        if message == STOPPED {
+            self.remote_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let process = worker / self.workers.max(1);
         self.fail(Error::Execution {
             step: "timely cluster".into(),
@@ -203,13 +212,31 @@ impl Process {
         });
     }
 
-    /// This process's own failure, as the other processes are told it (`None` when it has not
-    /// failed, or failed because another process did).
+    /// Why this process left the run early, as the other processes are told it: its own
+    /// failure, or a stop (a signal) that ends its part of the run (`None` when it has not
+    /// failed or stopped, or failed because another process did). Without the news the others
+    /// would wait for this process's next epoch for ever.
     pub(crate) fn own_failure(&self) -> Option<String> {
         if self.remote_failure.load(std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
-        self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|e| e.to_string())
+        let failure = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|e| e.to_string());
+        failure.or_else(|| self.job.is_stop_requested().then(|| STOPPED.to_string()))
+    }
+
+    /// Whether this process's failure is another process's stop that this process shares: a
+    /// terminal's Ctrl-C reaches every process of a local cluster a moment apart, so the news
+    /// of another's stop may come just before this process's own signal, which it waits for
+    /// briefly. The run then ends stopped here too, not failed.
+    pub(crate) fn stopped_with_the_others(&self) -> bool {
+        if !self.remote_stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        while !self.job.is_stop_requested() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.job.is_stop_requested()
     }
 
     /// Whether a worker of this process has failed.
