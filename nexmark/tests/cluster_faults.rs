@@ -110,3 +110,23 @@ fn ctrl_c_on_the_cluster_stops_every_process_with_the_signal_status() {
         }
     }
 }
+
+/// A peer stopped with SIGSTOP keeps its connections open and says nothing: the other process
+/// notices within the peer timeout, fails naming it, and does not wait for it; the silenced one,
+/// resumed, finds its connections shut and exits too.
+#[test]
+fn a_silent_peer_is_noticed_within_the_peer_timeout() {
+    let run = endless(&["--peer-timeout", "3"]);
+    let second = second_process(&run);
+    settle();
+    signal(&second.to_string(), "STOP");
+    let (status, err) = exits_within(run, Duration::from_secs(20), "SIGSTOP");
+    signal(&second.to_string(), "CONT");
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("lost process 1") && err.contains("--peer-timeout"), "{err}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !gone(second) {
+        assert!(Instant::now() < deadline, "the resumed process did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -188,8 +188,9 @@ const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Runs `func` on every worker of this process: threads of one process, or this process's part
 /// of a cluster, connected to its peers first (quietly, polling every few milliseconds, and
-/// giving up with an error naming a peer that never answers).
-pub(crate) fn execute<T, F>(t: &TimelyOptions, func: F) -> Result<timely_communication::WorkerGuards<T>>
+/// giving up with an error naming a peer that never answers), with [`Heartbeats`] watching
+/// them until the workers' results are joined.
+pub(crate) fn execute<T, F>(t: &TimelyOptions, run: u64, func: F) -> Result<Vec<std::result::Result<T, String>>>
 where
     T: Send + 'static,
     F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
@@ -199,7 +200,7 @@ where
     let fail = |m: String| Error::Execution { step: "timely cluster".into(), message: m };
     let threads = t.workers.max(1);
     if t.processes <= 1 {
-        return timely::execute(timely::Config::process(threads), func).map_err(fail);
+        return timely::execute(timely::Config::process(threads), func).map(|g| g.join()).map_err(fail);
     }
     let Some(addresses) = t.addresses()? else {
         return Err(Error::Options(format!(
@@ -208,12 +209,130 @@ where
         )));
     };
     let sockets = connect(&addresses, t.process_id)?;
+    let clones = sockets.iter().flatten().map(|s| s.try_clone()).collect::<std::io::Result<Vec<_>>>();
+    let clones = clones.map_err(|e| fail(format!("cannot watch the cluster's connections: {e}")))?;
+    let timeout = std::time::Duration::from_secs(t.peer_timeout_secs.max(1));
+    let beats = Heartbeats::start(&addresses, t.process_id, run, timeout, clones);
     let hooks = timely_communication::Hooks::default();
     let allocators = ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
     let (builders, guard) = initialize_networking_from_sockets(allocators, sockets, t.process_id, threads, hooks)
         .map_err(|e| fail(format!("cannot start the cluster's networking: {e}")))?;
     let builders = builders.into_iter().map(AllocatorBuilder::Tcp).collect();
-    timely::execute::execute_from(builders, Box::new(guard), timely::WorkerConfig::default(), func).map_err(fail)
+    let guards = timely::execute::execute_from(builders, Box::new(guard), timely::WorkerConfig::default(), func)
+        .map_err(fail)?;
+    let results = guards.join();
+    drop(beats);
+    Ok(results)
+}
+
+/// The heartbeats of a cluster's processes: each process's own thread (not its workers, which
+/// may be busy with an epoch) sends a datagram to every other process twice a second, from and
+/// to the UDP port of each process's address, and notes when it last heard from each. A peer
+/// not heard from for the timeout (`--peer-timeout`) is stopped, hung or cut off, though its
+/// connections stay open: it is taken for lost ([`lost_error`]), and the connections to the
+/// cluster are shut, so that neither the workers nor timely's network threads wait for it.
+/// A process that ends its run says goodbye, so the others do not wait for its heartbeats.
+pub(crate) struct Heartbeats {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A heartbeat: the run's index (a late goodbye of the last run is not this run's), the
+/// sender's process index, and whether it is its last (the run ended there).
+fn beat(run: u64, me: usize, last: bool) -> [u8; 17] {
+    let mut b = [0u8; 17];
+    b[..8].copy_from_slice(&run.to_be_bytes());
+    b[8..16].copy_from_slice(&(me as u64).to_be_bytes());
+    b[16] = u8::from(last);
+    b
+}
+
+impl Heartbeats {
+    fn start(
+        addresses: &[String],
+        me: usize,
+        run: u64,
+        timeout: std::time::Duration,
+        connections: Vec<std::net::TcpStream>,
+    ) -> Option<Heartbeats> {
+        use std::time::{Duration, Instant};
+        let socket = match std::net::UdpSocket::bind(&addresses[me]) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(
+                    address = %addresses[me],
+                    "cannot listen for the cluster's heartbeats ({e}): a process that goes silent will not be noticed"
+                );
+                return None;
+            }
+        };
+        let _ = socket.set_read_timeout(Some(Duration::from_millis(100)));
+        let n = addresses.len();
+        let peers: Vec<(usize, String)> =
+            addresses.iter().enumerate().filter(|(i, _)| *i != me).map(|(i, a)| (i, a.clone())).collect();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new().name("weir-heartbeats".into()).spawn(move || {
+            let start = Instant::now();
+            let mut heard: Vec<Option<Instant>> = vec![Some(start); n];
+            let mut sent = start - Duration::from_secs(1);
+            let mut buf = [0u8; 32];
+            while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                if sent.elapsed() >= Duration::from_millis(500) {
+                    for (_, a) in &peers {
+                        let _ = socket.send_to(&beat(run, me, false), a);
+                    }
+                    sent = Instant::now();
+                }
+                if let Ok((17, _)) = socket.recv_from(&mut buf) {
+                    let of_run = u64::from_be_bytes(buf[..8].try_into().unwrap_or_default());
+                    let from = u64::from_be_bytes(buf[8..16].try_into().unwrap_or_default()) as usize;
+                    if let Some(h) = heard.get_mut(from).filter(|_| of_run == run) {
+                        *h = (buf[16] == 0).then(Instant::now);
+                    }
+                }
+                let silent = peers.iter().find(|(i, _)| heard[*i].is_some_and(|t| t.elapsed() > timeout));
+                if let Some((i, a)) = silent {
+                    let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
+                    if lost.is_none() {
+                        *lost = Some((
+                            *i,
+                            format!(
+                                "not heard from at {a} for {}s (--peer-timeout): it is stopped, hung or cut off",
+                                timeout.as_secs()
+                            ),
+                        ));
+                    }
+                    drop(lost);
+                    for c in &connections {
+                        let _ = c.shutdown(std::net::Shutdown::Both);
+                    }
+                    return;
+                }
+            }
+            for (_, a) in &peers {
+                let _ = socket.send_to(&beat(run, me, true), a);
+            }
+        });
+        match thread {
+            Ok(t) => Some(Heartbeats { stop, thread: Some(t) }),
+            Err(e) => {
+                tracing::warn!(
+                    "cannot start the cluster's heartbeats ({e}): a process that goes silent will not be noticed"
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Heartbeats {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Timely's connections between processes: process `me` listens at its own address for every

@@ -165,7 +165,7 @@ impl TimelyRunner {
             let p = process.clone();
             cluster::watch_connections();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                cluster::execute(&t, move |worker| worker::run(worker, p.clone())).map(|guards| guards.join())
+                cluster::execute(&t, run, move |worker| worker::run(worker, p.clone()))
             }));
             // Taken now, so that a later run in this process starts clean.
             let lost_peer = cluster::lost_process();

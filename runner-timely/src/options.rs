@@ -22,6 +22,12 @@ pub struct TimelyOptions {
     /// Without it, `--processes N > 1` starts a local cluster of N processes on 127.0.0.1.
     #[arg(long = "hostfile", value_parser = weir_sdk::options::non_empty())]
     pub hostfile: Option<String>,
+    /// Seconds without a word from another process of the cluster (its heartbeat, sent twice a
+    /// second whatever its workers are doing) before it is taken for lost and the run fails,
+    /// naming it: a process stopped (SIGSTOP), hung, or cut off by the network, whose
+    /// connections stay open.
+    #[arg(long = "peer-timeout", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub peer_timeout_secs: u64,
     /// The addresses of a local cluster (set by the launcher, not a flag).
     #[arg(skip)]
     pub(crate) local_addresses: Option<Vec<String>>,
@@ -29,7 +35,14 @@ pub struct TimelyOptions {
 
 impl Default for TimelyOptions {
     fn default() -> Self {
-        TimelyOptions { workers: 1, processes: 1, process_id: 0, hostfile: None, local_addresses: None }
+        TimelyOptions {
+            workers: 1,
+            processes: 1,
+            process_id: 0,
+            hostfile: None,
+            peer_timeout_secs: 10,
+            local_addresses: None,
+        }
     }
 }
 
