@@ -336,6 +336,39 @@ fn s3_checkpoints_recover_exactly_once_and_are_checked() {
     assert!(t.elapsed() < Duration::from_secs(60), "took {:?}", t.elapsed());
 }
 
+/// Issue 33: two clusters started on one `s3://` checkpoint. The first holds each process's
+/// lease (a conditional create, renewed while it runs); the second is refused, naming the
+/// holder, instead of taking over the first one's commits; the first ends with all its output.
+#[test]
+fn a_second_cluster_on_one_s3_checkpoint_is_refused() {
+    let moto = Moto::start();
+    let env = moto.env();
+    let dir = tempfile::tempdir().unwrap();
+    let paced = ["--num-events", "100000", "--first-event-rate", "5000", "--next-event-rate", "5000"];
+    let reference_out = dir.path().join("reference");
+    let o = nexmark(&query_args("2", &reference_out, &paced), &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let expected = results(&reference_out);
+    // About 20 s of events, paced (q2 is a selection: its results do not depend on the pace).
+    let mut flags = paced.to_vec();
+    flags.extend(["--is-rate-limited", "--checkpoint-dir", "s3://weir/two"]);
+    let out = dir.path().join("out");
+    let first =
+        nexmark(&query_args("2", &out, &flags), &env).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let second = nexmark(&query_args("2", &dir.path().join("second"), &flags), &env).output().unwrap();
+    assert!(!second.status.success(), "the second cluster ran: {}", text(&second));
+    let t = text(&second);
+    assert!(t.contains("s3://weir/two") && t.contains(&format!("leased by pid {}", first.id())), "{t}");
+    let o = first.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = results(&out);
+    let missing = expected.keys().filter(|k| !got.contains_key(*k)).count();
+    let extra = got.iter().filter(|(k, n)| expected.get(*k) != Some(n)).count();
+    assert_eq!((got.len(), missing, extra), (expected.len(), 0, 0), "results of the first cluster");
+    assert!(results(&dir.path().join("second")).is_empty(), "the second cluster wrote output");
+}
+
 /// An error in one process (here its checkpoint cannot be written) stops the whole cluster
 /// with that error, rather than leaving the others waiting for the failed one.
 #[test]

@@ -25,6 +25,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use weir_runner_core::checkpoint::lease::Lease;
 use weir_runner_core::checkpoint::lock::{DirLock, STOPPING_HOLDER_PATIENCE};
 use weir_runner_core::checkpoint::log::{
     self, batch_ids, check_contiguous, corrupt, encode_entry, parse_entry, refused,
@@ -126,7 +127,17 @@ pub(crate) struct EpochLog {
     pub start: u64,
     /// The first epoch whose files may still exist.
     kept_from: Mutex<u64>,
-    _lock: Option<DirLock>,
+    /// The lock of a local directory, or the lease of an object-store prefix, held by this
+    /// process for the run.
+    guard: Guard,
+}
+
+/// What keeps a second cluster off a checkpoint.
+enum Guard {
+    /// `flock` on `lock-N` of a local directory.
+    Dir(#[allow(dead_code)] DirLock),
+    /// The lease `lease-N` of an object-store prefix.
+    Lease(Lease),
 }
 
 fn offsets_key(epoch: u64, worker: usize) -> String {
@@ -153,9 +164,9 @@ impl EpochLog {
     ) -> Result<Self> {
         let loc = Location::parse(spec)?;
         // A process of the previous run may still be stopping: give it a few seconds.
-        let lock = match loc.local_dir() {
-            Some(dir) => Some(DirLock::acquire(dir, &format!("lock-{process}"), STOPPING_HOLDER_PATIENCE)?),
-            None => None,
+        let guard = match loc.local_dir() {
+            Some(dir) => Guard::Dir(DirLock::acquire(dir, &format!("lock-{process}"), STOPPING_HOLDER_PATIENCE)?),
+            None => Guard::Lease(Lease::acquire(&loc, &format!("lease-{process}"), STOPPING_HOLDER_PATIENCE)?),
         };
         let commits = batch_ids(loc.list("commits")?, |n| loc.name(&format!("commits/{n}")));
         let meta_key = "metadata.json";
@@ -238,7 +249,7 @@ impl EpochLog {
             committed,
             start,
             kept_from: Mutex::new(kept_from),
-            _lock: lock,
+            guard,
         })
     }
 
@@ -273,6 +284,10 @@ impl EpochLog {
     /// Records that `epoch` is done everywhere, then drops what no restart can need: everything
     /// before both its snapshot and the retained epochs.
     pub(crate) fn write_commit(&self, epoch: u64) -> Result<()> {
+        // A process whose lease another cluster took over commits nothing more.
+        if let Guard::Lease(lease) = &self.guard {
+            lease.check()?;
+        }
         let snapshot = self.snapshot_of(epoch);
         let key = commit_key(epoch);
         self.loc.put(&key, encode_entry(&self.loc.name(&key), &EpochCommit { epoch, snapshot })?)?;

@@ -125,6 +125,49 @@ impl Location {
         }
     }
 
+    /// Writes `bytes` at `key` of an object store only if nothing is there (`If-None-Match`) or,
+    /// with `replacing`, only if the object there is still the one with that entity tag
+    /// (`If-Match`). `Ok(Some(tag))` is the new object's tag; `Ok(None)` means another writer
+    /// got there first. Local directories have their own locks, and refuse.
+    pub fn put_conditionally(&self, key: &str, bytes: Vec<u8>, replacing: Option<&str>) -> Result<Option<String>> {
+        let Location::Object(o) = self else {
+            return Err(io(&self.name(key), "conditional writes are for object stores"));
+        };
+        let path = Self::object_path(o, key);
+        let mode = match replacing {
+            None => object_store::PutMode::Create,
+            Some(tag) => object_store::PutMode::Update(object_store::UpdateVersion {
+                e_tag: Some(tag.to_string()),
+                version: None,
+            }),
+        };
+        let put = o.store.put_opts(&path, bytes.into(), object_store::PutOptions { mode, ..Default::default() });
+        match o.runtime.block_on(put) {
+            Ok(r) => Ok(Some(r.e_tag.unwrap_or_default())),
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(None),
+            Err(e) => Err(io(&self.name(key), e)),
+        }
+    }
+
+    /// The bytes at `key` of an object store and their entity tag, or `None`.
+    pub fn get_tagged(&self, key: &str) -> Result<Option<(Vec<u8>, String)>> {
+        let Location::Object(o) = self else {
+            return Err(io(&self.name(key), "entity tags are for object stores"));
+        };
+        let path = Self::object_path(o, key);
+        let got = o.runtime.block_on(async {
+            match o.store.get(&path).await {
+                Ok(r) => {
+                    let tag = r.meta.e_tag.clone().unwrap_or_default();
+                    r.bytes().await.map(|b| Some((b.to_vec(), tag)))
+                }
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        got.map_err(|e| io(&self.name(key), e))
+    }
+
     /// The bytes at `key`, or `None` when there is nothing there.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         match self {
