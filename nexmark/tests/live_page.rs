@@ -59,10 +59,15 @@ fn batches(addr: SocketAddr, id: &str) -> usize {
     json(addr, &format!("/api/progress?id={id}")).as_array().map_or(0, Vec::len)
 }
 
+/// The value of attribute `name` of the chart `id`'s drawing in a rendered page.
+fn attribute(dom: &str, id: &str, name: &str) -> String {
+    let chart = dom.split(&format!("id=\"{id}\"")).nth(1).unwrap_or("");
+    chart.split(&format!("{name}=\"")).nth(1).and_then(|s| s.split('"').next()).unwrap_or("").to_string()
+}
+
 /// The number in `data-points="N"` of the chart `id` in a rendered page.
 fn points(dom: &str, id: &str) -> usize {
-    let chart = dom.split(&format!("id=\"{id}\"")).nth(1).unwrap_or("");
-    chart.split("data-points=\"").nth(1).and_then(|s| s.split('"').next()).and_then(|n| n.parse().ok()).unwrap_or(0)
+    attribute(dom, id, "data-points").parse().unwrap_or(0)
 }
 
 #[test]
@@ -126,6 +131,12 @@ fn the_live_page_of_a_streaming_nexmark_run_renders_in_chromium() {
         let (a, b) = (points(&first, chart), points(&second, chart));
         assert!(a > 0 && b > a, "{chart}: {a} points, then {b}");
     }
+    // Nexmark's event times are from 2015: the lag is drawn behind the newest event time read
+    // (seconds here, with windows of 2 s), not behind the wall clock (thousands of days), and
+    // the wall-clock lag is not shown.
+    let lag = attribute(&second, "lags", "data-max").parse::<f64>().unwrap();
+    assert!(lag < 60_000.0, "the watermark lag is {lag} ms");
+    assert_eq!(attribute(&second, "walllags", "data-shown"), "no", "the wall-clock lag is hidden");
     let plan = json(addr, &format!("/api/plan?id={id}"));
     let nodes = plan["nodes"].as_array().unwrap();
     assert!(nodes.len() >= 5, "hot items' plan: {plan}");

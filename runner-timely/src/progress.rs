@@ -54,6 +54,9 @@ pub struct WorkerProgress {
     pub wal_commit_ms: u64,
     /// The minimum output watermark of its leaf operators after the epoch.
     pub watermark: Timestamp,
+    /// The latest timestamp its sources read for the epoch, if they read any.
+    #[serde(default)]
+    pub max_event_time: Option<Timestamp>,
     /// Its stateful operators' state.
     pub operators: Vec<OperatorState>,
     /// Its sources' rows.
@@ -68,6 +71,14 @@ pub struct EpochDurations {
     pub trigger_execution: u64,
     /// Writing the offset log entries, the slowest worker's.
     pub wal_commit: u64,
+}
+
+/// The event times of an epoch's input (Spark's `eventTime`, its latest only), ISO 8601.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EpochEventTime {
+    /// The latest timestamp read, over every worker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<String>,
 }
 
 /// A stateful operator over the cluster (Spark's `stateOperators`).
@@ -111,6 +122,8 @@ pub struct EpochProgress {
     pub durations: EpochDurations,
     /// The query's watermark: the minimum over every worker's leaf operators, ISO 8601.
     pub watermark: String,
+    /// The event times the epoch read.
+    pub event_time: EpochEventTime,
     /// Keys and windows held after the epoch, over every worker.
     pub state_rows: u64,
     /// Bytes of that state.
@@ -207,6 +220,7 @@ impl Progress {
                 wal_commit: workers.iter().map(|w| w.wal_commit_ms).max().unwrap_or(0),
             },
             watermark: iso8601(watermark),
+            event_time: EpochEventTime { max: workers.iter().filter_map(|w| w.max_event_time).max().map(iso8601) },
             state_rows: workers.iter().map(|w| w.state_rows).sum(),
             state_bytes: workers.iter().map(|w| w.state_bytes).sum(),
             state_operators: operators.into_values().collect(),

@@ -305,6 +305,7 @@ fn drive(
         let mut done = true;
         let mut moved = false;
         let mut read_rows = 0u64;
+        let mut max_event_time: Option<i64> = None;
         let replay = replays.next();
         let start_clock = clock.test_time();
         let mut logged = Vec::new();
@@ -334,6 +335,10 @@ fn drive(
             process.metrics.record(Some(name), &container, read.is_ok());
             let read = read?;
             read_rows += read.rows as u64;
+            // (min, max, sum, count) of the read's timestamps.
+            if read.ts_stats.3 > 0 {
+                max_event_time = max_event_time.max(Some(read.ts_stats.1));
+            }
             source_rows.push(SourceRows { description: name.clone(), num_input_rows: read.rows as u64 });
             moved |= read.moved;
             done &= read.watermark >= MAX_TIMESTAMP;
@@ -364,7 +369,10 @@ fn drive(
                 handle.send(r);
             }
         }
-        ledger.open.insert(epoch, OpenEpoch { started, started_ms, rows: read_rows, wal_ms, sources: source_rows });
+        ledger.open.insert(
+            epoch,
+            OpenEpoch { started, started_ms, rows: read_rows, wal_ms, sources: source_rows, max_event_time },
+        );
         epoch += 1;
         for (_, h) in inputs.iter_mut() {
             h.advance_to(epoch);
@@ -457,6 +465,7 @@ struct OpenEpoch {
     rows: u64,
     wal_ms: u64,
     sources: Vec<SourceRows>,
+    max_event_time: Option<i64>,
 }
 
 /// A worker's account of its epochs for the progress reports: when each began and what its
@@ -534,6 +543,7 @@ impl Ledger {
                 started_ms: open.as_ref().map_or_else(weir_sdk::time::now_millis, |o| o.started_ms),
                 wal_commit_ms: open.as_ref().map_or(0, |o| o.wal_ms),
                 watermark,
+                max_event_time: open.as_ref().and_then(|o| o.max_event_time),
                 operators: operators.clone(),
                 sources: open.map(|o| o.sources).unwrap_or_default(),
             };
