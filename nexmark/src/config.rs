@@ -328,9 +328,10 @@ impl NexmarkConfig {
         let ranges: [(&'static str, i64, i64, i64); 30] = [
             ("numEvents", self.num_events, 0, 1_000_000_000_000),
             ("numEventGenerators", self.num_event_generators.into(), 1, 10_000),
-            // The generator spaces events in whole microseconds.
-            ("firstEventRate", self.first_event_rate, 1, us_per_unit),
-            ("nextEventRate", self.next_event_rate, 1, us_per_unit),
+            // The generator spaces event times in whole microseconds, rounded (a larger rate
+            // would space them by none).
+            ("firstEventRate", self.first_event_rate, 1, 2 * us_per_unit),
+            ("nextEventRate", self.next_event_rate, 1, 2 * us_per_unit),
             ("ratePeriodSec", self.rate_period_sec, 1, YEAR_SEC),
             ("preloadSeconds", self.preload_seconds, 0, YEAR_SEC),
             ("streamTimeout", self.stream_timeout, 0, YEAR_SEC),

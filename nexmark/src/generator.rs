@@ -189,6 +189,21 @@ impl GeneratorConfig {
         unreachable!("event {event_number} beyond an epoch of {} events", self.events_per_epoch)
     }
 
+    /// When (ms after the first) a rate-limited source emits event `event_number`, whose event
+    /// time is `event_timestamp`. Event times space events in whole microseconds, as Beam's
+    /// generator does, which makes a rate that does not divide a second run slower (400,000/s
+    /// becomes one event per 3 µs: 333,333/s); a constant rate is paced at exactly the rate
+    /// asked instead. A rate that changes follows the event times.
+    pub fn wallclock_offset_ms(&self, event_number: i64, event_timestamp: i64) -> i64 {
+        let c = &self.config;
+        if c.first_event_rate != c.next_event_rate {
+            return event_timestamp - self.base_time;
+        }
+        let us_per_event =
+            c.rate_unit.us_per_unit() as f64 * f64::from(c.num_event_generators) / c.first_event_rate as f64;
+        (event_number as f64 * us_per_event / 1000.0) as i64
+    }
+
     /// The event time of an event number.
     pub fn timestamp_for_event(&self, event_number: i64) -> i64 {
         self.timestamp_and_delay_for_event(event_number).0
@@ -299,7 +314,7 @@ impl Generator {
         let adjusted = c.next_adjusted_event_number(k);
         let adjusted_timestamp = c.timestamp_for_event(adjusted);
         let watermark = c.timestamp_for_event(c.next_event_number_for_watermark(k));
-        let wallclock_timestamp = wallclock_base + (event_timestamp - c.base_time);
+        let wallclock_timestamp = wallclock_base + c.wallclock_offset_ms(c.next_event_number(k), event_timestamp);
         let event_id = c.first_event_id + adjusted;
         let event = generate_event(c, k, event_id, adjusted_timestamp);
         self.events_so_far += 1;
@@ -526,6 +541,28 @@ fn next_bid(event_id: i64, random: &mut JavaRandom, timestamp: i64, config: &Nex
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_constant_rate_is_paced_exactly_while_event_times_stay_beams() {
+        // 400,000/s spaces event times 3 µs apart (Beam's rounding), but a second of events is
+        // due after a second.
+        let config = NexmarkConfig {
+            first_event_rate: 400_000,
+            next_event_rate: 400_000,
+            num_event_generators: 4,
+            ..NexmarkConfig::default()
+        };
+        let g = GeneratorConfig::standard(&config);
+        assert_eq!(g.inter_event_delay_us(), [3 * 4]);
+        // Event numbers count per generator: each of the 4 does 100,000 a second.
+        let n = 100_000;
+        assert_eq!(g.timestamp_for_event(n) - g.base_time, 1_200);
+        assert_eq!(g.wallclock_offset_ms(n, g.timestamp_for_event(n)), 1_000);
+        // A changing rate follows the event times.
+        let sine = GeneratorConfig::standard(&NexmarkConfig { next_event_rate: 200_000, ..config });
+        let t = sine.timestamp_for_event(n);
+        assert_eq!(sine.wallclock_offset_ms(n, t), t - sine.base_time);
+    }
 
     /// Beam's loop, character by character.
     fn beams_six(mut rnd: i32) -> [u8; 6] {

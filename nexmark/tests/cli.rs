@@ -103,9 +103,9 @@ fn odd_flags_are_refused_naming_the_flag() {
         "--num-events",
         "2000",
         "--first-event-rate",
-        "1000000",
+        "2000000",
         "--next-event-rate",
-        "1000000",
+        "2000000",
         "--is-rate-limited",
         "--streaming",
     ]);

@@ -304,6 +304,7 @@ fn drive(
         let mut wal_ms = 0;
         let mut done = true;
         let mut moved = false;
+        let mut behind = false;
         let mut read_rows = 0u64;
         let mut max_event_time: Option<i64> = None;
         let replay = replays.next();
@@ -341,6 +342,7 @@ fn drive(
             }
             source_rows.push(SourceRows { description: name.clone(), num_input_rows: read.rows as u64 });
             moved |= read.moved;
+            behind |= read.full;
             done &= read.watermark >= MAX_TIMESTAMP;
             if process.checkpoint.is_some() {
                 logged.push(SourceOffsets {
@@ -403,6 +405,8 @@ fn drive(
             return Err(Error::Cancelled);
         }
         let wait = match trigger {
+            // A source that has fallen behind (a reader gave its whole share) is read on at once.
+            StreamingTrigger::ProcessingTime if behind => None,
             StreamingTrigger::ProcessingTime => interval.checked_sub(started.elapsed()),
             _ if work_due => None,
             // Done reading: wait only for work due later (at most 10 ms; it may come from

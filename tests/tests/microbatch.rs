@@ -180,6 +180,27 @@ fn processing_time_trigger_and_stop() {
     assert!(query.recent_progress().len() >= 2);
 }
 
+/// Issue 33: a processing-time trigger paces a source that keeps up; it does not hold back one
+/// that has fallen behind. Here every batch may read 100 of the source's 1,000 numbers, all
+/// available at once, and the interval is an hour: the batches follow each other at once while
+/// a reader gives all its share (waiting the interval after each would take ten hours), on the
+/// micro-batch and the timely runner.
+#[test]
+fn a_source_that_is_behind_is_read_on_without_waiting_for_the_interval() {
+    weir_tests::register_runners();
+    for runner in [&["--runner", "microbatch", "--parallelism", "2"][..], &["--runner", "timely", "--workers", "2"]] {
+        let mut args = runner.to_vec();
+        args.extend(["--trigger", "processing-time", "--trigger-interval-ms", "3600000", "--max-batch-size", "100"]);
+        let p = TestPipeline::from_options(PipelineOptions::from_args(args).unwrap());
+        let total = p
+            .apply("Read", weir_sdk::io::ReadUnbounded::from(weir_tests::sources::Numbers::new(Some(1_000), false)))
+            .apply("Window", Window::into(GlobalWindows).triggering(Never::ever()).discarding_fired_panes())
+            .apply("Count", Count::globally());
+        assert_that(&total).contains_in_any_order(vec![1_000]);
+        p.run();
+    }
+}
+
 #[test]
 fn unknown_trigger_is_an_error() {
     let e = PipelineOptions::from_args(["--trigger", "sometimes"]).unwrap_err().to_string();

@@ -215,6 +215,10 @@ pub struct SourceBatch {
     pub deferred_rows: usize,
     /// Minimum, maximum and sum of the element timestamps, and their count.
     pub ts_stats: TsStats,
+    /// Whether a reader of an unbounded source gave all of its share of the batch (it may well
+    /// have more now): the source is behind, and a processing-time trigger runs the next batch
+    /// at once rather than waiting for its interval.
+    pub full: bool,
 }
 
 /// Minimum, maximum and sum of element timestamps, and their count.
@@ -447,6 +451,7 @@ impl SourceState {
         let share = self.share;
         let without_counts = self.without_counts;
         let mut deferred_rows = 0;
+        let mut full = false;
         let watermark = match &mut self.kind {
             Kind::Impulse { done } => {
                 if !*done {
@@ -607,6 +612,7 @@ impl SourceState {
                         }
                     }
                     counts.push(got);
+                    full |= replay.is_none() && want > 0 && got >= want;
                     if got > 0 {
                         moved = true;
                         bundles[i % partitions].extend(parts);
@@ -656,6 +662,7 @@ impl SourceState {
             moved,
             counts,
             deferred_rows,
+            full,
         })
     }
 }

@@ -19,6 +19,8 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
         let start = Instant::now();
         let max = if trigger == StreamingTrigger::Once { usize::MAX } else { engine.mb.max_batch_size.max(1) };
         let ran = engine.run_batch(max, job)?;
+        let ran_behind = ran == Ran::Behind;
+        let ran = ran != Ran::Skipped;
         // Once: one batch of what is available, and then what it left due at once (a
         // splittable DoFn's checkpointed restrictions), as Spark's Trigger.Once reads all.
         if engine.is_finished() || (trigger == StreamingTrigger::Once && !engine.processing_timer_due()) {
@@ -28,8 +30,10 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
             *engine.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             engine.shared.changed.notify_all();
             job.sleep_unless_stopped(Duration::from_millis(engine.idle_wait_ms()));
-        } else if trigger == StreamingTrigger::ProcessingTime {
-            // A batch that overran its interval is followed at once.
+        } else if trigger == StreamingTrigger::ProcessingTime && !ran_behind {
+            // A batch that overran its interval is followed at once, and so is one that read
+            // all it may of a source that has more: the trigger paces a source that keeps up,
+            // it does not hold back one that has fallen behind.
             if let Some(rest) = interval.checked_sub(start.elapsed()) {
                 job.sleep_unless_stopped(rest);
             }
@@ -37,10 +41,21 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
     }
 }
 
+/// What [`Engine::run_batch`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ran {
+    /// Nothing to do (no new data, no watermark move, no timer due): the batch was skipped and
+    /// took no batch id.
+    Skipped,
+    /// A batch ran, and read less than it may of every source (or of none unbounded).
+    CaughtUp,
+    /// A batch ran and read all it may of an unbounded source that may have more.
+    Behind,
+}
+
 impl Engine {
-    /// Runs one batch. Returns `false` when there was nothing to do (no new data, no watermark
-    /// move, no timer due): the batch is skipped and takes no batch id.
-    pub(crate) fn run_batch(&mut self, max: usize, job: &Job) -> Result<bool> {
+    /// Runs one batch.
+    pub(crate) fn run_batch(&mut self, max: usize, job: &Job) -> Result<Ran> {
         let started = Instant::now();
         weir_sdk::testing::fault::set_batch(self.batch_id);
         let replay = self.replay.take();
@@ -49,8 +64,9 @@ impl Engine {
         let mut read = self.latest_offset(max, replay.as_ref(), job.is_drain_requested())?;
         report.read_ms = started.elapsed().as_millis() as u64;
         if replay.is_none() && !read.moved && !self.processing_timer_due() {
-            return Ok(false);
+            return Ok(Ran::Skipped);
         }
+        let behind = read.reads.iter().any(|(_, r)| r.full);
         // walCommit: the batch's offsets are logged before any of its data is processed.
         let t = Instant::now();
         if replay.is_none() {
@@ -66,6 +82,6 @@ impl Engine {
         // progress: the batch's StreamingQueryProgress, to the handle and its listeners.
         self.publish_progress(report, read, added, started);
         self.batch_id += 1;
-        Ok(true)
+        Ok(if behind { Ran::Behind } else { Ran::CaughtUp })
     }
 }
