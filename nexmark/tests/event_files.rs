@@ -271,3 +271,70 @@ fn an_events_directory_read_available_now_answers_windowed_queries() {
         assert_eq!(code, 0, "{runner}");
     }
 }
+
+/// Every result line under a `--results` directory, sorted.
+fn result_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    for q in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        for e in std::fs::read_dir(q.path()).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().ends_with(".jsonl") {
+                lines.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(String::from));
+            }
+        }
+    }
+    lines.sort();
+    lines
+}
+
+/// Bundle finalization on a timely cluster: a 2-process run with a checkpoint archives each
+/// events file once the epoch that read its end is committed (the commit record worker 0
+/// writes, news of which reaches the other process), and its results are those of a run that
+/// archives nothing.
+#[test]
+fn a_timely_cluster_archives_each_file_after_its_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, archive) = (dir.path().join("in"), dir.path().join("archive"));
+    std::fs::create_dir_all(&input).unwrap();
+    let config = NexmarkConfig { num_events: 6_000, ..NexmarkConfig::default() };
+    let events: Vec<Event> = weir_nexmark::generator::split_events(&config).map(|n| n.event).collect();
+    for (i, chunk) in events.chunks(2_000).enumerate() {
+        let mut f = std::fs::File::create(input.join(format!("events-{i}.jsonl"))).unwrap();
+        weir_nexmark::event_files::write_events(EventsFormat::JsonLines, chunk.iter().cloned(), &mut f).unwrap();
+    }
+    let nexmark = |extra: &[&str], out: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_nexmark"))
+            .args(["--streaming", "--events-dir", input.to_str().unwrap(), "--query", "2", "--results"])
+            .arg(out)
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let plain = dir.path().join("plain");
+    nexmark(&["--runner", "microbatch"], &plain);
+    let expected = result_lines(&plain);
+    assert!(!expected.is_empty());
+    let out = dir.path().join("out");
+    let ck = dir.path().join("ck");
+    let clean = format!("archive={}", archive.display());
+    nexmark(
+        &[
+            "--runner",
+            "timely",
+            "--processes",
+            "2",
+            "--checkpoint-dir",
+            ck.to_str().unwrap(),
+            "--events-dir-clean",
+            &clean,
+        ],
+        &out,
+    );
+    assert_eq!(result_lines(&out), expected);
+    assert_eq!(std::fs::read_dir(&input).unwrap().count(), 0, "every file was archived");
+    for i in 0..3 {
+        let moved = archive.join(input.strip_prefix("/").unwrap()).join(format!("events-{i}.jsonl"));
+        assert!(moved.is_file(), "{} archived", moved.display());
+    }
+}

@@ -52,6 +52,12 @@ pub trait Operator: Send {
     /// round or epoch): work that waited for that may run (a splittable DoFn's
     /// `after_commit` callbacks). Errors are the operator's to report.
     fn on_committed(&mut self) {}
+    /// For runners that commit an epoch some time after running it (timely, whose epochs
+    /// overlap): what the operator output so far belongs to `epoch`, and work waiting for a
+    /// commit waits for [`Operator::on_committed_through`] past it.
+    fn seal(&mut self, _epoch: u64) {}
+    /// Every epoch before `epoch` is durably committed: work sealed with those epochs runs.
+    fn on_committed_through(&mut self, _epoch: u64) {}
     /// Moves the input watermark and processing time, firing what they release.
     fn advance(&mut self, _input_watermark: Timestamp, _ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         Ok(Vec::new())

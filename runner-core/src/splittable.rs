@@ -38,6 +38,9 @@ pub struct SplittableOperator {
     /// Whether this is a Read's expansion, which reads per batch what a native read would
     /// ([`Operator::limit_claims`]).
     reads_a_source: bool,
+    /// `after_commit` callbacks sealed with an epoch ([`Operator::seal`]), waiting for its
+    /// commit, in epoch order.
+    sealed: std::collections::VecDeque<(u64, Vec<weir_sdk::splittable::Finalizer>)>,
 }
 
 impl SplittableOperator {
@@ -52,6 +55,7 @@ impl SplittableOperator {
             truncated: false,
             budget: BUDGET,
             reads_a_source: false,
+            sealed: Default::default(),
         }
     }
 
@@ -150,8 +154,24 @@ impl Operator for SplittableOperator {
 
     /// Every `after_commit` callback registered so far runs.
     fn on_committed(&mut self) {
-        let callbacks = self.work.take_finalizers();
+        let mut callbacks: Vec<_> = std::mem::take(&mut self.sealed).into_iter().flat_map(|(_, f)| f).collect();
+        callbacks.extend(self.work.take_finalizers());
         self.finalize(callbacks);
+    }
+
+    fn seal(&mut self, epoch: u64) {
+        let callbacks = self.work.take_finalizers();
+        if !callbacks.is_empty() {
+            self.sealed.push_back((epoch, callbacks));
+        }
+    }
+
+    fn on_committed_through(&mut self, epoch: u64) {
+        while self.sealed.front().is_some_and(|(e, _)| *e < epoch) {
+            if let Some((_, callbacks)) = self.sealed.pop_front() {
+                self.finalize(callbacks);
+            }
+        }
     }
 
     fn next_processing_timer(&self) -> Option<Timestamp> {
@@ -195,6 +215,8 @@ impl Operator for SplittableOperator {
             })?;
             pending.push((u64::from_be_bytes(id), bytes));
         }
+        // A rollback: the callbacks of calls since the commit are undone with them.
+        self.sealed.clear();
         self.work
             .restore_pending(pending)
             .map_err(|e| Error::execution(&self.step, format!("corrupt state snapshot: {e}")))

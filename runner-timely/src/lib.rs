@@ -267,20 +267,7 @@ impl PipelineResult for TimelyQuery {
 fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<PhysicalPlan> {
     use weir_runner_core::plan::translate::{translate, Natives, Translation};
     let natives = Natives::all_with_read(options.read_via);
-    let plan = translate(graph, &Translation { runner: NAME, natives, lift_combines: true })?;
-    // Work after a commit would need every process to learn of the commit record worker 0
-    // writes; it is refused rather than run early (which could lose data on a replay).
-    if let Some(n) = plan.nodes.iter().find(|n| n.after_commit) {
-        return Err(weir_sdk::Error::Unsupported {
-            step: n.name.clone(),
-            urn: weir_sdk::urns::SPLITTABLE_PROCESS.to_string(),
-            runner: NAME.to_string(),
-            reason: "it runs work after the runner commits (bundle finalization, such as cleaning read \
-                     files), which this runner does not do yet; run it on the microbatch or direct runner"
-                .to_string(),
-        });
-    }
-    Ok(plan)
+    translate(graph, &Translation { runner: NAME, natives, lift_combines: true })
 }
 
 /// Registers the timely runner under the name `timely`.

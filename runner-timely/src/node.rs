@@ -395,7 +395,7 @@ impl NodeWorker {
         let now = self.clock.unwrap_or_else(|| Clock::Wall.now());
         if let Some(chain) = self.chain.as_mut() {
             run_chain(&self.process, chain, self.me, upstream, now, self.clock, main, out)?;
-            return self.checkpoint(epoch);
+            return self.end_epoch(epoch);
         }
         let system = MetricsContainerImpl::new();
         match self.op.take() {
@@ -446,7 +446,24 @@ impl NodeWorker {
         system_metrics::watermarks(&system, self.wm.input(), self.wm.output(), now);
         self.process.metrics.record(Some(&name), &system, true);
         progress(&self.process, self.i, self.me, self.wm.output(), self.clock, out);
+        self.end_epoch(epoch)
+    }
+
+    /// Ends `epoch` here: what the operators output belongs to it (work waiting for its commit
+    /// waits for it), and the members are checkpointed.
+    fn end_epoch(&mut self, epoch: u64) -> Result<()> {
+        for op in self.member_ops().into_iter().flatten() {
+            op.seal(epoch);
+        }
         self.checkpoint(epoch)
+    }
+
+    /// Every epoch before `epoch` is committed: the operators run the work that waited for it.
+    pub(crate) fn committed_through(&mut self, epoch: u64) {
+        let chained = self.chain.iter_mut().flat_map(|c| c.ops.iter_mut());
+        for op in self.op.iter_mut().chain(chained) {
+            op.on_committed_through(epoch);
+        }
     }
 
     /// The plan node this is a share of (a chain's head).

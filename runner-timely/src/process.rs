@@ -77,6 +77,12 @@ pub(crate) struct Process {
     /// and, for a process's first worker, the process's sinks); and the first epoch not yet
     /// committed.
     acks: Mutex<(Vec<u64>, u64)>,
+    /// The first epoch not known committed here (every epoch before it is): with a checkpoint,
+    /// its commit record written by worker 0 (which tells the other processes); without one,
+    /// this process's sinks committed.
+    committed: std::sync::atomic::AtomicU64,
+    /// Whether an operator runs work after the commits (bundle finalization).
+    pub(crate) finalizes: bool,
     /// The first error any worker of this process hit.
     failure: Mutex<Option<Error>>,
     /// Whether that error came from another process.
@@ -144,6 +150,8 @@ impl Process {
             fingerprint,
             progress,
             acks: Mutex::new((Vec::new(), 0)),
+            committed: Default::default(),
+            finalizes: false,
             checkpoint,
             failure: Mutex::new(None),
             remote_failure: Default::default(),
@@ -152,6 +160,8 @@ impl Process {
         };
         let start = process.start_epoch();
         *process.acks.lock().unwrap_or_else(|e| e.into_inner()) = (vec![start; peers], start);
+        process.committed = start.into();
+        process.finalizes = process.plan.nodes.iter().any(|n| n.after_commit);
         process.edges = out_edges(&process);
         process.chains = process.plan.fused_chains();
         process.reads_left_to_chains = process.plan.reads_left_to_chains(&process.topology, &process.chains);
@@ -183,7 +193,18 @@ impl Process {
             log.write_commit(acks.1)?;
             acks.1 += 1;
         }
+        self.set_committed(acks.1);
         Ok(())
+    }
+
+    /// The first epoch not known committed here.
+    pub(crate) fn committed(&self) -> u64 {
+        self.committed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Every epoch before `through` is committed.
+    pub(crate) fn set_committed(&self, through: u64) {
+        self.committed.fetch_max(through, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether worker `w` runs in this process.
@@ -272,6 +293,10 @@ impl Process {
             };
             self.metrics.record(Some(&self.plan.nodes[i].name), &container, result.is_ok());
             result?;
+        }
+        // Without a checkpoint, an epoch is as committed as it gets once the sinks have it.
+        if self.checkpoint.is_none() {
+            self.set_committed(frontier);
         }
         Ok(())
     }

@@ -54,6 +54,10 @@ type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRec
 /// state and manifest written, and its process's sinks committed): `(0, (worker, epoch))`.
 type AckRecord = (u32, (u32, u64));
 type AckBuilder = timely::container::CapacityContainerBuilder<Vec<AckRecord>>;
+/// Worker 0's news, for the first worker of every other process, that every epoch before one
+/// is committed: `(target, epoch)`.
+type CommittedRecord = (u32, u64);
+type CommittedBuilder = timely::container::CapacityContainerBuilder<Vec<CommittedRecord>>;
 /// A worker's failure, for every worker of the other processes: `(target, (worker, error))`.
 /// Without it a process that failed would stop sending, and the others would wait for it.
 type FailureRecord = (u32, (u32, String));
@@ -81,6 +85,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let mut rows: InputHandle<u64, ProgressBuilder> = InputHandle::new();
     let mut acks: InputHandle<u64, AckBuilder> = InputHandle::new();
     let mut failures: InputHandle<u64, FailureBuilder> = InputHandle::new();
+    let mut committed: InputHandle<u64, CommittedBuilder> = InputHandle::new();
     let pending: Option<Pending> = process.checkpoint.as_ref().map(|_| Default::default());
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
@@ -100,6 +105,9 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 p.fail(e);
             }
         });
+        // Worker 0's commits reach the other processes, whose operators may run work after them.
+        let p = process.clone();
+        side_stream(scope, &mut committed, "Committed", move |through| p.set_committed(through));
         // A failure anywhere stops every process, with the error.
         let p = process.clone();
         side_stream(scope, &mut failures, "Failures", move |(from, message)| p.fail_remote(from as usize, message));
@@ -181,6 +189,8 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         pending,
         shared: process.clone(),
         last_offsets: None,
+        committed: (me == 0 && process.finalizes && process.peers > process.workers).then_some(committed),
+        told: process.start_epoch(),
     };
     let resumed = match process.checkpoint.as_ref() {
         None => Ok(WorkerResume::default()),
@@ -429,6 +439,15 @@ fn drive(
         }
         probe.done()
     })?;
+    // Work after the last commits (bundle finalization) runs before the worker ends.
+    if process.finalizes {
+        let through = ledger.next;
+        step_until(worker, process, || {
+            ledger.run_committed();
+            process.committed() >= through
+        })?;
+    }
+    ledger.committed.take();
     ledger.rows.take();
     ledger.acks.take();
     // The process's final metrics, then the reports end.
@@ -492,9 +511,34 @@ pub(crate) struct Ledger {
     /// epochs it takes part in without reading are logged with its final positions, so that
     /// every commit has every worker's offsets.
     last_offsets: Option<WorkerOffsets>,
+    /// On worker 0 of a cluster whose operators run work after commits: the news of commits to
+    /// the other processes.
+    committed: Option<InputHandle<u64, CommittedBuilder>>,
+    /// The commits told so far: every epoch before it.
+    told: u64,
 }
 
 impl Ledger {
+    /// Runs the operators' work that waited for the epochs committed so far (bundle
+    /// finalization); on worker 0, first tells the other processes of new commits.
+    fn run_committed(&mut self) {
+        let through = self.shared.committed();
+        if !self.shared.finalizes {
+            return;
+        }
+        if let Some(handle) = self.committed.as_mut().filter(|_| through > self.told) {
+            let p = &self.shared;
+            for other in (0..p.peers / p.workers.max(1)).filter(|&q| q != p.process_id) {
+                handle.send(((other * p.workers) as u32, through));
+            }
+            deliver(handle);
+            self.told = through;
+        }
+        for n in &self.nodes {
+            n.borrow_mut().committed_through(through);
+        }
+    }
+
     /// Closes every epoch before `frontier` that this worker took part in: the ones its
     /// sources read, and (once they are done) the later ones its operators ran. On the
     /// process's first worker (`leader`), the process's sinks commit them; with a checkpoint,
@@ -507,6 +551,7 @@ impl Ledger {
         if let Some(p) = leader {
             p.commit_sinks(frontier)?;
         }
+        self.run_committed();
         if self.next >= until {
             return Ok(());
         }
