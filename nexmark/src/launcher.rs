@@ -77,8 +77,9 @@ struct Args {
     events_glob: Option<String>,
     /// With --streaming: read the events files that appear in DIR, each once, in the format its
     /// extension says. With --trigger available-now (the default) the files there are read and
-    /// the run stops; with another trigger the directory is watched until the run is stopped.
-    /// Windows close when the watch ends.
+    /// the run stops; with --checkpoint-dir too, each later run reads the files that arrived
+    /// since the last (Spark's incremental batch). With another trigger the directory is watched
+    /// until the run is stopped. Windows close when the watch ends (or a run is drained).
     #[arg(long = "events-dir", value_name = "DIR", requires = "streaming")]
     events_dir: Option<PathBuf>,
     /// How often --events-dir looks for new files, ms.
@@ -463,9 +464,13 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     let events_file = args.events_file.as_ref().or(args.events_glob.as_ref()).or(dir_pattern.as_ref());
     let json_lines = |f: &String| EventsFormat::of(f) == EventsFormat::JsonLines;
     let events: PCollection<Event> = if let Some(dir) = &dir_pattern {
-        let available_now = options.get::<weir::microbatch::MicroBatchOptions>().trigger
-            == weir::microbatch::options::StreamingTrigger::AvailableNow;
-        let termination = if available_now { Termination::after_iterations(1) } else { Termination::never() };
+        let mb = options.get::<weir::microbatch::MicroBatchOptions>();
+        let available_now = mb.trigger == weir::microbatch::options::StreamingTrigger::AvailableNow;
+        // Available-now without a checkpoint reads what is there and ends the watch (every window
+        // closes); with one, each run reads what arrived since the last (Spark's incremental
+        // batch), and the watch waits in the checkpoint for the next run.
+        let one_off = available_now && mb.checkpoint_dir.is_none();
+        let termination = if one_off { Termination::after_iterations(1) } else { Termination::never() };
         let watch = Continuously::new(Duration::from_millis(args.events_dir_poll_ms), termination).hold_watermark(true);
         let files = p.apply("EventFiles", FileIO::match_pattern(dir.clone()).watching(watch));
         files.apply("Events", read_event_files(&args.on_malformed).clean_source(args.events_dir_clean.clone()))

@@ -338,3 +338,60 @@ fn a_timely_cluster_archives_each_file_after_its_commit() {
         assert!(moved.is_file(), "{} archived", moved.display());
     }
 }
+
+/// Spark's incremental batch (`Trigger.AvailableNow` with a checkpoint): each run of
+/// `--events-dir` with the default trigger (available-now) and `--checkpoint-dir` reads the files
+/// that arrived since the last run, and ends. Over three runs, with files added before the second
+/// and third, the results are those of one run over every file, each once, on the micro-batch and
+/// the timely runner.
+#[test]
+fn each_available_now_run_reads_the_files_that_arrived_since_the_last() {
+    let config = NexmarkConfig { num_events: 2_000, ..NexmarkConfig::default() };
+    let events: Vec<Event> = weir_nexmark::generator::split_events(&config).map(|n| n.event).collect();
+    for runner in [&["--runner", "microbatch"][..], &["--runner", "timely", "--workers", "2"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let (input, staging) = (dir.path().join("in"), dir.path().join("staging"));
+        std::fs::create_dir_all(&input).unwrap();
+        std::fs::create_dir_all(&staging).unwrap();
+        for (i, chunk) in events.chunks(500).enumerate() {
+            let mut f = std::fs::File::create(staging.join(format!("events-{i}.jsonl"))).unwrap();
+            weir_nexmark::event_files::write_events(EventsFormat::JsonLines, chunk.iter().cloned(), &mut f).unwrap();
+        }
+        let arrive = |i: usize| {
+            let name = format!("events-{i}.jsonl");
+            std::fs::rename(staging.join(&name), input.join(&name)).unwrap();
+        };
+        let nexmark = |extra: &[&str], out: &Path| {
+            let o = Command::new(env!("CARGO_BIN_EXE_nexmark"))
+                .args(["--streaming", "--events-dir", input.to_str().unwrap(), "--query", "0", "--results"])
+                .arg(out)
+                .args(runner)
+                .args(extra)
+                .env_remove("RUST_LOG")
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{runner:?}: {}", String::from_utf8_lossy(&o.stderr));
+        };
+        let (out, ck) = (dir.path().join("out"), dir.path().join("ck"));
+        let incremental = ["--checkpoint-dir", ck.to_str().unwrap()];
+        arrive(0);
+        arrive(1);
+        nexmark(&incremental, &out);
+        let first = result_lines(&out).len();
+        arrive(2);
+        nexmark(&incremental, &out);
+        let second = result_lines(&out).len();
+        arrive(3);
+        nexmark(&incremental, &out);
+        // One run over every file, for the expected results.
+        let all = dir.path().join("all");
+        nexmark(&[], &all);
+        let expected = result_lines(&all);
+        assert!(
+            0 < first && first < second && second < expected.len(),
+            "{runner:?}: {first}, {second}, {}",
+            expected.len()
+        );
+        assert_eq!(result_lines(&out), expected, "{runner:?}");
+    }
+}

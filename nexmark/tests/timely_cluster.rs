@@ -97,7 +97,7 @@ fn bad_cluster_flags_are_refused_naming_the_flag() {
     }
     let o = nexmark(&["--runner", "timely", "--workers", "0", "--query", "0"]);
     assert!(!o.status.success());
-    assert!(printed(&o).contains("--workers must be at least 1"), "{}", printed(&o));
+    assert!(printed(&o).contains("'0' for '--workers <WORKERS>': 0 is not in 1..=1024"), "{}", printed(&o));
 }
 
 /// Timely is fail-stop: when a process of the cluster dies, the others stop within seconds

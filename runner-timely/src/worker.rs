@@ -408,7 +408,12 @@ fn drive(
         let now = clock.now();
         let work_due = next_work.is_some_and(|t| t <= now);
         let finished = done && ledger.nodes.iter().all(|n| n.borrow().output_watermark() >= MAX_TIMESTAMP);
-        if finished || (trigger == StreamingTrigger::Once && !work_due) {
+        // Available-now with a checkpoint is Spark's incremental batch: the run ends once its
+        // sources are read to their end and nothing is due now; work due later (a watched
+        // directory's next poll) is checkpointed for the next run.
+        let incremental =
+            trigger == StreamingTrigger::AvailableNow && process.checkpoint.is_some() && done && !moved && !work_due;
+        if finished || incremental || (trigger == StreamingTrigger::Once && !work_due) {
             break;
         }
         if process.job.is_stop_requested() {

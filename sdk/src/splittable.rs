@@ -938,7 +938,9 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
                 timestamp: r.timestamp,
                 window: r.window,
                 pane: r.pane,
-                resume_at: r.resume_at,
+                // A restored run does not wait for delays asked before it: a resume delay is a
+                // hint (as in Beam), and a watch restored in a new run polls as the run starts.
+                resume_at: MIN_TIMESTAMP,
                 id,
             });
             self.next_id = self.next_id.max(id + 1);

@@ -26,6 +26,14 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
         if engine.is_finished() || (trigger == StreamingTrigger::Once && !engine.processing_timer_due()) {
             return Ok(());
         }
+        // Available-now with a checkpoint is Spark's incremental batch: a run ends once what is
+        // available now is processed (its sources read to their end and nothing due now), though
+        // work of its own may be due later (a watched directory's next poll, a splittable DoFn
+        // resuming after a delay): the checkpoint keeps it for the next run.
+        let incremental = trigger == StreamingTrigger::AvailableNow && engine.checkpointed();
+        if !ran && incremental && engine.sources_done() {
+            return Ok(());
+        }
         if !ran {
             *engine.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             engine.shared.changed.notify_all();

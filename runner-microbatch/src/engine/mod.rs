@@ -272,6 +272,16 @@ impl Engine {
         next.map(|t| (t - now + 1).clamp(1, 20) as u64).unwrap_or(10)
     }
 
+    /// Whether every source has been read to its end.
+    pub(crate) fn sources_done(&self) -> bool {
+        self.nodes.iter().filter(|n| n.source.is_some()).all(|n| n.wm.is_done())
+    }
+
+    /// Whether the query keeps a checkpoint (its runs resume where the last one stopped).
+    pub(crate) fn checkpointed(&self) -> bool {
+        self.checkpoint.is_some()
+    }
+
     pub(crate) fn processing_timer_due(&self) -> bool {
         let now = self.clock.now();
         self.nodes.iter().any(|n| n.ops.iter().any(|o| o.next_processing_timer().is_some_and(|t| t < now)))
