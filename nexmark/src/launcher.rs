@@ -470,7 +470,11 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         // closes); with one, each run reads what arrived since the last (Spark's incremental
         // batch), and the watch waits in the checkpoint for the next run.
         let one_off = available_now && mb.checkpoint_dir.is_none();
-        let termination = if one_off { Termination::after_iterations(1) } else { Termination::never() };
+        let termination = match (available_now, one_off) {
+            (_, true) => Termination::after_iterations(1),
+            (true, false) => Termination::each_run(),
+            (false, _) => Termination::never(),
+        };
         let watch = Continuously::new(Duration::from_millis(args.events_dir_poll_ms), termination).hold_watermark(true);
         let files = p.apply("EventFiles", FileIO::match_pattern(dir.clone()).watching(watch));
         files.apply("Events", read_event_files(&args.on_malformed).clean_source(args.events_dir_clean.clone()))

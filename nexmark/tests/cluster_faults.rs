@@ -70,6 +70,15 @@ fn gone(pid: u32) -> bool {
         .map_or(true, |s| s.rsplit_once(')').is_some_and(|r| r.1.trim_start().starts_with('Z')))
 }
 
+/// Fails unless process `pid` exits within `limit`.
+fn gone_within(pid: u32, limit: Duration, what: &str) {
+    let deadline = Instant::now() + limit;
+    while !gone(pid) {
+        assert!(Instant::now() < deadline, "{what}: process {pid} did not exit within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Let the run get going: a few epochs in.
 fn settle() {
     std::thread::sleep(Duration::from_secs(3));
@@ -85,11 +94,7 @@ fn a_signal_to_one_process_stops_the_whole_cluster() {
         let (status, err) = exits_within(run, Duration::from_secs(30), name);
         assert_eq!(status.code(), Some(1), "{name}: {err}");
         assert!(err.contains("process 1 failed") && err.contains("stopped"), "{name}: {err}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !gone(second) {
-            assert!(Instant::now() < deadline, "{name}: the signalled process did not exit");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        gone_within(second, Duration::from_secs(10), name);
     }
 }
 
@@ -103,11 +108,7 @@ fn ctrl_c_on_the_cluster_stops_every_process_with_the_signal_status() {
         signal(&format!("-{}", run.id()), name);
         let (status, err) = exits_within(run, Duration::from_secs(30), name);
         assert_eq!(status.code(), Some(code), "{name}: {err}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !gone(second) {
-            assert!(Instant::now() < deadline, "{name}: the second process did not exit");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        gone_within(second, Duration::from_secs(10), name);
     }
 }
 
@@ -124,9 +125,5 @@ fn a_silent_peer_is_noticed_within_the_peer_timeout() {
     signal(&second.to_string(), "CONT");
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("lost process 1") && err.contains("--peer-timeout"), "{err}");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !gone(second) {
-        assert!(Instant::now() < deadline, "the resumed process did not exit");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    gone_within(second, Duration::from_secs(15), "the resumed process");
 }

@@ -409,10 +409,10 @@ fn drive(
         let work_due = next_work.is_some_and(|t| t <= now);
         let finished = done && ledger.nodes.iter().all(|n| n.borrow().output_watermark() >= MAX_TIMESTAMP);
         // Available-now with a checkpoint is Spark's incremental batch: the run ends once its
-        // sources are read to their end and nothing is due now; work due later (a watched
-        // directory's next poll) is checkpointed for the next run.
+        // sources are read to their end and no work is due at any time of this run; work that
+        // waits for the next run (a watched directory's next poll) is checkpointed for it.
         let incremental =
-            trigger == StreamingTrigger::AvailableNow && process.checkpoint.is_some() && done && !moved && !work_due;
+            trigger == StreamingTrigger::AvailableNow && process.checkpoint.is_some() && done && next_work.is_none();
         if finished || incremental || (trigger == StreamingTrigger::Once && !work_due) {
             break;
         }
@@ -444,13 +444,24 @@ fn drive(
         }
         probe.done()
     })?;
-    // Work after the last commits (bundle finalization) runs before the worker ends.
+    // Work after the last commits (bundle finalization) runs before the worker ends; if the
+    // commits do not come within a while, the callbacks are left undone, with a warning (a
+    // file read and committed but not cleaned is not read again: the watch has seen it).
     if process.finalizes {
         let through = ledger.next;
+        let deadline = Instant::now() + Duration::from_secs(30);
         step_until(worker, process, || {
             ledger.run_committed();
-            process.committed() >= through
+            process.committed() >= through || Instant::now() > deadline
         })?;
+        if process.committed() < through {
+            tracing::warn!(
+                worker = me,
+                "the commits of epochs {}..{through} did not arrive within 30 s: their after-commit work \
+                 (bundle finalization) was not run",
+                process.committed()
+            );
+        }
     }
     ledger.committed.take();
     ledger.rows.take();

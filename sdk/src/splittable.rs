@@ -66,7 +66,7 @@ use crate::graph::{Boundedness, Payload};
 use crate::kernel::{Batch, Bundle};
 use crate::pane::PaneInfo;
 use crate::pipeline::{output_boundedness, PCollection, PTransform};
-use crate::time::{Timestamp, MIN_TIMESTAMP};
+use crate::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 use crate::transforms::par_do::ParDo;
 use crate::transforms::reshuffle::Reshuffle;
 use crate::window::Window;
@@ -339,6 +339,11 @@ pub enum ProcessContinuation {
         /// How long to wait.
         delay: Duration,
     },
+    /// Come back for the rest of the restriction in the next run of the pipeline from its
+    /// checkpoint, not in this one: an incremental batch run (available-now with a checkpoint)
+    /// may end with the restriction waiting in the checkpoint. The restriction holds the
+    /// watermark meanwhile. A run without a checkpoint has no next run, and waits.
+    ResumeNextRun,
 }
 
 impl ProcessContinuation {
@@ -353,9 +358,13 @@ impl ProcessContinuation {
     /// Resume the rest after `delay` (Beam's `withResumeDelay`).
     pub fn with_resume_delay(self, delay: Duration) -> Self {
         match self {
-            ProcessContinuation::Stop => ProcessContinuation::Stop,
             ProcessContinuation::Resume { .. } => ProcessContinuation::Resume { delay },
+            other => other,
         }
+    }
+    /// Resume the rest in the next run (see [`ProcessContinuation::ResumeNextRun`]).
+    pub fn resume_next_run() -> Self {
+        ProcessContinuation::ResumeNextRun
     }
 }
 
@@ -773,6 +782,13 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
                     ms => now.saturating_add(ms),
                 }
             }
+            // Never due in this run; a restored run makes it due at once.
+            ProcessContinuation::ResumeNextRun => {
+                if let Some(r) = tracker.try_split(0.0) {
+                    residuals.push(r);
+                }
+                MAX_TIMESTAMP
+            }
         };
         tracker.check_done().map_err(|e| -> UserError {
             format!("the restriction tracker is not done after process returned {continuation:?}: {e}").into()
@@ -883,8 +899,9 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
     fn hold(&self) -> Option<Timestamp> {
         self.pending.iter().map(|w| w.estimator.current()).min()
     }
+    /// Restrictions waiting for the next run are due at no time of this one.
     fn next_due(&self) -> Option<Timestamp> {
-        self.pending.iter().map(|w| w.resume_at).min()
+        self.pending.iter().map(|w| w.resume_at).filter(|&t| t < MAX_TIMESTAMP).min()
     }
     fn pending(&self) -> usize {
         self.pending.len()

@@ -219,9 +219,7 @@ fn a_watched_directory_outputs_each_file_once_across_crashes() {
         }
         let run = |crash: Option<String>| {
             let mut cmd = Command::new(env!("CARGO_BIN_EXE_recovery_child"));
-            // Batches until the watch ends, rather than a run per incremental batch.
-            cmd.env("WEIR_CHILD_WATCH", &inbox)
-                .env("WEIR_CHILD_OPTIONS", "--parallelism 1 --trigger processing-time --trigger-interval-ms 5");
+            cmd.env("WEIR_CHILD_WATCH", &inbox).env("WEIR_CHILD_OPTIONS", "--parallelism 1");
             cmd.arg(&cp).arg(&out).arg("0");
             match crash {
                 Some(c) => cmd.env("WEIR_CRASH_AT", c),

@@ -27,11 +27,11 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
             return Ok(());
         }
         // Available-now with a checkpoint is Spark's incremental batch: a run ends once what is
-        // available now is processed (its sources read to their end and nothing due now), though
-        // work of its own may be due later (a watched directory's next poll, a splittable DoFn
-        // resuming after a delay): the checkpoint keeps it for the next run.
+        // available now is processed (its sources read to their end and no work due at any
+        // time of this run), though work may wait for the next run (a watched directory's next
+        // poll): the checkpoint keeps it.
         let incremental = trigger == StreamingTrigger::AvailableNow && engine.checkpointed();
-        if !ran && incremental && engine.sources_done() {
+        if !ran && incremental && engine.sources_done() && engine.next_processing_timer().is_none() {
             return Ok(());
         }
         if !ran {

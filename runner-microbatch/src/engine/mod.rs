@@ -268,8 +268,12 @@ impl Engine {
 
     fn idle_wait_ms(&self) -> u64 {
         let now = self.clock.now();
-        let next = self.nodes.iter().flat_map(|n| n.ops.iter().filter_map(|o| o.next_processing_timer())).min();
-        next.map(|t| (t - now + 1).clamp(1, 20) as u64).unwrap_or(10)
+        self.next_processing_timer().map(|t| (t - now + 1).clamp(1, 20) as u64).unwrap_or(10)
+    }
+
+    /// When any operator next has work of its own, if any has.
+    pub(crate) fn next_processing_timer(&self) -> Option<Timestamp> {
+        self.nodes.iter().flat_map(|n| n.ops.iter().filter_map(|o| o.next_processing_timer())).min()
     }
 
     /// Whether every source has been read to its end.

@@ -147,6 +147,12 @@ pub enum Termination {
     ),
     /// After this many polls.
     AfterIterations(u64),
+    /// One poll per run of a pipeline with a checkpoint: between runs the watch (the files it
+    /// has seen) waits in the checkpoint, and the next run polls as it starts, so each run
+    /// reads the files that arrived since the last (Spark's incremental batch with
+    /// `Trigger.AvailableNow`). A run without a checkpoint has no next run: use
+    /// [`Termination::after_iterations`] there.
+    EachRun,
 }
 
 impl Termination {
@@ -165,6 +171,10 @@ impl Termination {
     /// Beam's `Growth.afterIterations(n)`.
     pub fn after_iterations(n: u64) -> Self {
         Termination::AfterIterations(n)
+    }
+    /// One poll per run ([`Termination::EachRun`]).
+    pub fn each_run() -> Self {
+        Termination::EachRun
     }
 }
 
@@ -363,6 +373,7 @@ impl Watch {
             Termination::AfterTotalOf(ms) => g.started.is_some_and(|s| now - s >= ms),
             Termination::AfterTimeSinceNewOutput(ms) => g.last_new.or(g.started).is_some_and(|t| now - t >= ms),
             Termination::AfterIterations(n) => g.polls >= n,
+            Termination::EachRun => false,
         }
     }
 }
@@ -418,6 +429,9 @@ impl SplittableDoFn for Watch {
         if self.over(&tracker.current_restriction(), now) {
             tracker.try_claim(PollClaim::End);
             return Ok(ProcessContinuation::stop());
+        }
+        if !more && self.how.terminate == Termination::EachRun {
+            return Ok(ProcessContinuation::resume_next_run());
         }
         let delay = if more { 0 } else { self.how.poll_interval_ms };
         Ok(ProcessContinuation::resume().with_resume_delay(Duration::from_millis(delay as u64)))
