@@ -38,6 +38,7 @@ pub mod stateful;
 pub mod system_metrics;
 pub mod translate;
 pub mod trigger;
+pub mod ui;
 pub mod watermark;
 
 pub use weir_sdk::error::{Error, Result};

@@ -35,7 +35,6 @@ mod checkpoint;
 mod engine;
 pub mod options;
 mod progress;
-pub mod ui;
 
 pub use options::{MicroBatchOptions, StreamingTrigger};
 

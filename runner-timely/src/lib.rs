@@ -130,13 +130,11 @@ impl TimelyRunner {
         let run = cluster::next_run();
         // Process 0 serves the live page (`--ui-port`), with every epoch's progress.
         let page = match t.process_id {
-            0 => weir_runner_microbatch::ui::serve(options, NAME, (&graph, &plan), &metrics, || false)?.map(
-                |(ui, page)| {
-                    let p = page.clone();
-                    progress.listen(Box::new(move |e| p.push(serde_json::to_value(e).unwrap_or_default())));
-                    (ui, page)
-                },
-            ),
+            0 => weir_runner_core::ui::serve(options, NAME, (&graph, &plan), &metrics, || false)?.map(|(ui, page)| {
+                let p = page.clone();
+                progress.listen(Box::new(move |e| p.push(serde_json::to_value(e).unwrap_or_default())));
+                (ui, page)
+            }),
             _ => None,
         };
         let ui = page.as_ref().map(|(ui, _)| ui.clone());
@@ -198,7 +196,7 @@ impl TimelyRunner {
             let stopping = job.clone();
             let outcome = run_job(job);
             if let Some(page) = &on_page {
-                weir_runner_microbatch::ui::ended(page, &outcome, stopping.is_stop_requested());
+                weir_runner_core::ui::ended(page, &outcome, stopping.is_stop_requested());
             }
             outcome
         })?;
@@ -214,7 +212,7 @@ pub struct TimelyQuery {
     /// This run's index in the process (the same on every process of the cluster).
     run: u64,
     /// The live page serving this query (`--ui-port`, process 0).
-    ui: Option<Arc<weir_runner_microbatch::ui::LiveUi>>,
+    ui: Option<Arc<weir_runner_core::ui::LiveUi>>,
 }
 
 impl TimelyQuery {

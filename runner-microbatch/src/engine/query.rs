@@ -35,7 +35,7 @@ pub struct StreamingQuery {
     result: Box<dyn PipelineResult>,
     shared: Arc<Shared>,
     /// The live page serving this query (`--ui-port`).
-    ui: Option<Arc<crate::ui::LiveUi>>,
+    ui: Option<Arc<weir_runner_core::ui::LiveUi>>,
 }
 
 /// What the query is doing (Spark's `StreamingQueryStatus`).
@@ -61,7 +61,7 @@ impl StreamingQuery {
         let metrics = JobMetrics::with_committed();
         let s = shared.clone();
         let active = move || s.active.load(std::sync::atomic::Ordering::Relaxed);
-        let (ui, page) = match crate::ui::serve(&options, crate::NAME, (&graph, &plan), &metrics, active)? {
+        let (ui, page) = match weir_runner_core::ui::serve(&options, crate::NAME, (&graph, &plan), &metrics, active)? {
             Some((ui, page)) => (Some(ui), Some(page)),
             None => (None, None),
         };
@@ -78,7 +78,7 @@ impl StreamingQuery {
             *s.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
             s.changed.notify_all();
             if let Some(page) = &on_page {
-                crate::ui::ended(page, &r, job.is_stop_requested());
+                weir_runner_core::ui::ended(page, &r, job.is_stop_requested());
             }
             r
         })?;

@@ -15,12 +15,12 @@
 
 mod http;
 
+use crate::plan::PhysicalPlan;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use weir_runner_core::plan::PhysicalPlan;
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::metrics::MetricResults;
 use weir_sdk::{Error, Result};
@@ -152,7 +152,7 @@ pub fn serve(
     options: &weir_sdk::PipelineOptions,
     runner: &str,
     (graph, plan): (&PipelineGraph, &PhysicalPlan),
-    metrics: &Arc<weir_runner_core::metrics::JobMetrics>,
+    metrics: &Arc<crate::metrics::JobMetrics>,
     active: impl Fn() -> bool + Send + Sync + 'static,
 ) -> Result<Option<(Arc<LiveUi>, Arc<UiQuery>)>> {
     let Some(port) = options.ui.port else { return Ok(None) };
