@@ -275,14 +275,14 @@ impl Heartbeats {
         let thread = std::thread::Builder::new().name("weir-heartbeats".into()).spawn(move || {
             let start = Instant::now();
             let mut heard: Vec<Option<Instant>> = vec![Some(start); n];
-            let mut sent = start - Duration::from_secs(1);
+            let mut sent: Option<Instant> = None;
             let mut buf = [0u8; 32];
             while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
-                if sent.elapsed() >= Duration::from_millis(500) {
+                if sent.is_none_or(|s| s.elapsed() >= Duration::from_millis(500)) {
                     for (_, a) in &peers {
                         let _ = socket.send_to(&beat(run, me, false), a);
                     }
-                    sent = Instant::now();
+                    sent = Some(Instant::now());
                 }
                 if let Ok((17, _)) = socket.recv_from(&mut buf) {
                     let of_run = u64::from_be_bytes(buf[..8].try_into().unwrap_or_default());

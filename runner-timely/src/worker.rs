@@ -189,7 +189,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         pending,
         shared: process.clone(),
         last_offsets: None,
-        committed: (me == 0 && process.finalizes && process.peers > process.workers).then_some(committed),
+        commit_news: (me == 0 && process.finalizes && process.peers > process.workers).then_some(committed),
         told: process.start_epoch(),
     };
     let resumed = match process.checkpoint.as_ref() {
@@ -463,7 +463,7 @@ fn drive(
             );
         }
     }
-    ledger.committed.take();
+    ledger.commit_news.take();
     ledger.rows.take();
     ledger.acks.take();
     // The process's final metrics, then the reports end.
@@ -529,7 +529,7 @@ pub(crate) struct Ledger {
     last_offsets: Option<WorkerOffsets>,
     /// On worker 0 of a cluster whose operators run work after commits: the news of commits to
     /// the other processes.
-    committed: Option<InputHandle<u64, CommittedBuilder>>,
+    commit_news: Option<InputHandle<u64, CommittedBuilder>>,
     /// The commits told so far: every epoch before it.
     told: u64,
 }
@@ -542,7 +542,7 @@ impl Ledger {
         if !self.shared.finalizes {
             return;
         }
-        if let Some(handle) = self.committed.as_mut().filter(|_| through > self.told) {
+        if let Some(handle) = self.commit_news.as_mut().filter(|_| through > self.told) {
             let p = &self.shared;
             for other in (0..p.peers / p.workers.max(1)).filter(|&q| q != p.process_id) {
                 handle.send(((other * p.workers) as u32, through));

@@ -8,9 +8,10 @@
 //! when it has expired, or when its holder was a process of this machine that no longer runs
 //! (a restart after a SIGKILL need not wait for the expiry). A holder that finds its lease
 //! replaced has lost it: [`Lease::check`] then fails, naming the new holder, before anything
-//! more is committed. The holder deletes its lease when it stops.
+//! more is committed. The holder releases its lease when it stops (writes it expired, so the
+//! next holder takes it over at once).
 
-use super::lock::host_name;
+use super::lock::{host_name, this_process};
 use super::log::refused;
 use super::store::Location;
 use serde::{Deserialize, Serialize};
@@ -37,17 +38,11 @@ struct Held {
 
 impl Held {
     fn mine() -> Held {
-        let now = weir_sdk::time::now_millis();
         Held {
-            holder: format!(
-                "pid {} on host {} since {}",
-                std::process::id(),
-                host_name(),
-                weir_sdk::time::iso8601(now)
-            ),
+            holder: this_process(),
             pid: std::process::id(),
             host: host_name(),
-            expires_ms: now + LEASE_TTL.as_millis() as i64,
+            expires_ms: weir_sdk::time::now_millis() + LEASE_TTL.as_millis() as i64,
         }
     }
 

@@ -28,6 +28,16 @@ pub fn host_name() -> String {
 /// reaped yet, and holds its lock until it is.
 pub const STOPPING_HOLDER_PATIENCE: Duration = Duration::from_secs(10);
 
+/// How a checkpoint's lock or lease names this process: `pid P on host H since T`.
+pub fn this_process() -> String {
+    format!(
+        "pid {} on host {} since {}",
+        std::process::id(),
+        host_name(),
+        weir_sdk::time::iso8601(weir_sdk::time::now_millis())
+    )
+}
+
 impl DirLock {
     /// Locks `root/name`, waiting up to `patience` for a holder that is stopping; a lock still
     /// held after that is refused, naming its holder.
@@ -73,12 +83,7 @@ impl DirLock {
                 holder.trim()
             );
         }
-        let me = format!(
-            "pid {} on host {} since {}\n",
-            std::process::id(),
-            host_name(),
-            weir_sdk::time::iso8601(weir_sdk::time::now_millis())
-        );
+        let me = format!("{}\n", this_process());
         file.set_len(0).map_err(|e| io(&shown, e))?;
         file.rewind().map_err(|e| io(&shown, e))?;
         file.write_all(me.as_bytes()).map_err(|e| io(&shown, e))?;
