@@ -464,8 +464,8 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     let events_file = args.events_file.as_ref().or(args.events_glob.as_ref()).or(dir_pattern.as_ref());
     let json_lines = |f: &String| EventsFormat::of(f) == EventsFormat::JsonLines;
     let events: PCollection<Event> = if let Some(dir) = &dir_pattern {
-        let mb = options.get::<weir::microbatch::MicroBatchOptions>();
-        let available_now = mb.trigger == weir::microbatch::options::StreamingTrigger::AvailableNow;
+        let mb = options.get::<weir::core::streaming::StreamingOptions>();
+        let available_now = mb.trigger == weir::core::streaming::StreamingTrigger::AvailableNow;
         // Available-now without a checkpoint reads what is there and ends the watch (every window
         // closes); with one, each run reads what arrived since the last (Spark's incremental
         // batch), and the watch waits in the checkpoint for the next run.
@@ -830,8 +830,8 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     }
     // One batch of everything available would never end over an endless generator that is not
     // rate limited: all of its events are available at once.
-    let once = args.pipeline.get::<weir::microbatch::MicroBatchOptions>().trigger
-        == weir::microbatch::options::StreamingTrigger::Once;
+    let once = args.pipeline.get::<weir::core::streaming::StreamingOptions>().trigger
+        == weir::core::streaming::StreamingTrigger::Once;
     let generated = args.events_file.is_none() && args.events_glob.is_none() && args.events_dir.is_none();
     let endless = confs.iter().any(|(c, _)| c.num_events == 0 && !c.is_rate_limited);
     if args.streaming && once && generated && endless {

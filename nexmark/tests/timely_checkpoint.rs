@@ -2,7 +2,8 @@
 //! timely processes, SIGKILLed at random points (either process), restarted each time with the
 //! same checkpoint, ends with exactly the output of an uninterrupted run. The same holds with
 //! the checkpoint in S3 (a moto server started here on 127.0.0.1), and damaged or mismatched
-//! checkpoints are refused with the file named.
+//! checkpoints are refused with the file named. The micro-batch runner keeps its checkpoint in S3
+//! through the same protocol, and is tested here on the same server.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -387,18 +388,44 @@ fn an_error_in_one_process_stops_the_cluster_with_it() {
     assert!(t.contains("process 1 failed (worker 1)") && t.contains("state/3/1"), "{t}");
 }
 
-/// The micro-batch runner keeps its checkpoint locally: an `s3://` URL is refused, not taken
-/// for a local path.
+/// `args` of a timely cluster of two processes, as a micro-batch run of two partitions.
+fn on_micro_batch(args: Vec<String>) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "timely" => out.push("microbatch".into()),
+            "--processes" => {
+                it.next();
+                out.extend(["--parallelism".to_string(), "2".to_string()]);
+            }
+            _ => out.push(a),
+        }
+    }
+    out
+}
+
+/// The micro-batch runner keeps its checkpoint in S3 as timely does (one protocol): SIGKILLed at
+/// random points and restarted, it ends with exactly the output of an uninterrupted run, writes
+/// nothing locally under the URL's name, and refuses another pipeline naming the URL.
 #[test]
-fn the_micro_batch_runner_refuses_an_object_store_checkpoint() {
+fn micro_batch_s3_checkpoints_recover_exactly_once() {
+    let moto = Moto::start();
+    let env = moto.env();
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_nexmark"))
-        .current_dir(dir.path())
-        .args(["--runner", "microbatch", "--streaming", "--query", "0", "--num-events", "100"])
-        .args(["--checkpoint-dir", "s3://weir/mb"])
-        .output()
-        .unwrap();
+    let reference_out = dir.path().join("reference");
+    let o = nexmark(&on_micro_batch(query_args("8", &reference_out, &[])), &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let expected = results(&reference_out);
+    assert!(expected.len() > 1000, "too small a reference: {} lines", expected.len());
+    let out = dir.path().join("out");
+    let a = on_micro_batch(query_args("8", &out, &["--checkpoint-dir", "s3://weir/mb8"]));
+    let kills = run_with_kills(&a, &env, 4, 0x3b);
+    assert!(kills > 0, "no run was killed");
+    assert_eq!(results(&out), expected, "after {kills} kills");
+    assert!(!Path::new("s3:").exists());
+    let other = on_micro_batch(query_args("5", &dir.path().join("other"), &["--checkpoint-dir", "s3://weir/mb8"]));
+    let o = nexmark(&other, &env).output().unwrap();
     assert!(!o.status.success());
-    assert!(text(&o).contains("s3://weir/mb") && text(&o).contains("--runner timely"), "{}", text(&o));
-    assert!(!dir.path().join("s3:").exists(), "a local folder was made of the URL");
+    assert!(text(&o).contains("s3://weir/mb8") && text(&o).contains("different pipeline"), "{}", text(&o));
 }

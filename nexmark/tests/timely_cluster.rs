@@ -86,8 +86,8 @@ fn bad_cluster_flags_are_refused_naming_the_flag() {
     assert!(!o.status.success());
     assert!(printed(&o).contains("line 2: 'not an address' is not host:port"), "{}", printed(&o));
     for (flags, says) in [
-        (&["--parallelism", "2"][..], "--parallelism 2 is the micro-batch runner's"),
-        (&["--max-batch-retries", "1"][..], "does not retry epochs (--max-batch-retries)"),
+        (&["--parallelism", "2"][..], "--parallelism is an option of the microbatch runner; the timely runner"),
+        (&["--max-batch-retries", "1"][..], "--max-batch-retries is an option of the microbatch runner; the timely"),
     ] {
         let mut args = vec!["--runner", "timely", "--query", "0", "--num-events", "100"];
         args.extend(flags);

@@ -35,6 +35,7 @@ pub mod pusher;
 pub mod side_inputs;
 pub mod splittable;
 pub mod stateful;
+pub mod streaming;
 pub mod system_metrics;
 pub mod translate;
 pub mod trigger;

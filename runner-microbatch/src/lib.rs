@@ -36,7 +36,7 @@ mod engine;
 pub mod options;
 mod progress;
 
-pub use options::{MicroBatchOptions, StreamingTrigger};
+pub use options::MicroBatchOptions;
 
 pub use engine::{QueryStatus, StreamingQuery};
 pub use progress::{
@@ -93,6 +93,7 @@ fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_ru
 
 /// Registers the micro-batch runner under the name `microbatch`.
 pub fn register() {
-    weir_sdk::options::register_runner_option_group::<MicroBatchOptions>(&[NAME, "timely"]);
+    weir_sdk::options::register_runner_option_group::<MicroBatchOptions>(&[NAME]);
+    weir_runner_core::streaming::register_for(NAME);
     weir_sdk::runner::register_runner(Arc::new(MicroBatchRunner));
 }

@@ -25,22 +25,12 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use weir_runner_core::checkpoint::lease::Lease;
-use weir_runner_core::checkpoint::lock::{DirLock, STOPPING_HOLDER_PATIENCE};
-use weir_runner_core::checkpoint::log::{
-    self, batch_ids, check_contiguous, corrupt, encode_entry, parse_entry, refused,
-};
-use weir_runner_core::checkpoint::state_files::{apply, check_name, decode_file, StateFile};
-use weir_runner_core::checkpoint::store::Location;
+use weir_runner_core::checkpoint::log::{self, refused};
+use weir_runner_core::checkpoint::protocol::{self, commit_key, state_key, Logged, Opening};
+use weir_runner_core::checkpoint::state_files::{apply, decode_file, StateFile};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_sdk::time::Timestamp;
-use weir_sdk::{Error, Result};
-
-#[derive(Serialize, Deserialize)]
-struct Metadata {
-    id: String,
-    fingerprint: Fingerprint,
-}
+use weir_sdk::Result;
 
 /// What a worker read for an epoch, logged before the epoch's data leaves it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -95,6 +85,24 @@ pub(crate) struct EpochCommit {
     pub snapshot: u64,
 }
 
+impl Logged for WorkerOffsets {
+    fn logged_as(&self) -> (u64, Option<usize>) {
+        (self.epoch, Some(self.worker))
+    }
+}
+
+impl Logged for WorkerManifest {
+    fn logged_as(&self) -> (u64, Option<usize>) {
+        (self.epoch, Some(self.worker))
+    }
+}
+
+impl Logged for EpochCommit {
+    fn logged_as(&self) -> (u64, Option<usize>) {
+        (self.epoch, None)
+    }
+}
+
 /// One node member's restored state: watermarks and entries.
 pub(crate) struct RestoredMember {
     pub input: Timestamp,
@@ -116,7 +124,7 @@ pub(crate) struct WorkerResume {
 
 /// A cluster's checkpoint, as one process sees it.
 pub(crate) struct EpochLog {
-    loc: Location,
+    cp: protocol::Checkpoint,
     retain: u64,
     interval: u64,
     /// The query's id, kept across restarts.
@@ -127,27 +135,13 @@ pub(crate) struct EpochLog {
     pub start: u64,
     /// The first epoch whose files may still exist.
     kept_from: Mutex<u64>,
-    /// The lock of a local directory, or the lease of an object-store prefix, held by this
-    /// process for the run.
-    guard: Guard,
-}
-
-/// What keeps a second cluster off a checkpoint.
-enum Guard {
-    /// `flock` on `lock-N` of a local directory.
-    Dir(#[allow(dead_code)] DirLock),
-    /// The lease `lease-N` of an object-store prefix.
-    Lease(Lease),
 }
 
 fn offsets_key(epoch: u64, worker: usize) -> String {
-    format!("offsets/{epoch}/{worker}")
+    format!("{}/{worker}", protocol::offsets_key(epoch))
 }
-fn state_key(epoch: u64, worker: usize) -> String {
-    format!("state/{epoch}/{worker}")
-}
-fn commit_key(epoch: u64) -> String {
-    format!("commits/{epoch}")
+fn worker_state_key(epoch: u64, worker: usize) -> String {
+    format!("{}/{worker}", state_key(epoch))
 }
 
 impl EpochLog {
@@ -162,94 +156,25 @@ impl EpochLog {
         retain: u64,
         interval: u64,
     ) -> Result<Self> {
-        let loc = Location::parse(spec)?;
-        // A process of the previous run may still be stopping: give it a few seconds.
-        let guard = match loc.local_dir() {
-            Some(dir) => Guard::Dir(DirLock::acquire(dir, &format!("lock-{process}"), STOPPING_HOLDER_PATIENCE)?),
-            None => Guard::Lease(Lease::acquire(&loc, &format!("lease-{process}"), STOPPING_HOLDER_PATIENCE)?),
-        };
-        let commits = batch_ids(loc.list("commits")?, |n| loc.name(&format!("commits/{n}")));
-        let meta_key = "metadata.json";
-        let id = match loc.get(meta_key)? {
-            Some(bytes) => {
-                let meta: Metadata = parse_entry(&loc.name(meta_key), &bytes).map_err(|e| match e {
-                    Error::Io { message, path } if message.contains("corrupt") => refused(
-                        &path,
-                        format!(
-                            "{message}; it was written by another version of Weir or damaged, and cannot be \
-                             checked against this pipeline; use a new --checkpoint-dir"
-                        ),
-                    ),
-                    e => e,
-                })?;
-                if let Some(diff) = meta.fingerprint.first_difference(&fingerprint) {
-                    return Err(refused(
-                        &loc.name(""),
-                        format!(
-                            "written by a different pipeline, so resuming from it would give wrong results: \
-                             {diff}; use a new --checkpoint-dir for this pipeline"
-                        ),
-                    ));
-                }
-                meta.id
-            }
-            None => {
-                let logged = commits.first().map(|c| commit_key(*c)).or_else(|| {
-                    let epochs = loc.list("offsets").ok()?;
-                    epochs
-                        .into_iter()
-                        .find(|n| matches!(log::log_name(n), log::LogName::Batch(_)))
-                        .map(|e| format!("offsets/{e}"))
-                });
-                if let Some(first) = logged {
-                    return Err(refused(
-                        &loc.name(meta_key),
-                        format!(
-                            "missing, but the checkpoint has log entries ({}): without it the pipeline that wrote \
-                             them cannot be checked; use a new --checkpoint-dir",
-                            loc.name(&first)
-                        ),
-                    ));
-                }
-                if process == 0 {
-                    loc.put(
-                        meta_key,
-                        encode_entry(&loc.name(meta_key), &Metadata { id: new_id.clone(), fingerprint })?,
-                    )?;
-                }
-                new_id
-            }
-        };
-        check_contiguous(&commits, |c| loc.name(&commit_key(c)))?;
-        let committed = match commits.last() {
-            Some(&c) => {
-                let key = commit_key(c);
-                let bytes = loc.get(&key)?.ok_or_else(|| corrupt(&loc.name(&key), "vanished while being read"))?;
-                let entry: EpochCommit = parse_entry(&loc.name(&key), &bytes)?;
-                if entry.epoch != c {
-                    return Err(refused(
-                        &loc.name(&key),
-                        format!(
-                            "holds the commit of epoch {}, not of epoch {c}: not written here by the runner",
-                            entry.epoch
-                        ),
-                    ));
-                }
-                Some(entry)
-            }
-            None => None,
-        };
+        let cp = protocol::Checkpoint::open(Opening {
+            spec,
+            fingerprint,
+            new_id,
+            process: Some(process),
+            writes_metadata: process == 0,
+        })?;
+        let committed = cp.last_commit::<EpochCommit>()?;
         let start = committed.as_ref().map_or(0, |c| c.epoch + 1);
-        let kept_from = commits.first().copied().unwrap_or(0);
+        let kept_from = cp.commits.first().copied().unwrap_or(0);
+        let id = cp.id.clone();
         Ok(EpochLog {
-            loc,
+            cp,
             retain: retain.max(1),
             interval: interval.max(1),
             id,
             committed,
             start,
             kept_from: Mutex::new(kept_from),
-            guard,
         })
     }
 
@@ -266,85 +191,65 @@ impl EpochLog {
 
     /// Logs what worker `o.worker` read for epoch `o.epoch`.
     pub(crate) fn write_offsets(&self, o: &WorkerOffsets) -> Result<()> {
-        let key = offsets_key(o.epoch, o.worker);
-        self.loc.put(&key, encode_entry(&self.loc.name(&key), o)?)
+        self.cp.write(&offsets_key(o.epoch, o.worker), o)
     }
 
     /// Writes a state file of worker `worker` for `epoch`.
     pub(crate) fn write_state_file(&self, epoch: u64, worker: usize, f: &StateFile, bytes: Vec<u8>) -> Result<()> {
-        self.loc.put(&format!("{}/{}", state_key(epoch, worker), f.file), bytes)
+        self.cp.loc.put(&format!("{}/{}", worker_state_key(epoch, worker), f.file), bytes)
     }
 
     /// Records that worker `m.worker` has finished epoch `m.epoch`.
     pub(crate) fn write_manifest(&self, m: &WorkerManifest) -> Result<()> {
-        let key = format!("{}/manifest.json", state_key(m.epoch, m.worker));
-        self.loc.put(&key, encode_entry(&self.loc.name(&key), m)?)
+        self.cp.write(&format!("{}/manifest.json", worker_state_key(m.epoch, m.worker)), m)
     }
 
     /// Records that `epoch` is done everywhere, then drops what no restart can need: everything
     /// before both its snapshot and the retained epochs.
     pub(crate) fn write_commit(&self, epoch: u64) -> Result<()> {
         // A process whose lease another cluster took over commits nothing more.
-        if let Guard::Lease(lease) = &self.guard {
-            lease.check()?;
-        }
+        self.cp.guard.check()?;
         let snapshot = self.snapshot_of(epoch);
-        let key = commit_key(epoch);
-        self.loc.put(&key, encode_entry(&self.loc.name(&key), &EpochCommit { epoch, snapshot })?)?;
+        self.cp.write(&commit_key(epoch), &EpochCommit { epoch, snapshot })?;
         let keep_from = snapshot.min((epoch + 1).saturating_sub(self.retain));
         let mut kept = self.kept_from.lock().unwrap_or_else(|e| e.into_inner());
-        while *kept < keep_from {
-            let e = *kept;
-            // Commits go first: a commit whose files are gone must never be the last one.
-            for key in [commit_key(e), format!("offsets/{e}"), format!("state/{e}")] {
-                self.loc.delete_all(&key)?;
-            }
-            *kept += 1;
+        if *kept < keep_from {
+            self.cp.retire_before(keep_from)?;
+            *kept = keep_from;
         }
         Ok(())
-    }
-
-    fn read<T: for<'de> Deserialize<'de>>(&self, key: &str, what: &str) -> Result<Option<T>> {
-        match self.loc.get(key)? {
-            None => Ok(None),
-            Some(bytes) => parse_entry(&self.loc.name(key), &bytes).map(Some).map_err(|e| match e {
-                Error::Io { path, message } => Error::Io { path, message: format!("{message} ({what})") },
-                e => e,
-            }),
-        }
     }
 
     /// What worker `worker` resumes with: its sources' positions after the last commit, the
     /// epochs it logged after it, and every node's state and watermarks as of the commit.
     pub(crate) fn resume(&self, worker: usize) -> Result<WorkerResume> {
         let mut r = WorkerResume::default();
-        let missing = |key: &str, why: &str| refused(&self.loc.name(key), format!("missing: {why}"));
         if let Some(c) = &self.committed {
-            let key = offsets_key(c.epoch, worker);
-            let o: WorkerOffsets = self
-                .read(&key, "an offset log entry")?
-                .ok_or_else(|| missing(&key, &format!("commit {} has no offsets of worker {worker}", c.epoch)))?;
-            self.check_entry(&key, (o.epoch, o.worker), (c.epoch, worker))?;
+            let o: WorkerOffsets = self.cp.read_logged(
+                &offsets_key(c.epoch, worker),
+                "an offset log entry",
+                (c.epoch, Some(worker)),
+                || format!("commit {} has no offsets of worker {worker}", c.epoch),
+            )?;
             r.clock = o.clock;
             r.sources = Some(o.sources);
             // Per member: its latest watermarks, and its entries as the files so far make them.
             type Rebuilt = (Timestamp, Timestamp, HashMap<Vec<u8>, Vec<u8>>);
             let mut maps: HashMap<String, Rebuilt> = HashMap::new();
             for e in c.snapshot..=c.epoch {
-                let key = format!("{}/manifest.json", state_key(e, worker));
-                let m: WorkerManifest = self.read(&key, "a state manifest")?.ok_or_else(|| {
-                    missing(&key, &format!("commit {} needs worker {worker}'s state of epoch {e}", c.epoch))
-                })?;
-                self.check_entry(&key, (m.epoch, m.worker), (e, worker))?;
+                let folder = worker_state_key(e, worker);
+                let m: WorkerManifest = self.cp.read_logged(
+                    &format!("{folder}/manifest.json"),
+                    "a state manifest",
+                    (e, Some(worker)),
+                    || format!("commit {} needs worker {worker}'s state of epoch {e}", c.epoch),
+                )?;
                 for member in m.members {
                     let entry = maps.entry(member.node.clone()).or_default();
                     entry.0 = member.input;
                     entry.1 = member.output;
                     if let Some(f) = &member.file {
-                        check_name(&self.loc.name(&key), f)?;
-                        let fkey = format!("{}/{}", state_key(e, worker), f.file);
-                        let shown = self.loc.name(&fkey);
-                        let data = self.loc.get(&fkey)?.ok_or_else(|| corrupt(&shown, "state file is missing"))?;
+                        let (shown, data) = self.cp.read_state_file(&folder, f)?;
                         apply(&mut entry.2, f.kind, decode_file(&shown, f, data)?);
                     }
                 }
@@ -359,39 +264,23 @@ impl EpochLog {
         // The epochs this worker logged after the commit, in order; a hole would change what
         // a replayed epoch reads.
         let mut e = self.start;
-        while let Some(o) = self.read::<WorkerOffsets>(&offsets_key(e, worker), "an offset log entry")? {
-            self.check_entry(&offsets_key(e, worker), (o.epoch, o.worker), (e, worker))?;
+        while let Some(o) = self.cp.read::<WorkerOffsets>(&offsets_key(e, worker), "an offset log entry")? {
+            self.cp.check_logged(&offsets_key(e, worker), &o, (e, Some(worker)))?;
             r.replays.push(o);
             e += 1;
         }
-        let later = batch_ids(self.loc.list("offsets")?, |n| self.loc.name(&format!("offsets/{n}")));
-        for l in later.into_iter().filter(|&l| l > e) {
-            if self.loc.get(&offsets_key(l, worker))?.is_some() {
+        for l in self.cp.ids("offsets")?.into_iter().filter(|&l| l > e) {
+            if self.cp.loc.get(&offsets_key(l, worker))?.is_some() {
                 return Err(refused(
-                    &self.loc.name(&offsets_key(e, worker)),
+                    &self.cp.loc.name(&offsets_key(e, worker)),
                     format!(
                         "missing: worker {worker} logged epoch {l} ({}) but not epoch {e}; the epochs after the last \
                          commit cannot be replayed exactly once",
-                        self.loc.name(&offsets_key(l, worker))
+                        self.cp.loc.name(&offsets_key(l, worker))
                     ),
                 ));
             }
         }
         Ok(r)
-    }
-
-    /// Checks that the entry at `key` is the one of `(epoch, worker)` it should be.
-    fn check_entry(&self, key: &str, found: (u64, usize), wanted: (u64, usize)) -> Result<()> {
-        if found != wanted {
-            return Err(refused(
-                &self.loc.name(key),
-                format!(
-                    "holds the entry of epoch {} of worker {}, not of epoch {} of worker {}: not written here by \
-                     the runner",
-                    found.0, found.1, wanted.0, wanted.1
-                ),
-            ));
-        }
-        Ok(())
     }
 }

@@ -34,8 +34,9 @@ pub(crate) fn fingerprint(
     t.hostfile = None;
     t.local_addresses = None;
     let options = format!("{:?}", options.clone().with(t));
+    // One entry per field, named without the group that opens before it (`Group { field: v`).
     for (k, part) in options.split(", ").enumerate() {
-        f.push(format!("option {k}"), part);
+        f.push(format!("option {k}"), part.rsplit("{ ").next().unwrap_or(part));
     }
     f
 }

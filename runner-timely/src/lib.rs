@@ -51,7 +51,7 @@ use std::sync::Arc;
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::JobMetrics;
 use weir_runner_core::plan::PhysicalPlan;
-use weir_runner_microbatch::MicroBatchOptions;
+use weir_runner_core::streaming::StreamingOptions;
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::runner::{PipelineResult, Runner};
 use weir_sdk::{Error, PipelineOptions, Result};
@@ -84,23 +84,12 @@ impl TimelyRunner {
         let t = options.get::<TimelyOptions>().into_owned();
         t.validate()?;
         let t = cluster::resolve(&t)?;
-        let mb = options.get::<MicroBatchOptions>().into_owned();
-        // The micro-batch flags an epoch does not use are refused, not ignored.
-        if mb.parallelism != 0 {
-            return Err(Error::Options(format!(
-                "--parallelism {} is the micro-batch runner's; the timely runner runs --workers threads in each \
-                 of --processes processes",
-                mb.parallelism
-            )));
-        }
-        if mb.max_batch_retries != 0 {
-            return Err(Error::NotSupported(
-                "the timely runner does not retry epochs (--max-batch-retries): a failed epoch fails the job".into(),
-            ));
-        }
+        // The micro-batch runner's own flags (--parallelism, --max-batch-retries) are refused
+        // on the command line by the options registry, naming the runner they belong to.
+        let streaming = options.get::<StreamingOptions>().into_owned();
         let plan = translate(&graph, options)?;
         let mut fingerprint = handshake::fingerprint(&graph, &plan, options);
-        let checkpoint = match &mb.checkpoint_dir {
+        let checkpoint = match &streaming.checkpoint_dir {
             None => None,
             Some(dir) => {
                 let log = checkpoint::EpochLog::open(
@@ -108,8 +97,8 @@ impl TimelyRunner {
                     weir_runner_core::fingerprint::Fingerprint::of_plan(&graph, &plan, t.peers()),
                     format!("{:016x}", rand::random::<u64>()),
                     t.process_id,
-                    mb.min_batches_to_retain,
-                    mb.state_snapshot_interval,
+                    streaming.min_batches_to_retain,
+                    streaming.state_snapshot_interval,
                 )?;
                 // Every process must resume from the same epoch.
                 fingerprint.push("checkpoint resumes at epoch", log.start.to_string());
@@ -151,7 +140,7 @@ impl TimelyRunner {
                 plan,
                 m,
                 job,
-                mb,
+                streaming,
                 t.process_id,
                 t.processes,
                 t.workers,
@@ -271,5 +260,6 @@ fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<Physica
 /// Registers the timely runner under the name `timely`.
 pub fn register() {
     weir_sdk::options::register_runner_option_group::<TimelyOptions>(&[NAME]);
+    weir_runner_core::streaming::register_for(NAME);
     weir_sdk::runner::register_runner(Arc::new(TimelyRunner));
 }

@@ -1,8 +1,8 @@
 //! The timely runner's flags: workers per process, processes and where they are.
 //!
-//! An epoch is a micro-batch, so batch sizes, the trigger and the checkpoint directory are the
-//! micro-batch runner's flags (`--max-batch-size`, `--trigger`, `--trigger-interval-ms`,
-//! `--checkpoint-dir`), read from its option group.
+//! An epoch is a micro-batch, so batch sizes, the trigger and the checkpoint are runner-core's
+//! streaming options (`--max-batch-size`, `--trigger`, `--trigger-interval-ms`,
+//! `--checkpoint-dir`), which the micro-batch runner reads too.
 
 use weir_sdk::{Error, Result};
 

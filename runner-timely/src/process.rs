@@ -9,7 +9,7 @@ use weir_runner_core::exec::topology::Topology;
 use weir_runner_core::job::Job;
 use weir_runner_core::metrics::JobMetrics;
 use weir_runner_core::plan::{PhysicalPlan, Role};
-use weir_runner_microbatch::MicroBatchOptions;
+use weir_runner_core::streaming::StreamingOptions;
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::kernel::Batch;
 use weir_sdk::{Error, Result};
@@ -58,8 +58,8 @@ pub(crate) struct Process {
     pub(crate) sinks: Vec<Option<Mutex<SinkSlot>>>,
     pub(crate) metrics: Arc<JobMetrics>,
     pub(crate) job: Arc<Job>,
-    /// Batch sizes and the trigger.
-    pub(crate) mb: MicroBatchOptions,
+    /// Batch sizes, the trigger and the checkpoint.
+    pub(crate) streaming: StreamingOptions,
     /// Workers in the cluster.
     pub(crate) peers: usize,
     /// This process's workers: `first..first + workers`.
@@ -98,7 +98,7 @@ impl Process {
     /// What one worker's splittable DoFn claims per epoch: its share of `--max-batch-size`,
     /// as sources read theirs (no bound with the once trigger).
     pub(crate) fn claims_per_call(&self) -> usize {
-        self.mb.share_of_batch(self.peers)
+        self.streaming.share_of_batch(self.peers)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -107,7 +107,7 @@ impl Process {
         plan: PhysicalPlan,
         metrics: Arc<JobMetrics>,
         job: Arc<Job>,
-        mb: MicroBatchOptions,
+        streaming: StreamingOptions,
         process_id: usize,
         processes: usize,
         workers: usize,
@@ -142,7 +142,7 @@ impl Process {
             sinks,
             metrics,
             job,
-            mb,
+            streaming,
             peers,
             first: process_id * workers,
             workers,

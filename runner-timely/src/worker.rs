@@ -34,7 +34,7 @@ use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::source::SourceState;
 use weir_runner_core::metrics::MetricsContainerImpl;
 use weir_runner_core::plan::Role;
-use weir_runner_microbatch::StreamingTrigger;
+use weir_runner_core::streaming::StreamingTrigger;
 use weir_sdk::batch::BatchKind;
 use weir_sdk::metrics::MetricQueryResults;
 use weir_sdk::time::MAX_TIMESTAMP;
@@ -297,8 +297,8 @@ fn drive(
         .filter_map(|c| ledger.nodes.iter().find(|n| n.borrow().index() == c).cloned())
         .collect();
     let leader = me == process.first;
-    let trigger = process.mb.trigger;
-    let interval = Duration::from_millis(process.mb.trigger_interval_ms);
+    let trigger = process.streaming.trigger;
+    let interval = Duration::from_millis(process.streaming.trigger_interval_ms);
     // Each worker reads its share of the batch size.
     let max = process.claims_per_call();
     let start = process.start_epoch();

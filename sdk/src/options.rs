@@ -60,7 +60,7 @@ impl<G: OptionGroup> StoredGroup for G {
 struct Registered {
     name: &'static str,
     /// The runners that read the group; empty: every runner (a sink's, say).
-    runners: &'static [&'static str],
+    runners: Vec<&'static str>,
     augment: fn(clap::Command) -> clap::Command,
     parse: fn(&clap::ArgMatches) -> std::result::Result<Box<dyn StoredGroup>, clap::Error>,
 }
@@ -82,16 +82,24 @@ pub fn register_option_group<G: OptionGroup>() {
 
 /// [`register_option_group`] for a group only `runners` read: a pipeline run on another runner
 /// with one of its flags on the command line is refused, naming the flag and the runner, rather
-/// than run as if the flag had not been given.
-pub fn register_runner_option_group<G: OptionGroup>(runners: &'static [&'static str]) {
+/// than run as if the flag had not been given. A group several runners share (runner-core's
+/// streaming options) is registered by each of them with its own name: the runners that read it
+/// are every one that registered it.
+pub fn register_runner_option_group<G: OptionGroup>(runners: &[&'static str]) {
     let name = std::any::type_name::<G>();
     let mut groups = registry().write().unwrap_or_else(|e| e.into_inner());
-    if groups.iter().any(|g| g.name == name) {
+    if let Some(g) = groups.iter_mut().find(|g| g.name == name) {
+        // A group for every runner stays one; a runner's group gains the runners added.
+        if !g.runners.is_empty() && runners.iter().any(|r| !g.runners.contains(r)) {
+            let mut merged = g.runners.clone();
+            merged.extend(runners.iter().filter(|r| !g.runners.contains(r)));
+            *g = Arc::new(Registered { name, runners: merged, augment: g.augment, parse: g.parse });
+        }
         return;
     }
     groups.push(Arc::new(Registered {
         name,
-        runners,
+        runners: runners.to_vec(),
         augment: G::augment_args,
         parse: |m| G::from_arg_matches(m).map(|g| Box::new(g) as Box<dyn StoredGroup>),
     }));
@@ -244,7 +252,7 @@ pub struct PipelineOptions {
 /// The flags of runner-specific groups given on the command line, with the runners that read
 /// them. Not part of the options' value: options equal whether parsed or built.
 #[derive(Clone, Debug, Default)]
-struct GivenFlags(Vec<(String, &'static [&'static str])>);
+struct GivenFlags(Vec<(String, Vec<&'static str>)>);
 
 impl PartialEq for GivenFlags {
     fn eq(&self, _: &Self) -> bool {
@@ -290,7 +298,7 @@ impl clap::FromArgMatches for PipelineOptions {
                     m.value_source(arg.get_id().as_str()) == Some(clap::parser::ValueSource::CommandLine);
                 if on_command_line {
                     let flag = arg.get_long().map_or_else(|| arg.get_id().to_string(), |l| format!("--{l}"));
-                    given.0.push((flag, g.runners));
+                    given.0.push((flag, g.runners.clone()));
                 }
             }
         }
@@ -461,6 +469,28 @@ mod tests {
         let mut built = PipelineOptions::default().with_runner("a");
         built.group_mut::<OwnedGroup>().depth = 3;
         assert_eq!(built, on_a);
+    }
+
+    #[derive(clap::Args, Clone, Debug, PartialEq, Default)]
+    struct SharedGroup {
+        /// A flag runners `c` and `d` read, each registering the group itself.
+        #[arg(long = "shared-group-size", default_value_t = 0)]
+        size: u64,
+    }
+
+    #[test]
+    fn a_group_registered_by_two_runners_is_read_by_both() {
+        register_runner_option_group::<SharedGroup>(&["c"]);
+        register_runner_option_group::<SharedGroup>(&["d"]);
+        register_runner_option_group::<SharedGroup>(&["c"]);
+        for runner in ["c", "d"] {
+            let o = PipelineOptions::from_args(["--runner", runner, "--shared-group-size", "3"]).unwrap();
+            assert!(o.check_flags_for_runner().is_ok(), "{runner}");
+            assert_eq!(o.get::<SharedGroup>().size, 3);
+        }
+        let on_e = PipelineOptions::from_args(["--runner", "e", "--shared-group-size", "3"]).unwrap();
+        let e = on_e.check_flags_for_runner().unwrap_err().to_string();
+        assert!(e.contains("--shared-group-size is an option of the c and d runners; the e runner"), "{e}");
     }
 
     #[test]

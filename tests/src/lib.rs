@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+use weir::core::streaming::StreamingOptions;
 use weir::direct::DirectOptions;
 use weir::microbatch::MicroBatchOptions;
 use weir::timely::TimelyOptions;
@@ -49,9 +50,8 @@ pub fn configuration(name: &str) -> PipelineOptions {
         }
         "microbatch_p4_small_batches" => {
             o.runner = "microbatch".into();
-            let m = o.group_mut::<MicroBatchOptions>();
-            m.parallelism = 4;
-            m.max_batch_size = 3;
+            o.group_mut::<MicroBatchOptions>().parallelism = 4;
+            o.group_mut::<StreamingOptions>().max_batch_size = 3;
         }
         "timely_w1" => {
             o.runner = "timely".into();
@@ -60,7 +60,7 @@ pub fn configuration(name: &str) -> PipelineOptions {
         "timely_w3_small_batches" => {
             o.runner = "timely".into();
             o.group_mut::<TimelyOptions>().workers = 3;
-            o.group_mut::<MicroBatchOptions>().max_batch_size = 5;
+            o.group_mut::<StreamingOptions>().max_batch_size = 5;
         }
         other => panic!("unknown conformance configuration '{other}'; known: {CONFIGURATIONS:?}"),
     }

@@ -7,7 +7,8 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use weir::microbatch::{MicroBatchOptions, MicroBatchRunner, StreamingQuery, StreamingTrigger};
+use weir::core::streaming::{StreamingOptions, StreamingTrigger};
+use weir::microbatch::{MicroBatchOptions, MicroBatchRunner, StreamingQuery};
 use weir_sdk::io::ReadUnbounded;
 use weir_sdk::prelude::*;
 use weir_sdk::runner::PipelineResult;
@@ -18,7 +19,7 @@ fn live(mut options: PipelineOptions, job: &str) -> PipelineOptions {
     weir_tests::register_runners();
     options.job_name = job.into();
     options.ui.port = Some(0);
-    let mb = options.group_mut::<MicroBatchOptions>();
+    let mb = options.group_mut::<StreamingOptions>();
     mb.trigger = StreamingTrigger::ProcessingTime;
     mb.trigger_interval_ms = 30;
     mb.max_batch_size = 50;

@@ -29,7 +29,7 @@ macro_rules! nexmark_conformance {
             fn microbatch_p4_batches_of_500() {
                 weir_tests::register_runners();
                 let mut o = weir_tests::configuration("microbatch_p4_small_batches");
-                o.group_mut::<weir::microbatch::MicroBatchOptions>().max_batch_size = 500;
+                o.group_mut::<weir::core::streaming::StreamingOptions>().max_batch_size = 500;
                 body(&TestPipeline::from_options(o))
             }
         }

@@ -14,9 +14,9 @@
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+use weir::core::streaming::StreamingTrigger;
 use weir::io::file_io::{Continuously, FileIO, Termination};
 use weir::io::read_files::ReadFiles;
-use weir::microbatch::StreamingTrigger;
 use weir::parquet::{ParquetFormat, ParquetIO};
 use weir::prelude::*;
 
@@ -52,7 +52,8 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let output = take_flag(&mut args, "--output").ok_or("missing --output DIR")?;
     let idle: u64 = take_flag(&mut args, "--idle-secs").map(|s| s.parse()).transpose()?.unwrap_or(60);
     let options = PipelineOptions::from_args(args)?;
-    let available_now = options.get::<weir::microbatch::MicroBatchOptions>().trigger == StreamingTrigger::AvailableNow;
+    let available_now =
+        options.get::<weir::core::streaming::StreamingOptions>().trigger == StreamingTrigger::AvailableNow;
     let p = Pipeline::new(options);
 
     // Watch the directory: every new file once; the records' own times are the event times, so

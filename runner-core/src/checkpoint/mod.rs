@@ -5,6 +5,7 @@
 pub mod lease;
 pub mod lock;
 pub mod log;
+pub mod protocol;
 pub mod state_files;
 pub mod store;
 

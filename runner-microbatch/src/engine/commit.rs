@@ -52,7 +52,6 @@ impl Engine {
     /// snapshots when `snapshot`, otherwise what changed since the last commit.
     pub(super) fn write_state(&mut self, snapshot: bool) -> Result<()> {
         let Some(cp) = &self.checkpoint else { return Ok(()) };
-        let dir = cp.state_dir(self.batch_id);
         let mut files = Vec::new();
         self.state_bytes.clear();
         for (i, spec) in self.plan.nodes.iter().enumerate() {
@@ -60,7 +59,7 @@ impl Engine {
                 let entries = op.state_entries()?;
                 let store = self.stores.entry((i, p)).or_default();
                 if let Some((f, bytes)) = store.commit(&spec.name, p, entries, snapshot)? {
-                    crate::checkpoint::write_atomic(&dir.join(&f.file), &bytes)?;
+                    cp.write_state_file(self.batch_id, &f, bytes)?;
                     let e = self.state_bytes.entry(i).or_insert((0, 0));
                     match f.kind {
                         FileKind::Snapshot => e.0 += f.bytes,
@@ -74,7 +73,7 @@ impl Engine {
     }
 
     pub(super) fn snapshot_interval(&self) -> u64 {
-        self.mb.state_snapshot_interval.max(1)
+        self.streaming.state_snapshot_interval.max(1)
     }
 
     /// Commits the sinks' output of this batch under the batch id, so a replayed batch

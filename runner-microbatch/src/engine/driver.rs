@@ -2,22 +2,22 @@
 //! phases of Spark's micro-batch execution, each in the file named for it.
 
 use super::Engine;
-use crate::options::StreamingTrigger;
 use std::time::{Duration, Instant};
 use weir_runner_core::job::Job;
+use weir_runner_core::streaming::StreamingTrigger;
 use weir_sdk::{Error, Result};
 
 /// Drives batches by the trigger until the query ends.
 pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
-    let trigger = engine.mb.trigger;
-    let interval = Duration::from_millis(engine.mb.trigger_interval_ms);
+    let trigger = engine.streaming.trigger;
+    let interval = Duration::from_millis(engine.streaming.trigger_interval_ms);
     loop {
         // A stop takes effect here, between batches: the last one has committed.
         if job.is_stop_requested() {
             return Err(Error::Cancelled);
         }
         let start = Instant::now();
-        let max = if trigger == StreamingTrigger::Once { usize::MAX } else { engine.mb.max_batch_size.max(1) };
+        let max = engine.streaming.batch_limit();
         let ran = engine.run_batch(max, job)?;
         let ran_behind = ran == Ran::Behind;
         let ran = ran != Ran::Skipped;

@@ -41,6 +41,7 @@ use weir_runner_core::group_also_by_window::StateChanges;
 use weir_runner_core::metrics::JobMetrics;
 use weir_runner_core::operator::Operator;
 use weir_runner_core::plan::{PhysicalPlan, Role};
+use weir_runner_core::streaming::StreamingOptions;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::kernel::{Batch, CollectionOps};
@@ -90,6 +91,8 @@ pub(crate) struct Engine {
     options: PipelineOptions,
     /// The runner's own options.
     mb: MicroBatchOptions,
+    /// The trigger, batch sizes and checkpoint.
+    streaming: StreamingOptions,
     partitions: usize,
     nodes: Vec<NodeRt>,
     topology: Topology,
@@ -149,6 +152,7 @@ impl Engine {
         shared: Arc<Shared>,
     ) -> Result<Self> {
         let mb = options.get::<MicroBatchOptions>().into_owned();
+        let streaming = options.get::<StreamingOptions>().into_owned();
         let partitions = mb.partitions().max(1);
         let topology = Topology::of(&plan);
         let mut nodes = Vec::with_capacity(plan.nodes.len());
@@ -157,7 +161,9 @@ impl Engine {
                 (Role::Source(s), Some(&o)) => Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone())),
                 _ => None,
             };
-            let ops = (0..partitions).filter_map(|_| spec.instantiate_limited(&graph, mb.claims_per_call())).collect();
+            let ops = (0..partitions)
+                .filter_map(|_| spec.instantiate_limited(&graph, mb.claims_per_call(&streaming)))
+                .collect();
             nodes.push(NodeRt {
                 source,
                 ops,
@@ -182,6 +188,7 @@ impl Engine {
             graph,
             plan,
             mb,
+            streaming,
             options,
             partitions,
             nodes,
@@ -218,14 +225,14 @@ impl Engine {
             .collect();
         // Without an offset log, planned reads need no exact counts: a file of lines is parsed
         // by the chains, piece by piece and in parallel, not by the planner first.
-        if engine.mb.checkpoint_dir.is_none() {
+        if engine.streaming.checkpoint_dir.is_none() {
             for (node, &defer) in engine.nodes.iter_mut().zip(&engine.defer_reads) {
                 if let Some(src) = node.source.as_mut() {
                     src.plan_reads_without_counts(defer);
                 }
             }
         }
-        if let Some(dir) = engine.mb.checkpoint_dir.clone() {
+        if let Some(dir) = engine.streaming.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }
         // Sinks open for this query (a resumed query writes on into its own output).

@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::checkpoint::{Checkpoint, SourceOffsets};
 use std::collections::HashMap;
-use weir_runner_core::checkpoint::state_files::{apply, check_name, decode_file, StoreVersion};
+use weir_runner_core::checkpoint::state_files::{apply, decode_file, StoreVersion};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::{Error, Result};
@@ -21,7 +21,8 @@ impl Engine {
     /// Opens the checkpoint directory and restores the last committed batch: source positions,
     /// watermarks and operator state; a logged but uncommitted batch is re-run with its offsets.
     pub(super) fn recover(&mut self, dir: &str) -> Result<()> {
-        let (cp, rec) = Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.mb.min_batches_to_retain)?;
+        let (cp, rec) =
+            Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.streaming.min_batches_to_retain)?;
         self.id = rec.id;
         if let Some((offsets, commit)) = &rec.committed {
             // Older commit entries do not say where their snapshot is: then it is where the
@@ -81,18 +82,7 @@ impl Engine {
     pub(super) fn restore_state(&mut self, cp: &Checkpoint, start: u64, c: u64) -> Result<()> {
         let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
         for b in start..=c {
-            for f in cp.read_manifest(b)? {
-                let dir = cp.state_dir(b);
-                check_name(&dir.join("manifest.json").display().to_string(), &f)?;
-                let path = dir.join(&f.file);
-                let shown = path.display().to_string();
-                let data = match std::fs::read(&path) {
-                    Ok(d) => d,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        return Err(weir_runner_core::checkpoint::log::corrupt(&shown, "state file is missing"))
-                    }
-                    Err(e) => return Err(weir_runner_core::checkpoint::log::io(&shown, e)),
-                };
+            for (f, shown, data) in cp.read_state(b)? {
                 let rows = decode_file(&shown, &f, data)?;
                 apply(maps.entry((f.node.clone(), f.partition)).or_default(), f.kind, rows);
             }

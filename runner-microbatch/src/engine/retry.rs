@@ -41,7 +41,7 @@ impl Engine {
             for op in &mut self.nodes[i].ops {
                 op.finish();
             }
-            let claims = self.mb.claims_per_call();
+            let claims = self.mb.claims_per_call(&self.streaming);
             self.nodes[i].ops =
                 (0..self.partitions).filter_map(|_| spec.instantiate_limited(&self.graph, claims)).collect();
             if let Some(sink) = self.nodes[i].sink.as_mut() {
