@@ -275,9 +275,8 @@ impl Process {
     pub(crate) fn commit_sinks(&self, frontier: u64) -> Result<()> {
         for (i, sink) in self.sinks.iter().enumerate() {
             let Some(sink) = sink else { continue };
-            let container = weir_runner_core::metrics::MetricsContainerImpl::new();
-            let result = {
-                let _scope = weir_sdk::metrics::scoped_container(container.clone());
+            let mut metrics = weir_runner_core::exec::node::UnitMetrics::default();
+            let result = metrics.measure(&self.plan.nodes[i].name, || {
                 let mut slot = sink.lock().unwrap_or_else(|e| e.into_inner());
                 let later = slot.staged.split_off(&frontier);
                 let done = std::mem::replace(&mut slot.staged, later);
@@ -290,8 +289,8 @@ impl Process {
                     }
                     Ok(())
                 })()
-            };
-            self.metrics.record(Some(&self.plan.nodes[i].name), &container, result.is_ok());
+            });
+            metrics.record(&self.metrics, result.is_ok());
             result?;
         }
         // Without a checkpoint, an epoch is as committed as it gets once the sinks have it.

@@ -31,11 +31,10 @@ use timely::dataflow::{InputHandle, ProbeHandle};
 use timely::worker::Worker;
 use weir_runner_core::checkpoint::log::SourceOffsets;
 use weir_runner_core::exec::clock::Clock;
+use weir_runner_core::exec::node::UnitMetrics;
 use weir_runner_core::exec::source::SourceState;
-use weir_runner_core::metrics::MetricsContainerImpl;
 use weir_runner_core::plan::Role;
 use weir_runner_core::streaming::StreamingTrigger;
-use weir_sdk::batch::BatchKind;
 use weir_sdk::metrics::MetricQueryResults;
 use weir_sdk::time::MAX_TIMESTAMP;
 use weir_sdk::{Error, Result};
@@ -331,19 +330,10 @@ fn drive(
             if src.is_drained() {
                 process.drained.store(true, std::sync::atomic::Ordering::SeqCst);
             }
-            let container = MetricsContainerImpl::new();
-            let read = {
-                let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(1, max, counts, &mut clock, defer[k], None)
-            };
-            if let Ok(read) = &read {
-                let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
-                // Planned reads are counted as the chain reads them.
-                for b in read.bundles.iter().flatten().filter(|b| b.kind() != BatchKind::Planned) {
-                    weir_runner_core::system_metrics::count_batch(&container, &**ops, b, true);
-                }
-            }
-            process.metrics.record(Some(name), &container, read.is_ok());
+            let mut metrics = UnitMetrics::default();
+            let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
+            let read = metrics.read(name, &**ops, || src.next(1, max, counts, &mut clock, defer[k], None));
+            metrics.record(&process.metrics, read.is_ok());
             let read = read?;
             read_rows += read.rows as u64;
             // (min, max, sum, count) of the read's timestamps.

@@ -5,6 +5,7 @@
 pub mod chain;
 pub mod clock;
 pub mod exchange;
+pub mod node;
 pub mod partition;
 pub mod sink;
 pub mod source;

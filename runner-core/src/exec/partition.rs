@@ -28,6 +28,8 @@ pub struct PartitionTask {
     pub side_wms: Arc<[Timestamp]>,
     /// Whether the job is being drained ([`OpContext::draining`]).
     pub draining: bool,
+    /// Process each bundle on its own rather than all together.
+    pub one_at_a_time: bool,
 }
 
 /// What one partition of a node did.
@@ -54,7 +56,7 @@ impl PartitionTask {
     /// Runs the partition at input watermark `upstream` and processing time `now`, for a node
     /// with `n_outputs` outputs.
     pub fn run(self, upstream: Timestamp, now: Timestamp, n_outputs: usize) -> PartitionResult {
-        let PartitionTask { op: mut boxed, in_ops, bundles, sides, side_wms, draining } = self;
+        let PartitionTask { op: mut boxed, in_ops, bundles, sides, side_wms, draining, one_at_a_time } = self;
         let metrics = MetricsContainerImpl::new();
         let ctx = OpContext { processing_time: now, metrics: &metrics, draining };
         let op: &mut dyn Operator = &mut *boxed;
@@ -73,9 +75,15 @@ impl PartitionTask {
                     system_metrics::count_batch(&metrics, &**ops, b, false);
                 }
             }
-            // All of the batch's bundles at once: grouping operators group them together.
-            if !bundles.is_empty() {
-                for (port, outs) in op.process_bundles(bundles, &ctx)?.into_iter().enumerate() {
+            // All of the batch's bundles at once (grouping operators group them together), or
+            // each on its own.
+            let calls: Vec<Vec<Batch>> = match one_at_a_time {
+                true => bundles.into_iter().map(|b| vec![b]).collect(),
+                false if bundles.is_empty() => Vec::new(),
+                false => vec![bundles],
+            };
+            for call in calls {
+                for (port, outs) in op.process_bundles(call, &ctx)?.into_iter().enumerate() {
                     if let Some(o) = outputs.get_mut(port) {
                         o.extend(outs);
                     }

@@ -6,21 +6,22 @@ use super::Engine;
 use crate::checkpoint::CommitEntry;
 use std::time::Instant;
 use weir_runner_core::checkpoint::state_files::FileKind;
-use weir_runner_core::metrics::MetricsContainerImpl;
+use weir_runner_core::exec::node::UnitMetrics;
 use weir_sdk::Result;
 
 impl Engine {
-    /// Commits a processed batch: state, then sinks, then the commit log.
-    pub(super) fn commit(&mut self) -> Result<u64> {
+    /// Commits a processed batch: state, then sinks, then the commit log. The sinks' metrics
+    /// go to `metrics`.
+    pub(super) fn commit(&mut self, metrics: &mut UnitMetrics) -> Result<u64> {
         let t = Instant::now();
         if self.checkpoint.is_none() {
-            self.commit_sinks()?;
+            self.commit_sinks(metrics)?;
             return Ok(t.elapsed().as_millis() as u64);
         }
         let snapshot = self.is_snapshot_batch();
         self.write_state(snapshot)?;
         weir_sdk::testing::fault::point("state-commit");
-        self.commit_sinks()?;
+        self.commit_sinks(metrics)?;
         weir_sdk::testing::fault::point("sink-commit");
         let Some(cp) = &self.checkpoint else { return Ok(0) };
         let watermarks = self
@@ -54,13 +55,12 @@ impl Engine {
         let Some(cp) = &self.checkpoint else { return Ok(()) };
         let mut files = Vec::new();
         self.state_bytes.clear();
-        for (i, spec) in self.plan.nodes.iter().enumerate() {
-            for (p, op) in self.nodes[i].ops.iter().enumerate() {
-                let entries = op.state_entries()?;
-                let store = self.stores.entry((i, p)).or_default();
-                if let Some((f, bytes)) = store.commit(&spec.name, p, entries, snapshot)? {
+        for part in &mut self.parts {
+            for share in part.iter_mut().flatten() {
+                for m in share.checkpoint(snapshot)? {
+                    let Some((f, bytes)) = m.file else { continue };
                     cp.write_state_file(self.batch_id, &f, bytes)?;
-                    let e = self.state_bytes.entry(i).or_insert((0, 0));
+                    let e = self.state_bytes.entry(m.node).or_insert((0, 0));
                     match f.kind {
                         FileKind::Snapshot => e.0 += f.bytes,
                         FileKind::Delta => e.1 += f.bytes,
@@ -78,16 +78,11 @@ impl Engine {
 
     /// Commits the sinks' output of this batch under the batch id, so a replayed batch
     /// rewrites rather than duplicates it.
-    pub(super) fn commit_sinks(&mut self) -> Result<()> {
+    pub(super) fn commit_sinks(&mut self, metrics: &mut UnitMetrics) -> Result<()> {
         for (i, spec) in self.plan.nodes.iter().enumerate() {
-            let Some(sink) = self.nodes[i].sink.as_mut() else { continue };
-            let container = MetricsContainerImpl::new();
-            let result = {
-                let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                sink.commit(self.batch_id, Some(&self.workers))
-            };
-            self.metrics.record(Some(&spec.name), &container, result.is_ok());
-            result?;
+            let Some(sink) = self.sinks[i].as_ref() else { continue };
+            let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
+            metrics.measure(&spec.name, || sink.commit(self.batch_id, Some(&self.workers)))?;
         }
         Ok(())
     }

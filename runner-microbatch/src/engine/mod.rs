@@ -14,6 +14,7 @@
 
 mod add_batch;
 mod commit;
+mod dataflow;
 mod driver;
 mod get_batch;
 mod latest_offset;
@@ -27,51 +28,45 @@ pub use query::{QueryStatus, StreamingQuery};
 
 use crate::checkpoint::{Checkpoint, OffsetEntry};
 use crate::options::MicroBatchOptions;
+use dataflow::{Partition, Sinks};
 use query::Shared;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Instant;
-use weir_runner_core::checkpoint::state_files::StoreVersion;
 use weir_runner_core::exec::clock::Clock;
-use weir_runner_core::exec::sink::SinkWriter;
+use weir_runner_core::exec::node::{NodeShare, ShareOptions};
 use weir_runner_core::exec::source::{SourceState, TsStats};
 use weir_runner_core::exec::topology::Topology;
 use weir_runner_core::exec::workers::Workers;
 use weir_runner_core::group_also_by_window::StateChanges;
 use weir_runner_core::metrics::JobMetrics;
-use weir_runner_core::operator::Operator;
 use weir_runner_core::plan::{PhysicalPlan, Role};
 use weir_runner_core::streaming::StreamingOptions;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::PipelineGraph;
-use weir_sdk::kernel::{Batch, CollectionOps};
+use weir_sdk::kernel::Batch;
 use weir_sdk::time::Timestamp;
 use weir_sdk::{PipelineOptions, Result};
 
 struct NodeRt {
     source: Option<SourceState>,
-    ops: Vec<Box<dyn Operator>>,
+    /// The node's watermarks: a source's as read, another node's the minimum over its
+    /// partitions' after the last batch.
     wm: Watermarks,
-    /// Pending main-input bundles per partition.
+    /// Main-input bundles per partition read for the next batch (a source consumer's).
     pending: Vec<Vec<Batch>>,
-    /// Pending side-input bundles (broadcast to every partition).
+    /// Side-input bundles read for the next batch (broadcast to every partition).
     side_pending: Vec<(usize, Batch)>,
-    /// For a sink: what its partitions staged in this batch, written at commit.
-    sink: Option<Box<dyn SinkWriter>>,
-    /// State rows and bytes of the operators as of their last watermark advance, measured
-    /// once per batch for the metrics and the progress report (`None`: not measured yet).
+    /// State rows and bytes of the node's partitions as of the last batch (`None`: not
+    /// measured yet).
     state_size: Option<(u64, u64)>,
 }
 
 impl NodeRt {
-    /// State rows and bytes, measured now.
-    fn measure_state(&self) -> (u64, u64) {
-        self.ops.iter().fold((0, 0), |(r, b), o| (r + o.state_rows() as u64, b + o.state_bytes() as u64))
-    }
-
-    /// State rows and bytes as last measured (measured now if never).
+    /// State rows and bytes as last measured.
     fn state_size(&self) -> (u64, u64) {
-        self.state_size.unwrap_or_else(|| self.measure_state())
+        self.state_size.unwrap_or((0, 0))
     }
 }
 
@@ -87,7 +82,7 @@ pub(super) struct NodeStats {
 
 pub(crate) struct Engine {
     graph: Arc<PipelineGraph>,
-    plan: PhysicalPlan,
+    plan: Arc<PhysicalPlan>,
     options: PipelineOptions,
     /// The runner's own options.
     mb: MicroBatchOptions,
@@ -95,7 +90,12 @@ pub(crate) struct Engine {
     streaming: StreamingOptions,
     partitions: usize,
     nodes: Vec<NodeRt>,
-    topology: Topology,
+    /// Per partition, the share of every node that has one (runner-core's node runtime): a
+    /// worker takes a partition through the whole plan in each batch.
+    parts: Vec<Partition>,
+    /// Per sink node, its writer, which every partition stages into.
+    sinks: Sinks,
+    topology: Arc<Topology>,
     /// The workers partitions run on.
     workers: Workers,
     clock: Clock,
@@ -108,8 +108,6 @@ pub(crate) struct Engine {
     checkpoint: Option<Checkpoint>,
     /// A logged but uncommitted batch to re-run with exactly its offsets.
     replay: Option<OffsetEntry>,
-    /// Per operator partition, what its state store committed last.
-    stores: HashMap<(usize, usize), StoreVersion>,
     /// The last committed batch that wrote full state snapshots (`None`: none yet).
     last_snapshot: Option<u64>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
@@ -117,21 +115,19 @@ pub(crate) struct Engine {
     /// Whether the next batch starts from state read back from checkpoint files (a restart)
     /// rather than the state already in memory: Spark's state store cache miss.
     state_loaded_from_files: bool,
-    /// With batch retries: the last committed state of every operator partition and every
-    /// node's watermarks.
+    /// With batch retries: the last committed state of every share and every node's
+    /// watermarks.
     retry_base: Option<RetryBase>,
-    /// Fused chains of element-wise nodes ([`PhysicalPlan::fused_chains`]), the chain each head starts,
-    /// and whether a node runs as part of an earlier node's chain.
+    /// Fused chains of element-wise nodes ([`PhysicalPlan::fused_chains`]).
     chains: Vec<Vec<usize>>,
-    chain_at: Vec<Option<usize>>,
-    fused_follower: Vec<bool>,
     /// Event-time stats of the elements planned reads delivered in this batch.
     deferred_stats: TsStats,
     /// Per node: a source whose reads are planned and left to the chain it feeds.
     defer_reads: Vec<bool>,
 }
 
-type RetryBase = (HashMap<(usize, usize), Vec<(Vec<u8>, Vec<u8>)>>, Vec<Watermarks>);
+/// Per (node, partition) share, each member's state entries; and every node's watermarks.
+type RetryBase = (HashMap<(usize, usize), Vec<weir_runner_core::exec::node::Entries>>, Vec<Watermarks>);
 
 /// A batch's input as it stood before processing: per node, main bundles per partition and
 /// side-input bundles.
@@ -154,35 +150,27 @@ impl Engine {
         let mb = options.get::<MicroBatchOptions>().into_owned();
         let streaming = options.get::<StreamingOptions>().into_owned();
         let partitions = mb.partitions().max(1);
-        let topology = Topology::of(&plan);
-        let mut nodes = Vec::with_capacity(plan.nodes.len());
-        for spec in &plan.nodes {
-            let source = match (&spec.role, spec.outputs.first()) {
-                (Role::Source(s), Some(&o)) => Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone())),
-                _ => None,
-            };
-            let ops = (0..partitions)
-                .filter_map(|_| spec.instantiate_limited(&graph, mb.claims_per_call(&streaming)))
-                .collect();
-            nodes.push(NodeRt {
-                source,
-                ops,
+        let plan = Arc::new(plan);
+        let topology = Arc::new(Topology::of(&plan));
+        let nodes = plan
+            .nodes
+            .iter()
+            .map(|spec| NodeRt {
+                source: match (&spec.role, spec.outputs.first()) {
+                    (Role::Source(s), Some(&o)) => {
+                        Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone()))
+                    }
+                    _ => None,
+                },
                 wm: Watermarks::new(),
                 pending: (0..partitions).map(|_| Vec::new()).collect(),
                 side_pending: Vec::new(),
-                sink: None,
                 state_size: None,
-            });
-        }
+            })
+            .collect();
         let chains = plan.fused_chains();
-        let mut chain_at = vec![None; plan.nodes.len()];
-        let mut fused_follower = vec![false; plan.nodes.len()];
-        for (c, chain) in chains.iter().enumerate() {
-            chain_at[chain[0]] = Some(c);
-            for &i in &chain[1..] {
-                fused_follower[i] = true;
-            }
-        }
+        let claims = mb.claims_per_call(&streaming);
+        let parts = (0..partitions).map(|p| new_partition(&graph, &plan, &chains, p, claims)).collect();
         let clock = Clock::for_plan(&plan);
         let mut engine = Engine {
             graph,
@@ -192,6 +180,8 @@ impl Engine {
             options,
             partitions,
             nodes,
+            parts,
+            sinks: Arc::new(Vec::new()),
             topology,
             workers: Workers::new("weir-microbatch-worker", partitions)?,
             clock,
@@ -203,13 +193,10 @@ impl Engine {
             last_trigger: None,
             checkpoint: None,
             replay: None,
-            stores: HashMap::new(),
             last_snapshot: None,
             state_bytes: HashMap::new(),
             state_loaded_from_files: false,
             retry_base: None,
-            chain_at,
-            fused_follower,
             chains,
             deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
             defer_reads: Vec::new(),
@@ -237,36 +224,19 @@ impl Engine {
         }
         // Sinks open for this query (a resumed query writes on into its own output).
         let owner = format!("query {}", engine.id);
-        for (i, spec) in engine.plan.nodes.iter().enumerate() {
-            if let Role::Sink(factory) = &spec.role {
-                engine.nodes[i].sink = Some(factory.open(&owner, partitions)?);
-            }
+        let mut sinks = Vec::with_capacity(engine.plan.nodes.len());
+        for spec in &engine.plan.nodes {
+            sinks.push(match &spec.role {
+                Role::Sink(factory) => Some(Mutex::new(factory.open(&owner, partitions)?)),
+                _ => None,
+            });
         }
+        engine.sinks = Arc::new(sinks);
         Ok(engine)
     }
 
-    /// The input watermark of node `i`: the minimum output watermark of its main inputs'
-    /// producers.
-    fn upstream_watermark(&self, i: usize) -> Timestamp {
-        self.topology.upstream_watermark(i, |p| self.nodes[p].wm.output())
-    }
-
-    /// Node `i`'s pending main-input bundles per partition, leaving it none.
-    fn take_pending(&mut self, i: usize) -> Vec<Vec<Batch>> {
-        std::mem::replace(&mut self.nodes[i].pending, (0..self.partitions).map(|_| Vec::new()).collect())
-    }
-
-    /// The operations on node `i`'s pending main-input batches: what its exchange delivers.
-    fn main_ops(&self, i: usize) -> Option<Arc<dyn CollectionOps>> {
-        self.plan.nodes[i].input_ops(&self.graph)
-    }
-
     fn finish(&mut self) {
-        for n in &mut self.nodes {
-            for op in &mut n.ops {
-                op.finish();
-            }
-        }
+        self.shares_mut().for_each(NodeShare::finish);
     }
 
     pub(crate) fn is_finished(&self) -> bool {
@@ -280,7 +250,7 @@ impl Engine {
 
     /// When any operator next has work of its own, if any has.
     pub(crate) fn next_processing_timer(&self) -> Option<Timestamp> {
-        self.nodes.iter().flat_map(|n| n.ops.iter().filter_map(|o| o.next_processing_timer())).min()
+        self.parts.iter().flat_map(|part| part.iter().flatten()).filter_map(NodeShare::next_processing_timer).min()
     }
 
     /// Whether every source has been read to its end.
@@ -294,7 +264,28 @@ impl Engine {
     }
 
     pub(crate) fn processing_timer_due(&self) -> bool {
-        let now = self.clock.now();
-        self.nodes.iter().any(|n| n.ops.iter().any(|o| o.next_processing_timer().is_some_and(|t| t < now)))
+        self.next_processing_timer().is_some_and(|t| t < self.clock.now())
     }
+}
+
+/// Partition `p`'s shares: one per node that is not a source and not a fused chain's follower
+/// (a chain runs in its head's share).
+fn new_partition(
+    graph: &PipelineGraph,
+    plan: &PhysicalPlan,
+    chains: &[Vec<usize>],
+    p: usize,
+    claims: usize,
+) -> Partition {
+    let options = ShareOptions { claims_per_call: Some(claims), ..Default::default() };
+    let mut part: Partition = (0..plan.nodes.len()).map(|_| None).collect();
+    let followers: std::collections::HashSet<usize> = chains.iter().flat_map(|c| c[1..].iter().copied()).collect();
+    for (i, spec) in plan.nodes.iter().enumerate() {
+        if spec.is_source() || followers.contains(&i) {
+            continue;
+        }
+        let chain = chains.iter().find(|c| c[0] == i).map(Vec::as_slice);
+        part[i] = Some(NodeShare::new(graph, plan, i, chain, p, options));
+    }
+    part
 }

@@ -120,7 +120,6 @@ impl Engine {
             if !spec.stateful {
                 continue;
             }
-            let ops = &self.nodes[i].ops;
             let (total, memory_used_bytes) = self.nodes[i].state_size();
             let st = &p.stats[i];
             state_operators.push(StateOperatorProgress {
@@ -133,13 +132,13 @@ impl Engine {
                 all_removals_time_ms: st.removal_ms,
                 commit_time_ms: 0,
                 memory_used_bytes,
-                num_state_store_instances: ops.len() as u64,
+                num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
                     let (snap, delta) = self.state_bytes.get(&i).copied().unwrap_or((0, 0));
                     // Each partition's state for this batch came from memory (a hit; a retried
                     // batch restores the copy kept in memory) or, after a restart, from the
                     // checkpoint's files (a miss).
-                    let instances = ops.len() as u64;
+                    let instances = self.partitions as u64;
                     let (hits, misses) = if self.state_loaded_from_files { (0, instances) } else { (instances, 0) };
                     BTreeMap::from([
                         ("snapshotBytes".to_string(), snap),

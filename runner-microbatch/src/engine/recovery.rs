@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::checkpoint::{Checkpoint, SourceOffsets};
 use std::collections::HashMap;
-use weir_runner_core::checkpoint::state_files::{apply, decode_file, StoreVersion};
+use weir_runner_core::checkpoint::state_files::{apply, decode_file};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::{Error, Result};
@@ -31,9 +31,9 @@ impl Engine {
             let snapshot = commit.snapshot.unwrap_or(c - c % self.snapshot_interval());
             self.restore_state(&cp, snapshot, c)?;
             self.last_snapshot = Some(snapshot);
-            for (i, spec) in self.plan.nodes.iter().enumerate() {
+            for (i, spec) in self.plan.nodes.clone().iter().enumerate() {
                 if let Some((_, input, output)) = commit.watermarks.iter().find(|(n, _, _)| *n == spec.name) {
-                    self.nodes[i].wm = Watermarks::restored(*input, *output);
+                    self.set_watermarks(i, Watermarks::restored(*input, *output));
                 }
             }
             self.batch_id = commit.batch_id + 1;
@@ -54,6 +54,18 @@ impl Engine {
         }
         self.checkpoint = Some(cp);
         Ok(())
+    }
+
+    /// Sets node `i`'s watermarks, and its partitions' (restored, or rolled back).
+    pub(super) fn set_watermarks(&mut self, i: usize, wm: Watermarks) {
+        self.nodes[i].wm = wm;
+        for part in &mut self.parts {
+            for share in part.iter_mut().flatten() {
+                if let Some(k) = share.members().iter().position(|&m| m == i) {
+                    share.set_watermarks(k, wm);
+                }
+            }
+        }
     }
 
     pub(super) fn restore_sources(
@@ -87,15 +99,15 @@ impl Engine {
                 apply(maps.entry((f.node.clone(), f.partition)).or_default(), f.kind, rows);
             }
         }
-        for (i, spec) in self.plan.nodes.iter().enumerate() {
-            for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
-                if let Some(map) = maps.remove(&(spec.name.clone(), p)) {
-                    let entries: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
-                    self.stores.insert((i, p), StoreVersion::from_entries(&entries));
-                    op.restore_entries(entries)?;
+        let plan = self.plan.clone();
+        for (p, part) in self.parts.iter_mut().enumerate() {
+            for share in part.iter_mut().flatten() {
+                for (k, m) in share.members().to_vec().into_iter().enumerate() {
+                    if let Some(map) = maps.remove(&(plan.nodes[m].name.clone(), p)) {
+                        share.restore(k, map.into_iter().collect(), None)?;
+                    }
                 }
             }
-            self.nodes[i].state_size = None;
         }
         self.state_loaded_from_files = true;
         Ok(())

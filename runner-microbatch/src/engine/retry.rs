@@ -1,7 +1,7 @@
 //! Batch retries: the state committed last is kept in memory, and a failed batch puts every
 //! operator back to it, with the batch's input back in place, before trying again.
 
-use super::{BatchInput, Engine};
+use super::{new_partition, BatchInput, Engine};
 use std::collections::HashMap;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::Result;
@@ -22,9 +22,11 @@ impl Engine {
     /// Remembers the state just committed, for retrying the next batch.
     pub(super) fn save_retry_base(&mut self) -> Result<()> {
         let mut entries = HashMap::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            for (p, op) in n.ops.iter().enumerate() {
-                entries.insert((i, p), op.state_entries()?);
+        for (p, part) in self.parts.iter().enumerate() {
+            for (i, share) in part.iter().enumerate() {
+                if let Some(share) = share {
+                    entries.insert((i, p), share.entries()?);
+                }
             }
         }
         self.retry_base = Some((entries, self.nodes.iter().map(|n| n.wm).collect()));
@@ -34,30 +36,32 @@ impl Engine {
     /// Puts every operator back to the last committed state (fresh instances, restored state
     /// and watermarks) and the batch's input back in place.
     pub(super) fn roll_back(&mut self, input: Option<&BatchInput>) -> Result<()> {
-        for (i, spec) in self.plan.nodes.iter().enumerate() {
+        self.finish();
+        let claims = self.mb.claims_per_call(&self.streaming);
+        self.parts =
+            (0..self.partitions).map(|p| new_partition(&self.graph, &self.plan, &self.chains, p, claims)).collect();
+        for sink in self.sinks.iter().flatten() {
+            sink.lock().unwrap_or_else(|e| e.into_inner()).discard();
+        }
+        let base = self.retry_base.take();
+        for i in 0..self.nodes.len() {
             if self.nodes[i].source.is_some() {
                 continue;
             }
-            for op in &mut self.nodes[i].ops {
-                op.finish();
-            }
-            let claims = self.mb.claims_per_call(&self.streaming);
-            self.nodes[i].ops =
-                (0..self.partitions).filter_map(|_| spec.instantiate_limited(&self.graph, claims)).collect();
-            if let Some(sink) = self.nodes[i].sink.as_mut() {
-                sink.discard();
-            }
-            if let Some((entries, wms)) = &self.retry_base {
-                for (p, op) in self.nodes[i].ops.iter_mut().enumerate() {
-                    if let Some(e) = entries.get(&(i, p)) {
-                        op.restore_entries(e.clone())?;
+            let wm = base.as_ref().map_or_else(Watermarks::new, |(_, wms)| wms[i]);
+            self.set_watermarks(i, wm);
+        }
+        if let Some((entries, _)) = &base {
+            for (p, part) in self.parts.iter_mut().enumerate() {
+                for (i, share) in part.iter_mut().enumerate() {
+                    let (Some(share), Some(e)) = (share, entries.get(&(i, p))) else { continue };
+                    for (k, member) in e.iter().enumerate() {
+                        share.restore(k, member.clone(), None)?;
                     }
                 }
-                self.nodes[i].wm = wms[i];
-            } else {
-                self.nodes[i].wm = Watermarks::new();
             }
         }
+        self.retry_base = base;
         if let Some(input) = input {
             for (i, (pending, sides)) in input.iter().enumerate() {
                 self.nodes[i].pending = pending.clone();
