@@ -12,24 +12,23 @@ use rand::seq::SliceRandom;
 use rand::{RngCore, SeedableRng};
 use std::time::Duration;
 use weir_runner_core::exec::clock::Clock;
+use weir_runner_core::exec::node::{NodeShare, ShareOptions, Unit, UnitMetrics};
 use weir_runner_core::exec::sink::SinkWriter;
 use weir_runner_core::exec::source::SourceState;
 use weir_runner_core::exec::topology::{Slot, Topology};
 use weir_runner_core::job::Job;
-use weir_runner_core::metrics::{JobMetrics, MetricsContainerImpl};
-use weir_runner_core::operator::{count_drops, OpContext, Operator};
+use weir_runner_core::metrics::JobMetrics;
 use weir_runner_core::plan::{PhysicalPlan, Role};
-use weir_runner_core::system_metrics;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::graph::{PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{Batch, CollectionOps};
-use weir_sdk::metrics::scoped_container;
 use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result, WithStepExt};
 
 /// One node's state across rounds.
 struct Runtime {
-    op: Option<Box<dyn Operator>>,
+    /// A transform's or sink's partition (the only one): runner-core's node runtime.
+    share: Option<NodeShare>,
     source: Option<SourceState>,
     sink: Option<Box<dyn SinkWriter>>,
     wm: Watermarks,
@@ -59,11 +58,7 @@ pub(crate) fn execute(
 ) -> Result<()> {
     let mut ex = Executor::new(graph, plan, options, metrics, job)?;
     let result = ex.run();
-    for rt in &mut ex.nodes {
-        if let Some(op) = rt.op.as_mut() {
-            op.finish();
-        }
-    }
+    ex.nodes.iter_mut().filter_map(|n| n.share.as_mut()).for_each(NodeShare::finish);
     result
 }
 
@@ -86,16 +81,15 @@ impl<'a> Executor<'a> {
                 Role::Sink(factory) => Some(factory.open(&owner, 1)?),
                 _ => None,
             };
-            let mut op = n.instantiate(graph);
-            if options.shuffle {
-                // Splittable DoFns are split at random claims too: a restriction tracker that
-                // does not split honestly loses or repeats output.
-                if let Some(op) = op.as_mut() {
-                    op.split_randomly(options.seed ^ (nodes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                }
-            }
+            // Splittable DoFns are split at random claims too when shuffling: a restriction
+            // tracker that does not split honestly loses or repeats output.
+            let split =
+                options.shuffle.then(|| options.seed ^ (nodes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let share_options = ShareOptions { claims_per_call: None, one_at_a_time: true, split_randomly: split };
+            let i = nodes.len();
+            let share = (!n.is_source()).then(|| NodeShare::new(graph, plan, i, None, 0, share_options));
             nodes.push(Runtime {
-                op,
+                share,
                 source,
                 sink,
                 wm: Watermarks::new(),
@@ -131,10 +125,13 @@ impl<'a> Executor<'a> {
             let mut progressed = false;
             for i in 0..self.plan.nodes.len() {
                 progressed |= self.run_node(i)?;
+                if self.job.is_stop_requested() {
+                    return Err(Error::Cancelled);
+                }
             }
             self.commit_sinks()?;
             // The round is committed: what waited for that runs (bundle finalization).
-            self.nodes.iter_mut().filter_map(|n| n.op.as_mut()).for_each(|op| op.on_committed());
+            self.nodes.iter_mut().filter_map(|n| n.share.as_mut()).for_each(NodeShare::on_committed);
             self.round += 1;
             if self.nodes.iter().all(|s| s.wm.is_done() && s.pending.is_empty() && s.side_pending.is_empty()) {
                 return Ok(());
@@ -157,7 +154,7 @@ impl<'a> Executor<'a> {
     /// How long to wait when nothing moved: until the next processing-time timer, at most 20 ms.
     fn idle_wait_ms(&self) -> u64 {
         let now = self.clock.now();
-        let next = self.nodes.iter().filter_map(|s| s.op.as_ref().and_then(|o| o.next_processing_timer())).min();
+        let next = self.nodes.iter().filter_map(|s| s.share.as_ref().and_then(NodeShare::next_processing_timer)).min();
         next.map(|t| (t - now + 1).clamp(1, 20) as u64).unwrap_or(20)
     }
 
@@ -171,28 +168,12 @@ impl<'a> Executor<'a> {
         if self.nodes[i].source.is_some() {
             return self.read_source(i);
         }
-        if self.nodes[i].sink.is_some() {
-            return self.stage_sink(i);
-        }
-        let node = &self.plan.nodes[i];
-        let mut progressed = false;
-        // Side inputs first (data, then watermarks), so main input sees everything ready.
-        for (k, b) in std::mem::take(&mut self.nodes[i].side_pending) {
-            progressed = true;
-            if let Some(op) = self.nodes[i].op.as_mut() {
-                op.process_side(k, b)?;
-            }
-        }
-        for (k, wm) in self.topology.side_watermarks(i, |p| self.nodes[p].wm.output()).into_iter().enumerate() {
-            if let Some(op) = self.nodes[i].op.as_mut() {
-                op.advance_side(k, wm);
-            }
-        }
-        // Process pending bundles at the current input watermark, then move the watermark.
-        let in_ops = node.input_ops(self.graph);
+        // Side inputs first (data, then watermarks), then the pending bundles at the current
+        // input watermark, one at a time, then the watermark moves.
+        let sides = std::mem::take(&mut self.nodes[i].side_pending);
         let mut pending = std::mem::take(&mut self.nodes[i].pending);
-        if !pending.is_empty() {
-            progressed = true;
+        // A sink stages its input as it came.
+        if !pending.is_empty() && !self.plan.nodes[i].is_sink() {
             // A TestStream's bundles stay whole: element-count triggers depend on them, as in
             // Beam's DirectRunner.
             if !self.plan.has_test_stream() {
@@ -200,110 +181,66 @@ impl<'a> Executor<'a> {
             }
             self.shuffle(&mut pending);
         }
-        for bundle in pending {
-            if self.job.is_stop_requested() {
-                return Err(Error::Cancelled);
-            }
-            let ops = in_ops.clone();
-            let outputs = self.call(i, |op, ctx| {
-                if let Some(ops) = &ops {
-                    system_metrics::count_batch(ctx.metrics, &**ops, &bundle, false);
-                }
-                op.process(bundle, ctx)
-            })?;
-            for (port, out) in outputs.into_iter().enumerate() {
-                self.emit(i, port, vec![out])?;
-            }
+        let side_watermarks = self.topology.side_watermarks(i, |p| self.nodes[p].wm.output());
+        let now = self.clock.now();
+        let unit = Unit {
+            upstream: self.upstream_watermark(i),
+            side_watermarks: &side_watermarks,
+            now,
+            draining: self.nodes.iter().filter_map(|n| n.source.as_ref()).any(|s| s.is_drained()),
+        };
+        let Some(share) = self.nodes[i].share.as_mut() else { return Ok(false) };
+        let mut metrics = UnitMetrics::default();
+        let done = share.run(pending, sides, &unit, &mut metrics);
+        if done.is_ok() {
+            NodeShare::gauges(&[&*share], now, &mut metrics);
         }
-        let upstream = self.upstream_watermark(i);
-        let outputs = self.call(i, |op, ctx| op.advance(upstream, ctx))?;
-        for (port, out) in outputs.into_iter().enumerate() {
-            // Output released by time alone (a splittable DoFn's residuals) is progress too.
-            progressed |= !out.is_empty();
-            self.emit(i, port, vec![out])?;
-        }
-        let hold = self.nodes[i].op.as_ref().and_then(|o| o.hold());
-        progressed |= self.nodes[i].wm.advance(upstream, None, hold);
-        let container = MetricsContainerImpl::new();
-        let wm = self.nodes[i].wm;
-        system_metrics::watermarks(&container, wm.input(), wm.output(), self.clock.now());
-        if let Some(op) = self.nodes[i].op.as_ref() {
-            if op.state_rows() > 0 || op.state_bytes() > 0 {
-                system_metrics::state(&container, op.state_rows(), op.state_bytes(), self.clock.now());
+        metrics.record(self.metrics, done.is_ok());
+        let done = done?;
+        self.nodes[i].wm = share.watermarks()[0];
+        if let Some(sink) = self.nodes[i].sink.as_mut() {
+            for b in done.staged {
+                sink.stage(0, b)?;
             }
         }
-        self.metrics.record(Some(&self.plan.nodes[i].name), &container, true);
-        Ok(progressed)
+        for (port, out) in done.outputs.into_iter().enumerate() {
+            self.emit(i, port, out)?;
+        }
+        Ok(done.moved)
     }
 
     /// Reads a source node's next slice: a finite source whole, an unbounded one a bundle's
     /// worth per reader.
     fn read_source(&mut self, i: usize) -> Result<bool> {
-        let name = self.plan.nodes[i].name.clone();
-        let container = MetricsContainerImpl::new();
-        let result = {
-            let _scope = scoped_container(container.clone());
-            let clock = &mut self.clock;
-            let max = self.options.bundle_size.max(1);
-            // One partition: bundles come in the order of the source's splits.
-            self.nodes[i].source.as_mut().map(|src| {
-                let max = if src.is_bounded() { usize::MAX } else { max };
-                src.next(1, max, None, clock, false, None)
-            })
-        };
-        self.metrics.record(Some(&name), &container, !matches!(result, Some(Err(_))));
-        let Some(read) = result.transpose()? else { return Ok(false) };
+        let node = &self.plan.nodes[i];
+        let Some(&pc) = node.outputs.first() else { return Ok(false) };
+        let ops = self.ops(pc);
+        let mut metrics = UnitMetrics::default();
+        let clock = &mut self.clock;
+        let max = self.options.bundle_size.max(1);
+        let Some(src) = self.nodes[i].source.as_mut() else { return Ok(false) };
+        let max = if src.is_bounded() { usize::MAX } else { max };
+        // One partition: bundles come in the order of the source's splits.
+        let read = metrics.read(&node.name, &*ops, || src.next(1, max, None, clock, false, None));
+        metrics.record(self.metrics, read.is_ok());
+        let read = read?;
         self.emit(i, 0, read.bundles.into_iter().flatten().collect())?;
         self.nodes[i].wm.advance(read.watermark, None, None);
         Ok(read.moved)
     }
 
-    /// Stages a sink node's pending input, committed at the end of the round.
-    fn stage_sink(&mut self, i: usize) -> Result<bool> {
-        let pending = std::mem::take(&mut self.nodes[i].pending);
-        let progressed = !pending.is_empty();
-        if let Some(sink) = self.nodes[i].sink.as_mut() {
-            for b in pending {
-                sink.stage(0, b)?;
-            }
-        }
-        let upstream = self.upstream_watermark(i);
-        Ok(self.nodes[i].wm.advance(upstream, None, None) || progressed)
-    }
-
     /// Commits every sink's round under the round number.
     fn commit_sinks(&mut self) -> Result<()> {
+        let mut metrics = UnitMetrics::default();
+        let mut result = Ok(());
         for (i, n) in self.plan.nodes.iter().enumerate() {
             let Some(sink) = self.nodes[i].sink.as_mut() else { continue };
-            let container = MetricsContainerImpl::new();
-            let result = {
-                let _scope = scoped_container(container.clone());
-                sink.commit(self.round, None)
-            };
-            self.metrics.record(Some(&n.name), &container, result.is_ok());
-            result?;
+            result = metrics.measure(&n.name, || sink.commit(self.round, None));
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(())
-    }
-
-    /// Calls an operator with a fresh metrics container, recorded as committed if it succeeds.
-    fn call(
-        &mut self,
-        i: usize,
-        f: impl FnOnce(&mut dyn Operator, &OpContext<'_>) -> Result<Vec<Batch>>,
-    ) -> Result<Vec<Batch>> {
-        let name = self.plan.nodes[i].name.as_str();
-        let container = MetricsContainerImpl::new();
-        let draining = self.nodes.iter().filter_map(|n| n.source.as_ref()).any(|s| s.is_drained());
-        let ctx = OpContext { processing_time: self.clock.now(), metrics: &container, draining };
-        let op = self.nodes[i].op.as_mut().ok_or_else(|| Error::Internal {
-            component: "direct runner".into(),
-            message: format!("step {name} has no operator"),
-        })?;
-        let before = op.dropped();
-        let result = f(op.as_mut(), &ctx);
-        count_drops(op.as_ref(), before, &container);
-        self.metrics.record(Some(name), &container, result.is_ok());
+        metrics.record(self.metrics, result.is_ok());
         result
     }
 
@@ -317,11 +254,6 @@ impl<'a> Executor<'a> {
         if bundles.is_empty() {
             return Ok(());
         }
-        let container = MetricsContainerImpl::new();
-        for b in &bundles {
-            system_metrics::count_batch(&container, &*ops, b, true);
-        }
-        self.metrics.record(Some(&node.name), &container, true);
         if self.options.check_encodability {
             for b in &bundles {
                 ops.check_encodable(b).with_step(&node.name)?;

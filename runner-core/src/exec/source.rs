@@ -438,209 +438,40 @@ impl SourceState {
         defer: bool,
         workers: Option<&crate::exec::workers::Workers>,
     ) -> Result<SourceBatch> {
-        let limit =
-            |i: usize, live: usize| replay.map(|r| r.get(i).copied().unwrap_or(0)).unwrap_or(max.div_ceil(live.max(1)));
-        let mut counts = Vec::new();
         let start_offset = self.offsets();
-        let name = self.name.clone();
-        let mut bundles: Vec<Vec<Batch>> = (0..partitions).map(|_| Vec::new()).collect();
-        let mut moved = false;
-        // Timestamp stats of bounded reads are taken per bundle as it is read (while it is in
-        // cache), not in a pass over the whole batch afterwards.
-        let mut read_stats: Option<TsStats> = None;
-        let share = self.share;
-        let without_counts = self.without_counts;
-        let mut deferred_rows = 0;
-        let mut full = false;
+        let mut slice = Slice {
+            bundles: (0..partitions).map(|_| Vec::new()).collect(),
+            counts: Vec::new(),
+            moved: false,
+            read_stats: None,
+            deferred_rows: 0,
+            full: false,
+            limit: Limit { replay, max },
+        };
+        let bounded = BoundedRead {
+            name: &self.name,
+            share: self.share,
+            defer,
+            without_counts: self.without_counts,
+            ops: &self.ops,
+            workers,
+        };
         let watermark = match &mut self.kind {
-            Kind::Impulse { done } => {
-                if !*done {
-                    *done = true;
-                    moved = true;
-                    let v = vec![WindowedValue {
-                        value: Vec::<u8>::new(),
-                        timestamp: MIN_TIMESTAMP,
-                        window: Window::Global,
-                        pane: PaneInfo::NO_FIRING,
-                    }];
-                    bundles[0].push(Batch::new(v));
-                }
-                MAX_TIMESTAMP
-            }
-            Kind::Bounded { source, splits } => {
-                if splits.is_none() {
-                    let size = guarded(&name, "estimate source size", || source.estimated_size_bytes())?;
-                    let wanted = (4 * partitions * share.1) as u64;
-                    let parts = guarded(&name, "split source", || source.split((size / wanted).max(1)))?;
-                    let parts = of_share(parts, share);
-                    *splits = Some(
-                        parts
-                            .into_iter()
-                            .map(|source| BoundedSplit { source, reader: None, read: 0, done: false })
-                            .collect(),
-                    );
-                }
-                let splits = splits.as_mut().expect("set above");
-                let live = splits.iter().filter(|s| !s.done).count();
-                let mut eager = Vec::new();
-                for (i, s) in splits.iter_mut().enumerate() {
-                    counts.push(0);
-                    if s.done {
-                        continue;
-                    }
-                    if s.reader.is_none() {
-                        s.reader = Some(shared(guarded(&name, "open reader", || s.source.reader())?));
-                    }
-                    let shared_reader = s.reader.clone().expect("set above");
-                    let slot = lock(&shared_reader);
-                    if slot.ended {
-                        // A read of up to a count found the end: the split is done.
-                        s.read = slot.delivered;
-                        drop(slot);
-                        s.done = true;
-                        s.reader = None;
-                        continue;
-                    }
-                    if slot.delivered != s.read {
-                        // A planned read of an earlier batch was not carried out: reading on
-                        // would skip or repeat elements.
-                        return Err(weir_sdk::Error::execution(
-                            &name,
-                            format!(
-                                "internal error: split {i} delivered {} elements, but {} were planned",
-                                slot.delivered, s.read
-                            ),
-                        ));
-                    }
-                    let n = limit(i, live).max(1);
-                    moved = true;
-                    let remaining = slot.reader.remaining();
-                    if defer && (remaining.is_some() || without_counts) {
-                        // Planned now, read while the chain runs.
-                        let n = remaining.map_or(n, |r| n.min(r as usize));
-                        if n == 0 {
-                            s.done = true;
-                            s.reader = None;
-                            continue;
-                        }
-                        s.read += n as u64;
-                        counts[i] = n;
-                        deferred_rows += n;
-                        bundles[i % partitions].push(Batch::new(DeferredRead {
-                            step: name.clone(),
-                            reader: shared_reader.clone(),
-                            exact: remaining.is_some(),
-                            count: n,
-                            ops: self.ops.clone(),
-                        }));
-                        continue;
-                    }
-                    drop(slot);
-                    eager.push((i, shared_reader, n));
-                }
-                // Splits read now are read in parallel on the workers, one task per partition,
-                // each reading the splits its partition gets: a reader that cannot say how much
-                // it has left (a file of lines) is not read by one thread while the others wait.
-                let mut jobs: Vec<Vec<(usize, SharedReader, usize)>> = (0..partitions).map(|_| Vec::new()).collect();
-                for job in eager {
-                    jobs[job.0 % partitions].push(job);
-                }
-                jobs.retain(|j| !j.is_empty());
-                let step = name.clone();
-                let done_reads = crate::exec::workers::run_in_step(workers, jobs, move |jobs| {
-                    jobs.into_iter()
-                        .map(|(i, r, n)| read_now(&step, &mut lock(&r), n).map(|got| (i, got)))
-                        .collect::<Result<Vec<_>>>()
-                })
-                .into_iter()
-                .collect::<Result<Vec<_>>>()?;
-                for (i, got) in done_reads.into_iter().flatten() {
-                    let s = &mut splits[i];
-                    s.read += got.count as u64;
-                    counts[i] = got.count;
-                    if let Some(stats) = got.stats {
-                        add_stats(read_stats.get_or_insert((Timestamp::MAX, Timestamp::MIN, 0, 0)), stats);
-                    }
-                    bundles[i % partitions].extend(got.bundles);
-                    if got.ended {
-                        s.done = true;
-                        s.reader = None;
-                    }
-                }
-                // The watermark stays at the beginning of time until every split is exhausted.
-                if splits.iter().all(|s| s.done) {
-                    MAX_TIMESTAMP
-                } else {
-                    MIN_TIMESTAMP
-                }
-            }
+            Kind::Impulse { done } => impulse(done, &mut slice),
+            Kind::Bounded { source, splits } => bounded.read(source, splits, &mut slice)?,
             // A drained batch reads nothing, and logs as much: its replay reads nothing too.
             Kind::Unbounded { readers, .. } if self.drained => {
-                counts.extend(readers.iter().flatten().map(|_| 0));
+                slice.counts.extend(readers.iter().flatten().map(|_| 0));
                 MAX_TIMESTAMP
             }
             Kind::TestStream { watermark, .. } if self.drained => {
                 *watermark = MAX_TIMESTAMP;
                 MAX_TIMESTAMP
             }
-            Kind::Unbounded { source, readers } => {
-                if readers.is_none() {
-                    let splits = guarded(&name, "split source", || source.split(partitions * share.1))?;
-                    let splits = of_share(splits, share);
-                    let mut rs = Vec::with_capacity(splits.len());
-                    for s in splits {
-                        rs.push(guarded(&name, "open reader", || s.reader(None))?);
-                    }
-                    *readers = Some(rs);
-                }
-                let rs = readers.as_mut().expect("set above");
-                let live = rs.len();
-                for (i, r) in rs.iter_mut().enumerate() {
-                    let want = limit(i, live);
-                    let mut got = 0;
-                    let mut parts = Vec::new();
-                    // A replay reads exactly the logged count (the source re-delivers it).
-                    loop {
-                        let b = guarded(&name, "read", || r.read_batch(want - got))?;
-                        let n = b.len();
-                        got += n;
-                        if n > 0 {
-                            parts.push(b);
-                        }
-                        if replay.is_none() || got >= want || n == 0 {
-                            break;
-                        }
-                    }
-                    counts.push(got);
-                    full |= replay.is_none() && want > 0 && got >= want;
-                    if got > 0 {
-                        moved = true;
-                        bundles[i % partitions].extend(parts);
-                    }
-                }
-                rs.iter().map(|r| r.watermark()).min().unwrap_or(MAX_TIMESTAMP)
-            }
-            Kind::TestStream { events, next, watermark } => {
-                match events.get(*next) {
-                    None => *watermark = MAX_TIMESTAMP,
-                    Some(event) => {
-                        *next += 1;
-                        match event {
-                            TestStreamEvent::Elements(make) => bundles[0].push(make()),
-                            TestStreamEvent::Watermark(t) => *watermark = (*watermark).max(*t),
-                            TestStreamEvent::ProcessingTime(d) => {
-                                if let Clock::Test(now) = clock {
-                                    *now += d;
-                                    // Moving the clock is progress: timers may now be due.
-                                    moved = true;
-                                }
-                            }
-                        }
-                    }
-                }
-                *watermark
-            }
+            Kind::Unbounded { source, readers } => read_unbounded(&self.name, source, readers, self.share, &mut slice)?,
+            Kind::TestStream { events, next, watermark } => play(events, next, watermark, clock, &mut slice),
         };
+        let Slice { bundles, counts, mut moved, read_stats, deferred_rows, full, .. } = slice;
         moved |= watermark != self.watermark;
         self.watermark = self.watermark.max(watermark);
         let rows: usize = bundles.iter().flatten().map(Batch::len).sum();
@@ -665,6 +496,273 @@ impl SourceState {
             full,
         })
     }
+}
+
+/// How much a split or reader reads in one slice.
+struct Limit<'a> {
+    /// The counts a logged batch read, when replaying it.
+    replay: Option<&'a [usize]>,
+    /// The slice's records in all.
+    max: usize,
+}
+
+impl Limit<'_> {
+    /// What split `i` of `live` splits with data reads.
+    fn of(&self, i: usize, live: usize) -> usize {
+        self.replay.map(|r| r.get(i).copied().unwrap_or(0)).unwrap_or(self.max.div_ceil(live.max(1)))
+    }
+}
+
+/// What one slice gathers as it reads.
+struct Slice<'a> {
+    /// Bundles per partition.
+    bundles: Vec<Vec<Batch>>,
+    /// Records read per split or reader.
+    counts: Vec<usize>,
+    moved: bool,
+    /// Timestamp stats of bounded reads, taken per bundle as it is read (while it is in
+    /// cache), not in a pass over the whole batch afterwards.
+    read_stats: Option<TsStats>,
+    deferred_rows: usize,
+    full: bool,
+    limit: Limit<'a>,
+}
+
+impl Slice<'_> {
+    fn partitions(&self) -> usize {
+        self.bundles.len().max(1)
+    }
+}
+
+/// The impulse: one empty element, once.
+fn impulse(done: &mut bool, slice: &mut Slice<'_>) -> Timestamp {
+    if !*done {
+        *done = true;
+        slice.moved = true;
+        let v = vec![WindowedValue {
+            value: Vec::<u8>::new(),
+            timestamp: MIN_TIMESTAMP,
+            window: Window::Global,
+            pane: PaneInfo::NO_FIRING,
+        }];
+        slice.bundles[0].push(Batch::new(v));
+    }
+    MAX_TIMESTAMP
+}
+
+/// A bounded source's read of one slice.
+struct BoundedRead<'a> {
+    name: &'a str,
+    share: (usize, usize),
+    defer: bool,
+    without_counts: bool,
+    ops: &'a Arc<dyn CollectionOps>,
+    workers: Option<&'a crate::exec::workers::Workers>,
+}
+
+impl BoundedRead<'_> {
+    /// Reads (or plans) every split's part of the slice; returns the source's watermark, at the
+    /// beginning of time until every split is exhausted.
+    fn read(
+        &self,
+        source: &Arc<dyn ErasedBoundedSource>,
+        splits: &mut Option<Vec<BoundedSplit>>,
+        slice: &mut Slice<'_>,
+    ) -> Result<Timestamp> {
+        let name = self.name;
+        if splits.is_none() {
+            let size = guarded(name, "estimate source size", || source.estimated_size_bytes())?;
+            let wanted = (4 * slice.partitions() * self.share.1) as u64;
+            let parts = guarded(name, "split source", || source.split((size / wanted).max(1)))?;
+            let parts = of_share(parts, self.share);
+            *splits = Some(
+                parts.into_iter().map(|source| BoundedSplit { source, reader: None, read: 0, done: false }).collect(),
+            );
+        }
+        let Some(splits) = splits.as_mut() else { return Ok(MAX_TIMESTAMP) };
+        let eager = self.plan(splits, slice)?;
+        self.read_eager(splits, eager, slice)?;
+        Ok(if splits.iter().all(|s| s.done) { MAX_TIMESTAMP } else { MIN_TIMESTAMP })
+    }
+
+    /// Plans each live split's part: left to the chain as a [`DeferredRead`] when it can be, or
+    /// returned to be read now.
+    fn plan(&self, splits: &mut [BoundedSplit], slice: &mut Slice<'_>) -> Result<Vec<(usize, SharedReader, usize)>> {
+        let name = self.name;
+        let partitions = slice.partitions();
+        let live = splits.iter().filter(|s| !s.done).count();
+        let mut eager = Vec::new();
+        for (i, s) in splits.iter_mut().enumerate() {
+            slice.counts.push(0);
+            if s.done {
+                continue;
+            }
+            if s.reader.is_none() {
+                s.reader = Some(shared(guarded(name, "open reader", || s.source.reader())?));
+            }
+            let Some(shared_reader) = s.reader.clone() else { continue };
+            let slot = lock(&shared_reader);
+            if slot.ended {
+                // A read of up to a count found the end: the split is done.
+                s.read = slot.delivered;
+                drop(slot);
+                s.done = true;
+                s.reader = None;
+                continue;
+            }
+            if slot.delivered != s.read {
+                // A planned read of an earlier batch was not carried out: reading on would skip
+                // or repeat elements.
+                return Err(weir_sdk::Error::execution(
+                    name,
+                    format!(
+                        "internal error: split {i} delivered {} elements, but {} were planned",
+                        slot.delivered, s.read
+                    ),
+                ));
+            }
+            let n = slice.limit.of(i, live).max(1);
+            slice.moved = true;
+            let remaining = slot.reader.remaining();
+            if self.defer && (remaining.is_some() || self.without_counts) {
+                // Planned now, read while the chain runs.
+                let n = remaining.map_or(n, |r| n.min(r as usize));
+                if n == 0 {
+                    s.done = true;
+                    s.reader = None;
+                    continue;
+                }
+                s.read += n as u64;
+                slice.counts[i] = n;
+                slice.deferred_rows += n;
+                slice.bundles[i % partitions].push(Batch::new(DeferredRead {
+                    step: name.to_string(),
+                    reader: shared_reader.clone(),
+                    exact: remaining.is_some(),
+                    count: n,
+                    ops: self.ops.clone(),
+                }));
+                continue;
+            }
+            drop(slot);
+            eager.push((i, shared_reader, n));
+        }
+        Ok(eager)
+    }
+
+    /// Reads the splits to be read now, in parallel on the workers, one task per partition,
+    /// each reading the splits its partition gets: a reader that cannot say how much it has
+    /// left (a file of lines) is not read by one thread while the others wait.
+    fn read_eager(
+        &self,
+        splits: &mut [BoundedSplit],
+        eager: Vec<(usize, SharedReader, usize)>,
+        slice: &mut Slice<'_>,
+    ) -> Result<()> {
+        let partitions = slice.partitions();
+        let mut jobs: Vec<Vec<(usize, SharedReader, usize)>> = (0..partitions).map(|_| Vec::new()).collect();
+        for job in eager {
+            jobs[job.0 % partitions].push(job);
+        }
+        jobs.retain(|j| !j.is_empty());
+        let step = self.name.to_string();
+        let done_reads = crate::exec::workers::run_in_step(self.workers, jobs, move |jobs| {
+            jobs.into_iter()
+                .map(|(i, r, n)| read_now(&step, &mut lock(&r), n).map(|got| (i, got)))
+                .collect::<Result<Vec<_>>>()
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+        for (i, got) in done_reads.into_iter().flatten() {
+            let s = &mut splits[i];
+            s.read += got.count as u64;
+            slice.counts[i] = got.count;
+            if let Some(stats) = got.stats {
+                add_stats(slice.read_stats.get_or_insert((Timestamp::MAX, Timestamp::MIN, 0, 0)), stats);
+            }
+            slice.bundles[i % partitions].extend(got.bundles);
+            if got.ended {
+                s.done = true;
+                s.reader = None;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An unbounded source's read of one slice: each reader its share (a replay exactly the logged
+/// count, which the source re-delivers); returns the minimum of the readers' watermarks.
+fn read_unbounded(
+    name: &str,
+    source: &Arc<dyn ErasedUnboundedSource>,
+    readers: &mut Option<Vec<Box<dyn ErasedUnboundedReader>>>,
+    share: (usize, usize),
+    slice: &mut Slice<'_>,
+) -> Result<Timestamp> {
+    let partitions = slice.partitions();
+    if readers.is_none() {
+        let splits = guarded(name, "split source", || source.split(partitions * share.1))?;
+        let splits = of_share(splits, share);
+        let mut rs = Vec::with_capacity(splits.len());
+        for s in splits {
+            rs.push(guarded(name, "open reader", || s.reader(None))?);
+        }
+        *readers = Some(rs);
+    }
+    let Some(rs) = readers.as_mut() else { return Ok(MAX_TIMESTAMP) };
+    let live = rs.len();
+    let replaying = slice.limit.replay.is_some();
+    for (i, r) in rs.iter_mut().enumerate() {
+        let want = slice.limit.of(i, live);
+        let mut got = 0;
+        let mut parts = Vec::new();
+        loop {
+            let b = guarded(name, "read", || r.read_batch(want - got))?;
+            let n = b.len();
+            got += n;
+            if n > 0 {
+                parts.push(b);
+            }
+            if !replaying || got >= want || n == 0 {
+                break;
+            }
+        }
+        slice.counts.push(got);
+        slice.full |= !replaying && want > 0 && got >= want;
+        if got > 0 {
+            slice.moved = true;
+            slice.bundles[i % partitions].extend(parts);
+        }
+    }
+    Ok(rs.iter().map(|r| r.watermark()).min().unwrap_or(MAX_TIMESTAMP))
+}
+
+/// A TestStream's next event: elements, a watermark, or a move of the test clock.
+fn play(
+    events: &[TestStreamEvent],
+    next: &mut usize,
+    watermark: &mut Timestamp,
+    clock: &mut Clock,
+    slice: &mut Slice<'_>,
+) -> Timestamp {
+    match events.get(*next) {
+        None => *watermark = MAX_TIMESTAMP,
+        Some(event) => {
+            *next += 1;
+            match event {
+                TestStreamEvent::Elements(make) => slice.bundles[0].push(make()),
+                TestStreamEvent::Watermark(t) => *watermark = (*watermark).max(*t),
+                TestStreamEvent::ProcessingTime(d) => {
+                    if let Clock::Test(now) = clock {
+                        *now += d;
+                        // Moving the clock is progress: timers may now be due.
+                        slice.moved = true;
+                    }
+                }
+            }
+        }
+    }
+    *watermark
 }
 
 #[cfg(test)]
