@@ -195,7 +195,7 @@ impl<'a> Executor<'a> {
         if done.is_ok() {
             NodeShare::gauges(&[&*share], now, &mut metrics);
         }
-        metrics.record(self.metrics, done.is_ok());
+        metrics.publish(self.metrics, done.is_ok());
         let done = done?;
         self.nodes[i].wm = share.watermarks()[0];
         if let Some(sink) = self.nodes[i].sink.as_mut() {
@@ -222,7 +222,7 @@ impl<'a> Executor<'a> {
         let max = if src.is_bounded() { usize::MAX } else { max };
         // One partition: bundles come in the order of the source's splits.
         let read = metrics.read(&node.name, &*ops, || src.next(1, max, None, clock, false, None));
-        metrics.record(self.metrics, read.is_ok());
+        metrics.publish(self.metrics, read.is_ok());
         let read = read?;
         self.emit(i, 0, read.bundles.into_iter().flatten().collect())?;
         self.nodes[i].wm.advance(read.watermark, None, None);
@@ -240,7 +240,7 @@ impl<'a> Executor<'a> {
                 break;
             }
         }
-        metrics.record(self.metrics, result.is_ok());
+        metrics.publish(self.metrics, result.is_ok());
         result
     }
 

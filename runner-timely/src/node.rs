@@ -300,7 +300,7 @@ impl NodeWorker {
             NodeShare::gauges(&[&self.share], now, &mut metrics);
         }
         // An epoch's metrics count as committed as it runs: timely does not retry epochs.
-        metrics.record(&process.metrics, done.is_ok());
+        metrics.publish(&process.metrics, done.is_ok());
         let done = done?;
         if let Some(sink) = &process.sinks[self.i] {
             let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());

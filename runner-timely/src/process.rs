@@ -290,7 +290,7 @@ impl Process {
                     Ok(())
                 })()
             });
-            metrics.record(&self.metrics, result.is_ok());
+            metrics.publish(&self.metrics, result.is_ok());
             result?;
         }
         // Without a checkpoint, an epoch is as committed as it gets once the sinks have it.

@@ -333,7 +333,7 @@ fn drive(
             let mut metrics = UnitMetrics::default();
             let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
             let read = metrics.read(name, &**ops, || src.next(1, max, counts, &mut clock, defer[k], None));
-            metrics.record(&process.metrics, read.is_ok());
+            metrics.publish(&process.metrics, read.is_ok());
             let read = read?;
             read_rows += read.rows as u64;
             // (min, max, sum, count) of the read's timestamps.

@@ -44,7 +44,7 @@ pub struct UnitMetrics {
 
 impl UnitMetrics {
     /// Records everything into the job's metrics: attempted always, committed if `committed`.
-    pub fn record(self, job: &JobMetrics, committed: bool) {
+    pub fn publish(self, job: &JobMetrics, committed: bool) {
         for (step, c) in &self.steps {
             job.record(Some(step), c, committed);
         }

@@ -47,7 +47,7 @@ impl Engine {
             weir_sdk::testing::fault::point("add-batch");
             // commit: state, sinks, commit log; then the batch's metrics count as committed.
             let commit_result = result.and_then(|_| self.commit(&mut metrics));
-            metrics.record(&self.metrics, commit_result.is_ok());
+            metrics.publish(&self.metrics, commit_result.is_ok());
             match commit_result {
                 Ok(commit_ms) => {
                     // The batch is durable: what waited for that runs (bundle finalization).

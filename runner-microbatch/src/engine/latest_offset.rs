@@ -3,10 +3,8 @@
 
 use super::Engine;
 use crate::checkpoint::OffsetEntry;
+use weir_runner_core::exec::node::UnitMetrics;
 use weir_runner_core::exec::source::{add_stats, SourceBatch, TsStats};
-use weir_runner_core::metrics::MetricsContainerImpl;
-use weir_runner_core::system_metrics;
-use weir_sdk::batch::BatchKind;
 use weir_sdk::time::Timestamp;
 use weir_sdk::Result;
 
@@ -42,30 +40,17 @@ impl Engine {
         for i in 0..self.nodes.len() {
             let Some(src) = self.nodes[i].source.as_mut() else { continue };
             // User code in sources runs with the step's metrics container bound.
-            let container = MetricsContainerImpl::new();
+            let mut metrics = UnitMetrics::default();
             let name = &self.plan.nodes[i].name;
             let logged = replay.map(|r| r.sources.iter().find(|s| &s.name == name));
             let counts = logged.map(|l| l.map(|s| s.counts.clone()).unwrap_or_default());
             src.prepare_read(logged.map(|l| l.map_or(&serde_json::Value::Null, |s| &s.end)), drain_requested);
-            let sb = {
-                let _scope = weir_sdk::metrics::scoped_container(container.clone());
-                src.next(
-                    self.partitions,
-                    max,
-                    counts.as_deref(),
-                    &mut self.clock,
-                    self.defer_reads[i],
-                    Some(&self.workers),
-                )
-            };
-            if let (Ok(sb), Some(&pc)) = (&sb, self.plan.nodes[i].outputs.first()) {
-                let ops = self.graph.pcollection(pc).ops.clone();
-                // Planned reads are counted as the chain reads them.
-                for b in sb.bundles.iter().flatten().filter(|b| b.kind() != BatchKind::Planned) {
-                    system_metrics::count_batch(&container, &*ops, b, true);
-                }
-            }
-            self.metrics.record(Some(name), &container, sb.is_ok());
+            let ops = self.graph.pcollection(self.plan.nodes[i].outputs[0]).ops.clone();
+            let (partitions, defer, clock, workers) =
+                (self.partitions, self.defer_reads[i], &mut self.clock, &self.workers);
+            let sb =
+                metrics.read(name, &*ops, || src.next(partitions, max, counts.as_deref(), clock, defer, Some(workers)));
+            metrics.publish(&self.metrics, sb.is_ok());
             let sb = sb?;
             read.moved |= sb.moved;
             read.input_rows += sb.rows as u64;
