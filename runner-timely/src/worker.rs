@@ -88,28 +88,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let pending: Option<Pending> = process.checkpoint.as_ref().map(|_| Default::default());
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
-        // Every process's metrics reach worker 0, which serves the job's.
-        let p = process.clone();
-        side_stream(scope, &mut metrics, "Metrics", move |(from, results)| {
-            p.metrics.set_remote(from as usize, results)
-        });
-        // Every worker's part of every epoch reaches worker 0, which reports the epoch.
-        let p = process.clone();
-        side_stream(scope, &mut rows, "Progress", move |(epoch, row)| p.progress.add(epoch, row));
-        // Every worker's acknowledgements reach worker 0, which commits the epochs all have
-        // finished.
-        let p = process.clone();
-        side_stream(scope, &mut acks, "Commits", move |(from, through)| {
-            if let Err(e) = p.acknowledged(from as usize, through) {
-                p.fail(e);
-            }
-        });
-        // Worker 0's commits reach the other processes, whose operators may run work after them.
-        let p = process.clone();
-        side_stream(scope, &mut committed, "Committed", move |through| p.set_committed(through));
-        // A failure anywhere stops every process, with the error.
-        let p = process.clone();
-        side_stream(scope, &mut failures, "Failures", move |(from, message)| p.fail_remote(from as usize, message));
+        side_streams(scope, &process, (&mut metrics, &mut rows, &mut acks, &mut committed, &mut failures));
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         // Fused chains run as one operator, the head's, with the tail's outputs.
         let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
@@ -133,33 +112,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 let stream = scope.concatenate(std::mem::take(&mut into[i]));
                 let node = Rc::new(RefCell::new(NodeWorker::new(process.clone(), i, me, chain_at[i], pending.clone())));
                 nodes.push(node.clone());
-                let process = process.clone();
-                let pact = Exchange::new(|r: &Routed| r.0 as u64);
-                stream.unary_frontier(pact, &name, move |_, _| {
-                    let mut stash: BTreeMap<u64, (Capability<u64>, Vec<crate::wire::Envelope>)> = BTreeMap::new();
-                    move |(input, frontier), output| {
-                        input.for_each(|cap, data| {
-                            // Records sent under no capability make no claim on any epoch.
-                            let Some(&t) = cap.least() else { return };
-                            let entry = stash.entry(t).or_insert_with(|| (cap.delayed(&t, 0), Vec::new()));
-                            entry.1.extend(data.drain(..).map(|(_, env)| env));
-                        });
-                        while let Some(&t) = stash.keys().next() {
-                            if frontier.frontier().less_equal(&t) {
-                                break;
-                            }
-                            let Some((cap, envelopes)) = stash.remove(&t) else { break };
-                            let mut out = Vec::new();
-                            if !process.failed() {
-                                if let Err(e) = node.borrow_mut().run_epoch(t, envelopes, &mut out) {
-                                    process.fail(e);
-                                    out.clear();
-                                }
-                            }
-                            output.session(&cap).give_iterator(out.into_iter());
-                        }
-                    }
-                })
+                node_operator(stream, node, process.clone(), &name)
             };
             let edges = process.edges[tail].len();
             if edges == 0 {
@@ -191,6 +144,30 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         commit_news: (me == 0 && process.finalizes && process.peers > process.workers).then_some(committed),
         told: process.start_epoch(),
     };
+    let result = run_resumed(worker, &process, me, &mut inputs, &probe, &mut reporter, &mut ledger);
+    if result.is_err() {
+        tell_failure(worker, &process, me, &mut failures);
+        // Abandon the dataflow: the other workers are stopping too.
+        worker.drop_dataflow(dataflow);
+    }
+    for node in &nodes {
+        node.borrow_mut().finish();
+    }
+    result
+}
+
+/// Restores the worker's nodes from the checkpoint, if there is one, and drives its epochs; an
+/// error is the process's failure, and `Err(Cancelled)` is returned.
+fn run_resumed(
+    worker: &mut Worker,
+    process: &Arc<Process>,
+    me: usize,
+    inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
+    probe: &ProbeHandle<u64>,
+    reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
+    ledger: &mut Ledger,
+) -> Result<()> {
+    let nodes = ledger.nodes.clone();
     let resumed = match process.checkpoint.as_ref() {
         None => Ok(WorkerResume::default()),
         Some(log) => log.resume(me).and_then(|mut r| {
@@ -200,33 +177,98 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
             Ok(r)
         }),
     };
-    let result =
-        match resumed.and_then(|r| drive(worker, &process, me, &mut inputs, &probe, &mut reporter, &mut ledger, r)) {
-            Err(Error::Cancelled) => Err(Error::Cancelled),
-            Err(e) => {
-                process.fail(e);
-                Err(Error::Cancelled)
-            }
-            Ok(()) => Ok(()),
-        };
-    if result.is_err() {
-        // Tell the other processes, whose workers would otherwise wait for this one.
-        if let Some(message) = process.own_failure() {
-            for target in (0..process.peers).filter(|&t| !process.is_local(t)) {
-                failures.send((target as u32, (me as u32, message.clone())));
-            }
-            deliver(&mut failures);
-            for _ in 0..8 {
-                worker.step();
+    match resumed.and_then(|r| drive(worker, process, me, inputs, probe, reporter, ledger, r)) {
+        Err(Error::Cancelled) => Err(Error::Cancelled),
+        Err(e) => {
+            process.fail(e);
+            Err(Error::Cancelled)
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Tells the other processes of this one's failure, whose workers would otherwise wait for it.
+fn tell_failure(worker: &mut Worker, process: &Process, me: usize, failures: &mut InputHandle<u64, FailureBuilder>) {
+    if let Some(message) = process.own_failure() {
+        for target in (0..process.peers).filter(|&t| !process.is_local(t)) {
+            failures.send((target as u32, (me as u32, message.clone())));
+        }
+        deliver(failures);
+        for _ in 0..8 {
+            worker.step();
+        }
+    }
+}
+
+/// The handles of the side streams beside the plan's: metrics, progress rows,
+/// acknowledgements, commit news and failures.
+type SideHandles<'a> = (
+    &'a mut InputHandle<u64, MetricsBuilder>,
+    &'a mut InputHandle<u64, ProgressBuilder>,
+    &'a mut InputHandle<u64, AckBuilder>,
+    &'a mut InputHandle<u64, CommittedBuilder>,
+    &'a mut InputHandle<u64, FailureBuilder>,
+);
+
+/// Builds the side streams beside the plan's in `scope`.
+fn side_streams(scope: timely::dataflow::Scope<'_, u64>, process: &Arc<Process>, handles: SideHandles<'_>) {
+    let (metrics, rows, acks, committed, failures) = handles;
+    // Every process's metrics reach worker 0, which serves the job's.
+    let p = process.clone();
+    side_stream(scope, metrics, "Metrics", move |(from, results)| p.metrics.set_remote(from as usize, results));
+    // Every worker's part of every epoch reaches worker 0, which reports the epoch.
+    let p = process.clone();
+    side_stream(scope, rows, "Progress", move |(epoch, row)| p.progress.add(epoch, row));
+    // Every worker's acknowledgements reach worker 0, which commits the epochs all have
+    // finished.
+    let p = process.clone();
+    side_stream(scope, acks, "Commits", move |(from, through)| {
+        if let Err(e) = p.acknowledged(from as usize, through) {
+            p.fail(e);
+        }
+    });
+    // Worker 0's commits reach the other processes, whose operators may run work after them.
+    let p = process.clone();
+    side_stream(scope, committed, "Committed", move |through| p.set_committed(through));
+    // A failure anywhere stops every process, with the error.
+    let p = process.clone();
+    side_stream(scope, failures, "Failures", move |(from, message)| p.fail_remote(from as usize, message));
+}
+
+/// The timely operator of one worker's share of a node: it stashes what arrives per epoch and
+/// runs an epoch once its input frontier has passed it.
+fn node_operator<'s>(
+    stream: timely::dataflow::Stream<'s, u64, Vec<Routed>>,
+    node: Rc<RefCell<NodeWorker>>,
+    process: Arc<Process>,
+    name: &str,
+) -> timely::dataflow::Stream<'s, u64, Vec<Record>> {
+    let pact = Exchange::new(|r: &Routed| r.0 as u64);
+    stream.unary_frontier(pact, name, move |_, _| {
+        let mut stash: BTreeMap<u64, (Capability<u64>, Vec<crate::wire::Envelope>)> = BTreeMap::new();
+        move |(input, frontier), output| {
+            input.for_each(|cap, data| {
+                // Records sent under no capability make no claim on any epoch.
+                let Some(&t) = cap.least() else { return };
+                let entry = stash.entry(t).or_insert_with(|| (cap.delayed(&t, 0), Vec::new()));
+                entry.1.extend(data.drain(..).map(|(_, env)| env));
+            });
+            while let Some(&t) = stash.keys().next() {
+                if frontier.frontier().less_equal(&t) {
+                    break;
+                }
+                let Some((cap, envelopes)) = stash.remove(&t) else { break };
+                let mut out = Vec::new();
+                if !process.failed() {
+                    if let Err(e) = node.borrow_mut().run_epoch(t, envelopes, &mut out) {
+                        process.fail(e);
+                        out.clear();
+                    }
+                }
+                output.session(&cap).give_iterator(out.into_iter());
             }
         }
-        // Abandon the dataflow: the other workers are stopping too.
-        worker.drop_dataflow(dataflow);
-    }
-    for node in &nodes {
-        node.borrow_mut().finish();
-    }
-    result
+    })
 }
 
 /// The worker's epochs: sources read, the epoch closed, the cluster waited for, sinks committed.
@@ -241,44 +283,8 @@ fn drive(
     ledger: &mut Ledger,
     resume: WorkerResume,
 ) -> Result<()> {
-    let report = |reporter: &mut Option<InputHandle<u64, MetricsBuilder>>| {
-        if let Some(r) = reporter.as_mut() {
-            r.send((0, (process.process_id as u32, process.metrics.local_snapshot())));
-            deliver(r);
-        }
-    };
-    let plan = &process.plan;
-    let mut clock = Clock::for_plan(plan);
-    let mut sources: Vec<SourceState> = inputs
-        .iter()
-        .map(|(i, _)| {
-            let node = &plan.nodes[*i];
-            let Role::Source(spec) = &node.role else {
-                return Err(Error::Internal {
-                    component: "timely runner".into(),
-                    message: format!("{} is not a source", node.name),
-                });
-            };
-            let ops = process.graph.pcollection(node.outputs[0]).ops.clone();
-            let mut state = SourceState::of(&node.name, spec, ops).share(me, process.peers);
-            // A resumed worker reads on from the last commit, or replays what it logged after it.
-            let at = match resume.replays.first() {
-                Some(r) => r.sources.iter().find(|s| s.name == node.name).map(|s| &s.start),
-                None => resume.sources.as_ref().and_then(|ss| ss.iter().find(|s| s.name == node.name)).map(|s| &s.end),
-            };
-            match at {
-                Some(pos) => state.restore(pos, 1)?,
-                None if resume.sources.is_some() => {
-                    return Err(Error::Construction {
-                        step: node.name.clone(),
-                        message: "the checkpoint's offset log has no entry for this source".into(),
-                    })
-                }
-                None => {}
-            }
-            Ok(state)
-        })
-        .collect::<Result<_>>()?;
+    let mut clock = Clock::for_plan(&process.plan);
+    let mut sources = open_sources(process, me, inputs, &resume)?;
     if let Some(c) = resume.replays.first().map_or(resume.clock, |r| r.start_clock) {
         clock.set_test_time(c);
     }
@@ -296,10 +302,6 @@ fn drive(
         .filter_map(|c| ledger.nodes.iter().find(|n| n.borrow().index() == c).cloned())
         .collect();
     let leader = me == process.first;
-    let trigger = process.streaming.trigger;
-    let interval = Duration::from_millis(process.streaming.trigger_interval_ms);
-    // Each worker reads its share of the batch size.
-    let max = process.claims_per_call();
     let start = process.start_epoch();
     let mut epoch = start;
     for (_, h) in inputs.iter_mut() {
@@ -309,123 +311,250 @@ fn drive(
     loop {
         let started = Instant::now();
         let started_ms = weir_sdk::time::now_millis();
-        let mut source_rows = Vec::with_capacity(sources.len());
-        let mut wal_ms = 0;
-        let mut done = true;
-        let mut moved = false;
-        let mut behind = false;
-        let mut read_rows = 0u64;
-        let mut max_event_time: Option<i64> = None;
         let replay = replays.next();
-        let start_clock = clock.test_time();
-        let mut logged = Vec::new();
-        let mut outs = Vec::with_capacity(sources.len());
-        for (k, src) in sources.iter_mut().enumerate() {
-            let i = inputs[k].0;
-            let name = &plan.nodes[i].name;
-            let replayed = replay.as_ref().map(|r| r.sources.iter().find(|s| &s.name == name));
-            let counts = replayed.flatten().map(|s| &s.counts[..]);
-            let end = replayed.map(|l| l.map_or(&serde_json::Value::Null, |s| &s.end));
-            src.prepare_read(end, process.job.is_drain_requested());
-            if src.is_drained() {
-                process.drained.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-            let mut metrics = UnitMetrics::default();
-            let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
-            let read = metrics.read(name, &**ops, || src.next(1, max, counts, &mut clock, defer[k], None));
-            metrics.publish(&process.metrics, read.is_ok());
-            let read = read?;
-            read_rows += read.rows as u64;
-            // (min, max, sum, count) of the read's timestamps.
-            if read.ts_stats.3 > 0 {
-                max_event_time = max_event_time.max(Some(read.ts_stats.1));
-            }
-            source_rows.push(SourceRows { description: name.clone(), num_input_rows: read.rows as u64 });
-            moved |= read.moved;
-            behind |= read.full;
-            done &= read.watermark >= MAX_TIMESTAMP;
-            if process.checkpoint.is_some() {
-                logged.push(SourceOffsets {
-                    name: name.clone(),
-                    start: read.start_offset.clone(),
-                    end: read.end_offset.clone(),
-                    counts: read.counts.clone(),
-                });
-            }
-            let mut out = Vec::new();
-            route(process, i, 0, read.bundles.into_iter().flatten().collect(), me, &mut out)?;
-            progress(process, i, me, read.watermark, clock.test_time(), &mut out);
-            outs.push(out);
-        }
+        let read = read_epoch(process, me, inputs, &mut sources, &mut clock, &defer, replay.as_ref())?;
         // The epoch's reads are logged before any of its data leaves the worker.
+        let mut wal_ms = 0;
         if let Some(log) = &process.checkpoint {
-            let entry = WorkerOffsets { epoch, worker: me, sources: logged, start_clock, clock: clock.test_time() };
+            let entry = WorkerOffsets {
+                epoch,
+                worker: me,
+                sources: read.logged,
+                start_clock: read.start_clock,
+                clock: clock.test_time(),
+            };
             let t = Instant::now();
             log.write_offsets(&entry)?;
             wal_ms = t.elapsed().as_millis() as u64;
             ledger.last_offsets = Some(entry);
         }
-        for (k, out) in outs.into_iter().enumerate() {
+        for (k, out) in read.outs.into_iter().enumerate() {
             let handle = &mut inputs[k].1;
             for r in out {
                 handle.send(r);
             }
         }
-        ledger.open.insert(
-            epoch,
-            OpenEpoch { started, started_ms, rows: read_rows, wal_ms, sources: source_rows, max_event_time },
-        );
+        let open = OpenEpoch {
+            started,
+            started_ms,
+            rows: read.rows,
+            wal_ms,
+            sources: read.source_rows,
+            max_event_time: read.max_event_time,
+        };
+        ledger.open.insert(epoch, open);
         epoch += 1;
         for (_, h) in inputs.iter_mut() {
             h.advance_to(epoch);
         }
         // At most IN_FLIGHT epochs are unfinished: the next one is read while the last runs.
         let wait_for = epoch.saturating_sub(IN_FLIGHT - 1);
-        let read = epoch - 1;
+        let last = epoch - 1;
         step_until(worker, process, || {
-            !probe.less_than(&wait_for) && readers.iter().all(|n| n.borrow().last_epoch().is_some_and(|e| e >= read))
+            !probe.less_than(&wait_for) && readers.iter().all(|n| n.borrow().last_epoch().is_some_and(|e| e >= last))
         })?;
         let frontier = first_unfinished(probe);
         ledger.finished(frontier, leader.then_some(process))?;
         if leader {
-            report(reporter);
+            report(process, reporter);
         }
-        // The sources being done is not the end while operators anywhere have work of their
-        // own (a splittable DoFn's pending restrictions, on any worker): the epochs go on until
-        // every node's output watermark here is at the end of time, which it is only once every
-        // worker's producers said so. Work due now runs in the next epoch at once.
-        let next_work = ledger.nodes.iter().filter_map(|n| n.borrow().next_work()).min();
-        let now = clock.now();
-        let work_due = next_work.is_some_and(|t| t <= now);
-        let finished = done && ledger.nodes.iter().all(|n| n.borrow().output_watermark() >= MAX_TIMESTAMP);
-        // Available-now with a checkpoint is Spark's incremental batch: the run ends once its
-        // sources are read to their end and no work is due at any time of this run; work that
-        // waits for the next run (a watched directory's next poll) is checkpointed for it.
-        let incremental =
-            trigger == StreamingTrigger::AvailableNow && process.checkpoint.is_some() && done && next_work.is_none();
-        if finished || incremental || (trigger == StreamingTrigger::Once && !work_due) {
-            break;
-        }
-        if process.job.is_stop_requested() {
-            return Err(Error::Cancelled);
-        }
-        let wait = match trigger {
-            // A source that has fallen behind (a reader gave its whole share) is read on at once.
-            StreamingTrigger::ProcessingTime if behind => None,
-            StreamingTrigger::ProcessingTime => interval.checked_sub(started.elapsed()),
-            _ if work_due => None,
-            // Done reading: wait only for work due later (at most 10 ms; it may come from
-            // another worker); otherwise the next epoch carries the last watermarks through.
-            _ if done => next_work.map(|t| Duration::from_millis((t - now).clamp(1, 10) as u64)),
-            _ if !moved => Some(Duration::from_millis(10)),
-            _ => None,
-        };
+        let Some(wait) = next_epoch(process, ledger, &clock, &read.summary, started)? else { break };
         if let Some(wait) = wait {
             process.job.sleep_unless_stopped(wait);
         }
     }
-    // This worker's sources are done: close its inputs, and run what the others still send
-    // until the dataflow is complete, committing the epochs as they finish.
+    finish_epochs(worker, process, me, inputs, probe, reporter, ledger)
+}
+
+/// Sends the process's metrics to worker 0, from the process's first worker.
+fn report(process: &Process, reporter: &mut Option<InputHandle<u64, MetricsBuilder>>) {
+    if let Some(r) = reporter.as_mut() {
+        r.send((0, (process.process_id as u32, process.metrics.local_snapshot())));
+        deliver(r);
+    }
+}
+
+/// The worker's share of every source, read on from the last commit or replaying what the
+/// worker logged after it.
+fn open_sources(
+    process: &Process,
+    me: usize,
+    inputs: &[(usize, InputHandle<u64, Builder>)],
+    resume: &WorkerResume,
+) -> Result<Vec<SourceState>> {
+    let plan = &process.plan;
+    inputs
+        .iter()
+        .map(|(i, _)| {
+            let node = &plan.nodes[*i];
+            let Role::Source(spec) = &node.role else {
+                return Err(Error::Internal {
+                    component: "timely runner".into(),
+                    message: format!("{} is not a source", node.name),
+                });
+            };
+            let ops = process.graph.pcollection(node.outputs[0]).ops.clone();
+            let mut state = SourceState::of(&node.name, spec, ops).share(me, process.peers);
+            let at = match resume.replays.first() {
+                Some(r) => r.sources.iter().find(|s| s.name == node.name).map(|s| &s.start),
+                None => resume.sources.as_ref().and_then(|ss| ss.iter().find(|s| s.name == node.name)).map(|s| &s.end),
+            };
+            match at {
+                Some(pos) => state.restore(pos, 1)?,
+                None if resume.sources.is_some() => {
+                    return Err(Error::Construction {
+                        step: node.name.clone(),
+                        message: "the checkpoint's offset log has no entry for this source".into(),
+                    })
+                }
+                None => {}
+            }
+            Ok(state)
+        })
+        .collect()
+}
+
+/// What the sources did in an epoch, for deciding on the next.
+struct ReadSummary {
+    /// Every source is read to its end.
+    done: bool,
+    /// Anything moved (data, a watermark, the clock).
+    moved: bool,
+    /// A reader gave its whole share: the source may well have more now.
+    behind: bool,
+}
+
+/// What a worker's sources read for an epoch.
+struct EpochRead {
+    summary: ReadSummary,
+    rows: u64,
+    max_event_time: Option<i64>,
+    source_rows: Vec<SourceRows>,
+    /// For the offset log.
+    logged: Vec<SourceOffsets>,
+    start_clock: Option<i64>,
+    /// Per source, its records for the dataflow: data and progress.
+    outs: Vec<Vec<Record>>,
+}
+
+/// Reads every source's share of an epoch (exactly what the worker logged, on a replay).
+fn read_epoch(
+    process: &Process,
+    me: usize,
+    inputs: &[(usize, InputHandle<u64, Builder>)],
+    sources: &mut [SourceState],
+    clock: &mut Clock,
+    defer: &[bool],
+    replay: Option<&WorkerOffsets>,
+) -> Result<EpochRead> {
+    let plan = &process.plan;
+    // Each worker reads its share of the batch size.
+    let max = process.claims_per_call();
+    let mut r = EpochRead {
+        summary: ReadSummary { done: true, moved: false, behind: false },
+        rows: 0,
+        max_event_time: None,
+        source_rows: Vec::with_capacity(sources.len()),
+        logged: Vec::new(),
+        start_clock: clock.test_time(),
+        outs: Vec::with_capacity(sources.len()),
+    };
+    for (k, src) in sources.iter_mut().enumerate() {
+        let i = inputs[k].0;
+        let name = &plan.nodes[i].name;
+        let replayed = replay.map(|r| r.sources.iter().find(|s| &s.name == name));
+        let counts = replayed.flatten().map(|s| &s.counts[..]);
+        let end = replayed.map(|l| l.map_or(&serde_json::Value::Null, |s| &s.end));
+        src.prepare_read(end, process.job.is_drain_requested());
+        if src.is_drained() {
+            process.drained.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        let mut metrics = UnitMetrics::default();
+        let ops = &process.graph.pcollection(plan.nodes[i].outputs[0]).ops;
+        let read = metrics.read(name, &**ops, || src.next(1, max, counts, clock, defer[k], None));
+        metrics.publish(&process.metrics, read.is_ok());
+        let read = read?;
+        r.rows += read.rows as u64;
+        // (min, max, sum, count) of the read's timestamps.
+        if read.ts_stats.3 > 0 {
+            r.max_event_time = r.max_event_time.max(Some(read.ts_stats.1));
+        }
+        r.source_rows.push(SourceRows { description: name.clone(), num_input_rows: read.rows as u64 });
+        r.summary.moved |= read.moved;
+        r.summary.behind |= read.full;
+        r.summary.done &= read.watermark >= MAX_TIMESTAMP;
+        if process.checkpoint.is_some() {
+            r.logged.push(SourceOffsets {
+                name: name.clone(),
+                start: read.start_offset.clone(),
+                end: read.end_offset.clone(),
+                counts: read.counts.clone(),
+            });
+        }
+        let mut out = Vec::new();
+        route(process, i, 0, read.bundles.into_iter().flatten().collect(), me, &mut out)?;
+        progress(process, i, me, read.watermark, clock.test_time(), &mut out);
+        r.outs.push(out);
+    }
+    Ok(r)
+}
+
+/// Whether another epoch runs after one that began at `started` and read `read`: `None` if
+/// not, otherwise how long to wait first (`Some(None)`: not at all).
+fn next_epoch(
+    process: &Process,
+    ledger: &Ledger,
+    clock: &Clock,
+    read: &ReadSummary,
+    started: Instant,
+) -> Result<Option<Option<Duration>>> {
+    let trigger = process.streaming.trigger;
+    let interval = Duration::from_millis(process.streaming.trigger_interval_ms);
+    // The sources being done is not the end while operators anywhere have work of their own (a
+    // splittable DoFn's pending restrictions, on any worker): the epochs go on until every
+    // node's output watermark here is at the end of time, which it is only once every worker's
+    // producers said so. Work due now runs in the next epoch at once.
+    let next_work = ledger.nodes.iter().filter_map(|n| n.borrow().next_work()).min();
+    let now = clock.now();
+    let work_due = next_work.is_some_and(|t| t <= now);
+    let finished = read.done && ledger.nodes.iter().all(|n| n.borrow().output_watermark() >= MAX_TIMESTAMP);
+    // Available-now with a checkpoint is Spark's incremental batch: the run ends once its
+    // sources are read to their end and no work is due at any time of this run; work that waits
+    // for the next run (a watched directory's next poll) is checkpointed for it.
+    let incremental =
+        trigger == StreamingTrigger::AvailableNow && process.checkpoint.is_some() && read.done && next_work.is_none();
+    if finished || incremental || (trigger == StreamingTrigger::Once && !work_due) {
+        return Ok(None);
+    }
+    if process.job.is_stop_requested() {
+        return Err(Error::Cancelled);
+    }
+    Ok(Some(match trigger {
+        // A source that has fallen behind (a reader gave its whole share) is read on at once.
+        StreamingTrigger::ProcessingTime if read.behind => None,
+        StreamingTrigger::ProcessingTime => interval.checked_sub(started.elapsed()),
+        _ if work_due => None,
+        // Done reading: wait only for work due later (at most 10 ms; it may come from another
+        // worker); otherwise the next epoch carries the last watermarks through.
+        _ if read.done => next_work.map(|t| Duration::from_millis((t - now).clamp(1, 10) as u64)),
+        _ if !read.moved => Some(Duration::from_millis(10)),
+        _ => None,
+    }))
+}
+
+/// This worker's sources are done: its inputs close, and it runs what the others still send
+/// until the dataflow is complete, committing the epochs as they finish, then the work that
+/// waited for the last commits.
+fn finish_epochs(
+    worker: &mut Worker,
+    process: &Arc<Process>,
+    me: usize,
+    inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
+    probe: &ProbeHandle<u64>,
+    reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
+    ledger: &mut Ledger,
+) -> Result<()> {
+    let leader = me == process.first;
     inputs.clear();
     step_until(worker, process, || {
         let frontier = first_unfinished(probe);
@@ -435,8 +564,8 @@ fn drive(
         probe.done()
     })?;
     // Work after the last commits (bundle finalization) runs before the worker ends; if the
-    // commits do not come within a while, the callbacks are left undone, with a warning (a
-    // file read and committed but not cleaned is not read again: the watch has seen it).
+    // commits do not come within a while, the callbacks are left undone, with a warning (a file
+    // read and committed but not cleaned is not read again: the watch has seen it).
     if process.finalizes {
         let through = ledger.next;
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -457,7 +586,7 @@ fn drive(
     ledger.rows.take();
     ledger.acks.take();
     // The process's final metrics, then the reports end.
-    report(reporter);
+    report(process, reporter);
     reporter.take();
     Ok(())
 }
