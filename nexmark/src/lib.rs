@@ -14,6 +14,7 @@ pub mod json;
 pub mod launcher;
 pub mod model;
 pub mod models;
+pub mod perf;
 pub mod queries;
 pub mod report;
 mod signals;

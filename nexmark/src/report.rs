@@ -5,7 +5,7 @@
 //! here, there is no script, and a Content-Security-Policy forbids the page to load anything,
 //! so it opens the same offline, from a mail attachment, or from a CI artifact.
 
-use crate::launcher::NexmarkPerf;
+use crate::perf::NexmarkPerf;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

@@ -161,7 +161,7 @@ fn batch_only_queries_fail_in_streaming_unless_skipped() {
 
 #[test]
 fn streaming_steady_state_rate_uses_the_middle_third_of_long_runs() {
-    use weir_nexmark::launcher::{steady_state_events_per_sec, ProgressSnapshot};
+    use weir_nexmark::perf::{steady_state_events_per_sec, ProgressSnapshot};
     // Events at 1,000/s after a slow start; the middle third sees the steady rate only.
     let snap = |i: usize| {
         let runtime_sec = i as f64 * 15.0;

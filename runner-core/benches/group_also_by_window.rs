@@ -46,7 +46,7 @@ fn input(strategy: &WindowingStrategy) -> Batch {
 }
 
 fn engine(strategy: &WindowingStrategy, input: Batch) -> usize {
-    let kernel = weir_sdk::transforms::group_by_key::kernel::<i64, i64>();
+    let kernel = weir_sdk::runner_api::group_kernel::<i64, i64>();
     let mut gaw = GroupAlsoByWindow::new("G", strategy.clone(), Values::Buffer(kernel));
     let mut groups = gaw.process(input, 0).unwrap().len();
     groups += gaw.advance(MAX_TIMESTAMP, 0).unwrap().len();

@@ -12,8 +12,8 @@ use crate::operator::{OpContext, Operator};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use weir_sdk::kernel::Batch;
+use weir_sdk::runner_api::DedupKernel;
 use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
-use weir_sdk::transforms::deduplicate::DedupKernel;
 use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowingStrategy;
 use weir_sdk::{Result, WithStepExt};
@@ -171,7 +171,7 @@ mod tests {
     use weir_sdk::kernel::downcast_batch;
     use weir_sdk::kv::KV;
     use weir_sdk::pane::PaneInfo;
-    use weir_sdk::transforms::deduplicate::DeduplicatePayload;
+    use weir_sdk::runner_api::DeduplicatePayload;
     use weir_sdk::windowed_value::WindowedValue;
 
     fn batch(items: &[(&str, Timestamp)]) -> Batch {

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::node::{Input, NodeShare, ShareOptions, Unit, UnitMetrics};
-use weir_runner_core::exec::topology::Slot;
+use weir_runner_core::plan::topology::Slot;
 use weir_runner_core::plan::Role;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::kernel::{Batch, CollectionOps};

@@ -42,9 +42,9 @@ pub(crate) enum WireSlot {
     Side(u32),
 }
 
-impl From<weir_runner_core::exec::topology::Slot> for WireSlot {
-    fn from(slot: weir_runner_core::exec::topology::Slot) -> Self {
-        use weir_runner_core::exec::topology::Slot;
+impl From<weir_runner_core::plan::topology::Slot> for WireSlot {
+    fn from(slot: weir_runner_core::plan::topology::Slot) -> Self {
+        use weir_runner_core::plan::topology::Slot;
         match slot {
             Slot::Main(p) => WireSlot::Main(p as u32),
             Slot::Side(k) => WireSlot::Side(k as u32),

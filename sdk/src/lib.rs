@@ -41,6 +41,7 @@ pub mod options;
 pub mod pane;
 pub mod pipeline;
 pub mod runner;
+pub mod runner_api;
 pub mod splittable;
 pub mod state;
 pub mod testing;

@@ -80,7 +80,7 @@ pub enum LogName {
 pub fn log_name(name: &str) -> LogName {
     match name.parse::<u64>() {
         Ok(id) if id.to_string() == name => LogName::Batch(id),
-        _ if weir_sdk::io::atomic::is_temporary(name) || name.ends_with(".tmp") => LogName::Temporary,
+        _ if weir_sdk::runner_api::is_temporary(name) || name.ends_with(".tmp") => LogName::Temporary,
         _ => LogName::Foreign,
     }
 }

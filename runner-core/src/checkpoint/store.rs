@@ -115,7 +115,7 @@ impl Location {
     /// Writes `bytes` at `key`, durably and atomically.
     pub fn put(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
         match self {
-            Location::Local(root) => weir_sdk::io::atomic::write_atomic(&root.join(key), &bytes)
+            Location::Local(root) => weir_sdk::runner_api::write_atomic(&root.join(key), &bytes)
                 .map_err(|e| io(&e.path.display().to_string(), e.source)),
             Location::Object(o) => {
                 let path = Self::object_path(o, key);

@@ -7,11 +7,10 @@
 //! is discarded.
 
 use crate::do_fn_runner::guarded;
+use crate::plan::SinkSpec;
 use std::path::Path;
-use weir_sdk::io::file_sink::FileSinkPayload;
-use weir_sdk::io::for_each_batch::ForEachBatchPayload;
-use weir_sdk::io::json_lines::claim_output_dir;
 use weir_sdk::kernel::Batch;
+use weir_sdk::runner_api::{claim_output_dir, write_atomic, FileSinkPayload, ForEachBatchPayload};
 use weir_sdk::{Error, Result};
 
 /// A sink's writer for one run of a pipeline.
@@ -30,62 +29,53 @@ pub trait SinkWriter: Send {
     fn own_partitions(&mut self, _owned: std::ops::Range<usize>) {}
 }
 
-/// Opens a sink's writer when a run starts.
-pub trait SinkFactory: Send + Sync {
+impl SinkSpec {
     /// The writer of a run over `partitions` partitions. `owner` names the run (or, for a
     /// checkpointed query, the query, the same across restarts): output already in the sink's
     /// place from another owner is refused unless the sink was asked to overwrite it.
-    fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>>;
+    pub fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>> {
+        match self {
+            SinkSpec::Files { step, payload } => {
+                claim_output_dir(&payload.dir, owner, payload.overwrite).map_err(|e| Error::construction(step, e))?;
+                Ok(file_writer(step, payload, partitions))
+            }
+            SinkSpec::ForEachBatch { step, payload } => {
+                Ok(Box::new(ForEachBatchWriter { step: step.clone(), payload: payload.clone(), staged: Vec::new() }))
+            }
+        }
+    }
+
     /// The writer of a process that joins a distributed run whose first process has opened
     /// (and claimed) the sink's place: it writes its own partitions there without claiming it.
-    fn join(&self, partitions: usize) -> Result<Box<dyn SinkWriter>> {
-        self.open("", partitions)
+    pub fn join(&self, partitions: usize) -> Result<Box<dyn SinkWriter>> {
+        match self {
+            SinkSpec::Files { step, payload } => {
+                std::fs::create_dir_all(&payload.dir).map_err(|e| Error::Io {
+                    path: payload.dir.clone(),
+                    message: format!("cannot create the output directory: {e}"),
+                })?;
+                Ok(file_writer(step, payload, partitions))
+            }
+            SinkSpec::ForEachBatch { .. } => self.open("", partitions),
+        }
     }
+
     /// Whether the sink hands every batch to one callback in the driving process (ForEachBatch,
     /// Collect, Console): a distributed runner then sends all of its input to its first worker.
-    fn gathers(&self) -> bool {
-        false
+    pub fn gathers(&self) -> bool {
+        matches!(self, SinkSpec::ForEachBatch { .. })
     }
 }
 
-/// The exactly-once file sink: per batch and partition, one file (or one per window), written
-/// atomically at commit, then an entry of the metadata log listing them.
-pub struct FileSinkFactory {
-    step: String,
-    payload: FileSinkPayload,
-}
-
-impl FileSinkFactory {
-    /// The sink of step `step`.
-    pub fn new(step: &str, payload: FileSinkPayload) -> Self {
-        FileSinkFactory { step: step.to_string(), payload }
-    }
-}
-
-impl SinkFactory for FileSinkFactory {
-    fn open(&self, owner: &str, partitions: usize) -> Result<Box<dyn SinkWriter>> {
-        claim_output_dir(&self.payload.dir, owner, self.payload.overwrite)
-            .map_err(|e| Error::construction(&self.step, e))?;
-        Ok(self.writer(partitions))
-    }
-    fn join(&self, partitions: usize) -> Result<Box<dyn SinkWriter>> {
-        std::fs::create_dir_all(&self.payload.dir).map_err(|e| Error::Io {
-            path: self.payload.dir.clone(),
-            message: format!("cannot create the output directory: {e}"),
-        })?;
-        Ok(self.writer(partitions))
-    }
-}
-
-impl FileSinkFactory {
-    fn writer(&self, partitions: usize) -> Box<dyn SinkWriter> {
-        Box::new(FileWriter {
-            step: self.step.clone(),
-            payload: self.payload.clone(),
-            staged: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
-            owned: 0..partitions.max(1),
-        })
-    }
+/// The exactly-once file sink's writer: per batch and partition, one file (or one per window),
+/// written atomically at commit, then an entry of the metadata log listing them.
+fn file_writer(step: &str, payload: &FileSinkPayload, partitions: usize) -> Box<dyn SinkWriter> {
+    Box::new(FileWriter {
+        step: step.to_string(),
+        payload: payload.clone(),
+        staged: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
+        owned: 0..partitions.max(1),
+    })
 }
 
 struct FileWriter {
@@ -128,7 +118,7 @@ impl SinkWriter for FileWriter {
             let mut names = Vec::new();
             for (window, bytes) in files {
                 let name = payload.file_name(batch_id, p, window.as_ref());
-                weir_sdk::io::atomic::write_atomic(&Path::new(&payload.dir).join(&name), &bytes)
+                write_atomic(&Path::new(&payload.dir).join(&name), &bytes)
                     .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })?;
                 names.push(name);
             }
@@ -168,7 +158,7 @@ impl SinkWriter for FileWriter {
             std::fs::create_dir_all(log).map_err(|e| io_error(log, "cannot create the metadata log", e))?;
         }
         let listing = serde_json::to_vec(&names).map_err(|e| io_error(&entry, "cannot list the files", e))?;
-        weir_sdk::io::atomic::write_atomic(&entry, &listing)
+        write_atomic(&entry, &listing)
             .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })
     }
     fn discard(&mut self) {
@@ -181,27 +171,6 @@ impl SinkWriter for FileWriter {
 
 /// ForEachBatch, Collect and Console: the callback once per committed batch, with all of its
 /// elements; a replayed batch calls it again with the same id.
-pub struct ForEachBatchSinkFactory {
-    step: String,
-    payload: ForEachBatchPayload,
-}
-
-impl ForEachBatchSinkFactory {
-    /// The sink of step `step`.
-    pub fn new(step: &str, payload: ForEachBatchPayload) -> Self {
-        ForEachBatchSinkFactory { step: step.to_string(), payload }
-    }
-}
-
-impl SinkFactory for ForEachBatchSinkFactory {
-    fn open(&self, _: &str, _: usize) -> Result<Box<dyn SinkWriter>> {
-        Ok(Box::new(ForEachBatchWriter { step: self.step.clone(), payload: self.payload.clone(), staged: Vec::new() }))
-    }
-    fn gathers(&self) -> bool {
-        true
-    }
-}
-
 struct ForEachBatchWriter {
     step: String,
     payload: ForEachBatchPayload,

@@ -18,7 +18,7 @@ fn engine() -> GroupAlsoByWindow {
         WindowingStrategy::of(Arc::new(weir_sdk::window_fn::FixedWindows::of(std::time::Duration::from_millis(10))));
     strategy.allowed_lateness_ms = 5;
     strategy.timestamp_combiner = TimestampCombiner::Earliest;
-    GroupAlsoByWindow::new("G", strategy, Values::Buffer(weir_sdk::transforms::group_by_key::kernel::<i64, i64>()))
+    GroupAlsoByWindow::new("G", strategy, Values::Buffer(weir_sdk::runner_api::group_kernel::<i64, i64>()))
 }
 
 fn input(rows: &[(i64, i64, Timestamp)]) -> Batch {
@@ -145,7 +145,7 @@ impl weir_sdk::window_fn::WindowFn for ChainedMerges {
 #[test]
 fn a_window_merged_into_one_that_merges_on_ends_in_the_last() {
     let strategy = WindowingStrategy::of(Arc::new(ChainedMerges));
-    let kernel = weir_sdk::transforms::group_by_key::kernel::<i64, i64>();
+    let kernel = weir_sdk::runner_api::group_kernel::<i64, i64>();
     let mut gaw = GroupAlsoByWindow::new("G", strategy, Values::Buffer(kernel));
     assert!(grouped(gaw.process(input(&[(1, 1, 5), (1, 2, 25), (1, 3, 45)]), 0).unwrap()).is_empty());
     // One state: the intermediate [0, 30) keeps none.
@@ -246,7 +246,7 @@ proptest::proptest! {
         let mut strategy = if merging { sessions(7) } else { engine().strategy.clone() };
         strategy.allowed_lateness_ms = 20;
         strategy.timestamp_combiner = TimestampCombiner::Earliest;
-        let mut gaw = GroupAlsoByWindow::new("G", strategy.clone(), Values::Buffer(weir_sdk::transforms::group_by_key::kernel::<i64, i64>()));
+        let mut gaw = GroupAlsoByWindow::new("G", strategy.clone(), Values::Buffer(weir_sdk::runner_api::group_kernel::<i64, i64>()));
         let mut watermark = MIN_TIMESTAMP;
         for (rows, advance) in steps {
             gaw.process(windowed_input(&strategy, &rows), 0).unwrap();
@@ -273,7 +273,7 @@ proptest::proptest! {
         seed in proptest::prelude::any::<u64>(),
     ) {
         let strategy = sessions(10);
-        let kernel = || Values::Buffer(weir_sdk::transforms::group_by_key::kernel::<i64, i64>());
+        let kernel = || Values::Buffer(weir_sdk::runner_api::group_kernel::<i64, i64>());
         let run = |order: &[(i64, i64, Timestamp)], cuts: &[usize]| -> Fired {
             let mut gaw = GroupAlsoByWindow::new("G", strategy.clone(), kernel());
             let mut out = Vec::new();

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 use weir_sdk::kernel::{Batch, CollectionOps, CombineKernel, EncodedKvBatch, EncodedKvOps, KeyPartitioner};
-use weir_sdk::transforms::co_group_by_key::UnionEncoder;
+use weir_sdk::runner_api::UnionEncoder;
 use weir_sdk::{Error, Result};
 
 /// Splits the batches going to a node into per-partition batches.

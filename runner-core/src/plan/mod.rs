@@ -16,6 +16,7 @@
 //! of them matches on what a node is.
 
 pub mod exchange;
+pub mod topology;
 pub mod translate;
 
 pub use exchange::{Exchange, Exchanger};
@@ -25,6 +26,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use weir_sdk::graph::{NodeId, PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{CollectionOps, ErasedBoundedSource, ErasedUnboundedSource, TestStreamEvent};
+use weir_sdk::runner_api::{FileSinkPayload, ForEachBatchPayload};
 
 /// Makes one operator instance (one per partition) of a transform node.
 pub type OperatorFactory = Arc<dyn Fn(&PipelineGraph) -> Box<dyn Operator> + Send + Sync>;
@@ -42,6 +44,25 @@ pub enum SourceSpec {
     TestStream(Arc<Vec<TestStreamEvent>>),
 }
 
+/// Where a sink node writes; [`crate::exec::sink`] opens its writer.
+#[derive(Clone)]
+pub enum SinkSpec {
+    /// The exactly-once file sink (WriteFiles, WriteJsonLines) of a step.
+    Files {
+        /// The step.
+        step: String,
+        /// What and where it writes.
+        payload: FileSinkPayload,
+    },
+    /// ForEachBatch (and Collect and Console built on it) of a step.
+    ForEachBatch {
+        /// The step.
+        step: String,
+        /// The callback.
+        payload: ForEachBatchPayload,
+    },
+}
+
 /// What a node does in the plan.
 #[derive(Clone)]
 pub enum Role {
@@ -50,7 +71,7 @@ pub enum Role {
     /// Transforms its input with one operator per partition.
     Transform(OperatorFactory),
     /// Writes its input out when the runner commits (the end of a batch).
-    Sink(Arc<dyn crate::exec::sink::SinkFactory>),
+    Sink(SinkSpec),
 }
 
 /// One node of the physical plan.
@@ -187,8 +208,8 @@ impl PhysicalPlan {
     /// Per node, whether it is a source that may plan its reads and leave the reading to the
     /// fused chain it feeds: its one consumer is the head of a chain in `chains`
     /// ([`PhysicalPlan::fused_chains`]) and takes it forward, in the same partition.
-    pub fn reads_left_to_chains(&self, topology: &crate::exec::topology::Topology, chains: &[Vec<usize>]) -> Vec<bool> {
-        use crate::exec::topology::Slot;
+    pub fn reads_left_to_chains(&self, topology: &topology::Topology, chains: &[Vec<usize>]) -> Vec<bool> {
+        use topology::Slot;
         self.nodes
             .iter()
             .map(|n| {

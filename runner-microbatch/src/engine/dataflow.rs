@@ -18,7 +18,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use weir_runner_core::exec::node::{Input, MemberStats, NodeShare, Unit, UnitMetrics};
 use weir_runner_core::exec::sink::SinkWriter;
 use weir_runner_core::exec::source::{add_stats, TsStats};
-use weir_runner_core::exec::topology::{Slot, Topology};
+use weir_runner_core::plan::topology::{Slot, Topology};
 use weir_runner_core::plan::PhysicalPlan;
 use weir_sdk::kernel::Batch;
 use weir_sdk::time::Timestamp;

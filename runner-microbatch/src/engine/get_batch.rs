@@ -4,7 +4,7 @@
 use super::latest_offset::SourcesRead;
 use super::Engine;
 use weir_runner_core::exec::exchange;
-use weir_runner_core::exec::topology::Slot;
+use weir_runner_core::plan::topology::Slot;
 use weir_sdk::kernel::Batch;
 use weir_sdk::Result;
 

@@ -10,7 +10,7 @@ use crate::plan::{Exchange, PhysicalNode, Role};
 use crate::translate::{composite_payload, Translator};
 use std::sync::Arc;
 use weir_sdk::graph::{PipelineGraph, TransformNode};
-use weir_sdk::transforms::co_group_by_key::CoGroupByKeyPayload;
+use weir_sdk::runner_api::CoGroupByKeyPayload;
 use weir_sdk::Result;
 
 pub(crate) struct CoGroupByKeyTranslator;

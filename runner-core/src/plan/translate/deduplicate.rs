@@ -8,7 +8,7 @@ use crate::plan::{Exchange, PhysicalNode, Role};
 use crate::translate::{composite_payload, Translator};
 use std::sync::Arc;
 use weir_sdk::graph::{PipelineGraph, TransformNode};
-use weir_sdk::transforms::deduplicate::DeduplicatePayload;
+use weir_sdk::runner_api::DeduplicatePayload;
 use weir_sdk::Result;
 
 pub(crate) struct DeduplicateTranslator;

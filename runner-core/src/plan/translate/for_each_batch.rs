@@ -2,12 +2,10 @@
 //! once per committed batch with all of the batch's elements (Spark's `foreachBatch`).
 
 use super::PlanBuilder;
-use crate::exec::sink::ForEachBatchSinkFactory;
-use crate::plan::{PhysicalNode, Role};
+use crate::plan::{PhysicalNode, Role, SinkSpec};
 use crate::translate::{composite_payload, Translator};
-use std::sync::Arc;
 use weir_sdk::graph::{PipelineGraph, TransformNode};
-use weir_sdk::io::for_each_batch::ForEachBatchPayload;
+use weir_sdk::runner_api::ForEachBatchPayload;
 use weir_sdk::Result;
 
 pub(crate) struct ForEachBatchTranslator;
@@ -19,7 +17,7 @@ impl Translator<PlanBuilder> for ForEachBatchTranslator {
     fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
         let Some(p) = composite_payload::<ForEachBatchPayload>(node) else { return Ok(()) };
         let description = format!("BatchSink[{}]", p.description);
-        let role = Role::Sink(Arc::new(ForEachBatchSinkFactory::new(&node.full_name, p.clone())));
+        let role = Role::Sink(SinkSpec::ForEachBatch { step: node.full_name.clone(), payload: p.clone() });
         b.push(PhysicalNode::of(node, role, "batch-sink", description));
         Ok(())
     }

@@ -3,12 +3,10 @@
 //! in the sink's metadata log.
 
 use super::PlanBuilder;
-use crate::exec::sink::FileSinkFactory;
-use crate::plan::{PhysicalNode, Role};
+use crate::plan::{PhysicalNode, Role, SinkSpec};
 use crate::translate::{composite_payload, Translator};
-use std::sync::Arc;
 use weir_sdk::graph::{PipelineGraph, TransformNode};
-use weir_sdk::io::file_sink::FileSinkPayload;
+use weir_sdk::runner_api::FileSinkPayload;
 use weir_sdk::Result;
 
 pub(crate) struct WriteJsonLinesTranslator;
@@ -21,7 +19,7 @@ impl Translator<PlanBuilder> for WriteJsonLinesTranslator {
         let Some(p) = composite_payload::<FileSinkPayload>(node) else { return Ok(()) };
         let windowed = if p.windowed { ", windowed" } else { "" };
         let description = format!("FileSink[{}{windowed} -> {}]", p.format.extension(), p.dir);
-        let role = Role::Sink(Arc::new(FileSinkFactory::new(&node.full_name, p.clone())));
+        let role = Role::Sink(SinkSpec::Files { step: node.full_name.clone(), payload: p.clone() });
         b.push(PhysicalNode::of(node, role, "file-sink", description));
         Ok(())
     }
