@@ -8,10 +8,14 @@
 //!   naming the step ([`do_fn_runner`]), the GroupAlsoByWindow engine with triggers, panes,
 //!   holds, merging and timers ([`group_also_by_window`]), stateful ParDo ([`stateful`]), side
 //!   inputs, watermarks, metrics, the operators ([`operator`]);
-//! - the physical plan ([`plan`]) and its translators, one file per URN, applied
-//!   composite-first ([`translate`]);
-//! - the execution layer ([`exec`]): sources, commit-aware sinks, the plan's topology, one
-//!   partition's work, fused chains, the workers, the clock;
+//! - the physical plan ([`plan`]: nodes, exchanges, topology) and its translators, one file per
+//!   URN, applied composite-first ([`translate`]);
+//! - the execution layer ([`exec`]): the node runtime that drives every node on every runner
+//!   ([`exec::node`]), sources, commit-aware sinks, exchanges, fused chains, the workers, the
+//!   clock;
+//! - checkpoints ([`checkpoint`]): one protocol for opening, checking and retiring them, on a
+//!   local directory or an object store, and the state files; the streaming options
+//!   ([`streaming`]) and the live page ([`ui`]) the batch and epoch runners share;
 //! - what jobs share: the job handle behind every [`weir_sdk::PipelineResult`] ([`job`]), the
 //!   MetricsPusher ([`pusher`]), checkpoint fingerprints ([`fingerprint`]), logging.
 //!

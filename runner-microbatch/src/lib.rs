@@ -8,9 +8,12 @@
 //! A grouping operator holds its output watermark at what it still buffers, so chained stateful
 //! aggregations, joins after aggregations and aggregations after joins stay correct in streaming.
 //!
-//! This crate is a scheduler. The plan, its translators, its operators and the execution pieces
-//! (sources, exchanges, sinks, partitions, fused chains, workers) are runner-core's; what is
-//! decided here is when work runs and what survives a crash: batches driven by a trigger
+//! This crate is a scheduler. The plan, its translators, its operators, the node runtime that
+//! drives them and the execution pieces (sources, exchanges, sinks, fused chains, workers) are
+//! runner-core's; what is decided here is where partitions run (one worker thread takes one
+//! partition through the whole plan each batch, pushing what a node outputs straight into its
+//! consumers' partitions, so no node's output returns to the engine thread), when work runs, and
+//! what survives a crash: batches driven by a trigger
 //! (`--trigger available-now|once|processing-time`), each one pass through Spark's phases, a file
 //! each in `engine/` (latest offset, WAL commit, get batch, add batch, commit, progress); the
 //! offset and commit logs and versioned state stores of a checkpoint directory, for exactly-once

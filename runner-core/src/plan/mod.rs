@@ -4,12 +4,15 @@
 //! natively translated composite, in topological order. A node says everything a scheduler needs
 //! without the scheduler knowing what the transform is:
 //!
-//! - its [`Role`]: a source (read by [`crate::exec::source`]), a transform (an operator
-//!   factory, one operator per partition), or a sink (a commit-aware
-//!   [`crate::exec::sink::SinkFactory`]);
+//! - its [`Role`]: a source ([`SourceSpec`], read by the execution layer's sources), a transform
+//!   (an operator factory, one operator per partition), or a sink ([`SinkSpec`], whose
+//!   commit-aware writer the execution layer opens);
 //! - for each main input, the [`Exchange`] its data goes through on the way in: forward,
 //!   hash by encoded key, round robin (side inputs are broadcast);
 //! - whether it is element-wise (it may run fused with its neighbours) or keeps state per key.
+//!
+//! Who feeds whom, and the input watermarks that follow, is the plan's [`topology`]. The plan
+//! describes; it imports nothing from the execution layer.
 //!
 //! A runner decides where the partitions of each node live and when they run: the direct runner
 //! in strict rounds, the micro-batch runner in batches, a distributed runner across workers. None

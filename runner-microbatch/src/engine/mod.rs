@@ -5,7 +5,8 @@
 //! 1. [`latest_offset`]: every source's slice of the batch;
 //! 2. [`wal_commit`]: the slice's offsets logged before any data is processed;
 //! 3. [`get_batch`]: the slices routed into the plan;
-//! 4. [`add_batch`]: every node in topological order, partitions in parallel on the workers;
+//! 4. [`add_batch`]: each worker takes one partition through the whole plan ([`dataflow`]),
+//!    pushing each node's output to its consumers' partitions;
 //! 5. [`commit`]: state, sinks and the commit log, then committed metrics;
 //! 6. [`progress`]: the batch's progress report.
 //!
