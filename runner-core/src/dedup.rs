@@ -134,6 +134,18 @@ impl Operator for DedupOperator {
         Ok(out)
     }
 
+    /// By key; each new partition's bookkeeping is the lowest watermark, the drops summed.
+    fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
+        crate::checkpoint::spread_keyed(&self.step, old, n, |metas| {
+            let mut merged: (Timestamp, u64) = (weir_sdk::time::MAX_TIMESTAMP, 0);
+            for m in metas {
+                let (wm, late): (Timestamp, u64) = crate::checkpoint::decode(&self.step, &m)?;
+                merged = (merged.0.min(wm), merged.1 + late);
+            }
+            crate::checkpoint::encode(&self.step, &merged)
+        })
+    }
+
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.seen.clear();
         self.expiry.clear();

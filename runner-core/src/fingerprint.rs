@@ -63,17 +63,18 @@ impl Fingerprint {
         f
     }
 
-    /// What a checkpoint of `graph` run as `plan` over `partitions` partitions must have been
-    /// written by to be resumed: the pipeline's shape and parameters, the physical nodes, the
-    /// state format and the partitioning.
-    pub fn of_plan(graph: &PipelineGraph, plan: &crate::plan::PhysicalPlan, partitions: usize) -> Self {
+    /// What a checkpoint of `graph` run as `plan` must have been written by to be resumed: the
+    /// pipeline's shape and parameters, the physical nodes and the state format. The runner
+    /// adds the partitioning ([`Fingerprint::with_key_groups`], or
+    /// [`Fingerprint::with_partitioning`] if its state cannot move between partitions).
+    pub fn of_plan(graph: &PipelineGraph, plan: &crate::plan::PhysicalPlan) -> Self {
         let mut f = Fingerprint::of_graph(graph);
         for n in &plan.nodes {
             let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
             f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
         }
         f.push("state format", crate::checkpoint::state_files::FORMAT);
-        f.with_partitioning(partitions)
+        f
     }
 
     /// Appends an entry.
@@ -84,6 +85,13 @@ impl Fingerprint {
     /// Appends the key partitioning: its function and version, over `partitions` partitions.
     pub fn with_partitioning(mut self, partitions: usize) -> Self {
         self.push("partitioning", format!("{} over {partitions} partitions", weir_sdk::kernel::PARTITIONING));
+        self
+    }
+
+    /// Appends the key partitioning, its function and version, for a runner that spreads state
+    /// over however many partitions it restarts with (key group by key group).
+    pub fn with_key_groups(mut self) -> Self {
+        self.push("partitioning", weir_sdk::kernel::PARTITIONING);
         self
     }
 

@@ -101,6 +101,16 @@ pub trait Operator: Send {
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         Ok(Vec::new())
     }
+    /// Spreads state entries, as `old.len()` partitions wrote them, over `n` partitions (a restart
+    /// at another parallelism): keyed state goes to its key's partition
+    /// ([`crate::checkpoint::spread_keyed`]). An operator with state that cannot move between
+    /// partitions refuses, saying why.
+    fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
+        if old.iter().all(Vec::is_empty) {
+            return Ok((0..n).map(|_| Vec::new()).collect());
+        }
+        Err(weir_sdk::Error::NotSupported("its state cannot be spread over another number of partitions".into()))
+    }
     /// Restores state from entries written by [`Operator::state_entries`].
     fn restore_entries(&mut self, _entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         Ok(())
@@ -183,6 +193,27 @@ impl Operator for ParDoOperator {
         }
         let meta = crate::checkpoint::encode(self.runner.step(), &(self.pushback.snapshot()?, self.sides.snapshot()?))?;
         Ok(vec![(Vec::new(), meta)])
+    }
+    /// Elements waiting for side inputs are not keyed: every old partition's go to the first new
+    /// one; the side inputs (the same in every partition) to all.
+    fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
+        type Meta = (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
+        let step = self.runner.step();
+        let mut pushback = Vec::new();
+        let mut sides = None;
+        for (_, v) in old.into_iter().flatten() {
+            let (p, s): Meta = crate::checkpoint::decode(step, &v)?;
+            pushback.extend(p);
+            sides.get_or_insert(s);
+        }
+        let mut out: Vec<crate::checkpoint::Entries> = (0..n.max(1)).map(|_| Vec::new()).collect();
+        if let Some(sides) = sides {
+            for (p, entries) in out.iter_mut().enumerate() {
+                let meta: Meta = (if p == 0 { std::mem::take(&mut pushback) } else { Vec::new() }, sides.clone());
+                entries.push((Vec::new(), crate::checkpoint::encode(step, &meta)?));
+            }
+        }
+        Ok(out)
     }
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         for (k, v) in entries {
@@ -280,6 +311,9 @@ impl Operator for GroupOperator {
     }
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.engine.state_entries()
+    }
+    fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
+        self.engine.rescale(old, n)
     }
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.engine.restore_entries(entries)

@@ -206,6 +206,32 @@ impl Operator for SplittableOperator {
         Ok(entries.into_iter().map(|(id, bytes)| (id.to_be_bytes().to_vec(), bytes)).collect())
     }
 
+    /// Pending restrictions are not keyed: they are dealt round the new partitions, renumbered
+    /// so that those from different old partitions stay apart (a queue keeps its order).
+    fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
+        let n = n.max(1);
+        let parts = old.len() as u64;
+        let mut out: Vec<crate::checkpoint::Entries> = (0..n).map(|_| Vec::new()).collect();
+        let mut all = Vec::new();
+        for (p, entries) in old.into_iter().enumerate() {
+            for (key, bytes) in entries {
+                let id: [u8; 8] = key.as_slice().try_into().map_err(|_| Error::Execution {
+                    step: self.step.clone(),
+                    message: format!(
+                        "corrupt state snapshot: a pending restriction's key has {} bytes, not 8",
+                        key.len()
+                    ),
+                })?;
+                all.push((u64::from_be_bytes(id) * parts + p as u64, bytes));
+            }
+        }
+        all.sort_by_key(|(id, _)| *id);
+        for (k, (id, bytes)) in all.into_iter().enumerate() {
+            out[k % n].push((id.to_be_bytes().to_vec(), bytes));
+        }
+        Ok(out)
+    }
+
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let mut pending = Vec::with_capacity(entries.len());
         for (key, bytes) in entries {

@@ -304,6 +304,34 @@ impl Operator for StatefulParDoOperator {
         Ok(out)
     }
 
+    /// By key; each new partition's bookkeeping is the lowest watermark, the latest processing
+    /// time, the drops summed, and the side inputs (the same in every partition). Elements
+    /// waiting for side inputs cannot move yet: with any, the state is refused.
+    fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
+        type Meta = (Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
+        let step = self.runner.step().to_string();
+        crate::checkpoint::spread_keyed(&step, old, n, |metas| {
+            let mut merged: Option<Meta> = None;
+            for m in metas {
+                let (wm, pt, late, pushback, sides): Meta = crate::checkpoint::decode(&step, &m)?;
+                if !pushback.is_empty() {
+                    return Err(weir_sdk::Error::NotSupported(format!(
+                        "{} elements wait for side inputs, and cannot move to another partition",
+                        pushback.len()
+                    )));
+                }
+                merged = Some(match merged {
+                    None => (wm, pt, late, Vec::new(), sides),
+                    Some(a) => (a.0.min(wm), a.1.max(pt), a.2 + late, Vec::new(), a.4),
+                });
+            }
+            match merged {
+                Some(m) => crate::checkpoint::encode(&step, &m),
+                None => Ok(Vec::new()),
+            }
+        })
+    }
+
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let step = self.runner.step().to_string();
         self.store = Store::default();

@@ -53,6 +53,11 @@ pub(crate) struct CommitEntry {
     /// batches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot: Option<u64>,
+    /// The partitions that wrote the batch's state. A restart with another number spreads the
+    /// state over its own, key group by key group. Entries written before it was recorded lack
+    /// it; their partitions were the restart's (any other was refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitions: Option<usize>,
 }
 
 impl Logged for OffsetEntry {
@@ -120,6 +125,11 @@ impl Checkpoint {
         };
         let id = cp.id.clone();
         Ok((Checkpoint { cp, retain: retain.max(1) }, Recovered { id, committed, uncommitted }))
+    }
+
+    /// How the checkpoint is named in messages: its directory or URL.
+    pub(crate) fn name(&self) -> String {
+        self.cp.loc.name("")
     }
 
     /// walCommit: logs the batch's offsets before it is processed.

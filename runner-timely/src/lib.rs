@@ -94,7 +94,7 @@ impl TimelyRunner {
             Some(dir) => {
                 let log = checkpoint::EpochLog::open(
                     dir,
-                    weir_runner_core::fingerprint::Fingerprint::of_plan(&graph, &plan, t.peers()),
+                    weir_runner_core::fingerprint::Fingerprint::of_plan(&graph, &plan).with_partitioning(t.peers()),
                     format!("{:016x}", rand::random::<u64>()),
                     t.process_id,
                     streaming.min_batches_to_retain,

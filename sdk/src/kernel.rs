@@ -712,20 +712,31 @@ pub trait KeyPartitioner: Send + Sync {
 
 /// The name and version of [`partition_of`]'s key-to-partition mapping. Checkpoints record it:
 /// state written under one mapping cannot be read back under another.
-pub const PARTITIONING: &str = "fnv1a64+fmix64 mod n, v2";
+pub const PARTITIONING: &str = "fnv1a64+fmix64 into 4096 key groups, range-assigned, v3";
 
-/// The partition of an encoded key among `n`: FNV-1a over the bytes, then MurmurHash3's 64-bit
-/// finalizer, stable across processes and versions ([`PARTITIONING`]). FNV-1a alone leaves the
-/// low bits of the hash a function of the low bits of each byte only, so one-byte keys that
-/// differ in high bits (small integers) would all share a partition when `n` is a power of two;
-/// the finalizer mixes every input bit into every output bit.
-pub fn partition_of(key: &[u8], n: usize) -> usize {
+/// The number of key groups keys fall into (Flink's maximum parallelism): a partition holds a
+/// contiguous range of them, so state written by some number of partitions can be spread over
+/// another number, key group by key group.
+pub const KEY_GROUPS: usize = 4096;
+
+/// The key group of an encoded key: FNV-1a over the bytes, then MurmurHash3's 64-bit finalizer,
+/// stable across processes and versions ([`PARTITIONING`]). FNV-1a alone leaves the low bits of
+/// the hash a function of the low bits of each byte only, so one-byte keys that differ in high
+/// bits (small integers) would all share a group; the finalizer mixes every input bit into every
+/// output bit.
+pub fn key_group(key: &[u8]) -> usize {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in key {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
-    (fmix64(h) % n.max(1) as u64) as usize
+    (fmix64(h) % KEY_GROUPS as u64) as usize
+}
+
+/// The partition of an encoded key among `n`: its key group's, groups assigned to partitions in
+/// contiguous ranges (group `g` to partition `g * n / KEY_GROUPS`, as Flink assigns them).
+pub fn partition_of(key: &[u8], n: usize) -> usize {
+    key_group(key) * n.max(1) / KEY_GROUPS
 }
 
 /// MurmurHash3's 64-bit finalizer: every input bit flips each output bit with probability

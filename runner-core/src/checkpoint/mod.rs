@@ -13,6 +13,39 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use weir_sdk::{Error, Result};
 
+/// An operator's state entries: encoded keys and values.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Spreads keyed state that `old.len()` partitions wrote over `n` partitions (a restart at
+/// another parallelism): each entry keyed by [`entry_key`] goes to its key's partition
+/// ([`weir_sdk::kernel::partition_of`], key group by key group, as the exchange sends the key's
+/// elements); the entries with the empty key (each partition's own bookkeeping: watermarks,
+/// counts) are merged by `merge_meta` and the result given to every new partition.
+pub fn spread_keyed(
+    step: &str,
+    old: Vec<Entries>,
+    n: usize,
+    merge_meta: impl FnOnce(Vec<Vec<u8>>) -> Result<Vec<u8>>,
+) -> Result<Vec<Entries>> {
+    let mut out: Vec<Entries> = (0..n.max(1)).map(|_| Vec::new()).collect();
+    let mut metas = Vec::new();
+    for (k, v) in old.into_iter().flatten() {
+        if k.is_empty() {
+            metas.push(v);
+            continue;
+        }
+        let (key, _) = split_entry_key(step, &k)?;
+        out[weir_sdk::kernel::partition_of(&key, n)].push((k, v));
+    }
+    if !metas.is_empty() {
+        let meta = merge_meta(metas)?;
+        for p in &mut out {
+            p.push((Vec::new(), meta.clone()));
+        }
+    }
+    Ok(out)
+}
+
 /// Encodes operator state.
 pub fn encode<T: Serialize>(step: &str, value: &T) -> Result<Vec<u8>> {
     postcard::to_stdvec(value)

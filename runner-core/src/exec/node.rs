@@ -525,6 +525,22 @@ impl NodeShare {
         }
     }
 
+    /// Member `k`'s state entries as `old.len()` partitions wrote them, spread over `n` (a
+    /// restart at another parallelism); an error names the step when its state cannot move.
+    pub fn rescale(&self, k: usize, old: Vec<Entries>, n: usize) -> Result<Vec<Entries>> {
+        let from = old.len();
+        match self.op_of(k) {
+            Some(op) => op.rescale(old, n).map_err(|e| {
+                weir_sdk::Error::NotSupported(format!(
+                    "the checkpoint was written by {from} partitions, and step {}'s state cannot be spread over \
+                     {n}: {e}",
+                    self.names[k]
+                ))
+            }),
+            None => Ok((0..n).map(|_| Vec::new()).collect()),
+        }
+    }
+
     /// Sets member `k`'s watermarks (restored from a checkpoint, or rolled back).
     pub fn set_watermarks(&mut self, k: usize, wm: Watermarks) {
         self.wms[k] = wm;

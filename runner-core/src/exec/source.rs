@@ -188,10 +188,27 @@ fn read_now(name: &str, slot: &mut ReaderSlot, n: usize) -> Result<EagerRead> {
 }
 
 enum Kind {
-    Impulse { done: bool },
-    Bounded { source: Arc<dyn ErasedBoundedSource>, splits: Option<Vec<BoundedSplit>> },
-    Unbounded { source: Arc<dyn ErasedUnboundedSource>, readers: Option<Vec<Box<dyn ErasedUnboundedReader>>> },
-    TestStream { events: Arc<Vec<TestStreamEvent>>, next: usize, watermark: Timestamp },
+    Impulse {
+        done: bool,
+    },
+    /// `split_bytes`: the desired split size the source was split by (logged, so a restart at
+    /// another parallelism splits it alike).
+    Bounded {
+        source: Arc<dyn ErasedBoundedSource>,
+        splits: Option<Vec<BoundedSplit>>,
+        split_bytes: Option<u64>,
+    },
+    /// `desired`: the number of splits asked of the source (logged, as `split_bytes`).
+    Unbounded {
+        source: Arc<dyn ErasedUnboundedSource>,
+        readers: Option<Vec<Box<dyn ErasedUnboundedReader>>>,
+        desired: Option<usize>,
+    },
+    TestStream {
+        events: Arc<Vec<TestStreamEvent>>,
+        next: usize,
+        watermark: Timestamp,
+    },
 }
 
 /// What one batch read from a source.
@@ -254,8 +271,8 @@ impl SourceState {
     pub fn of(name: &str, spec: &SourceSpec, ops: Arc<dyn CollectionOps>) -> Self {
         let kind = match spec {
             SourceSpec::Impulse => Kind::Impulse { done: false },
-            SourceSpec::Bounded(source) => Kind::Bounded { source: source.clone(), splits: None },
-            SourceSpec::Unbounded(source) => Kind::Unbounded { source: source.clone(), readers: None },
+            SourceSpec::Bounded(source) => Kind::Bounded { source: source.clone(), splits: None, split_bytes: None },
+            SourceSpec::Unbounded(source) => Kind::Unbounded { source: source.clone(), readers: None, desired: None },
             SourceSpec::TestStream(events) => {
                 Kind::TestStream { events: events.clone(), next: 0, watermark: MIN_TIMESTAMP }
             }
@@ -339,14 +356,21 @@ impl SourceState {
         };
         match &mut self.kind {
             Kind::Impulse { done } => *done = pos["emitted"].as_bool().ok_or_else(|| bad("no 'emitted'"))?,
-            Kind::Bounded { source, splits } => {
+            Kind::Bounded { source, splits, split_bytes } => {
                 let logged = pos["splits"].as_array().ok_or_else(|| bad("no 'splits'"))?;
                 if logged.is_empty() {
                     return Ok(());
                 }
-                let size = guarded(&name, "estimate source size", || source.estimated_size_bytes())?;
-                let wanted = (4 * partitions * share.1) as u64;
-                let parts = of_share(guarded(&name, "split source", || source.split((size / wanted).max(1)))?, share);
+                // Split as the run that logged the positions did, whatever the parallelism now.
+                let bytes = match pos.get("split_bytes").and_then(Value::as_u64) {
+                    Some(b) => b,
+                    None => {
+                        let size = guarded(&name, "estimate source size", || source.estimated_size_bytes())?;
+                        (size / (4 * partitions * share.1) as u64).max(1)
+                    }
+                };
+                *split_bytes = Some(bytes);
+                let parts = of_share(guarded(&name, "split source", || source.split(bytes))?, share);
                 if parts.len() != logged.len() {
                     return Err(bad(&format!("{} splits now, {} logged", parts.len(), logged.len())));
                 }
@@ -370,12 +394,14 @@ impl SourceState {
                 }
                 *splits = Some(restored);
             }
-            Kind::Unbounded { source, readers } => {
+            Kind::Unbounded { source, readers, desired } => {
                 let logged = pos["readers"].as_array().ok_or_else(|| bad("no 'readers'"))?;
                 if logged.is_empty() {
                     return Ok(());
                 }
-                let parts = of_share(guarded(&name, "split source", || source.split(partitions * share.1))?, share);
+                let n = pos.get("desired").and_then(Value::as_u64).map_or(partitions * share.1, |d| d as usize);
+                *desired = Some(n);
+                let parts = of_share(guarded(&name, "split source", || source.split(n))?, share);
                 if parts.len() != logged.len() {
                     return Err(bad(&format!("{} readers now, {} logged", parts.len(), logged.len())));
                 }
@@ -409,16 +435,18 @@ impl SourceState {
     fn positions(&self) -> Value {
         match &self.kind {
             Kind::Impulse { done } => json!({ "emitted": done }),
-            Kind::Bounded { splits, .. } => match splits {
+            Kind::Bounded { splits, split_bytes, .. } => match splits {
                 None => json!({ "splits": [] }),
-                Some(s) => {
-                    json!({ "splits": s.iter().map(|s| json!({"read": s.read, "done": s.done})).collect::<Vec<_>>() })
-                }
+                Some(s) => json!({
+                    "splits": s.iter().map(|s| json!({"read": s.read, "done": s.done})).collect::<Vec<_>>(),
+                    "split_bytes": split_bytes,
+                }),
             },
-            Kind::Unbounded { readers, .. } => match readers {
+            Kind::Unbounded { readers, desired, .. } => match readers {
                 None => json!({ "readers": [] }),
                 Some(rs) => json!({
-                    "readers": rs.iter().map(|r| r.checkpoint().map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<String>()).unwrap_or_default()).collect::<Vec<_>>()
+                    "readers": rs.iter().map(|r| r.checkpoint().map(|c| c.iter().map(|b| format!("{b:02x}")).collect::<String>()).unwrap_or_default()).collect::<Vec<_>>(),
+                    "desired": desired,
                 }),
             },
             Kind::TestStream { next, watermark, .. } => json!({ "event": next, "watermark": watermark }),
@@ -458,7 +486,7 @@ impl SourceState {
         };
         let watermark = match &mut self.kind {
             Kind::Impulse { done } => impulse(done, &mut slice),
-            Kind::Bounded { source, splits } => bounded.read(source, splits, &mut slice)?,
+            Kind::Bounded { source, splits, split_bytes } => bounded.read(source, splits, split_bytes, &mut slice)?,
             // A drained batch reads nothing, and logs as much: its replay reads nothing too.
             Kind::Unbounded { readers, .. } if self.drained => {
                 slice.counts.extend(readers.iter().flatten().map(|_| 0));
@@ -468,7 +496,9 @@ impl SourceState {
                 *watermark = MAX_TIMESTAMP;
                 MAX_TIMESTAMP
             }
-            Kind::Unbounded { source, readers } => read_unbounded(&self.name, source, readers, self.share, &mut slice)?,
+            Kind::Unbounded { source, readers, desired } => {
+                read_unbounded(&self.name, source, (readers, desired), self.share, &mut slice)?
+            }
             Kind::TestStream { events, next, watermark } => play(events, next, watermark, clock, &mut slice),
         };
         let Slice { bundles, counts, mut moved, read_stats, deferred_rows, full, .. } = slice;
@@ -567,13 +597,16 @@ impl BoundedRead<'_> {
         &self,
         source: &Arc<dyn ErasedBoundedSource>,
         splits: &mut Option<Vec<BoundedSplit>>,
+        split_bytes: &mut Option<u64>,
         slice: &mut Slice<'_>,
     ) -> Result<Timestamp> {
         let name = self.name;
         if splits.is_none() {
             let size = guarded(name, "estimate source size", || source.estimated_size_bytes())?;
             let wanted = (4 * slice.partitions() * self.share.1) as u64;
-            let parts = guarded(name, "split source", || source.split((size / wanted).max(1)))?;
+            let bytes = (size / wanted).max(1);
+            *split_bytes = Some(bytes);
+            let parts = guarded(name, "split source", || source.split(bytes))?;
             let parts = of_share(parts, self.share);
             *splits = Some(
                 parts.into_iter().map(|source| BoundedSplit { source, reader: None, read: 0, done: false }).collect(),
@@ -695,13 +728,15 @@ impl BoundedRead<'_> {
 fn read_unbounded(
     name: &str,
     source: &Arc<dyn ErasedUnboundedSource>,
-    readers: &mut Option<Vec<Box<dyn ErasedUnboundedReader>>>,
+    (readers, desired): (&mut Option<Readers>, &mut Option<usize>),
     share: (usize, usize),
     slice: &mut Slice<'_>,
 ) -> Result<Timestamp> {
     let partitions = slice.partitions();
     if readers.is_none() {
-        let splits = guarded(name, "split source", || source.split(partitions * share.1))?;
+        let n = partitions * share.1;
+        *desired = Some(n);
+        let splits = guarded(name, "split source", || source.split(n))?;
         let splits = of_share(splits, share);
         let mut rs = Vec::with_capacity(splits.len());
         for s in splits {
@@ -736,6 +771,9 @@ fn read_unbounded(
     }
     Ok(rs.iter().map(|r| r.watermark()).min().unwrap_or(MAX_TIMESTAMP))
 }
+
+/// An unbounded source's open readers.
+type Readers = Vec<Box<dyn ErasedUnboundedReader>>;
 
 /// A TestStream's next event: elements, a watermark, or a move of the test clock.
 fn play(

@@ -33,7 +33,12 @@ impl Engine {
             .collect();
         let latest_snapshot = if snapshot { self.batch_id } else { self.last_snapshot.unwrap_or(0) };
         cp.write_commit(
-            &CommitEntry { batch_id: self.batch_id, watermarks, snapshot: Some(latest_snapshot) },
+            &CommitEntry {
+                batch_id: self.batch_id,
+                watermarks,
+                snapshot: Some(latest_snapshot),
+                partitions: Some(self.partitions),
+            },
             latest_snapshot,
         )?;
         self.last_snapshot = Some(latest_snapshot);

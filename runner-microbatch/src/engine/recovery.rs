@@ -6,6 +6,7 @@ use super::Engine;
 use crate::checkpoint::{Checkpoint, SourceOffsets};
 use std::collections::HashMap;
 use weir_runner_core::checkpoint::state_files::{apply, decode_file};
+use weir_runner_core::exec::node::Entries;
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::watermark::Watermarks;
 use weir_sdk::{Error, Result};
@@ -15,7 +16,7 @@ impl Engine {
     /// parameters, the physical nodes this runner made of it, the partitioning and the state
     /// format.
     pub(super) fn fingerprint(&self) -> Fingerprint {
-        Fingerprint::of_plan(&self.graph, &self.plan, self.partitions)
+        Fingerprint::of_plan(&self.graph, &self.plan).with_key_groups()
     }
 
     /// Opens the checkpoint directory and restores the last committed batch: source positions,
@@ -29,8 +30,11 @@ impl Engine {
             // interval put it.
             let c = commit.batch_id;
             let snapshot = commit.snapshot.unwrap_or(c - c % self.snapshot_interval());
-            self.restore_state(&cp, snapshot, c)?;
-            self.last_snapshot = Some(snapshot);
+            let written_by = commit.partitions.unwrap_or(self.partitions);
+            self.restore_state(&cp, (snapshot, c), written_by)?;
+            // State spread over another number of partitions is a new layout: the next commit
+            // writes full snapshots of it, so no restart reads deltas of one layout onto another.
+            self.last_snapshot = (written_by == self.partitions).then_some(snapshot);
             for (i, spec) in self.plan.nodes.clone().iter().enumerate() {
                 if let Some((_, input, output)) = commit.watermarks.iter().find(|(n, _, _)| *n == spec.name) {
                     self.set_watermarks(i, Watermarks::restored(*input, *output));
@@ -90,8 +94,9 @@ impl Engine {
     }
 
     /// Loads every operator partition's state as of committed batch `c`: the snapshot written
-    /// by batch `start`, then the deltas after it.
-    pub(super) fn restore_state(&mut self, cp: &Checkpoint, start: u64, c: u64) -> Result<()> {
+    /// by batch `start`, then the deltas after it, as `written_by` partitions wrote them; spread
+    /// over this run's partitions, key group by key group, if that is another number.
+    pub(super) fn restore_state(&mut self, cp: &Checkpoint, (start, c): (u64, u64), written_by: usize) -> Result<()> {
         let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
         for b in start..=c {
             for (f, shown, data) in cp.read_state(b)? {
@@ -100,14 +105,35 @@ impl Engine {
             }
         }
         let plan = self.plan.clone();
-        for (p, part) in self.parts.iter_mut().enumerate() {
-            for share in part.iter_mut().flatten() {
-                for (k, m) in share.members().to_vec().into_iter().enumerate() {
-                    if let Some(map) = maps.remove(&(plan.nodes[m].name.clone(), p)) {
-                        share.restore(k, map.into_iter().collect(), None)?;
+        let n = self.partitions;
+        for i in 0..plan.nodes.len() {
+            let Some(members) = self.parts.first().and_then(|part| part[i].as_ref()).map(|s| s.members().to_vec())
+            else {
+                continue;
+            };
+            for (k, &m) in members.iter().enumerate() {
+                let name = &plan.nodes[m].name;
+                let mut old: Vec<Entries> = (0..written_by)
+                    .map(|p| maps.remove(&(name.clone(), p)).map(|map| map.into_iter().collect()).unwrap_or_default())
+                    .collect();
+                if written_by != n {
+                    old = match self.parts[0][i].as_ref() {
+                        Some(share) => share.rescale(k, old, n)?,
+                        None => old,
+                    };
+                }
+                for (p, entries) in old.into_iter().enumerate() {
+                    if let Some(share) = self.parts.get_mut(p).and_then(|part| part[i].as_mut()) {
+                        share.restore(k, entries, None)?;
                     }
                 }
             }
+        }
+        if let Some(((name, p), _)) = maps.into_iter().next() {
+            return Err(Error::Checkpoint {
+                path: cp.name(),
+                message: format!("state of partition {p} of step {name}, which this pipeline's plan does not have"),
+            });
         }
         self.state_loaded_from_files = true;
         Ok(())
