@@ -3,9 +3,10 @@
 //! again, then resumed at 1 and run to the end, writes exactly the output of an uninterrupted
 //! run. Keyed state moves key group by key group; sources resume split as they were.
 
-use std::collections::BTreeMap;
+mod common;
+use common::{nexmark, results, text};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn args(q: &str, results: &Path, parallelism: usize, extra: &[&str]) -> Vec<String> {
@@ -20,35 +21,9 @@ fn args(q: &str, results: &Path, parallelism: usize, extra: &[&str]) -> Vec<Stri
     a
 }
 
-fn nexmark(args: &[String]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nexmark"));
-    c.args(args).env_remove("RUST_LOG").env_remove("WEIR_CRASH_AT");
-    c
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
-}
-
-/// Every result line with how often it appears, across the query's files.
-fn results(dir: &Path) -> BTreeMap<String, usize> {
-    let mut lines = BTreeMap::new();
-    let Ok(queries) = std::fs::read_dir(dir) else { return lines };
-    for q in queries.flatten() {
-        for e in std::fs::read_dir(q.path()).unwrap().flatten() {
-            if e.file_name().to_string_lossy().ends_with(".jsonl") {
-                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
-                    *lines.entry(l.to_string()).or_insert(0) += 1;
-                }
-            }
-        }
-    }
-    lines
-}
-
 /// Runs `args` and SIGKILLs it after `after`; whether the kill landed before it finished.
 fn run_and_kill(args: &[String], after: Duration) -> bool {
-    let mut child = nexmark(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = nexmark(args, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let start = Instant::now();
     while start.elapsed() < after {
         if let Some(status) = child.try_wait().unwrap() {
@@ -66,7 +41,7 @@ fn run_and_kill(args: &[String], after: Duration) -> bool {
 fn resumes_at_other_parallelisms(q: &str) {
     let dir = tempfile::tempdir().unwrap();
     let reference = dir.path().join("reference");
-    let o = nexmark(&args(q, &reference, 2, &[])).output().unwrap();
+    let o = nexmark(&args(q, &reference, 2, &[]), &[]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let expected = results(&reference);
     assert!(expected.len() > 10, "too small a reference: {} lines", expected.len());
@@ -79,7 +54,7 @@ fn resumes_at_other_parallelisms(q: &str) {
             continue;
         }
         let killed_at_four = run_and_kill(&args(q, &out, 4, &flags), Duration::from_millis(after_ms));
-        let o = nexmark(&args(q, &out, 1, &flags)).output().unwrap();
+        let o = nexmark(&args(q, &out, 1, &flags), &[]).output().unwrap();
         assert!(o.status.success(), "{}", text(&o));
         assert_eq!(results(&out), expected, "resumed at 4 then 1 partitions (killed at 4: {killed_at_four})");
         if killed_at_four {

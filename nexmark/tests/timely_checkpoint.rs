@@ -5,6 +5,8 @@
 //! checkpoints are refused with the file named. The micro-batch runner keeps its checkpoint in S3
 //! through the same protocol, and is tested here on the same server.
 
+mod common;
+use common::{nexmark, results, text};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -39,35 +41,6 @@ fn query_args(q: &str, results: &Path, extra: &[&str]) -> Vec<String> {
     a.push(results.display().to_string());
     a.extend(extra.iter().map(|s| s.to_string()));
     a
-}
-
-fn nexmark(args: &[String], env: &[(&str, String)]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nexmark"));
-    c.args(args).env_remove("RUST_LOG").env_remove("WEIR_CRASH_AT");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c
-}
-
-fn text(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
-}
-
-/// Every result line with how often it appears, across the query's files.
-fn results(dir: &Path) -> BTreeMap<String, usize> {
-    let mut lines = BTreeMap::new();
-    let Ok(queries) = std::fs::read_dir(dir) else { return lines };
-    for q in queries.flatten() {
-        for e in std::fs::read_dir(q.path()).unwrap().flatten() {
-            if e.file_name().to_string_lossy().ends_with(".jsonl") {
-                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
-                    *lines.entry(l.to_string()).or_insert(0) += 1;
-                }
-            }
-        }
-    }
-    lines
 }
 
 /// The children of process `pid` (the launcher's second process).

@@ -144,7 +144,16 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         commit_news: (me == 0 && process.finalizes && process.peers > process.workers).then_some(committed),
         told: process.start_epoch(),
     };
-    let result = run_resumed(worker, &process, me, &mut inputs, &probe, &mut reporter, &mut ledger);
+    let mut epochs = Epochs {
+        worker,
+        process: &process,
+        me,
+        inputs: &mut inputs,
+        probe: &probe,
+        reporter: &mut reporter,
+        ledger: &mut ledger,
+    };
+    let result = run_resumed(&mut epochs);
     if result.is_err() {
         tell_failure(worker, &process, me, &mut failures);
         // Abandon the dataflow: the other workers are stopping too.
@@ -156,31 +165,36 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     result
 }
 
+/// What a worker's epochs run with: the worker, its process and index, its sources' input
+/// handles, the probe on the dataflow's leaves, the metrics reporter, and its ledger.
+struct Epochs<'a> {
+    worker: &'a mut Worker,
+    process: &'a Arc<Process>,
+    me: usize,
+    inputs: &'a mut Vec<(usize, InputHandle<u64, Builder>)>,
+    probe: &'a ProbeHandle<u64>,
+    reporter: &'a mut Option<InputHandle<u64, MetricsBuilder>>,
+    ledger: &'a mut Ledger,
+}
+
 /// Restores the worker's nodes from the checkpoint, if there is one, and drives its epochs; an
 /// error is the process's failure, and `Err(Cancelled)` is returned.
-fn run_resumed(
-    worker: &mut Worker,
-    process: &Arc<Process>,
-    me: usize,
-    inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
-    probe: &ProbeHandle<u64>,
-    reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
-    ledger: &mut Ledger,
-) -> Result<()> {
-    let nodes = ledger.nodes.clone();
+fn run_resumed(e: &mut Epochs<'_>) -> Result<()> {
+    let nodes = e.ledger.nodes.clone();
+    let process = e.process.clone();
     let resumed = match process.checkpoint.as_ref() {
         None => Ok(WorkerResume::default()),
-        Some(log) => log.resume(me).and_then(|mut r| {
+        Some(log) => log.resume(e.me).and_then(|mut r| {
             for node in &nodes {
                 node.borrow_mut().restore(&mut r.members)?;
             }
             Ok(r)
         }),
     };
-    match resumed.and_then(|r| drive(worker, process, me, inputs, probe, reporter, ledger, r)) {
+    match resumed.and_then(|r| drive(e, r)) {
         Err(Error::Cancelled) => Err(Error::Cancelled),
-        Err(e) => {
-            process.fail(e);
+        Err(err) => {
+            process.fail(err);
             Err(Error::Cancelled)
         }
         Ok(()) => Ok(()),
@@ -272,17 +286,9 @@ fn node_operator<'s>(
 }
 
 /// The worker's epochs: sources read, the epoch closed, the cluster waited for, sinks committed.
-#[allow(clippy::too_many_arguments)]
-fn drive(
-    worker: &mut Worker,
-    process: &Arc<Process>,
-    me: usize,
-    inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
-    probe: &ProbeHandle<u64>,
-    reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
-    ledger: &mut Ledger,
-    resume: WorkerResume,
-) -> Result<()> {
+fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
+    let Epochs { worker, process, me, inputs, probe, reporter, ledger } = e;
+    let (process, me): (&Arc<Process>, usize) = (process, *me);
     let mut clock = Clock::for_plan(&process.plan);
     let mut sources = open_sources(process, me, inputs, &resume)?;
     if let Some(c) = resume.replays.first().map_or(resume.clock, |r| r.start_clock) {
@@ -363,7 +369,7 @@ fn drive(
             process.job.sleep_unless_stopped(wait);
         }
     }
-    finish_epochs(worker, process, me, inputs, probe, reporter, ledger)
+    finish_epochs(e)
 }
 
 /// Sends the process's metrics to worker 0, from the process's first worker.
@@ -545,15 +551,9 @@ fn next_epoch(
 /// This worker's sources are done: its inputs close, and it runs what the others still send
 /// until the dataflow is complete, committing the epochs as they finish, then the work that
 /// waited for the last commits.
-fn finish_epochs(
-    worker: &mut Worker,
-    process: &Arc<Process>,
-    me: usize,
-    inputs: &mut Vec<(usize, InputHandle<u64, Builder>)>,
-    probe: &ProbeHandle<u64>,
-    reporter: &mut Option<InputHandle<u64, MetricsBuilder>>,
-    ledger: &mut Ledger,
-) -> Result<()> {
+fn finish_epochs(e: &mut Epochs<'_>) -> Result<()> {
+    let Epochs { worker, process, me, inputs, probe, reporter, ledger } = e;
+    let (process, me): (&Arc<Process>, usize) = (process, *me);
     let leader = me == process.first;
     inputs.clear();
     step_until(worker, process, || {

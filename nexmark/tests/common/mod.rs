@@ -1,0 +1,38 @@
+//! What the checkpoint tests share: the launcher as a command, its output as text, and a
+//! results directory as a multiset of lines.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The launcher with `args` and `env`, without the crash and log settings of the test's own
+/// environment.
+pub fn nexmark(args: &[String], env: &[(&str, String)]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nexmark"));
+    c.args(args).env_remove("RUST_LOG").env_remove("WEIR_CRASH_AT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+/// What a run printed, standard output then standard error.
+pub fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+}
+
+/// Every result line with how often it appears, across the query's files.
+pub fn results(dir: &Path) -> BTreeMap<String, usize> {
+    let mut lines = BTreeMap::new();
+    let Ok(queries) = std::fs::read_dir(dir) else { return lines };
+    for q in queries.flatten() {
+        for e in std::fs::read_dir(q.path()).unwrap().flatten() {
+            if e.file_name().to_string_lossy().ends_with(".jsonl") {
+                for l in std::fs::read_to_string(e.path()).unwrap().lines() {
+                    *lines.entry(l.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    lines
+}
