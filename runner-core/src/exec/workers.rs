@@ -49,6 +49,11 @@ impl Workers {
         Ok(Workers { queues, threads })
     }
 
+    /// How many tasks run at once: the caller and the pool's threads.
+    pub fn threads(&self) -> usize {
+        self.queues.len() + 1
+    }
+
     /// Runs `f` on every task, in parallel when there are several, and returns the results in
     /// the tasks' order. A panic in `f` is resumed on the caller once every task has finished.
     pub fn run<T, R, F>(&self, tasks: Vec<T>, f: F) -> Vec<R>

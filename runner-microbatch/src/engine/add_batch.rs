@@ -3,7 +3,7 @@
 //! node's output on to its consumers' partitions. The engine thread waits for the partitions,
 //! then commits.
 
-use super::dataflow::{run_partition, BatchFlow, Partition, PartitionOutcome};
+use super::dataflow::{run_partitions, BatchFlow, Partition, PartitionOutcome};
 use super::{Engine, NodeStats};
 use std::sync::Arc;
 use std::time::Instant;
@@ -101,17 +101,26 @@ impl Engine {
             }
         }
         let flow = Arc::new(flow);
-        let tasks: Vec<(usize, Partition)> = std::mem::take(&mut self.parts).into_iter().enumerate().collect();
+        // One task per worker thread, each with its share of the partitions (partition `p` on
+        // thread `p % threads`).
+        let threads = self.workers.threads().min(self.partitions).max(1);
+        let mut tasks: Vec<Vec<(usize, Partition)>> = (0..threads).map(|_| Vec::new()).collect();
+        for (p, part) in std::mem::take(&mut self.parts).into_iter().enumerate() {
+            tasks[p % threads].push((p, part));
+        }
         let f = flow.clone();
-        let results = self.workers.run(tasks, move |(p, part)| run_partition(&f, p, part));
+        let results = self.workers.run(tasks, move |group| run_partitions(&f, group));
+        let mut parts: Vec<Option<Partition>> = (0..self.partitions).map(|_| None).collect();
         let mut ran = Ran {
             stats: (0..self.nodes.len()).map(|_| NodeStats::default()).collect(),
             sink_rows: 0,
             metrics: UnitMetrics::default(),
             error: None,
         };
-        for (part, outcome) in results {
-            self.parts.push(part);
+        for (group, outcome) in results {
+            for (p, part) in group {
+                parts[p] = Some(part);
+            }
             let PartitionOutcome { metrics, stats, read_stats, sink_rows, error } = outcome;
             ran.metrics.append(metrics);
             ran.sink_rows += sink_rows;
@@ -129,6 +138,7 @@ impl Engine {
                 ran.error = error;
             }
         }
+        self.parts = parts.into_iter().flatten().collect();
         if ran.error.is_none() {
             // Every partition ran, or one stopped for another's failure without saying why.
             self.gather_watermarks(now, &mut ran.metrics);

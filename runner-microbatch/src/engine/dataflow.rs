@@ -216,9 +216,15 @@ impl Drop for FailOnPanic<'_> {
     }
 }
 
-/// Takes partition `p` through every node of the batch; gives the partition back with what it
-/// did.
-pub(super) fn run_partition(flow: &BatchFlow, p: usize, mut part: Partition) -> (Partition, PartitionOutcome) {
+/// Takes a group of partitions (`(index, partition)`, on one thread) through every node of the
+/// batch, each node for every partition of the group before the next node; gives the
+/// partitions back with what they did. A thread runs several partitions when there are more
+/// partitions than cores: they then take turns on it node by node rather than threads take
+/// turns on a core.
+pub(super) fn run_partitions(
+    flow: &BatchFlow,
+    mut group: Vec<(usize, Partition)>,
+) -> (Vec<(usize, Partition)>, PartitionOutcome) {
     let _guard = FailOnPanic(flow);
     let mut out = PartitionOutcome {
         metrics: UnitMetrics::default(),
@@ -227,17 +233,20 @@ pub(super) fn run_partition(flow: &BatchFlow, p: usize, mut part: Partition) -> 
         sink_rows: 0,
         error: None,
     };
-    for (i, share) in part.iter_mut().enumerate() {
-        let Some(share) = share.as_mut() else { continue };
-        if let Err(e) = run_node(flow, p, i, share, &mut out) {
-            if !matches!(e, Error::Cancelled) || !flow.failed.load(Ordering::SeqCst) {
-                out.error = Some(e);
+    let nodes = group.first().map_or(0, |(_, part)| part.len());
+    'nodes: for i in 0..nodes {
+        for (p, part) in group.iter_mut() {
+            let Some(share) = part[i].as_mut() else { continue };
+            if let Err(e) = run_node(flow, *p, i, share, &mut out) {
+                if !matches!(e, Error::Cancelled) || !flow.failed.load(Ordering::SeqCst) {
+                    out.error = Some(e);
+                }
+                flow.fail();
+                break 'nodes;
             }
-            flow.fail();
-            break;
         }
     }
-    (part, out)
+    (group, out)
 }
 
 /// Runs node `i`'s share on partition `p` once its input is complete, and delivers its output.

@@ -184,7 +184,9 @@ impl Engine {
             parts,
             sinks: Arc::new(Vec::new()),
             topology,
-            workers: Workers::new("weir-microbatch-worker", partitions)?,
+            // More threads than cores only take turns on them: the partitions share the
+            // threads instead.
+            workers: Workers::new("weir-microbatch-worker", partitions.min(cores()))?,
             clock,
             batch_id: 0,
             metrics,
@@ -267,6 +269,11 @@ impl Engine {
     pub(crate) fn processing_timer_due(&self) -> bool {
         self.next_processing_timer().is_some_and(|t| t < self.clock.now())
     }
+}
+
+/// The cores this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// Partition `p`'s shares: one per node that is not a source and not a fused chain's follower
