@@ -546,17 +546,12 @@ impl NodeShare {
         self.wms[k] = wm;
     }
 
+    /// Member `k`'s operator (a sink has none).
     fn op_of(&self, k: usize) -> Option<&dyn Operator> {
-        match self.body {
-            Body::Sink => None,
-            _ => self.ops.get(k).map(|o| &**o),
-        }
+        self.ops.get(k).map(|o| &**o)
     }
 
     fn op_of_mut(&mut self, k: usize) -> Option<&mut Box<dyn Operator>> {
-        match self.body {
-            Body::Sink => None,
-            _ => self.ops.get_mut(k),
-        }
+        self.ops.get_mut(k)
     }
 }

@@ -84,6 +84,7 @@ impl Engine {
             self.plan.clone(),
             self.topology.clone(),
             self.partitions,
+            &self.deliveries,
             &wms,
             self.sinks.clone(),
             now,
@@ -139,11 +140,11 @@ impl Engine {
             }
         }
         self.parts = parts.into_iter().flatten().collect();
+        // A failed batch's gauges are not reported (it is rolled back or fails the query).
+        let mut gauges = UnitMetrics::default();
+        self.gather_watermarks(now, &mut gauges);
         if ran.error.is_none() {
-            // Every partition ran, or one stopped for another's failure without saying why.
-            self.gather_watermarks(now, &mut ran.metrics);
-        } else {
-            self.gather_watermarks(now, &mut UnitMetrics::default());
+            ran.metrics.append(gauges);
         }
         ran
     }

@@ -79,28 +79,30 @@ pub(super) struct PartitionOutcome {
 
 impl BatchFlow {
     /// A batch over `partitions` partitions, with every node's output watermark as it stands
-    /// (`wms`: what the sources read; the others' before the batch).
+    /// (`wms`: what the sources read; the others' before the batch), each node's partitions
+    /// waiting for `deliveries` (see [`deliveries`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         plan: Arc<PhysicalPlan>,
         topology: Arc<Topology>,
         partitions: usize,
+        deliveries: &[usize],
         wms: &[Timestamp],
         sinks: Sinks,
         now: Timestamp,
         draining: bool,
     ) -> Self {
-        let n = plan.nodes.len();
-        let mut mail: Vec<Vec<Mailbox>> =
-            (0..n).map(|_| (0..partitions).map(|_| Mailbox::default()).collect()).collect();
-        // Each partition of each producer of a node's inputs that runs in the batch (every
-        // producer but a source, whose data the engine delivers first) says when it delivered.
-        for (c, node) in plan.nodes.iter().enumerate() {
-            let producers = node.inputs.iter().chain(&node.side_inputs).map(|&pc| topology.producer(pc));
-            let expected = producers.filter(|&p| !plan.nodes[p].is_source()).count() * partitions;
-            for m in &mut mail[c] {
-                m.inbox.get_mut().unwrap_or_else(|e| e.into_inner()).remaining = expected;
-            }
-        }
+        let mail = deliveries
+            .iter()
+            .map(|&expected| {
+                (0..partitions)
+                    .map(|_| Mailbox {
+                        inbox: Mutex::new(Inbox { remaining: expected, ..Default::default() }),
+                        complete: Condvar::new(),
+                    })
+                    .collect()
+            })
+            .collect();
         let out_wms = wms.iter().map(|&w| (0..partitions).map(|_| AtomicI64::new(w)).collect()).collect();
         BatchFlow { plan, topology, partitions, mail, out_wms, sinks, now, draining, failed: AtomicBool::new(false) }
     }
@@ -203,6 +205,19 @@ impl BatchFlow {
             }
         }
     }
+}
+
+/// Per node, how many deliveries a partition of it waits for in a batch: one from each
+/// partition of each producer of its inputs that runs in the batch (every producer but a
+/// source, whose data the engine delivers first). The plan's, so computed once.
+pub(super) fn deliveries(plan: &PhysicalPlan, topology: &Topology, partitions: usize) -> Vec<usize> {
+    plan.nodes
+        .iter()
+        .map(|node| {
+            let producers = node.inputs.iter().chain(&node.side_inputs).map(|&pc| topology.producer(pc));
+            producers.filter(|&p| !plan.nodes[p].is_source()).count() * partitions
+        })
+        .collect()
 }
 
 /// Marks the batch failed if the partition's thread unwinds, so that no other waits for it.

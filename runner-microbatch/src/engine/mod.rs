@@ -119,6 +119,9 @@ pub(crate) struct Engine {
     /// With batch retries: the last committed state of every share and every node's
     /// watermarks.
     retry_base: Option<RetryBase>,
+    /// Per node, the deliveries a partition of it waits for in a batch
+    /// ([`dataflow::deliveries`]).
+    deliveries: Vec<usize>,
     /// Fused chains of element-wise nodes ([`PhysicalPlan::fused_chains`]).
     chains: Vec<Vec<usize>>,
     /// Event-time stats of the elements planned reads delivered in this batch.
@@ -173,6 +176,7 @@ impl Engine {
         let claims = mb.claims_per_call(&streaming);
         let parts = (0..partitions).map(|p| new_partition(&graph, &plan, &chains, p, claims)).collect();
         let clock = Clock::for_plan(&plan);
+        let deliveries = dataflow::deliveries(&plan, &topology, partitions);
         let mut engine = Engine {
             graph,
             plan,
@@ -200,6 +204,7 @@ impl Engine {
             state_bytes: HashMap::new(),
             state_loaded_from_files: false,
             retry_base: None,
+            deliveries,
             chains,
             deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
             defer_reads: Vec::new(),
