@@ -270,7 +270,15 @@ impl<T: Element> crate::DoFn for WriteBundleFn<T> {
             return Ok(());
         }
         let batch = Batch::new(std::mem::take(&mut self.buffer));
-        let bundle = rand::random::<u32>() as u64;
+        // A bundle id no other bundle of the directory has: 64 random bits make a clash
+        // vanishingly rare, and a name already logged is never reused, so no bundle's files
+        // replace another's.
+        let bundle = loop {
+            let id = rand::random::<u64>();
+            if !self.payload.entry("bundle", id, 0).exists() {
+                break id;
+            }
+        };
         let dir = std::path::Path::new(&self.payload.dir);
         let mut names = Vec::new();
         for (window, bytes) in self.payload.format.render(vec![batch], self.payload.windowed)? {
