@@ -1,11 +1,15 @@
 //! Beam's Nexmark queries as composite transforms over the SDK, with Beam's monitoring wrapper
 //! and results in Beam's JSON form.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use weir_sdk::coders::{Coder, ElementCoder};
 use weir_sdk::metrics::DistributionResult;
 use weir_sdk::{
-    Counter, Distribution, DoFn, Element, FinishBundleContext, Metrics, PCollection, ParDo, ProcessContext, UserResult,
+    Counter, Distribution, DoFn, Element, FinishBundleContext, FlatMap, Metrics, PCollection, ParDo, ProcessContext,
+    UserResult,
 };
 
 use crate::model::{Bid, Event};
@@ -58,11 +62,26 @@ pub(crate) fn split_events<A: Element, B: Element>(
     (split.get(&first).expect("declared output"), split.get(&second).expect("declared output"))
 }
 
-pub mod beyond_stateless;
-pub mod log_to_files;
+pub mod q0;
+pub mod q1;
+pub mod q10;
+pub mod q11;
+pub mod q12;
+pub mod q13;
+pub mod q14;
+pub mod q15;
+pub mod q16;
+pub mod q2;
+pub mod q3;
+pub mod q4;
+pub mod q5;
+pub mod q6;
+pub mod q7;
+pub mod q8;
+pub mod q9;
 pub mod winning_bids;
 use crate::{NexmarkConfig, QueryName};
-pub use log_to_files::QueryOptions;
+pub use q10::QueryOptions;
 
 /// One query result: the element's timestamp and its value in Beam's JSON form.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -74,15 +93,6 @@ pub struct ResultRecord {
     /// The index of the pane the result was fired in (0 for models): orders the results of one
     /// window, so that "the last reported value" is well defined (Q6's accumulating panes).
     pub pane: i64,
-}
-
-/// Q2's result (Beam's `AuctionPrice`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct AuctionPrice {
-    /// Auction id.
-    pub auction: i64,
-    /// Price in cents.
-    pub price: i64,
 }
 
 /// A result's value in Beam's JSON form (its `toString()`).
@@ -103,7 +113,7 @@ macro_rules! serde_beam_json {
 
 pub(crate) use serde_beam_json;
 
-serde_beam_json!(Bid, AuctionPrice, crate::model::Person, crate::model::Auction);
+serde_beam_json!(Bid, crate::model::Person, crate::model::Auction);
 
 impl BeamJson for Event {
     fn to_beam_json(&self) -> String {
@@ -235,12 +245,6 @@ impl KnownSize for Bid {
     }
 }
 
-impl KnownSize for AuctionPrice {
-    fn size_in_bytes(&self) -> i64 {
-        8 + 8
-    }
-}
-
 /// Counts typed results like Beam's result monitor and, when rendering, turns them into
 /// [`ResultRecord`]s (Beam's JSON); otherwise drops them (Beam's DEVNULL sink).
 #[derive(Clone)]
@@ -358,35 +362,23 @@ pub fn apply_with(
     let namespace = query.name().to_string();
     let monitored = monitor_events(&namespace, events);
     match query {
-        QueryName::Passthrough => records(
-            query,
-            &monitored.apply(
-                "Passthrough",
-                ParDo::of(Passthrough {
-                    bytes: Metrics::counter(&namespace, "bytes").expect("non-empty names"),
-                    pending_bytes: 0,
-                    coder: EventRoundTrip::default(),
-                }),
-            ),
-        ),
-        QueryName::CurrencyConversion => records(query, &monitored.apply("CurrencyConversion", ParDo::of(Q1))),
-        QueryName::Selection => {
-            records(query, &monitored.apply("Selection", ParDo::of(Q2 { skip: i64::from(config.auction_skip) })))
-        }
-        QueryName::LocalItemSuggestion => records(query, &beyond_stateless::q3(config, &monitored)),
-        QueryName::AveragePriceForCategory => records(query, &winning_bids::q4(config, &monitored)),
-        QueryName::AverageSellingPriceBySeller => records(query, &winning_bids::q6(config, &monitored)),
-        QueryName::WinningBids => records(query, &winning_bids::q9(config, &monitored)),
-        QueryName::HotItems => records(query, &beyond_stateless::q5(config, &monitored)),
-        QueryName::HighestBid => records(query, &beyond_stateless::q7(config, &monitored)),
-        QueryName::MonitorNewUsers => records(query, &beyond_stateless::q8(config, &monitored)),
-        QueryName::LogToShardedFiles => records(query, &log_to_files::q10(config, options, &monitored)),
-        QueryName::UserSessions => records(query, &beyond_stateless::q11(config, &monitored)),
-        QueryName::ProcessingTimeWindows => records(query, &beyond_stateless::q12(config, &monitored)),
-        QueryName::BoundedSideInputJoin => records(query, &beyond_stateless::q13(config, &monitored)),
-        QueryName::SessionSideInputJoin => records(query, &beyond_stateless::q14(config, &monitored)),
-        QueryName::PortabilityBatch => records(query, &beyond_stateless::q15(config, &monitored)),
-        QueryName::Reshuffle => records(query, &beyond_stateless::q16(config, &monitored)),
+        QueryName::Passthrough => records(query, &q0::query(&namespace, &monitored)),
+        QueryName::CurrencyConversion => records(query, &q1::query(&monitored)),
+        QueryName::Selection => records(query, &q2::query(config, &monitored)),
+        QueryName::LocalItemSuggestion => records(query, &q3::query(config, &monitored)),
+        QueryName::AveragePriceForCategory => records(query, &q4::query(config, &monitored)),
+        QueryName::HotItems => records(query, &q5::query(config, &monitored)),
+        QueryName::AverageSellingPriceBySeller => records(query, &q6::query(config, &monitored)),
+        QueryName::HighestBid => records(query, &q7::query(config, &monitored)),
+        QueryName::MonitorNewUsers => records(query, &q8::query(config, &monitored)),
+        QueryName::WinningBids => records(query, &q9::query(config, &monitored)),
+        QueryName::LogToShardedFiles => records(query, &q10::query(config, options, &monitored)),
+        QueryName::UserSessions => records(query, &q11::query(config, &monitored)),
+        QueryName::ProcessingTimeWindows => records(query, &q12::query(config, &monitored)),
+        QueryName::BoundedSideInputJoin => records(query, &q13::query(config, &monitored)),
+        QueryName::SessionSideInputJoin => records(query, &q14::query(config, &monitored)),
+        QueryName::PortabilityBatch => records(query, &q15::query(config, &monitored)),
+        QueryName::Reshuffle => records(query, &q16::query(config, &monitored)),
     }
 }
 
@@ -407,64 +399,73 @@ impl EventRoundTrip {
     }
 }
 
-/// Q0: encodes and decodes every event with the pipeline's event coder, counting the encoded
-/// bytes (reported once per bundle).
-#[derive(Clone)]
-struct Passthrough {
-    bytes: Counter,
-    pending_bytes: i64,
-    coder: EventRoundTrip,
+/// Beam's `fanout` setting for the combines that use it (Q4, Q5, Q7).
+pub(crate) fn fanout(config: &NexmarkConfig) -> u32 {
+    config.fanout.max(1) as u32
 }
 
-impl DoFn for Passthrough {
-    type In = Event;
-    type Out = Event;
+/// A configuration's seconds as a duration (negative: zero).
+pub(crate) fn secs(s: i64) -> Duration {
+    Duration::from_secs(s.max(0) as u64)
+}
 
-    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Event>) -> UserResult {
-        let (copy, size) = self.coder.round_trip(&e)?;
-        self.pending_bytes += size as i64;
-        ctx.output(copy);
-        Ok(())
+/// Bids only.
+pub(crate) fn bids(events: &PCollection<Event>) -> PCollection<Bid> {
+    events.apply(
+        "Bids",
+        FlatMap::new(|e: Event| match e {
+            Event::Bid(b) => vec![b],
+            _ => vec![],
+        }),
+    )
+}
+
+/// A model's result: `value` in Beam's JSON form at `timestamp`.
+pub(crate) fn record<T: serde::Serialize>(timestamp: i64, value: &T) -> ResultRecord {
+    ResultRecord { timestamp, value: serde_json::to_string(value).expect("results are plain data"), pane: 0 }
+}
+
+/// The bids among `events`, for the models.
+pub(crate) fn bids_of(events: &[Event]) -> impl Iterator<Item = Bid> + '_ {
+    events.iter().filter_map(|e| match e {
+        Event::Bid(b) => Some(b.clone()),
+        _ => None,
+    })
+}
+
+/// Start of the sliding windows containing `ts` (size and period in ms, offset 0).
+pub(crate) fn sliding_starts(ts: i64, size: i64, period: i64) -> impl Iterator<Item = i64> {
+    let last = ts - ts.rem_euclid(period);
+    (0..).map(move |i| last - i * period).take_while(move |s| *s > ts - size)
+}
+
+/// Session windows of `gap` ms per bidder: (bidder, start, end, bids in time order).
+pub(crate) fn sessions(events: &[Event], gap: i64) -> Vec<(i64, i64, i64, Vec<Bid>)> {
+    let mut per_bidder: BTreeMap<i64, Vec<Bid>> = BTreeMap::new();
+    for b in bids_of(events) {
+        per_bidder.entry(b.bidder).or_default().push(b);
     }
-
-    fn finish_bundle(&mut self, _: &mut FinishBundleContext<'_, Event>) -> UserResult {
-        self.bytes.inc_by(std::mem::take(&mut self.pending_bytes));
-        Ok(())
-    }
-}
-
-/// Q1: bids with the price converted from dollars to euros (`price * 89 / 100`).
-#[derive(Clone)]
-struct Q1;
-
-impl DoFn for Q1 {
-    type In = Event;
-    type Out = Bid;
-
-    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, Bid>) -> UserResult {
-        if let Event::Bid(bid) = e {
-            ctx.output(Bid { price: bid.price * 89 / 100, ..bid });
-        }
-        Ok(())
-    }
-}
-
-/// Q2: the auction and price of bids on every `auctionSkip`-th auction.
-#[derive(Clone)]
-struct Q2 {
-    skip: i64,
-}
-
-impl DoFn for Q2 {
-    type In = Event;
-    type Out = AuctionPrice;
-
-    fn process(&mut self, e: Event, ctx: &mut ProcessContext<'_, AuctionPrice>) -> UserResult {
-        if let Event::Bid(bid) = e {
-            if bid.auction % self.skip == 0 {
-                ctx.output(AuctionPrice { auction: bid.auction, price: bid.price });
+    let mut out = Vec::new();
+    for (bidder, mut bids) in per_bidder {
+        bids.sort_by_key(|b| b.date_time);
+        let mut current: Option<(i64, i64, Vec<Bid>)> = None;
+        for b in bids {
+            match &mut current {
+                Some((_, end, members)) if b.date_time < *end => {
+                    *end = (*end).max(b.date_time + gap);
+                    members.push(b);
+                }
+                _ => {
+                    if let Some((s, e, m)) = current.take() {
+                        out.push((bidder, s, e, m));
+                    }
+                    current = Some((b.date_time, b.date_time + gap, vec![b]));
+                }
             }
         }
-        Ok(())
+        if let Some((s, e, m)) = current {
+            out.push((bidder, s, e, m));
+        }
     }
+    out
 }

@@ -9,15 +9,14 @@
 
 use std::any::Any;
 use std::cmp::Ordering;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use weir_sdk::prelude::*;
 
-use crate::generator::{java_round, GeneratorConfig};
+use crate::generator::GeneratorConfig;
 use crate::model::{Auction, Bid, Event};
-use crate::queries::beyond_stateless::{fanout, secs};
-use crate::{NexmarkConfig, QueryName};
+use crate::NexmarkConfig;
 
 /// Kind of a window holding an auction.
 const AUCTION_WINDOW: u8 = 1;
@@ -136,44 +135,11 @@ pub struct AuctionBid {
     pub bid: Bid,
 }
 
-/// Q4's result (Beam's `CategoryPrice`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CategoryPrice {
-    /// Auction category.
-    pub category: i64,
-    /// Average winning price in the window (rounded as Java's `Math.round`).
-    pub price: i64,
-    /// Whether this is the last pane of its window.
-    pub is_last: bool,
-}
-
-/// Q6's result (Beam's `SellerPrice`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct SellerPrice {
-    /// Seller id.
-    pub seller: i64,
-    /// Average price of the seller's latest winning bids.
-    pub price: i64,
-}
-
-crate::queries::serde_beam_json!(AuctionBid, CategoryPrice, SellerPrice);
+crate::queries::serde_beam_json!(AuctionBid);
 
 impl crate::queries::KnownSize for AuctionBid {
     fn size_in_bytes(&self) -> i64 {
         self.auction.size_in_bytes() + self.bid.size_in_bytes()
-    }
-}
-
-impl crate::queries::KnownSize for CategoryPrice {
-    fn size_in_bytes(&self) -> i64 {
-        8 + 8 + 1
-    }
-}
-
-impl crate::queries::KnownSize for SellerPrice {
-    fn size_in_bytes(&self) -> i64 {
-        8 + 8
     }
 }
 
@@ -330,109 +296,27 @@ impl PTransform<PCollection<Event>> for WinningBids {
     }
 }
 
-/// Q9 WINNING_BIDS.
-pub(crate) fn q9(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<AuctionBid> {
-    events.apply("WinningBids", WinningBids::new(QueryName::WinningBids.name(), config))
-}
-
-/// Q4 AVERAGE_PRICE_FOR_CATEGORY: the mean winning price per category in sliding windows.
-pub(crate) fn q4(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<CategoryPrice> {
-    events
-        .apply("WinningBids", WinningBids::new(QueryName::AveragePriceForCategory.name(), config))
-        .apply("Rekey", Map::new(|ab: AuctionBid| KV::new(ab.auction.category, ab.bid.price)))
-        .apply(
-            "Window",
-            Window::into(SlidingWindows::of(secs(config.window_size_sec)).every(secs(config.window_period_sec))),
-        )
-        .apply("Average", Mean::per_key::<i64, i64>().with_hot_key_fanout(fanout(config)))
-        .apply("Project", ParDo::of(ProjectCategoryPrice))
-}
-
-#[derive(Clone)]
-struct ProjectCategoryPrice;
-
-impl DoFn for ProjectCategoryPrice {
-    type In = KV<i64, f64>;
-    type Out = CategoryPrice;
-
-    fn process(&mut self, kv: KV<i64, f64>, ctx: &mut ProcessContext<'_, CategoryPrice>) -> UserResult {
-        let is_last = ctx.pane().is_last;
-        ctx.output(CategoryPrice { category: kv.key, price: java_round(kv.value), is_last });
-        Ok(())
-    }
-}
-
-/// Beam's `MovingMeanSellingPrice`: the average price of the latest `max` winning bids, ordered
-/// by Beam's `ASCENDING_TIME_THEN_PRICE`.
-#[derive(Clone)]
-pub struct MovingMeanSellingPrice {
-    max: usize,
-}
-
-/// Beam's `Bid.ASCENDING_TIME_THEN_PRICE`.
-pub fn ascending_time_then_price(a: &Bid, b: &Bid) -> Ordering {
-    a.date_time.cmp(&b.date_time).then(a.price.cmp(&b.price))
-}
-
-impl MovingMeanSellingPrice {
-    fn keep_latest(&self, acc: &mut Vec<Bid>) {
-        acc.sort_by(ascending_time_then_price);
-        if acc.len() > self.max {
-            acc.drain(..acc.len() - self.max);
+/// Beam's `WinningBids` over a whole run: per auction, the best bid at or above the reserve
+/// among the bids placed before it expired (also before the auction itself appeared), stamped
+/// `expires - 1`; in auction-id order.
+pub(crate) fn model(events: &[Event]) -> Vec<(i64, AuctionBid)> {
+    let mut auctions: BTreeMap<i64, Auction> = BTreeMap::new();
+    let mut bids: HashMap<i64, Vec<Bid>> = HashMap::new();
+    for e in events {
+        match e {
+            Event::Auction(a) => {
+                auctions.insert(a.id, (**a).clone());
+            }
+            Event::Bid(b) => bids.entry(b.auction).or_default().push(b.clone()),
+            Event::Person(_) => {}
         }
     }
-}
-
-impl CombineFn for MovingMeanSellingPrice {
-    type In = Bid;
-    type Accum = Vec<Bid>;
-    type Out = i64;
-
-    fn create_accumulator(&self) -> Vec<Bid> {
-        Vec::new()
+    let mut out = Vec::new();
+    for (id, auction) in auctions {
+        let placed = bids.get(&id).into_iter().flatten().filter(|b| b.date_time < auction.expires);
+        if let Some(bid) = winner(&auction, placed).cloned() {
+            out.push((auction.expires - 1, AuctionBid { auction, bid }));
+        }
     }
-
-    fn add_input(&self, acc: &mut Vec<Bid>, input: Bid) {
-        acc.push(input);
-        self.keep_latest(acc);
-    }
-
-    fn merge_accumulators(&self, accs: Vec<Vec<Bid>>) -> Vec<Bid> {
-        let mut all: Vec<Bid> = accs.into_iter().flatten().collect();
-        self.keep_latest(&mut all);
-        all
-    }
-
-    fn extract_output(&self, acc: Vec<Bid>) -> i64 {
-        mean_price(&acc)
-    }
-}
-
-/// The rounded mean price of `bids` (0 for none), as Q6 reports it.
-pub fn mean_price(bids: &[Bid]) -> i64 {
-    if bids.is_empty() {
-        return 0;
-    }
-    let sum: i64 = bids.iter().map(|b| b.price).sum();
-    java_round(sum as f64 / bids.len() as f64)
-}
-
-/// How many of a seller's latest winning bids Q6 averages.
-pub const Q6_LATEST_BIDS: usize = 10;
-
-/// Q6 AVERAGE_SELLING_PRICE_BY_SELLER: per seller, the mean price of their latest 10 winning
-/// bids, updated on every winning bid (global window, accumulating panes).
-pub(crate) fn q6(config: &NexmarkConfig, events: &PCollection<Event>) -> PCollection<SellerPrice> {
-    events
-        .apply("WinningBids", WinningBids::new(QueryName::AverageSellingPriceBySeller.name(), config))
-        .apply("Rekey", Map::new(|ab: AuctionBid| KV::new(ab.auction.seller, ab.bid)))
-        .apply(
-            "Window",
-            Window::into(GlobalWindows)
-                .triggering(Repeatedly::forever(AfterPane::element_count_at_least(1)))
-                .accumulating_fired_panes()
-                .with_allowed_lateness(Duration::ZERO),
-        )
-        .apply("Average", Combine::per_key(MovingMeanSellingPrice { max: Q6_LATEST_BIDS }))
-        .apply("Select", Map::new(|kv: KV<i64, i64>| SellerPrice { seller: kv.key, price: kv.value }))
+    out
 }

@@ -19,7 +19,7 @@ use weir_sdk::prelude::*;
 use weir_sdk::time::iso8601;
 
 use crate::model::Event;
-use crate::queries::beyond_stateless::secs;
+use crate::queries::{record, secs, ResultRecord};
 use crate::{NexmarkConfig, QueryName};
 
 /// Shards per worker (Beam's `NUM_SHARDS_PER_WORKER`).
@@ -276,7 +276,8 @@ impl DoFn for Index {
 }
 
 /// Q10 LOG_TO_SHARDED_FILES.
-pub(crate) fn q10(config: &NexmarkConfig, options: &QueryOptions, events: &PCollection<Event>) -> PCollection<Done> {
+/// Q10 over `events`.
+pub(crate) fn query(config: &NexmarkConfig, options: &QueryOptions, events: &PCollection<Event>) -> PCollection<Done> {
     let window = secs(config.window_size_sec);
     let max_log_events = config.max_log_events;
     let output_path = options.output_path.clone();
@@ -345,6 +346,19 @@ pub(crate) fn q10(config: &NexmarkConfig, options: &QueryOptions, events: &PColl
                 indexed: counter("indexed"),
             }),
         )
+}
+
+/// Q10's model: one `Done` per fixed window holding any event, once its index is written.
+pub(crate) fn model(config: &NexmarkConfig, events: &[Event]) -> Vec<ResultRecord> {
+    let size = config.window_size_sec * 1000;
+    let windows: std::collections::BTreeSet<i64> = events.iter().map(|e| e.date_time().div_euclid(size)).collect();
+    windows
+        .into_iter()
+        .map(|w| {
+            let max_timestamp = (w + 1) * size - 1;
+            record(max_timestamp, &Done::for_window(max_timestamp))
+        })
+        .collect()
 }
 
 #[cfg(test)]
