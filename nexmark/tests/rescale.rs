@@ -1,7 +1,9 @@
-//! A checkpoint resumes at another parallelism, exactly once: a checkpointed streaming query on
-//! the micro-batch runner, SIGKILLed while it runs at 2 partitions, resumed at 4 and SIGKILLed
-//! again, then resumed at 1 and run to the end, writes exactly the output of an uninterrupted
-//! run. Keyed state moves key group by key group; sources resume split as they were.
+//! A checkpoint resumes at another parallelism, exactly once: a checkpointed streaming query,
+//! SIGKILLed while it runs at 2 partitions (workers), resumed at 4 and SIGKILLed again, then
+//! resumed at 1 and run to the end, writes exactly the output of an uninterrupted run. On the
+//! micro-batch runner the partitions change; on the timely runner the workers, and the 4 run as
+//! a local cluster of 2 processes. Keyed state moves key group by key group; sources resume
+//! split as they were, their splits dealt anew to the workers.
 
 mod common;
 use common::{nexmark, results, text};
@@ -9,16 +11,44 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn args(q: &str, results: &Path, parallelism: usize, extra: &[&str]) -> Vec<String> {
-    let mut a: Vec<String> = ["--runner", "microbatch", "--streaming", "--query", q, "--num-events", "300000"]
+/// How a runner runs at 2, then 4, then 1 partitions (workers).
+struct Layouts {
+    runner: &'static str,
+    at: [&'static [&'static str]; 3],
+}
+
+const MICROBATCH: Layouts =
+    Layouts { runner: "microbatch", at: [&["--parallelism", "2"], &["--parallelism", "4"], &["--parallelism", "1"]] };
+
+const TIMELY: Layouts = Layouts {
+    runner: "timely",
+    at: [&["--workers", "2"], &["--processes", "2", "--workers", "2"], &["--workers", "1"]],
+};
+
+fn args(q: &str, results: &Path, runner: &str, layout: &[&str], extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = ["--runner", runner, "--streaming", "--query", q, "--num-events", "300000"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     a.extend(["--num-event-generators", "2", "--max-batch-size", "4000", "--results"].map(String::from));
     a.push(results.display().to_string());
-    a.extend(["--parallelism".to_string(), parallelism.to_string()]);
-    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(layout.iter().chain(extra).map(|s| s.to_string()));
     a
+}
+
+/// The children of process `pid` (a local cluster's other processes).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...: the command may hold spaces, so read after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else { continue };
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.extend(e.file_name().to_string_lossy().parse::<u32>().ok());
+        }
+    }
+    out
 }
 
 /// Runs `args` and SIGKILLs it after `after`; whether the kill landed before it finished.
@@ -34,14 +64,17 @@ fn run_and_kill(args: &[String], after: Duration) -> bool {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let _ = Command::new("kill").args(["-9", &child.id().to_string()]).status();
+    // The whole cluster at once: its other processes, then the launcher.
+    for pid in children(child.id()).into_iter().chain([child.id()]) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
     !child.wait().unwrap().success()
 }
 
-fn resumes_at_other_parallelisms(q: &str) {
+fn resumes_at_other_parallelisms(q: &str, l: &Layouts) {
     let dir = tempfile::tempdir().unwrap();
     let reference = dir.path().join("reference");
-    let o = nexmark(&args(q, &reference, 2, &[]), &[]).output().unwrap();
+    let o = nexmark(&args(q, &reference, l.runner, l.at[0], &[]), &[]).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     let expected = results(&reference);
     assert!(expected.len() > 10, "too small a reference: {} lines", expected.len());
@@ -50,26 +83,51 @@ fn resumes_at_other_parallelisms(q: &str) {
         let (out, cp) = (dir.path().join(format!("out{after_ms}")), dir.path().join(format!("cp{after_ms}")));
         let cp = cp.to_str().unwrap().to_string();
         let flags = ["--checkpoint-dir", cp.as_str()];
-        if !run_and_kill(&args(q, &out, 2, &flags), Duration::from_millis(after_ms)) {
+        if !run_and_kill(&args(q, &out, l.runner, l.at[0], &flags), Duration::from_millis(after_ms)) {
             continue;
         }
-        let killed_at_four = run_and_kill(&args(q, &out, 4, &flags), Duration::from_millis(after_ms));
-        let o = nexmark(&args(q, &out, 1, &flags), &[]).output().unwrap();
+        let killed_at_four = run_and_kill(&args(q, &out, l.runner, l.at[1], &flags), Duration::from_millis(after_ms));
+        let o = nexmark(&args(q, &out, l.runner, l.at[2], &flags), &[]).output().unwrap();
         assert!(o.status.success(), "{}", text(&o));
-        assert_eq!(results(&out), expected, "resumed at 4 then 1 partitions (killed at 4: {killed_at_four})");
+        let got = results(&out);
+        if got != expected {
+            let diff: Vec<String> = expected
+                .keys()
+                .chain(got.keys())
+                .filter(|k| got.get(*k) != expected.get(*k))
+                .take(6)
+                .map(|k| format!("{k}: {:?} times, expected {:?}", got.get(k), expected.get(k)))
+                .collect();
+            panic!(
+                "resumed at 4 then 1 (killed at 4: {killed_at_four}) on {}: {} result lines, expected {}; {diff:#?}",
+                l.runner,
+                got.values().sum::<usize>(),
+                expected.values().sum::<usize>()
+            );
+        }
         if killed_at_four {
             return;
         }
     }
-    panic!("no run of query {q} was killed at both 2 and 4 partitions");
+    panic!("no run of query {q} on {} was killed at both 2 and 4 partitions", l.runner);
 }
 
 #[test]
 fn a_windowed_aggregation_resumes_at_four_then_one_partition_exactly_once() {
-    resumes_at_other_parallelisms("5");
+    resumes_at_other_parallelisms("5", &MICROBATCH);
 }
 
 #[test]
 fn a_stateful_join_resumes_at_four_then_one_partition_exactly_once() {
-    resumes_at_other_parallelisms("3");
+    resumes_at_other_parallelisms("3", &MICROBATCH);
+}
+
+#[test]
+fn a_windowed_aggregation_resumes_at_four_then_one_timely_worker_exactly_once() {
+    resumes_at_other_parallelisms("5", &TIMELY);
+}
+
+#[test]
+fn a_stateful_join_resumes_at_four_then_one_timely_worker_exactly_once() {
+    resumes_at_other_parallelisms("3", &TIMELY);
 }

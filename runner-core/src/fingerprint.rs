@@ -65,8 +65,7 @@ impl Fingerprint {
 
     /// What a checkpoint of `graph` run as `plan` must have been written by to be resumed: the
     /// pipeline's shape and parameters, the physical nodes and the state format. The runner
-    /// adds the partitioning ([`Fingerprint::with_key_groups`], or
-    /// [`Fingerprint::with_partitioning`] if its state cannot move between partitions).
+    /// adds the key partitioning ([`Fingerprint::with_key_groups`]).
     pub fn of_plan(graph: &PipelineGraph, plan: &crate::plan::PhysicalPlan) -> Self {
         let mut f = Fingerprint::of_graph(graph);
         for n in &plan.nodes {
@@ -80,12 +79,6 @@ impl Fingerprint {
     /// Appends an entry.
     pub fn push(&mut self, what: impl Into<String>, value: impl Into<String>) {
         self.entries.push(Entry { what: what.into(), value: value.into() });
-    }
-
-    /// Appends the key partitioning: its function and version, over `partitions` partitions.
-    pub fn with_partitioning(mut self, partitions: usize) -> Self {
-        self.push("partitioning", format!("{} over {partitions} partitions", weir_sdk::kernel::PARTITIONING));
-        self
     }
 
     /// Appends the key partitioning, its function and version, for a runner that spreads state

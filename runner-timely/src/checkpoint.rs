@@ -18,6 +18,10 @@
 //! `C`, state from the last snapshot at or before `C` and the deltas up to it. Epochs a worker
 //! logged after `C` are replayed with exactly the logged reads, so an epoch whose output a sink
 //! already committed is recomputed identically and its files rewritten, never duplicated.
+//! A restart with another number of workers (or processes) resumes too: every entry says how
+//! many workers logged it, each new worker takes its share of the old workers' source splits
+//! and its key groups of their state, and an epoch is replayed only if every old worker logged
+//! it (see [`EpochLog::resume`]).
 //! Every file is a checksummed envelope or an Arrow file listed with its CRC-32, and the checks
 //! of the micro-batch checkpoints apply: the fingerprint must match, the logs must have no hole,
 //! and a missing or damaged file is an error naming it.
@@ -28,6 +32,7 @@ use std::sync::Mutex;
 use weir_runner_core::checkpoint::log::{self, refused};
 use weir_runner_core::checkpoint::protocol::{self, commit_key, state_key, Logged, Opening};
 use weir_runner_core::checkpoint::state_files::{apply, decode_file, StateFile};
+use weir_runner_core::exec::source::{reshare, reshare_counts};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_sdk::time::Timestamp;
 use weir_sdk::Result;
@@ -37,6 +42,8 @@ use weir_sdk::Result;
 pub(crate) struct WorkerOffsets {
     pub epoch: u64,
     pub worker: usize,
+    /// How many workers the run that logged the epoch had: each read its share of the splits.
+    pub workers: usize,
     pub sources: Vec<log::SourceOffsets>,
     /// The worker's test clock before and after reading, when TestStream drives it.
     pub start_clock: Option<Timestamp>,
@@ -57,7 +64,14 @@ impl WorkerOffsets {
                 counts: vec![0; s.counts.len()],
             })
             .collect();
-        WorkerOffsets { epoch, worker: self.worker, sources, start_clock: self.clock, clock: self.clock }
+        WorkerOffsets {
+            epoch,
+            worker: self.worker,
+            workers: self.workers,
+            sources,
+            start_clock: self.clock,
+            clock: self.clock,
+        }
     }
 }
 
@@ -83,6 +97,8 @@ pub(crate) struct WorkerManifest {
 pub(crate) struct EpochCommit {
     pub epoch: u64,
     pub snapshot: u64,
+    /// How many workers wrote the state (from `snapshot` to `epoch`).
+    pub workers: usize,
 }
 
 impl Logged for WorkerOffsets {
@@ -116,15 +132,21 @@ pub(crate) struct WorkerResume {
     /// The sources' positions after the last commit.
     pub sources: Option<Vec<log::SourceOffsets>>,
     pub clock: Option<Timestamp>,
-    /// The epochs it logged after the last commit, to replay exactly.
+    /// The epochs logged after the last commit, to replay exactly: what this worker logged, or
+    /// its share of what every worker of a run with another number of workers logged.
     pub replays: Vec<WorkerOffsets>,
-    /// Per node member, its state.
-    pub members: HashMap<String, RestoredMember>,
+    /// Per node member, its state: this worker's own, or, when another number of workers wrote
+    /// the state, every one of theirs (by worker) to spread over this run's workers.
+    pub members: HashMap<String, Vec<RestoredMember>>,
+    /// How many workers wrote the state.
+    pub written_by: usize,
 }
 
 /// A cluster's checkpoint, as one process sees it.
 pub(crate) struct EpochLog {
     cp: protocol::Checkpoint,
+    /// This run's workers.
+    peers: usize,
     retain: u64,
     interval: u64,
     /// The query's id, kept across restarts.
@@ -152,7 +174,7 @@ impl EpochLog {
         spec: &str,
         fingerprint: Fingerprint,
         new_id: String,
-        process: usize,
+        (process, peers): (usize, usize),
         retain: u64,
         interval: u64,
     ) -> Result<Self> {
@@ -169,6 +191,7 @@ impl EpochLog {
         let id = cp.id.clone();
         Ok(EpochLog {
             cp,
+            peers,
             retain: retain.max(1),
             interval: interval.max(1),
             id,
@@ -210,7 +233,7 @@ impl EpochLog {
         // A process whose lease another cluster took over commits nothing more.
         self.cp.guard.check()?;
         let snapshot = self.snapshot_of(epoch);
-        self.cp.write(&commit_key(epoch), &EpochCommit { epoch, snapshot })?;
+        self.cp.write(&commit_key(epoch), &EpochCommit { epoch, snapshot, workers: self.peers })?;
         let keep_from = snapshot.min((epoch + 1).saturating_sub(self.retain));
         let mut kept = self.kept_from.lock().unwrap_or_else(|e| e.into_inner());
         if *kept < keep_from {
@@ -220,67 +243,189 @@ impl EpochLog {
         Ok(())
     }
 
+    /// The last epoch any worker logged, if any: a sink may have written output of the epochs
+    /// up to it as a run with another number of workers laid it out.
+    pub(crate) fn last_logged(&self) -> Result<Option<u64>> {
+        Ok(self.cp.ids("offsets")?.last().copied())
+    }
+
     /// What worker `worker` resumes with: its sources' positions after the last commit, the
-    /// epochs it logged after it, and every node's state and watermarks as of the commit.
+    /// epochs logged after it, and every node's state and watermarks as of the commit. A
+    /// checkpoint written by another number of workers is dealt anew: each source's splits,
+    /// and, key group by key group, the state (by the node, see `NodeWorker::restore`).
     pub(crate) fn resume(&self, worker: usize) -> Result<WorkerResume> {
-        let mut r = WorkerResume::default();
+        let mut r = WorkerResume { written_by: self.peers, ..WorkerResume::default() };
         if let Some(c) = &self.committed {
-            let o: WorkerOffsets = self.cp.read_logged(
-                &offsets_key(c.epoch, worker),
-                "an offset log entry",
-                (c.epoch, Some(worker)),
-                || format!("commit {} has no offsets of worker {worker}", c.epoch),
-            )?;
+            let missing = || format!("commit {} has no offsets of worker {worker}", c.epoch);
+            let o = self.logged_for(c.epoch, worker)?.ok_or_else(|| {
+                refused(&self.cp.loc.name(&offsets_key(c.epoch, worker)), format!("missing: {}", missing()))
+            })?;
             r.clock = o.clock;
             r.sources = Some(o.sources);
-            // Per member: its latest watermarks, and its entries as the files so far make them.
-            type Rebuilt = (Timestamp, Timestamp, HashMap<Vec<u8>, Vec<u8>>);
-            let mut maps: HashMap<String, Rebuilt> = HashMap::new();
-            for e in c.snapshot..=c.epoch {
-                let folder = worker_state_key(e, worker);
-                let m: WorkerManifest = self.cp.read_logged(
-                    &format!("{folder}/manifest.json"),
-                    "a state manifest",
-                    (e, Some(worker)),
-                    || format!("commit {} needs worker {worker}'s state of epoch {e}", c.epoch),
-                )?;
-                for member in m.members {
-                    let entry = maps.entry(member.node.clone()).or_default();
-                    entry.0 = member.input;
-                    entry.1 = member.output;
-                    if let Some(f) = &member.file {
-                        let (shown, data) = self.cp.read_state_file(&folder, f)?;
-                        apply(&mut entry.2, f.kind, decode_file(&shown, f, data)?);
-                    }
+            let writers: Vec<usize> = if c.workers == self.peers { vec![worker] } else { (0..c.workers).collect() };
+            for w in writers {
+                for (node, member) in self.state_of(c, w)? {
+                    r.members.entry(node).or_default().push(member);
                 }
             }
-            r.members = maps
-                .into_iter()
-                .map(|(node, (input, output, map))| {
-                    (node, RestoredMember { input, output, entries: map.into_iter().collect() })
-                })
-                .collect();
+            r.written_by = c.workers;
         }
-        // The epochs this worker logged after the commit, in order; a hole would change what
-        // a replayed epoch reads.
+        // The epochs logged after the commit, in order; a hole would change what a replayed
+        // epoch reads.
         let mut e = self.start;
-        while let Some(o) = self.cp.read::<WorkerOffsets>(&offsets_key(e, worker), "an offset log entry")? {
-            self.cp.check_logged(&offsets_key(e, worker), &o, (e, Some(worker)))?;
+        while let Some(o) = self.logged_for(e, worker)? {
             r.replays.push(o);
             e += 1;
         }
-        for l in self.cp.ids("offsets")?.into_iter().filter(|&l| l > e) {
-            if self.cp.loc.get(&offsets_key(l, worker))?.is_some() {
-                return Err(refused(
-                    &self.cp.loc.name(&offsets_key(e, worker)),
-                    format!(
-                        "missing: worker {worker} logged epoch {l} ({}) but not epoch {e}; the epochs after the last \
-                         commit cannot be replayed exactly once",
-                        self.cp.loc.name(&offsets_key(l, worker))
-                    ),
-                ));
+        self.forget_unreplayed(e, worker)?;
+        Ok(r)
+    }
+
+    /// Worker `w`'s state as of commit `c`, per node member: its latest watermarks, and its
+    /// entries as the snapshot and the deltas after it make them.
+    fn state_of(&self, c: &EpochCommit, w: usize) -> Result<HashMap<String, RestoredMember>> {
+        type Rebuilt = (Timestamp, Timestamp, HashMap<Vec<u8>, Vec<u8>>);
+        let mut maps: HashMap<String, Rebuilt> = HashMap::new();
+        for e in c.snapshot..=c.epoch {
+            let folder = worker_state_key(e, w);
+            let m: WorkerManifest =
+                self.cp.read_logged(&format!("{folder}/manifest.json"), "a state manifest", (e, Some(w)), || {
+                    format!("commit {} needs worker {w}'s state of epoch {e}", c.epoch)
+                })?;
+            for member in m.members {
+                let entry = maps.entry(member.node.clone()).or_default();
+                entry.0 = member.input;
+                entry.1 = member.output;
+                if let Some(f) = &member.file {
+                    let (shown, data) = self.cp.read_state_file(&folder, f)?;
+                    apply(&mut entry.2, f.kind, decode_file(&shown, f, data)?);
+                }
             }
         }
-        Ok(r)
+        Ok(maps
+            .into_iter()
+            .map(|(node, (input, output, map))| {
+                // In key order: every worker spreading the state over this run's workers must
+                // see it alike.
+                let mut entries: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                (node, RestoredMember { input, output, entries })
+            })
+            .collect())
+    }
+
+    /// Worker `w`'s entry of epoch `e`, checked.
+    fn entry(&self, e: u64, w: usize) -> Result<Option<WorkerOffsets>> {
+        let key = offsets_key(e, w);
+        let Some(o) = self.cp.read::<WorkerOffsets>(&key, "an offset log entry")? else { return Ok(None) };
+        self.cp.check_logged(&key, &o, (e, Some(w)))?;
+        Ok(Some(o))
+    }
+
+    /// What worker `worker` of this run reads in epoch `e` as logged: its own entry when as many
+    /// workers as this run has logged the epoch; its share of every worker's entries when
+    /// another number did; `None` if the epoch was not logged (by that other number of
+    /// workers: not by all of them, so no sink has its output).
+    fn logged_for(&self, e: u64, worker: usize) -> Result<Option<WorkerOffsets>> {
+        let own = self.entry(e, worker)?;
+        let layout = match &own {
+            Some(o) => o.workers,
+            None => match self.entry(e, 0)? {
+                Some(o) => o.workers,
+                None => return Ok(None),
+            },
+        };
+        if layout == self.peers {
+            return Ok(own);
+        }
+        let mut all = Vec::with_capacity(layout);
+        for w in 0..layout {
+            match self.entry(e, w)? {
+                Some(o) if o.workers == layout => all.push(o),
+                Some(o) => {
+                    return Err(refused(
+                        &self.cp.loc.name(&offsets_key(e, w)),
+                        format!("logged by {} workers, where worker 0's entry says {layout}", o.workers),
+                    ))
+                }
+                None => return Ok(None),
+            }
+        }
+        self.reshare(all, worker).map(Some)
+    }
+
+    /// Worker `worker`'s share of the reads that every worker of another run logged for one
+    /// epoch (`all`, by worker).
+    fn reshare(&self, all: Vec<WorkerOffsets>, worker: usize) -> Result<WorkerOffsets> {
+        let share = (worker, self.peers);
+        let first = &all[0];
+        let mut sources = Vec::with_capacity(first.sources.len());
+        for s in &first.sources {
+            let of_each = all
+                .iter()
+                .map(|o| {
+                    o.sources.iter().find(|x| x.name == s.name).ok_or_else(|| {
+                        refused(
+                            &self.cp.loc.name(&offsets_key(o.epoch, o.worker)),
+                            format!("no entry for source {}, which worker 0 logged", s.name),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let starts: Vec<&serde_json::Value> = of_each.iter().map(|x| &x.start).collect();
+            let ends: Vec<&serde_json::Value> = of_each.iter().map(|x| &x.end).collect();
+            let counts: Vec<&[usize]> = of_each.iter().map(|x| &x.counts[..]).collect();
+            let counts = reshare_counts(&counts, share).ok_or_else(|| {
+                refused(
+                    &self.cp.loc.name(&offsets_key(first.epoch, 0)),
+                    format!("the counts source {} logged on {} workers do not fit together", s.name, all.len()),
+                )
+            })?;
+            sources.push(log::SourceOffsets {
+                name: s.name.clone(),
+                start: reshare(&s.name, &starts, share)?,
+                end: reshare(&s.name, &ends, share)?,
+                counts,
+            });
+        }
+        Ok(WorkerOffsets {
+            epoch: first.epoch,
+            worker,
+            // Who logged it: a replay keeps their entries.
+            workers: all.len(),
+            sources,
+            start_clock: first.start_clock,
+            clock: first.clock,
+        })
+    }
+
+    /// Removes what the workers of another run logged for epoch `from` and later (no sink has
+    /// their output, or they would be replayed), so that this run's entries of those epochs
+    /// are never mixed with theirs: worker `worker` removes the entries of the indices it
+    /// stands for (`i % peers == worker`), its own among them, before it logs anything. A
+    /// hole in its own entries is refused.
+    fn forget_unreplayed(&self, from: u64, worker: usize) -> Result<()> {
+        for l in self.cp.ids("offsets")?.into_iter().filter(|&l| l >= from) {
+            let folder = protocol::offsets_key(l);
+            let mut indices: Vec<usize> = self.cp.loc.list(&folder)?.iter().filter_map(|n| n.parse().ok()).collect();
+            indices.sort_unstable();
+            for i in indices.into_iter().filter(|i| i % self.peers == worker) {
+                let key = offsets_key(l, i);
+                let Some(o) = self.cp.read::<WorkerOffsets>(&key, "an offset log entry")? else { continue };
+                if o.workers != self.peers {
+                    self.cp.loc.delete_all(&key)?;
+                } else if i == worker {
+                    return Err(refused(
+                        &self.cp.loc.name(&offsets_key(from, worker)),
+                        format!(
+                            "missing: worker {worker} logged epoch {l} ({}) but not epoch {from}; the epochs after the \
+                             last commit cannot be replayed exactly once",
+                            self.cp.loc.name(&key)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -94,9 +94,10 @@ impl TimelyRunner {
             Some(dir) => {
                 let log = checkpoint::EpochLog::open(
                     dir,
-                    weir_runner_core::fingerprint::Fingerprint::of_plan(&graph, &plan).with_partitioning(t.peers()),
+                    // State moves key group by key group: any number of workers resumes it.
+                    weir_runner_core::fingerprint::Fingerprint::of_plan(&graph, &plan).with_key_groups(),
                     format!("{:016x}", rand::random::<u64>()),
-                    t.process_id,
+                    (t.process_id, t.peers()),
                     streaming.min_batches_to_retain,
                     streaming.state_snapshot_interval,
                 )?;

@@ -196,12 +196,25 @@ impl NodeWorker {
     }
 
     /// Restores the members' state and watermarks from a checkpoint (taking them out of
-    /// `members`).
-    pub(crate) fn restore(&mut self, members: &mut HashMap<String, RestoredMember>) -> Result<()> {
+    /// `members`): this worker's own, or, written by `written_by` workers of another run, this
+    /// worker's key groups of all of theirs, at the lowest of their watermarks.
+    pub(crate) fn restore(
+        &mut self,
+        members: &mut HashMap<String, Vec<RestoredMember>>,
+        written_by: usize,
+    ) -> Result<()> {
+        let peers = self.process.peers;
         for (k, m) in self.share.members().to_vec().into_iter().enumerate() {
-            if let Some(r) = members.remove(&self.process.plan.nodes[m].name) {
-                self.share.restore(k, r.entries, Some(Watermarks::restored(r.input, r.output)))?;
-            }
+            let Some(mut old) = members.remove(&self.process.plan.nodes[m].name) else { continue };
+            let input = old.iter().map(|r| r.input).min().unwrap_or(MIN_TIMESTAMP);
+            let output = old.iter().map(|r| r.output).min().unwrap_or(MIN_TIMESTAMP);
+            let entries = if written_by == peers {
+                old.pop().map(|r| r.entries).unwrap_or_default()
+            } else {
+                let by_worker = old.into_iter().map(|r| r.entries).collect();
+                self.share.rescale(k, by_worker, peers)?.into_iter().nth(self.me).unwrap_or_default()
+            };
+            self.share.restore(k, entries, Some(Watermarks::restored(input, output)))?;
         }
         Ok(())
     }

@@ -125,7 +125,12 @@ impl Process {
                     // The first process claims the sink's place; the others write into it.
                     let mut writer = if process_id == 0 { factory.open(owner, peers)? } else { factory.join(peers)? };
                     // Each process commits its own workers' partitions.
-                    writer.own_partitions(process_id * workers..(process_id + 1) * workers);
+                    // Up to the last epoch logged, an earlier run may have had other workers.
+                    let relaid = match &checkpoint {
+                        Some(log) => log.last_logged()?,
+                        None => None,
+                    };
+                    writer.own_partitions(process_id * workers..(process_id + 1) * workers, relaid);
                     Some(Mutex::new(SinkSlot { writer, staged: BTreeMap::new() }))
                 }
                 _ => None,

@@ -186,7 +186,7 @@ fn run_resumed(e: &mut Epochs<'_>) -> Result<()> {
         None => Ok(WorkerResume::default()),
         Some(log) => log.resume(e.me).and_then(|mut r| {
             for node in &nodes {
-                node.borrow_mut().restore(&mut r.members)?;
+                node.borrow_mut().restore(&mut r.members, r.written_by)?;
             }
             Ok(r)
         }),
@@ -325,12 +325,17 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
             let entry = WorkerOffsets {
                 epoch,
                 worker: me,
+                workers: process.peers,
                 sources: read.logged,
                 start_clock: read.start_clock,
                 clock: clock.test_time(),
             };
             let t = Instant::now();
-            log.write_offsets(&entry)?;
+            // A replay of an epoch that a run with another number of workers logged keeps their
+            // entries: they are what another restart would replay.
+            if replay.as_ref().is_none_or(|r| r.workers == process.peers) {
+                log.write_offsets(&entry)?;
+            }
             wal_ms = t.elapsed().as_millis() as u64;
             ledger.last_offsets = Some(entry);
         }

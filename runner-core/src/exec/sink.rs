@@ -25,8 +25,11 @@ pub trait SinkWriter: Send {
     /// Says which partitions this writer commits: a distributed runner's process writes its own
     /// workers' partitions, and only those (all of them unless told). A writer that replaces
     /// an earlier attempt's output must also clear what an owned partition wrote then and has
-    /// nothing for now.
-    fn own_partitions(&mut self, _owned: std::ops::Range<usize>) {}
+    /// nothing for now. Batches up to `relaid_through` may have been written, in an earlier
+    /// attempt, by writers owning other partitions (a run with another number of workers): the
+    /// writer then also clears what those wrote for its partitions, and the last writer what
+    /// they wrote for partitions past all of this run's.
+    fn own_partitions(&mut self, _owned: std::ops::Range<usize>, _relaid_through: Option<u64>) {}
 }
 
 impl SinkSpec {
@@ -75,6 +78,7 @@ fn file_writer(step: &str, payload: &FileSinkPayload, partitions: usize) -> Box<
         payload: payload.clone(),
         staged: (0..partitions.max(1)).map(|_| Vec::new()).collect(),
         owned: 0..partitions.max(1),
+        relaid_through: None,
     })
 }
 
@@ -85,6 +89,8 @@ struct FileWriter {
     staged: Vec<Vec<Batch>>,
     /// The partitions this writer commits.
     owned: std::ops::Range<usize>,
+    /// The last batch an earlier attempt may have written with other owners.
+    relaid_through: Option<u64>,
 }
 
 fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
@@ -145,6 +151,10 @@ impl SinkWriter for FileWriter {
         if !payload.windowed {
             stale.extend(owned.clone().map(|p| payload.file_name(batch_id, p, None)).filter(|n| !names.contains(n)));
         }
+        let (others, unlisted) = self.other_owners(batch_id)?;
+        for listed in others.iter().map(|o| &o.1).chain([&unlisted]) {
+            stale.extend(listed.iter().filter(|n| !names.contains(n)).cloned());
+        }
         for name in stale {
             let path = dir.join(&name);
             match std::fs::remove_file(&path) {
@@ -159,13 +169,57 @@ impl SinkWriter for FileWriter {
         }
         let listing = serde_json::to_vec(&names).map_err(|e| io_error(&entry, "cannot list the files", e))?;
         write_atomic(&entry, &listing)
-            .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })
+            .map_err(|e| Error::Io { path: e.path.display().to_string(), message: e.source.to_string() })?;
+        // Their entries go once this writer's lists what replaces them.
+        for (path, _) in others {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_error(&path, "cannot remove an earlier attempt's log entry", e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
     fn discard(&mut self) {
         self.staged.iter_mut().for_each(Vec::clear);
     }
-    fn own_partitions(&mut self, owned: std::ops::Range<usize>) {
+    fn own_partitions(&mut self, owned: std::ops::Range<usize>, relaid_through: Option<u64>) {
         self.owned = owned;
+        self.relaid_through = relaid_through;
+    }
+}
+
+/// A metadata log entry's path, and the files it lists.
+type ListedEntry = (std::path::PathBuf, Vec<String>);
+
+impl FileWriter {
+    /// What writers owning other partitions wrote for `batch_id` in an earlier attempt (a run
+    /// with another number of workers), for partitions this writer now owns or, if it is the
+    /// last writer, past everyone's: their log entries, each with the files it lists, and the
+    /// files of those partitions in the directory (an attempt may have stopped before its
+    /// entry).
+    fn other_owners(&self, batch_id: u64) -> Result<(Vec<ListedEntry>, Vec<String>)> {
+        if self.relaid_through.is_none_or(|t| batch_id > t) {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let (owned, last) = (&self.owned, self.owned.end >= self.staged.len());
+        let mine = |p: usize| owned.contains(&p) || (last && p >= owned.end);
+        let dir = Path::new(&self.payload.dir);
+        let listing = |e: std::io::Error| io_error(dir, "cannot list the sink's files", e);
+        let mut entries = Vec::new();
+        for (first, path) in self.payload.log_entries(batch_id).map_err(listing)? {
+            if first == owned.start || !mine(first) {
+                continue;
+            }
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| io_error(&path, "cannot read the metadata log", e))?;
+            let listed: Vec<String> =
+                serde_json::from_str(&text).map_err(|e| io_error(&path, "a corrupt metadata log entry", e))?;
+            entries.push((path, listed));
+        }
+        let files = self.payload.files_of(batch_id).map_err(listing)?;
+        Ok((entries, files.into_iter().filter(|(p, _)| mine(*p)).map(|(_, name)| name).collect()))
     }
 }
 
@@ -192,5 +246,73 @@ impl SinkWriter for ForEachBatchWriter {
     }
     fn discard(&mut self) {
         self.staged.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use weir_sdk::io::file_sink::{FileSinkFormat, RenderedFiles};
+
+    /// One line per element, the count of elements.
+    struct Counts;
+
+    impl FileSinkFormat for Counts {
+        fn extension(&self) -> &str {
+            "txt"
+        }
+        fn render(&self, batches: Vec<Batch>, _: bool) -> std::result::Result<RenderedFiles, weir_sdk::UserError> {
+            Ok(vec![(None, batches.iter().map(Batch::len).sum::<usize>().to_string().into_bytes())])
+        }
+    }
+
+    fn rows(n: usize) -> Batch {
+        let v: Vec<weir_sdk::WindowedValue<Vec<u8>>> =
+            (0..n).map(|_| weir_sdk::WindowedValue::in_global_window(Vec::new())).collect();
+        Batch::new(v)
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".txt"))
+            .collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn a_batch_replayed_by_fewer_writers_replaces_every_file_the_others_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let payload = FileSinkPayload {
+            dir: dir.path().to_string_lossy().into_owned(),
+            overwrite: false,
+            windowed: false,
+            format: Arc::new(Counts),
+        };
+        // Batch 7 by two processes of two workers each; the second stopped after its files,
+        // before its log entry.
+        let mut first = file_writer("Out", &payload, 4);
+        first.own_partitions(0..2, None);
+        first.stage(0, rows(1)).unwrap();
+        first.stage(1, rows(2)).unwrap();
+        first.commit(7, None).unwrap();
+        std::fs::write(dir.path().join(payload.file_name(7, 3, None)), "4").unwrap();
+        assert_eq!(names(dir.path()).len(), 3);
+        // Replayed by one worker: its one file replaces all of theirs, and one entry lists it.
+        let mut one = file_writer("Out", &payload, 1);
+        one.own_partitions(0..1, Some(7));
+        one.stage(0, rows(7)).unwrap();
+        one.commit(7, None).unwrap();
+        assert_eq!(names(dir.path()), vec![payload.file_name(7, 0, None)]);
+        assert_eq!(payload.log_entries(7).unwrap().len(), 1);
+        // Without a replay of another layout (a later batch), nothing else is looked for.
+        std::fs::write(dir.path().join(payload.file_name(8, 3, None)), "4").unwrap();
+        one.stage(0, rows(1)).unwrap();
+        one.commit(8, None).unwrap();
+        assert_eq!(names(dir.path()).len(), 3);
     }
 }

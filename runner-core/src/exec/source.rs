@@ -251,6 +251,59 @@ fn of_share<T>(parts: Vec<T>, (index, count): (usize, usize)) -> Vec<T> {
     parts.into_iter().enumerate().filter(|(i, _)| i % count == index).map(|(_, p)| p).collect()
 }
 
+/// The one list that shares `0..shares.len()` of a list took their parts of, as [`of_share`]
+/// deals them (element `i` to share `i % shares.len()`); `None` if the parts cannot come from
+/// one list.
+fn interleave<T: Clone>(shares: &[&[T]]) -> Option<Vec<T>> {
+    let (w, n) = (shares.len(), shares.iter().map(|s| s.len()).sum::<usize>());
+    if shares.iter().enumerate().any(|(k, s)| s.len() != (n + w - 1 - k) / w.max(1)) {
+        return None;
+    }
+    Some((0..n).map(|i| shares[i % w][i / w].clone()).collect())
+}
+
+/// Records read per split, as share `share` reads them, from the counts that shares
+/// `0..counts.len()` logged for one batch (a replay on another number of workers); `None` if
+/// they do not fit together.
+pub fn reshare_counts(counts: &[&[usize]], share: (usize, usize)) -> Option<Vec<usize>> {
+    Some(of_share(interleave(counts)?, share))
+}
+
+/// The position of share `share` of a source whose shares `0..positions.len()` logged
+/// `positions` at one point (a restart on another number of workers): the splits (or readers)
+/// of all shares, as one list again, dealt anew. An impulse's or TestStream's position is share
+/// 0's. An error names `step` when the positions do not fit together.
+pub fn reshare(step: &str, positions: &[&Value], share: (usize, usize)) -> Result<Value> {
+    let bad = |what: &str| weir_sdk::Error::Execution {
+        step: step.to_string(),
+        message: format!("the offset log entries of {} workers do not fit together: {what}", positions.len()),
+    };
+    let Some(first) = positions.first() else { return Err(bad("there are none")) };
+    let (list, size) = match () {
+        _ if first.get("splits").is_some() => ("splits", "split_bytes"),
+        _ if first.get("readers").is_some() => ("readers", "desired"),
+        _ => return Ok((*first).clone()),
+    };
+    let lists = positions
+        .iter()
+        .map(|p| p[list].as_array().map(Vec::as_slice).ok_or_else(|| bad(&format!("no '{list}' in {p}"))))
+        .collect::<Result<Vec<_>>>()?;
+    let sizes: Vec<&Value> = positions.iter().filter_map(|p| p.get(size)).filter(|v| !v.is_null()).collect();
+    let mut out = if sizes.is_empty() && lists.iter().all(|l| l.is_empty()) {
+        json!({ list: [] })
+    } else {
+        if sizes.len() != positions.len() || sizes.iter().any(|s| *s != sizes[0]) {
+            return Err(bad(&format!("the workers split the source differently ('{size}')")));
+        }
+        let all = interleave(&lists).ok_or_else(|| bad(&format!("their '{list}' are not shares of one list")))?;
+        json!({ list: of_share(all, share), size: sizes[0] })
+    };
+    if positions.iter().any(|p| p.get("drained").and_then(Value::as_bool) == Some(true)) {
+        out["drained"] = json!(true);
+    }
+    Ok(out)
+}
+
 /// A source node's state across batches.
 pub struct SourceState {
     name: String,
@@ -355,10 +408,13 @@ impl SourceState {
             message: format!("offset log entry does not match the source: {what} in {pos}"),
         };
         match &mut self.kind {
+            // Read by share 0 alone ([`SourceState::share`]): the other shares are done already.
+            Kind::Impulse { .. } | Kind::TestStream { .. } if share.0 != 0 => {}
             Kind::Impulse { done } => *done = pos["emitted"].as_bool().ok_or_else(|| bad("no 'emitted'"))?,
             Kind::Bounded { source, splits, split_bytes } => {
                 let logged = pos["splits"].as_array().ok_or_else(|| bad("no 'splits'"))?;
-                if logged.is_empty() {
+                // Not split yet (a share split into no splits logs its split size).
+                if logged.is_empty() && pos.get("split_bytes").is_none_or(Value::is_null) {
                     return Ok(());
                 }
                 // Split as the run that logged the positions did, whatever the parallelism now.
@@ -396,7 +452,7 @@ impl SourceState {
             }
             Kind::Unbounded { source, readers, desired } => {
                 let logged = pos["readers"].as_array().ok_or_else(|| bad("no 'readers'"))?;
-                if logged.is_empty() {
+                if logged.is_empty() && pos.get("desired").is_none_or(Value::is_null) {
                     return Ok(());
                 }
                 let n = pos.get("desired").and_then(Value::as_u64).map_or(partitions * share.1, |d| d as usize);
@@ -809,6 +865,40 @@ mod tests {
     use crate::plan::translate::{translate, Natives, Translation};
     use crate::plan::Role;
     use weir_sdk::prelude::*;
+
+    #[test]
+    fn positions_logged_by_some_shares_are_dealt_to_any_other_number() {
+        // Seven splits, dealt to 2 shares (0, 2, 4, 6 and 1, 3, 5), then to 3.
+        let split = |i: u64| json!({ "read": i * 10, "done": i == 3 });
+        let logged = |share: (usize, usize)| {
+            let mine = of_share((0..7).map(split).collect(), share);
+            json!({ "splits": mine, "split_bytes": 64 })
+        };
+        let (a, b) = (logged((0, 2)), logged((1, 2)));
+        for k in 0..3 {
+            assert_eq!(reshare("Read", &[&a, &b], (k, 3)).unwrap(), logged((k, 3)));
+        }
+        // Back to one share, drained where any share was.
+        let mut c = logged((1, 2));
+        c["drained"] = json!(true);
+        let one = reshare("Read", &[&a, &c], (0, 1)).unwrap();
+        assert_eq!(one["splits"].as_array().unwrap().len(), 7);
+        assert_eq!(one["drained"], json!(true));
+        // More shares than splits: the last ones have none, and say the split size.
+        assert_eq!(reshare("Read", &[&a, &b], (8, 9)).unwrap(), json!({ "splits": [], "split_bytes": 64 }));
+        assert_eq!(reshare_counts(&[&[1, 2, 3, 4], &[5, 6, 7]], (0, 3)).unwrap(), vec![1, 6, 4]);
+        // Parts that cannot come from one list, or another split size, are refused.
+        let short = json!({ "splits": [], "split_bytes": 64 });
+        assert!(reshare("Read", &[&a, &short], (0, 1)).unwrap_err().to_string().contains("Read"));
+        let other = json!({ "splits": b["splits"], "split_bytes": 32 });
+        assert!(reshare("Read", &[&a, &other], (0, 1))
+            .unwrap_err()
+            .to_string()
+            .contains("split the source differently"));
+        // Not split yet anywhere: still not split.
+        let none = json!({ "splits": [] });
+        assert_eq!(reshare("Read", &[&none, &none], (0, 3)).unwrap(), json!({ "splits": [] }));
+    }
 
     /// A TestStream source of two bundles around a watermark move, as the plan reads it.
     fn stream() -> SourceState {

@@ -235,7 +235,13 @@ impl Engine {
         let mut sinks = Vec::with_capacity(engine.plan.nodes.len());
         for spec in &engine.plan.nodes {
             sinks.push(match &spec.role {
-                Role::Sink(factory) => Some(Mutex::new(factory.open(&owner, partitions)?)),
+                Role::Sink(factory) => {
+                    let mut writer = factory.open(&owner, partitions)?;
+                    // The replayed batch may have been written, before a restart, by another
+                    // number of partitions.
+                    writer.own_partitions(0..partitions, engine.replay.as_ref().map(|r| r.batch_id));
+                    Some(Mutex::new(writer))
+                }
                 _ => None,
             });
         }

@@ -136,6 +136,53 @@ impl FileSinkPayload {
     pub fn log_entry(&self, batch_id: u64, first: usize) -> std::path::PathBuf {
         self.entry("batch", batch_id, first)
     }
+    /// The metadata log entries of batch `batch_id`, each with the first partition of the writer
+    /// that wrote it (a distributed runner's processes each write one).
+    pub fn log_entries(&self, batch_id: u64) -> std::io::Result<Vec<(usize, std::path::PathBuf)>> {
+        let log = std::path::Path::new(&self.dir).join(METADATA_DIR);
+        let prefix = format!("batch-{batch_id:010}-part-");
+        let mut out = Vec::new();
+        let listing = match std::fs::read_dir(&log) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        for e in listing {
+            let name = e?.file_name().to_string_lossy().into_owned();
+            let first = name.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".json")).and_then(|f| f.parse().ok());
+            if let Some(first) = first {
+                out.push((first, log.join(name)));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+    /// The files of batch `batch_id` in the output directory, each with its partition (whatever
+    /// its window), whether or not a log entry lists them.
+    pub fn files_of(&self, batch_id: u64) -> std::io::Result<Vec<(usize, String)>> {
+        let marker = format!("batch-{batch_id:010}-part-");
+        let suffix = format!(".{}", self.format.extension());
+        let mut out = Vec::new();
+        let listing = match std::fs::read_dir(&self.dir) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        for e in listing {
+            let name = e?.file_name().to_string_lossy().into_owned();
+            let Some(at) = name.find(&marker) else { continue };
+            // Named by this sink: the batch first, or after the window.
+            if name.starts_with('.') || (at > 0 && !name[..at].ends_with('-')) {
+                continue;
+            }
+            let part = name[at + marker.len()..].strip_suffix(&suffix).and_then(|p| p.parse().ok());
+            if let Some(part) = part {
+                out.push((part, name));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
     /// A file of `unit` `id` (a batch, or a bundle of a runner that runs the expansion).
     fn name(&self, unit: &str, id: u64, part: usize, window: Option<&Window>) -> String {
         let base = format!("{unit}-{id:010}-part-{part:05}.{}", self.format.extension());
