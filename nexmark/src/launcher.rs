@@ -389,6 +389,31 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     }
     let options = &options;
     let p = Pipeline::new(options.clone());
+    let (events, events_file) = read_events(&p, args, config, options);
+    let modelled = apply_target(args, config, target, &events, events_file.as_ref())?;
+    let launched = weir_sdk::time::now_millis();
+    let start = Instant::now();
+    let result = p.run().map_err(|e| e.to_string())?;
+    let ns = target.name();
+    let total = if events_file.is_some() || config.num_events <= 0 { None } else { Some(config.num_events as u64) };
+    let (state, interrupted, snapshots) = watch(&*result, ns, total, start)?;
+    let wall = start.elapsed().as_secs_f64();
+    if state != PipelineState::Done && !(interrupted.is_some() && state == PipelineState::Cancelled) {
+        return Err(format!("the pipeline ended in state {state:?}"));
+    }
+    let run = Finished { result: &*result, launched, wall, interrupted, snapshots, events_file: events_file.as_ref() };
+    let perf = perf_of(args, target, options, run);
+    Ok(Outcome { perf, interrupted, modelled })
+}
+
+/// The events the query reads (the generator, or events files or a directory), and the files'
+/// pattern if they come from files.
+fn read_events(
+    p: &Pipeline,
+    args: &Args,
+    config: &NexmarkConfig,
+    options: &PipelineOptions,
+) -> (PCollection<Event>, Option<String>) {
     let dir_pattern = args.events_dir.as_ref().map(|d| d.join("*").to_string_lossy().into_owned());
     let events_file = args.events_file.as_ref().or(args.events_glob.as_ref()).or(dir_pattern.as_ref());
     let json_lines = |f: &String| EventsFormat::of(f) == EventsFormat::JsonLines;
@@ -424,14 +449,26 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     } else {
         p.apply("Events", Read::from(BoundedEventSource::new(config)))
     };
+    (events, events_file.cloned())
+}
+
+/// Applies `target` to `events`: the query and, as asked, its results written and checked
+/// against its model; whether a model checks them.
+fn apply_target(
+    args: &Args,
+    config: &NexmarkConfig,
+    target: Target,
+    events: &PCollection<Event>,
+    events_file: Option<&String>,
+) -> Result<bool, String> {
     let mut modelled = false;
     match target {
         Target::GeneratorOnly => {
-            queries::monitor_events(target.name(), &events);
+            queries::monitor_events(target.name(), events);
         }
         Target::Query(query) => {
             let options = QueryOptions { output_path: args.output_path.clone(), max_num_workers: args.max_num_workers };
-            let results = queries::apply_with(query, config, &options, &events);
+            let results = queries::apply_with(query, config, &options, events);
             let model = if args.check {
                 // The model runs over the events the source produces: Beam's models see one
                 // unsplit timeline, but the pipeline reads `numEventGenerators` split ones. An
@@ -483,11 +520,21 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
             }
         }
     }
-    let launched = weir_sdk::time::now_millis();
-    let start = Instant::now();
-    let result = p.run().map_err(|e| e.to_string())?;
-    let ns = target.name();
-    let total = if events_file.is_some() || config.num_events <= 0 { None } else { Some(config.num_events as u64) };
+    Ok(modelled)
+}
+
+/// A progress snapshot every [`SNAPSHOT_PERIOD`].
+type Snapshots = Vec<ProgressSnapshot>;
+
+/// Waits for the run to end, with a progress bar of `total` events, draining on SIGUSR1 and
+/// stopping on SIGINT or SIGTERM: its final state, the signal that stopped it, and its
+/// progress snapshots.
+fn watch(
+    result: &dyn weir_sdk::runner::PipelineResult,
+    ns: &str,
+    total: Option<u64>,
+    start: Instant,
+) -> Result<(PipelineState, Option<i32>, Snapshots), String> {
     let bar = progress_bar(total, ns);
     let mut snapshots = Vec::new();
     let mut interrupted = None;
@@ -527,10 +574,23 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         }
     };
     bar.finish_and_clear();
-    let wall = start.elapsed().as_secs_f64();
-    if state != PipelineState::Done && !(interrupted.is_some() && state == PipelineState::Cancelled) {
-        return Err(format!("the pipeline ended in state {state:?}"));
-    }
+    Ok((state, interrupted, snapshots))
+}
+
+/// What a finished run leaves for its perf record.
+struct Finished<'a> {
+    result: &'a dyn weir_sdk::runner::PipelineResult,
+    launched: i64,
+    wall: f64,
+    interrupted: Option<i32>,
+    snapshots: Snapshots,
+    events_file: Option<&'a String>,
+}
+
+/// The run's perf record, from its metrics (Beam's `NexmarkPerf`).
+fn perf_of(args: &Args, target: Target, options: &PipelineOptions, run: Finished<'_>) -> NexmarkPerf {
+    let Finished { result, launched, wall, interrupted, snapshots, events_file } = run;
+    let ns = target.name();
     let mut errors = Vec::new();
     if let Some(sig) = interrupted {
         errors.push(format!("stopped early by {}: the results are those of the batches committed", signals::name(sig)));
@@ -594,7 +654,7 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
         mode: if args.streaming { "streaming" } else { "batch" }.to_string(),
         parallelism: options.get::<weir::microbatch::MicroBatchOptions>().parallelism,
     };
-    Ok(Outcome { perf, interrupted, modelled })
+    perf
 }
 
 fn short_string(config: &NexmarkConfig, target: Target) -> String {
@@ -674,6 +734,63 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     };
     // Installed before anything runs, so a signal during a run stops it gracefully.
     Interrupt::get();
+    if let Some(file) = &args.events_file {
+        if !std::path::Path::new(file).is_file() {
+            return Err(Failure::Usage(format!("--events-file {file}: no such file")));
+        }
+    }
+    if !args.report_history.is_empty() {
+        return history(&args);
+    }
+    if let Some(path) = &args.export_events {
+        let config = apply_overrides(&NexmarkConfig::default(), &overrides)?;
+        config.validate().map_err(|e| e.to_string())?;
+        let n = export_events(&config, path)
+            .map_err(|e| Failure::Runtime(format!("--export-events {}: {e}", path.display())))?;
+        println!("wrote {n} events to {}", path.display());
+        return Ok(0);
+    }
+    let confs = configurations(&args, &overrides)?;
+    let baseline = args.baseline_file.as_ref().map(read_baseline).transpose()?;
+    let started = weir_sdk::time::now_millis();
+    let (runs, failed, interrupted) = run_all(&args, &confs)?;
+    print_summary(started, &runs, baseline.as_ref());
+    if let Some(path) = &args.report {
+        write_report(path, started, &runs, baseline.as_ref(), args.report_threshold)?;
+    }
+    Ok(match interrupted {
+        Some(sig) => 128 + sig,
+        None if failed => 1,
+        None => 0,
+    })
+}
+
+/// `--report-history`: the HTML history of the perf files given, written to `--report`.
+fn history(args: &Args) -> Result<i32, Failure> {
+    let mut files = Vec::new();
+    for f in &args.report_history {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| Failure::Usage(format!("--report-history {}: {e}", f.display())))?;
+        let mut perfs = Vec::new();
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            perfs.push(serde_json::from_str::<NexmarkPerf>(line).map_err(|e| {
+                Failure::Usage(format!("--report-history {} line {}: not a perf record: {e}", f.display(), i + 1))
+            })?);
+        }
+        files.push((f.display().to_string(), perfs));
+    }
+    let html = crate::report::history_report(&files);
+    let path = args.report.as_ref().ok_or_else(|| Failure::Usage("--report-history needs --report FILE".into()))?;
+    weir_sdk::io::atomic::write_atomic(path, html.as_bytes())
+        .map_err(|e| Failure::Runtime(format!("--report {}: {e}", path.display())))?;
+    println!("history of {} runs written to {}", files.len(), path.display());
+    Ok(0)
+}
+
+/// The configurations to run: the suite's, narrowed to `--query` (less `--skip-queries`), each
+/// overridden by the configuration flags, and the generator alone first with
+/// `--generator-only`.
+fn configurations(args: &Args, overrides: &NexmarkConfig) -> Result<Vec<(NexmarkConfig, Target)>, Failure> {
     let suite = Suite::parse(&args.suite).ok_or_else(|| {
         format!(
             "unknown suite '{}'; known: DEFAULT, SMOKE, STRESS, FULL_THROTTLE, SMALL_LOGGER, LONG_RUNNING_LOGGER",
@@ -693,46 +810,10 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         .iter()
         .map(|q| QueryName::parse(q).ok_or_else(|| format!("unknown query '{q}' in --skip-queries")))
         .collect::<Result<_, _>>()?;
-    if let Some(file) = &args.events_file {
-        if !std::path::Path::new(file).is_file() {
-            return Err(Failure::Usage(format!("--events-file {file}: no such file")));
-        }
-    }
-
-    if !args.report_history.is_empty() {
-        let mut files = Vec::new();
-        for f in &args.report_history {
-            let text = std::fs::read_to_string(f)
-                .map_err(|e| Failure::Usage(format!("--report-history {}: {e}", f.display())))?;
-            let mut perfs = Vec::new();
-            for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-                perfs.push(serde_json::from_str::<NexmarkPerf>(line).map_err(|e| {
-                    Failure::Usage(format!("--report-history {} line {}: not a perf record: {e}", f.display(), i + 1))
-                })?);
-            }
-            files.push((f.display().to_string(), perfs));
-        }
-        let html = crate::report::history_report(&files);
-        let path = args.report.as_ref().ok_or_else(|| Failure::Usage("--report-history needs --report FILE".into()))?;
-        weir_sdk::io::atomic::write_atomic(path, html.as_bytes())
-            .map_err(|e| Failure::Runtime(format!("--report {}: {e}", path.display())))?;
-        println!("history of {} runs written to {}", files.len(), path.display());
-        return Ok(0);
-    }
-
-    if let Some(path) = &args.export_events {
-        let config = apply_overrides(&NexmarkConfig::default(), &overrides)?;
-        config.validate().map_err(|e| e.to_string())?;
-        let n = export_events(&config, path)
-            .map_err(|e| Failure::Runtime(format!("--export-events {}: {e}", path.display())))?;
-        println!("wrote {n} events to {}", path.display());
-        return Ok(0);
-    }
-
     // The configurations: the suite's, narrowed to --query, each overridden by the flags.
     let mut confs: Vec<(NexmarkConfig, Target)> = Vec::new();
     for base in suite.configurations() {
-        let config = apply_overrides(&base, &overrides)?;
+        let config = apply_overrides(&base, overrides)?;
         config.validate().map_err(|e| e.to_string())?;
         let suite_query = base.query;
         let targets: Vec<QueryName> = match (suite_query, queries.is_empty()) {
@@ -747,7 +828,7 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         }
     }
     if args.generator_only {
-        let config = apply_overrides(&suite.configurations()[0], &overrides)?;
+        let config = apply_overrides(&suite.configurations()[0], overrides)?;
         confs.insert(0, (NexmarkConfig { query: None, ..config }, Target::GeneratorOnly));
     }
     if confs.is_empty() {
@@ -768,13 +849,16 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
                     at once, so the one batch would never end; give --num-events, --is-rate-limited or another --trigger"
             .into());
     }
-    let baseline = args.baseline_file.as_ref().map(read_baseline).transpose()?;
+    Ok(confs)
+}
 
-    let started = weir_sdk::time::now_millis();
+/// Runs every configuration in turn (none after a drain or a stop): the runs, whether one
+/// failed, and the signal that stopped them.
+fn run_all(args: &Args, confs: &[(NexmarkConfig, Target)]) -> Result<(Vec<Run>, bool, Option<i32>), Failure> {
     let mut runs = Vec::new();
     let mut failed = false;
     let mut interrupted = None;
-    for (config, target) in &confs {
+    for (config, target) in confs {
         let conf = short_string(config, *target);
         if signals::drained() {
             runs.push(Run {
@@ -796,7 +880,7 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
             continue;
         }
         eprintln!("running {conf} ({}, {})", args.pipeline.runner, if args.streaming { "streaming" } else { "batch" });
-        match run_one(&args, config, *target, &args.pipeline) {
+        match run_one(args, config, *target, &args.pipeline) {
             Ok(outcome) => {
                 let perf = outcome.perf;
                 if let Some(file) = &args.perf_file {
@@ -826,6 +910,12 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         }
     }
 
+    Ok((runs, failed, interrupted))
+}
+
+/// Prints Beam's summary of the runs: the configurations, the performance (beside the baseline
+/// when given) and the errors.
+fn print_summary(started: i64, runs: &[Run], baseline: Option<&BTreeMap<(String, String, String), NexmarkPerf>>) {
     println!();
     println!(
         "Run started {} and ran for {:.1}s",
@@ -853,7 +943,7 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         match (&r.perf, &r.note) {
             (Some(perf), _) => {
                 let results = if perf.num_results < 0 { String::new() } else { perf.num_results.to_string() };
-                if let Some(base) = &baseline {
+                if let Some(base) = baseline {
                     let b = base.get(&(perf.query.clone(), perf.runner.clone(), perf.mode.clone()));
                     let (rt, ev, res) = match b {
                         Some(b) => (
@@ -887,31 +977,30 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
             println!("  {i:04}  {e}");
         }
     }
-    if let Some(path) = &args.report {
-        let rows: Vec<crate::report::ReportRow> = runs
-            .iter()
-            .map(|r| crate::report::ReportRow {
-                conf: r.conf.clone(),
-                perf: r.perf.clone(),
-                note: r.note.clone(),
-                check: r.check,
-            })
-            .collect();
-        let html = crate::report::run_report(
-            &weir_sdk::time::iso8601(started),
-            &rows,
-            baseline.as_ref(),
-            args.report_threshold,
-        );
-        weir_sdk::io::atomic::write_atomic(path, html.as_bytes())
-            .map_err(|e| Failure::Runtime(format!("--report {}: {e}", path.display())))?;
-        eprintln!("report written to {}", path.display());
-    }
-    Ok(match interrupted {
-        Some(sig) => 128 + sig,
-        None if failed => 1,
-        None => 0,
-    })
+}
+
+/// Writes the HTML report of the runs to `path`.
+fn write_report(
+    path: &std::path::Path,
+    started: i64,
+    runs: &[Run],
+    baseline: Option<&BTreeMap<(String, String, String), NexmarkPerf>>,
+    threshold: f64,
+) -> Result<(), Failure> {
+    let rows: Vec<crate::report::ReportRow> = runs
+        .iter()
+        .map(|r| crate::report::ReportRow {
+            conf: r.conf.clone(),
+            perf: r.perf.clone(),
+            note: r.note.clone(),
+            check: r.check,
+        })
+        .collect();
+    let html = crate::report::run_report(&weir_sdk::time::iso8601(started), &rows, baseline, threshold);
+    weir_sdk::io::atomic::write_atomic(path, html.as_bytes())
+        .map_err(|e| Failure::Runtime(format!("--report {}: {e}", path.display())))?;
+    eprintln!("report written to {}", path.display());
+    Ok(())
 }
 
 #[cfg(test)]
