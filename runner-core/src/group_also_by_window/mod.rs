@@ -315,8 +315,16 @@ impl GroupAlsoByWindow {
         // Rows encoded on the way in (a native exchange) are not copied again: the largest
         // such batch goes first and moves into the empty scratch batch (see `encode`).
         inputs.sort_by_key(|b| Reverse(b.downcast_ref::<EncodedKvBatch>().map_or(0, |e| e.rows.len())));
-        for input in inputs {
+        // Room for all of them at once: appended one by one, the buffers would grow (and be
+        // copied into fresh pages) once per input, as many times as there are producers.
+        let encoded = inputs.iter().filter_map(|b| b.downcast_ref::<EncodedKvBatch>());
+        let (bytes, rows) = encoded.fold((0, 0), |(d, r), e| (d + e.data.len(), r + e.rows.len()));
+        for (k, input) in inputs.into_iter().enumerate() {
             self.encode(input)?;
+            if k == 0 {
+                self.scratch.data.reserve(bytes.saturating_sub(self.scratch.data.len()));
+                self.scratch.rows.reserve(rows.saturating_sub(self.scratch.rows.len()));
+            }
         }
         let scratch = std::mem::take(&mut self.scratch);
         let mut out = Vec::new();
