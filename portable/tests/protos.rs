@@ -3,25 +3,10 @@
 //! (the Python of `WEIR_BEAM_PYTHON`, which CI installs), and the compiled messages encode
 //! Beam's field numbers.
 
+mod common;
+use common::beam_python;
 use prost::Message;
 use weir_portable::proto::pipeline::v1 as pipeline;
-
-/// A Python with apache-beam, or `None` (the test is skipped; under CI, which installs it, it
-/// fails).
-fn beam_python() -> Option<String> {
-    let python = std::env::var("WEIR_BEAM_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = std::process::Command::new(&python)
-        .args(["-c", "import apache_beam"])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "{python} lacks apache-beam (.ci/run installs it)");
-        eprintln!("SKIPPED: {python} lacks apache-beam (set WEIR_BEAM_PYTHON to a Python with apache-beam)");
-        return None;
-    }
-    Some(python)
-}
 
 #[test]
 fn the_descriptors_are_those_of_the_installed_apache_beam() {

@@ -1,0 +1,433 @@
+//! What the job server makes of a submitted pipeline before it runs anything: its leaf
+//! transforms, each either run by Weir itself (Impulse, GroupByKey, Flatten, Reshuffle and
+//! Redistribute) or by the SDK harness, and the harness's transforms fused greedily into
+//! stages, each of which becomes one operator sending bundles to a harness.
+//!
+//! Everything a pipeline needs that Weir lacks is refused here, at Prepare, with the transform
+//! and the URN named: an unknown transform URN, a ParDo feature (state, timers, splitting,
+//! bundle finalization) or a pipeline requirement not supported, and a window function that
+//! only the SDK knows.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::proto::pipeline::v1 as rapi;
+use prost::Message;
+
+/// Transform URNs (Beam's standard ones).
+pub mod urns {
+    /// The impulse: one empty byte array in the global window.
+    pub const IMPULSE: &str = "beam:transform:impulse:v1";
+    /// GroupByKey.
+    pub const GROUP_BY_KEY: &str = "beam:transform:group_by_key:v1";
+    /// Flatten.
+    pub const FLATTEN: &str = "beam:transform:flatten:v1";
+    /// Reshuffle (a composite the runner implements).
+    pub const RESHUFFLE: &str = "beam:transform:reshuffle:v1";
+    /// Redistribute, by key and arbitrarily.
+    pub const REDISTRIBUTE_BY_KEY: &str = "beam:transform:redistribute_by_key:v1";
+    /// Redistribute arbitrarily.
+    pub const REDISTRIBUTE_ARBITRARILY: &str = "beam:transform:redistribute_arbitrarily:v1";
+    /// ParDo.
+    pub const PAR_DO: &str = "beam:transform:pardo:v1";
+    /// Assigning windows.
+    pub const WINDOW_INTO: &str = "beam:transform:window_into:v1";
+    /// A lifted combine's parts, run by the harness.
+    pub const COMBINE_PRECOMBINE: &str = "beam:transform:combine_per_key_precombine:v1";
+    /// Merging accumulators after the grouping.
+    pub const COMBINE_MERGE: &str = "beam:transform:combine_per_key_merge_accumulators:v1";
+    /// Extracting outputs from merged accumulators.
+    pub const COMBINE_EXTRACT: &str = "beam:transform:combine_per_key_extract_outputs:v1";
+    /// Combining the grouped values of each key (an unlifted combine).
+    pub const COMBINE_GROUPED_VALUES: &str = "beam:transform:combine_grouped_values:v1";
+    /// Mapping windows for side inputs.
+    pub const MAP_WINDOWS: &str = "beam:transform:map_windows:v1";
+    /// Merging windows in the SDK.
+    pub const MERGE_WINDOWS: &str = "beam:transform:merge_windows:v1";
+    /// Rendering elements as strings.
+    pub const TO_STRING: &str = "beam:transform:to_string:v1";
+}
+
+/// The window functions Weir runs natively.
+const WINDOW_FNS: [&str; 4] = [
+    "beam:window_fn:global_windows:v1",
+    "beam:window_fn:fixed_windows:v1",
+    "beam:window_fn:sliding_windows:v1",
+    "beam:window_fn:session_windows:v1",
+];
+
+/// Pipeline requirements Weir meets.
+const REQUIREMENTS: [&str; 0] = [];
+
+/// Transforms the harness runs.
+const SDK_URNS: [&str; 10] = [
+    urns::PAR_DO,
+    urns::WINDOW_INTO,
+    urns::COMBINE_PRECOMBINE,
+    urns::COMBINE_MERGE,
+    urns::COMBINE_EXTRACT,
+    urns::COMBINE_GROUPED_VALUES,
+    urns::MAP_WINDOWS,
+    urns::MERGE_WINDOWS,
+    urns::TO_STRING,
+    urns::FLATTEN,
+];
+
+/// A pipeline Weir cannot run, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A transform needs something Weir lacks.
+    #[error("transform '{transform}' ({urn}) cannot run on Weir: {why}")]
+    Unsupported {
+        /// The transform's unique name.
+        transform: String,
+        /// The URN it needs.
+        urn: String,
+        /// What is missing.
+        why: String,
+    },
+    /// The pipeline needs a requirement Weir does not meet.
+    #[error("the pipeline requires {urn}, which Weir does not support yet")]
+    Requirement {
+        /// The requirement's URN.
+        urn: String,
+    },
+    /// The pipeline proto is not a well-formed pipeline.
+    #[error("malformed pipeline: {0}")]
+    Malformed(String),
+}
+
+/// What runs a stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StageKind {
+    /// Weir's impulse.
+    Impulse,
+    /// Weir's GroupByKey, with the windowing strategy of its input.
+    GroupByKey {
+        /// The input's windowing strategy id.
+        windowing_strategy: String,
+    },
+    /// Weir's flatten.
+    Flatten,
+    /// Weir's reshuffle (or redistribute): a repartition by key or at random.
+    Reshuffle,
+    /// Transforms the harness of `environment` runs, fused: one bundle goes through all of them.
+    Sdk {
+        /// The environment id.
+        environment: String,
+    },
+}
+
+/// One stage: a runner transform, or fused harness transforms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage {
+    /// What runs it.
+    pub kind: StageKind,
+    /// Its transforms' ids, in topological order.
+    pub transforms: Vec<String>,
+    /// PCollections it reads from other stages as main input.
+    pub inputs: Vec<String>,
+    /// PCollections it reads as side inputs: (transform id, local name, PCollection id).
+    pub side_inputs: Vec<(String, String, String)>,
+    /// PCollections it produces that other stages read (or no one does: a leaf's outputs).
+    pub outputs: Vec<String>,
+}
+
+/// A pipeline as stages, in an order where every stage comes after those it reads.
+#[derive(Debug, Clone)]
+pub struct PortablePlan {
+    /// The stages.
+    pub stages: Vec<Stage>,
+}
+
+/// A leaf transform of the pipeline, with what it reads.
+struct Leaf<'a> {
+    id: &'a str,
+    t: &'a rapi::PTransform,
+    /// Main inputs (PCollection ids).
+    main: Vec<&'a str>,
+    /// Side inputs: (local name, PCollection id).
+    sides: Vec<(&'a str, &'a str)>,
+}
+
+fn urn(t: &rapi::PTransform) -> &str {
+    t.spec.as_ref().map_or("", |s| s.urn.as_str())
+}
+
+fn unsupported(t: &rapi::PTransform, why: impl Into<String>) -> PlanError {
+    PlanError::Unsupported { transform: t.unique_name.clone(), urn: urn(t).to_string(), why: why.into() }
+}
+
+/// The leaf transforms under `ids`, depth first in the pipeline's order: a composite the runner
+/// implements (Reshuffle) counts as a leaf.
+fn leaves<'a>(c: &'a rapi::Components, ids: &'a [String], out: &mut Vec<&'a str>) -> Result<(), PlanError> {
+    for id in ids {
+        let t = c.transforms.get(id).ok_or_else(|| PlanError::Malformed(format!("no transform '{id}'")))?;
+        let native_composite = matches!(urn(t), urns::RESHUFFLE);
+        if t.subtransforms.is_empty() || native_composite {
+            out.push(id);
+        } else {
+            leaves(c, &t.subtransforms, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks what a ParDo asks of the runner.
+fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, PlanError> {
+    let payload = t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]);
+    let p = rapi::ParDoPayload::decode(payload)
+        .map_err(|e| unsupported(t, format!("a ParDo payload that does not decode: {e}")))?;
+    let lacking = [
+        (!p.state_specs.is_empty(), "user state"),
+        (!p.timer_family_specs.is_empty(), "timers"),
+        (!p.restriction_coder_id.is_empty(), "splittable DoFns"),
+        (p.requests_finalization, "bundle finalization"),
+        (p.requires_time_sorted_input, "time-sorted input"),
+        (p.requires_stable_input, "stable input"),
+    ];
+    if let Some((_, what)) = lacking.iter().find(|(needed, _)| *needed) {
+        return Err(unsupported(t, format!("{what} are not supported by Weir's portable runner yet")));
+    }
+    Ok(p)
+}
+
+/// Checks a windowing strategy's window function.
+fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &str) -> Result<String, PlanError> {
+    let p = c.pcollections.get(pc).ok_or_else(|| PlanError::Malformed(format!("no PCollection '{pc}'")))?;
+    let ws = c
+        .windowing_strategies
+        .get(&p.windowing_strategy_id)
+        .ok_or_else(|| PlanError::Malformed(format!("no windowing strategy '{}'", p.windowing_strategy_id)))?;
+    let window_fn = ws.window_fn.as_ref().map_or("", |f| f.urn.as_str());
+    if !WINDOW_FNS.contains(&window_fn) {
+        return Err(unsupported(t, format!("its input's window function {window_fn} is known only to the SDK")));
+    }
+    Ok(p.windowing_strategy_id.clone())
+}
+
+/// Plans `pipeline`: checks that Weir can run everything in it, and fuses the harness's
+/// transforms into stages.
+pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
+    let c = pipeline.components.as_ref().ok_or_else(|| PlanError::Malformed("no components".into()))?;
+    let mut ids = Vec::new();
+    leaves(c, &pipeline.root_transform_ids, &mut ids)?;
+    let mut all = Vec::with_capacity(ids.len());
+    for id in ids {
+        let t = &c.transforms[id];
+        let sides: BTreeSet<String> = match urn(t) {
+            urns::PAR_DO => check_par_do(t)?.side_inputs.into_keys().collect(),
+            _ => BTreeSet::new(),
+        };
+        let main = t.inputs.iter().filter(|(k, _)| !sides.contains(*k)).map(|(_, v)| v.as_str()).collect();
+        let sides = t.inputs.iter().filter(|(k, _)| sides.contains(*k)).map(|(k, v)| (k.as_str(), v.as_str()));
+        all.push(Leaf { id, t, main, sides: sides.collect() });
+    }
+    // After the transforms: a transform that needs what a requirement names is named itself.
+    if let Some(r) = pipeline.requirements.iter().find(|r| !REQUIREMENTS.contains(&r.as_str())) {
+        return Err(PlanError::Requirement { urn: r.clone() });
+    }
+    let order = topological(&all)?;
+    Fusion::new(c, &all).run(&order)
+}
+
+/// The leaves in an order where each comes after the producers of what it reads.
+fn topological(all: &[Leaf<'_>]) -> Result<Vec<usize>, PlanError> {
+    let producer: HashMap<&str, usize> =
+        all.iter().enumerate().flat_map(|(i, l)| l.t.outputs.values().map(move |pc| (pc.as_str(), i))).collect();
+    let mut state = vec![0u8; all.len()];
+    let mut order = Vec::with_capacity(all.len());
+    fn visit(
+        i: usize,
+        all: &[Leaf<'_>],
+        producer: &HashMap<&str, usize>,
+        state: &mut [u8],
+        order: &mut Vec<usize>,
+    ) -> Result<(), PlanError> {
+        match state[i] {
+            2 => return Ok(()),
+            1 => return Err(PlanError::Malformed(format!("a cycle through transform '{}'", all[i].t.unique_name))),
+            _ => {}
+        }
+        state[i] = 1;
+        let reads = all[i].main.iter().copied().chain(all[i].sides.iter().map(|s| s.1));
+        for pc in reads {
+            // A transform reading its own output (Beam's no-op composites) is no edge.
+            if let Some(&p) = producer.get(pc).filter(|&&p| p != i) {
+                visit(p, all, producer, state, order)?;
+            }
+        }
+        state[i] = 2;
+        order.push(i);
+        Ok(())
+    }
+    for i in 0..all.len() {
+        visit(i, all, &producer, &mut state, &mut order)?;
+    }
+    Ok(order)
+}
+
+/// Greedy fusion: each harness transform joins the stage of the producer of its one main input
+/// when that producer runs in the same environment, none of its side inputs comes from that
+/// stage, and no other input it reads depends on that stage (which would make a cycle).
+struct Fusion<'a> {
+    c: &'a rapi::Components,
+    all: &'a [Leaf<'a>],
+    producer: HashMap<&'a str, usize>,
+    /// Each leaf's stage.
+    stage_of: Vec<Option<usize>>,
+    stages: Vec<Stage>,
+    /// Per stage, the stages it reads from (directly).
+    reads: Vec<BTreeSet<usize>>,
+}
+
+impl<'a> Fusion<'a> {
+    fn new(c: &'a rapi::Components, all: &'a [Leaf<'a>]) -> Self {
+        let producer =
+            all.iter().enumerate().flat_map(|(i, l)| l.t.outputs.values().map(move |pc| (pc.as_str(), i))).collect();
+        Fusion { c, all, producer, stage_of: vec![None; all.len()], stages: Vec::new(), reads: Vec::new() }
+    }
+
+    /// Whether stage `s` is `target` or reads from it, directly or not.
+    fn depends_on(&self, s: usize, target: usize) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![s];
+        while let Some(x) = todo.pop() {
+            if x == target {
+                return true;
+            }
+            if seen.insert(x) {
+                todo.extend(self.reads[x].iter().copied());
+            }
+        }
+        false
+    }
+
+    fn producer_stage(&self, pc: &str, me: usize) -> Option<usize> {
+        self.producer.get(pc).filter(|&&p| p != me).and_then(|&p| self.stage_of[p])
+    }
+
+    fn kind(&self, l: &Leaf<'_>) -> Result<StageKind, PlanError> {
+        Ok(match urn(l.t) {
+            urns::IMPULSE => StageKind::Impulse,
+            urns::GROUP_BY_KEY => {
+                let input = l.main.first().ok_or_else(|| unsupported(l.t, "a GroupByKey without input"))?;
+                StageKind::GroupByKey { windowing_strategy: check_windowing(self.c, l.t, input)? }
+            }
+            urns::FLATTEN if l.t.environment_id.is_empty() => StageKind::Flatten,
+            urns::RESHUFFLE | urns::REDISTRIBUTE_ARBITRARILY | urns::REDISTRIBUTE_BY_KEY => StageKind::Reshuffle,
+            u if SDK_URNS.contains(&u) && !l.t.environment_id.is_empty() => {
+                StageKind::Sdk { environment: l.t.environment_id.clone() }
+            }
+            u if l.t.inputs.is_empty() && l.t.outputs.is_empty() => {
+                return Err(PlanError::Malformed(format!(
+                    "transform '{}' ({u}) reads and writes nothing",
+                    l.t.unique_name
+                )))
+            }
+            "" => return Err(unsupported(l.t, "a leaf transform without a URN")),
+            _ => return Err(unsupported(l.t, "Weir does not know this transform")),
+        })
+    }
+
+    fn run(mut self, order: &[usize]) -> Result<PortablePlan, PlanError> {
+        for &i in order {
+            let l = &self.all[i];
+            // A no-op (its input is its output) joins nothing and runs nowhere.
+            if !l.t.outputs.is_empty() && l.t.outputs.values().all(|o| l.main.contains(&o.as_str())) {
+                continue;
+            }
+            let kind = self.kind(l)?;
+            let fuse_into = match &kind {
+                StageKind::Sdk { environment } if l.main.len() == 1 => {
+                    self.producer_stage(l.main[0], i).filter(|&s| self.can_fuse(s, environment, l, i))
+                }
+                _ => None,
+            };
+            let s = match fuse_into {
+                Some(s) => s,
+                None => {
+                    self.stages.push(Stage {
+                        kind,
+                        transforms: Vec::new(),
+                        inputs: Vec::new(),
+                        side_inputs: Vec::new(),
+                        outputs: Vec::new(),
+                    });
+                    self.reads.push(BTreeSet::new());
+                    self.stages.len() - 1
+                }
+            };
+            self.stage_of[i] = Some(s);
+            self.stages[s].transforms.push(l.id.to_string());
+            for pc in l.main.iter().copied().chain(l.sides.iter().map(|x| x.1)) {
+                if let Some(p) = self.producer_stage(pc, i).filter(|&p| p != s) {
+                    self.reads[s].insert(p);
+                }
+            }
+        }
+        self.connect();
+        let order = self.stage_order();
+        let mut stages: Vec<Option<Stage>> = self.stages.into_iter().map(Some).collect();
+        Ok(PortablePlan { stages: order.into_iter().filter_map(|s| stages[s].take()).collect() })
+    }
+
+    /// The stages in an order where each comes after the stages it reads (a stage made early
+    /// may have taken in, later, a transform reading a later stage's output).
+    fn stage_order(&self) -> Vec<usize> {
+        let mut done = vec![false; self.stages.len()];
+        let mut order = Vec::with_capacity(self.stages.len());
+        fn visit(s: usize, reads: &[BTreeSet<usize>], done: &mut [bool], order: &mut Vec<usize>) {
+            if done[s] {
+                return;
+            }
+            // Fusion never makes a cycle (see `can_fuse`), so this terminates.
+            done[s] = true;
+            for &r in &reads[s] {
+                visit(r, reads, done, order);
+            }
+            order.push(s);
+        }
+        for s in 0..self.stages.len() {
+            visit(s, &self.reads, &mut done, &mut order);
+        }
+        order
+    }
+
+    /// Whether `l` (leaf `i`) may join stage `s`.
+    fn can_fuse(&self, s: usize, environment: &str, l: &Leaf<'_>, i: usize) -> bool {
+        let same_env = matches!(&self.stages[s].kind, StageKind::Sdk { environment: e } if e == environment);
+        // Its side inputs must be complete before the stage runs: not from the stage, nor from
+        // anything that reads it.
+        let sides_ok = l.sides.iter().all(|(_, pc)| self.producer_stage(pc, i).is_none_or(|p| !self.depends_on(p, s)));
+        same_env && sides_ok
+    }
+
+    /// Fills each stage's inputs, side inputs and outputs from its transforms.
+    fn connect(&mut self) {
+        let mut consumers: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
+        for (i, l) in self.all.iter().enumerate() {
+            if let Some(s) = self.stage_of[i] {
+                for pc in l.main.iter().copied().chain(l.sides.iter().map(|x| x.1)) {
+                    consumers.entry(pc).or_default().insert(s);
+                }
+            }
+        }
+        for (i, l) in self.all.iter().enumerate() {
+            let Some(s) = self.stage_of[i] else { continue };
+            for pc in &l.main {
+                if self.producer_stage(pc, i) != Some(s) && !self.stages[s].inputs.iter().any(|x| x == pc) {
+                    self.stages[s].inputs.push(pc.to_string());
+                }
+            }
+            for (name, pc) in &l.sides {
+                self.stages[s].side_inputs.push((l.id.to_string(), name.to_string(), pc.to_string()));
+            }
+            for pc in l.t.outputs.values() {
+                let elsewhere = consumers.get(pc.as_str()).is_none_or(|c| c.iter().any(|&x| x != s));
+                if elsewhere {
+                    self.stages[s].outputs.push(pc.clone());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The plan of pipelines Beam Python submits: Weir's own transforms, the harness's fused into
+//! stages, and what cannot run refused at Prepare, naming the transform and the URN.
+
+mod common;
+use weir_portable::plan::{plan, PlanError, StageKind};
+use weir_portable::proto::pipeline::v1 as rapi;
+
+/// The unique names of a stage's transforms.
+fn names(p: &rapi::Pipeline, ids: &[String]) -> Vec<String> {
+    let c = p.components.as_ref().unwrap();
+    ids.iter().map(|id| c.transforms[id].unique_name.clone()).collect()
+}
+
+#[test]
+fn a_grouping_pipeline_fuses_into_harness_stages_around_weirs_own_transforms() {
+    let Some(p) = common::submitted(
+        r#"
+words = p | beam.Create(["a b", "b c"]) | beam.FlatMap(str.split)
+side = p | "Side" >> beam.Create([1])
+counts = (words | "Pair" >> beam.Map(lambda w, n: (w, n), beam.pvalue.AsSingleton(side))
+          | beam.GroupByKey() | beam.CombinePerKey(sum) | "Format" >> beam.Map(str))
+"#,
+    ) else {
+        return;
+    };
+    let plan = plan(&p).expect("a pipeline Weir runs");
+    let kinds: Vec<&StageKind> = plan.stages.iter().map(|s| &s.kind).collect();
+    // Two impulses; the reshuffle inside Create; three GroupByKeys (Create's reshuffle has its
+    // own, the user's, the lifted combine's).
+    assert_eq!(kinds.iter().filter(|k| matches!(k, StageKind::Impulse)).count(), 2, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| matches!(k, StageKind::Reshuffle)).count(), 1, "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| matches!(k, StageKind::GroupByKey { .. })).count(), 2, "{kinds:?}");
+    // Every stage comes after the stages it reads.
+    let mut made = std::collections::BTreeSet::new();
+    for s in &plan.stages {
+        for pc in s.inputs.iter().chain(s.side_inputs.iter().map(|x| &x.2)) {
+            assert!(made.contains(pc), "stage {:?} reads {pc} before it is made", names(&p, &s.transforms));
+        }
+        made.extend(s.outputs.iter().cloned());
+    }
+    // The side input's stage is not the stage that reads it, and the combine's precombine is
+    // fused with the transforms before it; merge, extract and format after the grouping are
+    // one stage.
+    let stage_of =
+        |name: &str| plan.stages.iter().position(|s| names(&p, &s.transforms).iter().any(|n| n == name)).expect(name);
+    assert_ne!(stage_of("Side/Map(decode)"), stage_of("Pair"));
+    assert_eq!(stage_of("FlatMap(split)"), stage_of("Pair"));
+    assert_eq!(stage_of("CombinePerKey(sum)/Merge"), stage_of("Format"));
+    assert_eq!(stage_of("CombinePerKey(sum)/ExtractOutputs"), stage_of("Format"));
+    let pair = &plan.stages[stage_of("Pair")];
+    assert_eq!(pair.side_inputs.len(), 1, "{pair:?}");
+}
+
+#[test]
+fn what_weir_lacks_is_refused_naming_the_transform_and_the_urn() {
+    // User state.
+    let Some(p) = common::submitted(
+        r#"
+from apache_beam.transforms.userstate import BagStateSpec
+from apache_beam.coders import VarIntCoder
+class Buffer(beam.DoFn):
+    BAG = BagStateSpec("bag", VarIntCoder())
+    def process(self, kv, bag=beam.DoFn.StateParam(BAG)):
+        bag.add(kv[1])
+        yield kv
+p | beam.Create([("a", 1)]) | "Stateful" >> beam.ParDo(Buffer())
+"#,
+    ) else {
+        return;
+    };
+    let err = plan(&p).expect_err("user state is refused");
+    match &err {
+        PlanError::Unsupported { transform, urn, why } => {
+            assert_eq!(transform, "Stateful");
+            assert_eq!(urn, "beam:transform:pardo:v1");
+            assert!(why.contains("user state"), "{err}");
+        }
+        other => panic!("{other}"),
+    }
+    // A transform URN Weir does not know.
+    let mut p = common::submitted(r#"p | beam.Create([1]) | "Odd" >> beam.Map(lambda x: x)"#).unwrap();
+    let c = p.components.as_mut().unwrap();
+    let odd = c.transforms.values_mut().find(|t| t.unique_name == "Odd").unwrap();
+    odd.spec.as_mut().unwrap().urn = "beam:transform:fancy:v1".into();
+    let err = plan(&p).expect_err("an unknown URN is refused");
+    assert_eq!(
+        err.to_string(),
+        "transform 'Odd' (beam:transform:fancy:v1) cannot run on Weir: Weir does not know this transform"
+    );
+    // A window function only the SDK knows, ahead of a GroupByKey.
+    let p = common::submitted(
+        r#"
+from apache_beam.transforms import window
+class Odd(window.NonMergingWindowFn):
+    def assign(self, c):
+        return [window.IntervalWindow(0, 10)]
+    def get_window_coder(self):
+        return beam.coders.coders.IntervalWindowCoder()
+(p | beam.Create([("a", 1)]) | "Win" >> beam.WindowInto(Odd()) | "Group" >> beam.GroupByKey())
+"#,
+    )
+    .unwrap();
+    let err = plan(&p).expect_err("a custom window function is refused");
+    assert!(err.to_string().starts_with("transform 'Group' (beam:transform:group_by_key:v1)"), "{err}");
+    assert!(err.to_string().contains("known only to the SDK"), "{err}");
+}
