@@ -8,5 +8,7 @@
 //! a submitted pipeline: what Weir runs itself, what the harness runs, fused into stages, and
 //! what cannot run, refused with the transform and URN named.
 
+pub mod fn_api;
 pub mod plan;
 pub mod proto;
+pub mod stage;

@@ -1,0 +1,354 @@
+//! The Fn API, server side: the services an SDK harness connects to, and bundles sent to it.
+//!
+//! A harness (Beam Python's `sdk_worker_main`, started by Weir or by the submitting process)
+//! opens a control stream, a data stream and a logging stream to the endpoint of [`FnServer`],
+//! naming itself by the `worker_id` header. [`FnServer::process_bundle`] then runs one bundle
+//! on a harness: it sends a `ProcessBundleRequest` naming the stage's descriptor (which the
+//! harness fetches once with `GetProcessBundleDescriptor`), the bundle's input bytes on the data
+//! stream, and waits for every output's last byte and the harness's response. Harness logs go
+//! to Weir's `tracing` output. The gRPC services run on a small tokio runtime of their own; the
+//! calls of this module block, as an operator's do.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::proto::fn_execution::v1 as fapi;
+use fapi::beam_fn_control_server::{BeamFnControl, BeamFnControlServer};
+use fapi::beam_fn_data_server::{BeamFnData, BeamFnDataServer};
+use fapi::beam_fn_logging_server::{BeamFnLogging, BeamFnLoggingServer};
+
+/// What went wrong talking to a harness.
+#[derive(Debug, thiserror::Error)]
+pub enum FnError {
+    /// The services could not start.
+    #[error("the Fn API services cannot start: {0}")]
+    Start(String),
+    /// A harness did not connect, or did not answer, in time.
+    #[error("SDK harness '{worker}' {what} within {secs} s")]
+    Timeout {
+        /// The harness's worker id.
+        worker: String,
+        /// What it did not do.
+        what: &'static str,
+        /// The time allowed.
+        secs: u64,
+    },
+    /// The harness's control stream ended (it exited or lost its connection).
+    #[error("SDK harness '{worker}' is gone: its control stream ended")]
+    Gone {
+        /// The harness's worker id.
+        worker: String,
+    },
+    /// The harness failed the bundle: the error it sent (a Python traceback, say).
+    #[error("SDK harness '{worker}' failed the bundle: {error}")]
+    Bundle {
+        /// The harness's worker id.
+        worker: String,
+        /// Its error.
+        error: String,
+    },
+}
+
+type Outbound<T> = mpsc::UnboundedSender<Result<T, Status>>;
+
+/// What the services and the blocking calls share.
+#[derive(Default)]
+struct Links {
+    /// Per worker id, where its instructions go.
+    control: HashMap<String, Outbound<fapi::InstructionRequest>>,
+    /// Per worker id, where its input data goes.
+    data: HashMap<String, Outbound<fapi::Elements>>,
+    /// Workers whose control stream ended.
+    gone: HashSet<String>,
+    /// Responses, by instruction id, until taken.
+    responses: HashMap<String, fapi::InstructionResponse>,
+    /// Output data by instruction id, then transform id: the bytes, and whether the last came.
+    outputs: HashMap<String, HashMap<String, (Vec<u8>, bool)>>,
+    /// The descriptors harnesses may ask for, by id.
+    descriptors: HashMap<String, fapi::ProcessBundleDescriptor>,
+}
+
+#[derive(Default)]
+struct Shared {
+    links: Mutex<Links>,
+    changed: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Links> {
+        self.links.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits until `done` holds, the worker is gone, or `timeout` passes.
+    fn wait_for(
+        &self,
+        worker: &str,
+        timeout: Duration,
+        what: &'static str,
+        mut done: impl FnMut(&mut Links) -> bool,
+    ) -> Result<MutexGuard<'_, Links>, FnError> {
+        let deadline = Instant::now() + timeout;
+        let mut links = self.lock();
+        loop {
+            if done(&mut links) {
+                return Ok(links);
+            }
+            if links.gone.contains(worker) {
+                return Err(FnError::Gone { worker: worker.to_string() });
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(FnError::Timeout { worker: worker.to_string(), what, secs: timeout.as_secs() });
+            }
+            links = self.changed.wait_timeout(links, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+/// The worker id a harness names itself by.
+fn worker_of<T>(request: &Request<T>) -> String {
+    request.metadata().get("worker_id").and_then(|v| v.to_str().ok()).unwrap_or("").to_string()
+}
+
+struct Services(Arc<Shared>);
+
+#[tonic::async_trait]
+impl BeamFnControl for Services {
+    type ControlStream = UnboundedReceiverStream<Result<fapi::InstructionRequest, Status>>;
+
+    async fn control(
+        &self,
+        request: Request<Streaming<fapi::InstructionResponse>>,
+    ) -> Result<Response<Self::ControlStream>, Status> {
+        let worker = worker_of(&request);
+        let (to, from) = mpsc::unbounded_channel();
+        {
+            let mut links = self.0.lock();
+            links.gone.remove(&worker);
+            links.control.insert(worker.clone(), to);
+        }
+        self.0.changed.notify_all();
+        let shared = self.0.clone();
+        let mut inbound = request.into_inner();
+        tokio::spawn(async move {
+            while let Some(Ok(response)) = inbound.next().await {
+                shared.lock().responses.insert(response.instruction_id.clone(), response);
+                shared.changed.notify_all();
+            }
+            let mut links = shared.lock();
+            links.control.remove(&worker);
+            links.gone.insert(worker);
+            drop(links);
+            shared.changed.notify_all();
+        });
+        Ok(Response::new(UnboundedReceiverStream::new(from)))
+    }
+
+    async fn get_process_bundle_descriptor(
+        &self,
+        request: Request<fapi::GetProcessBundleDescriptorRequest>,
+    ) -> Result<Response<fapi::ProcessBundleDescriptor>, Status> {
+        let id = request.into_inner().process_bundle_descriptor_id;
+        match self.0.lock().descriptors.get(&id) {
+            Some(d) => Ok(Response::new(d.clone())),
+            None => Err(Status::not_found(format!("no process bundle descriptor '{id}'"))),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl BeamFnData for Services {
+    type DataStream = UnboundedReceiverStream<Result<fapi::Elements, Status>>;
+
+    async fn data(&self, request: Request<Streaming<fapi::Elements>>) -> Result<Response<Self::DataStream>, Status> {
+        let worker = worker_of(&request);
+        let (to, from) = mpsc::unbounded_channel();
+        self.0.lock().data.insert(worker.clone(), to);
+        self.0.changed.notify_all();
+        let shared = self.0.clone();
+        let mut inbound = request.into_inner();
+        tokio::spawn(async move {
+            while let Some(Ok(elements)) = inbound.next().await {
+                let mut links = shared.lock();
+                for d in elements.data {
+                    let bundle = links.outputs.entry(d.instruction_id).or_default();
+                    let (bytes, last) = bundle.entry(d.transform_id).or_default();
+                    bytes.extend_from_slice(&d.data);
+                    *last |= d.is_last;
+                }
+                drop(links);
+                shared.changed.notify_all();
+            }
+            shared.lock().data.remove(&worker);
+        });
+        Ok(Response::new(UnboundedReceiverStream::new(from)))
+    }
+}
+
+#[tonic::async_trait]
+impl BeamFnLogging for Services {
+    type LoggingStream = UnboundedReceiverStream<Result<fapi::LogControl, Status>>;
+
+    async fn logging(
+        &self,
+        request: Request<Streaming<fapi::log_entry::List>>,
+    ) -> Result<Response<Self::LoggingStream>, Status> {
+        let worker = worker_of(&request);
+        let (to, from) = mpsc::unbounded_channel();
+        let mut inbound = request.into_inner();
+        tokio::spawn(async move {
+            // Held while the harness logs: the stream back stays open as long.
+            let _to = to;
+            while let Some(Ok(list)) = inbound.next().await {
+                for e in list.log_entries {
+                    log(&worker, &e);
+                }
+            }
+        });
+        Ok(Response::new(UnboundedReceiverStream::new(from)))
+    }
+}
+
+/// A harness's log entry, at its severity, in Weir's `tracing` output.
+fn log(worker: &str, e: &fapi::LogEntry) {
+    use fapi::log_entry::severity::Enum as S;
+    let (msg, trace, at) = (&e.message, &e.trace, &e.log_location);
+    match S::try_from(e.severity).unwrap_or(S::Info) {
+        S::Critical | S::Error => tracing::error!(target: "beam_harness", worker, at, "{msg}{trace}"),
+        S::Warn => tracing::warn!(target: "beam_harness", worker, at, "{msg}{trace}"),
+        S::Notice | S::Info => tracing::info!(target: "beam_harness", worker, at, "{msg}"),
+        _ => tracing::debug!(target: "beam_harness", worker, at, "{msg}"),
+    }
+}
+
+/// The Fn API services on a port of 127.0.0.1, and bundles run on the harnesses connected.
+pub struct FnServer {
+    /// Runs the services; dropped with the server.
+    _runtime: tokio::runtime::Runtime,
+    address: String,
+    shared: Arc<Shared>,
+    next_instruction: AtomicU64,
+}
+
+/// One bundle's input: per data source transform of the descriptor, its encoded elements.
+pub type BundleInput = Vec<(String, Vec<u8>)>;
+
+impl FnServer {
+    /// Starts the control, data and logging services on a free port of 127.0.0.1.
+    pub fn start() -> Result<FnServer, FnError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("weir-fn-api")
+            .enable_all()
+            .build()
+            .map_err(|e| FnError::Start(e.to_string()))?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| FnError::Start(e.to_string()))?;
+        let address = listener.local_addr().map_err(|e| FnError::Start(e.to_string()))?.to_string();
+        listener.set_nonblocking(true).map_err(|e| FnError::Start(e.to_string()))?;
+        let shared = Arc::new(Shared::default());
+        let services = Arc::new(Services(shared.clone()));
+        let incoming = {
+            let _in_runtime = runtime.enter();
+            let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| FnError::Start(e.to_string()))?;
+            tokio_stream::wrappers::TcpListenerStream::new(listener)
+        };
+        let server = tonic::transport::Server::builder()
+            .add_service(BeamFnControlServer::from_arc(services.clone()))
+            .add_service(BeamFnDataServer::from_arc(services.clone()))
+            .add_service(BeamFnLoggingServer::from_arc(services))
+            .serve_with_incoming(incoming);
+        runtime.spawn(async move {
+            if let Err(e) = server.await {
+                tracing::error!("the Fn API services stopped: {e}");
+            }
+        });
+        Ok(FnServer { _runtime: runtime, address, shared, next_instruction: AtomicU64::new(1) })
+    }
+
+    /// The services' address, `host:port`, for a harness's `ApiServiceDescriptor`.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Waits until harness `worker` has opened its control stream (it opens its data stream
+    /// when a bundle first needs one).
+    pub fn wait_for_worker(&self, worker: &str, timeout: Duration) -> Result<(), FnError> {
+        self.shared.wait_for(worker, timeout, "did not connect", |l| l.control.contains_key(worker)).map(drop)
+    }
+
+    /// Runs one bundle of the stage `descriptor` on harness `worker`: `input`'s bytes to the
+    /// descriptor's data sources, then the bytes every one of `outputs` (data sink transform
+    /// ids) sent back, once the harness has sent the last of each and answered.
+    pub fn process_bundle(
+        &self,
+        worker: &str,
+        descriptor: &fapi::ProcessBundleDescriptor,
+        input: BundleInput,
+        outputs: &[String],
+        timeout: Duration,
+    ) -> Result<HashMap<String, Vec<u8>>, FnError> {
+        let id = format!("bundle-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed));
+        let gone = || FnError::Gone { worker: worker.to_string() };
+        {
+            let mut links = self.shared.lock();
+            links.descriptors.entry(descriptor.id.clone()).or_insert_with(|| descriptor.clone());
+            links.outputs.insert(id.clone(), HashMap::new());
+            let request = fapi::InstructionRequest {
+                instruction_id: id.clone(),
+                request: Some(fapi::instruction_request::Request::ProcessBundle(fapi::ProcessBundleRequest {
+                    process_bundle_descriptor_id: descriptor.id.clone(),
+                    ..Default::default()
+                })),
+            };
+            links.control.get(worker).ok_or_else(gone)?.send(Ok(request)).map_err(|_| gone())?;
+        }
+        {
+            let links = self
+                .shared
+                .wait_for(worker, timeout, "did not open its data stream", |l| l.data.contains_key(worker))?;
+            let mut data: Vec<fapi::elements::Data> = Vec::with_capacity(input.len() * 2);
+            for (transform_id, bytes) in input {
+                let piece = |data: Vec<u8>, is_last| fapi::elements::Data {
+                    instruction_id: id.clone(),
+                    transform_id: transform_id.clone(),
+                    data,
+                    is_last,
+                };
+                data.push(piece(bytes, false));
+                data.push(piece(Vec::new(), true));
+            }
+            let elements = fapi::Elements { data, timers: Vec::new() };
+            links.data.get(worker).ok_or_else(gone)?.send(Ok(elements)).map_err(|_| gone())?;
+        }
+        let mut links = self.shared.wait_for(worker, timeout, "did not finish a bundle", |l| {
+            let failed = l.responses.get(&id).is_some_and(|r| !r.error.is_empty());
+            let answered = l.responses.contains_key(&id);
+            let all_sent =
+                l.outputs.get(&id).is_some_and(|o| outputs.iter().all(|t| o.get(t).is_some_and(|(_, last)| *last)));
+            failed || (answered && all_sent)
+        })?;
+        let response = links.responses.remove(&id);
+        let mut got = links.outputs.remove(&id).unwrap_or_default();
+        drop(links);
+        if let Some(r) = response.filter(|r| !r.error.is_empty()) {
+            return Err(FnError::Bundle { worker: worker.to_string(), error: r.error });
+        }
+        Ok(outputs.iter().map(|t| (t.clone(), got.remove(t).map(|(b, _)| b).unwrap_or_default())).collect())
+    }
+}
+
+impl Drop for FnServer {
+    fn drop(&mut self) {
+        // Ends every harness's control stream: a harness whose control stream ends exits.
+        let mut links = self.shared.lock();
+        links.control.clear();
+        links.data.clear();
+    }
+}

@@ -1,0 +1,104 @@
+//! A fused stage of a pipeline Beam Python submits runs on a real Beam Python SDK harness
+//! (`sdk_worker_main`, connected to Weir's Fn API services): the bundle's input goes out on
+//! the data stream in Beam's coders, and every element comes back.
+
+mod common;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use weir_portable::fn_api::{FnError, FnServer};
+use weir_portable::plan::{plan, StageKind};
+use weir_portable::stage::describe;
+use weir_sdk::coders::{BytesCoder, Coder, FullWindowedValue, WindowCoderKind, WindowedValueCoder};
+use weir_sdk::pane::PaneInfo;
+use weir_sdk::window::Window;
+
+/// A Beam Python harness connected to `server` as `worker`, killed when dropped.
+struct Harness(Child);
+
+impl Harness {
+    fn start(python: &str, server: &FnServer, worker: &str) -> Harness {
+        let endpoint = format!("url: \"{}\"", server.address());
+        let child = Command::new(python)
+            .args(["-m", "apache_beam.runners.worker.sdk_worker_main"])
+            .env("CONTROL_API_SERVICE_DESCRIPTOR", &endpoint)
+            .env("LOGGING_API_SERVICE_DESCRIPTOR", &endpoint)
+            .env("WORKER_ID", worker)
+            .env("PIPELINE_OPTIONS", "{}")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the harness starts");
+        Harness(child)
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Windowed values in the global window, their values length-prefixed bytes.
+fn wire() -> WindowedValueCoder<Vec<u8>> {
+    WindowedValueCoder { value: std::sync::Arc::new(BytesCoder), window: WindowCoderKind::Global }
+}
+
+#[test]
+fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
+    let Some(python) = common::beam_python() else { return };
+    let p = common::submitted(r#"p | beam.Create(["x", "y", "z"]) | "Double" >> beam.Map(lambda s: s + s)"#).unwrap();
+    let plan = plan(&p).unwrap();
+    // The stage after Create's impulse: it reads the impulse's one empty element and emits the
+    // three created elements (keyed at random for Create's reshuffle).
+    let impulse = plan.stages.iter().find(|s| s.kind == StageKind::Impulse).unwrap();
+    let stage = plan.stages.iter().find(|s| s.inputs.iter().any(|pc| impulse.outputs.contains(pc))).unwrap();
+    let server = FnServer::start().unwrap();
+    let _harness = Harness::start(&python, &server, "worker-1");
+    server.wait_for_worker("worker-1", Duration::from_secs(60)).unwrap();
+    let d = describe(&p, stage, "stage-1", server.address()).unwrap();
+    assert_eq!(d.inputs.len(), 1);
+    let empty = FullWindowedValue {
+        value: Vec::new(),
+        timestamp: weir_sdk::time::MIN_TIMESTAMP,
+        windows: vec![Window::Global],
+        pane: PaneInfo::NO_FIRING,
+    };
+    let mut input = Vec::new();
+    wire().encode(&empty, &mut input).unwrap();
+    let sinks: Vec<String> = d.outputs.iter().map(|o| o.0.clone()).collect();
+    let out = server
+        .process_bundle(
+            "worker-1",
+            &d.descriptor,
+            vec![(d.inputs[0].0.clone(), input)],
+            &sinks,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let mut bytes = &out[&sinks[0]][..];
+    let mut n = 0;
+    while !bytes.is_empty() {
+        let v = wire().decode(&mut bytes).unwrap();
+        assert_eq!(v.windows, vec![Window::Global]);
+        n += 1;
+    }
+    assert_eq!(n, 3, "one element per created value");
+
+    // A harness that is killed fails the bundle, naming it.
+    let mut harness = Harness::start(&python, &server, "worker-2");
+    server.wait_for_worker("worker-2", Duration::from_secs(60)).unwrap();
+    let _ = harness.0.kill();
+    let _ = harness.0.wait();
+    let err = server
+        .process_bundle(
+            "worker-2",
+            &d.descriptor,
+            vec![(d.inputs[0].0.clone(), Vec::new())],
+            &sinks,
+            Duration::from_secs(30),
+        )
+        .unwrap_err();
+    assert!(matches!(err, FnError::Gone { .. }), "{err}");
+    assert!(err.to_string().contains("worker-2"), "{err}");
+}
