@@ -101,4 +101,24 @@ fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
         .unwrap_err();
     assert!(matches!(err, FnError::Gone { .. }), "{err}");
     assert!(err.to_string().contains("worker-2"), "{err}");
+
+    // A DoFn that raises fails the bundle with its Python traceback.
+    let p = common::submitted(r#"p | beam.Impulse() | "Divide" >> beam.Map(lambda _: 1 // 0)"#).unwrap();
+    let plan = weir_portable::plan::plan(&p).unwrap();
+    let stage = plan.stages.iter().find(|s| matches!(s.kind, StageKind::Sdk { .. })).unwrap();
+    let d = describe(&p, stage, "stage-2", server.address()).unwrap();
+    let mut input = Vec::new();
+    wire().encode(&empty, &mut input).unwrap();
+    let sinks: Vec<String> = d.outputs.iter().map(|o| o.0.clone()).collect();
+    let err = server
+        .process_bundle(
+            "worker-1",
+            &d.descriptor,
+            vec![(d.inputs[0].0.clone(), input)],
+            &sinks,
+            Duration::from_secs(60),
+        )
+        .unwrap_err();
+    assert!(matches!(err, FnError::Bundle { .. }), "{err}");
+    assert!(err.to_string().contains("ZeroDivisionError"), "{err}");
 }
