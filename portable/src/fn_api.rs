@@ -23,6 +23,47 @@ use crate::proto::fn_execution::v1 as fapi;
 use fapi::beam_fn_control_server::{BeamFnControl, BeamFnControlServer};
 use fapi::beam_fn_data_server::{BeamFnData, BeamFnDataServer};
 use fapi::beam_fn_logging_server::{BeamFnLogging, BeamFnLoggingServer};
+use fapi::beam_fn_state_server::{BeamFnState, BeamFnStateServer};
+
+/// Which side input, in which window: (transform id, side input id, encoded window).
+pub type SideInputKey = (String, String, Vec<u8>);
+
+/// A bundle's side inputs, as a harness asks for them through the State API: per
+/// [`SideInputKey`], the concatenated encodings of the elements; for a multimap side input,
+/// per encoded key, of the key's values.
+#[derive(Debug, Clone, Default)]
+pub struct SideInputs {
+    /// Iterable side inputs.
+    pub iterables: HashMap<SideInputKey, Vec<u8>>,
+    /// Multimap side inputs.
+    pub multimaps: HashMap<SideInputKey, std::collections::BTreeMap<Vec<u8>, Vec<u8>>>,
+}
+
+impl SideInputs {
+    /// The answer to a state `Get` of `key`: the bytes, or why there are none.
+    fn get(&self, key: &fapi::StateKey) -> Result<Vec<u8>, String> {
+        use fapi::state_key::Type;
+        let missing = |t: &str, s: &str| format!("no side input '{s}' of transform '{t}' in this bundle");
+        match key.r#type.as_ref() {
+            Some(Type::IterableSideInput(k)) => {
+                let id = (k.transform_id.clone(), k.side_input_id.clone(), k.window.clone());
+                self.iterables.get(&id).cloned().ok_or_else(|| missing(&k.transform_id, &k.side_input_id))
+            }
+            Some(Type::MultimapSideInput(k)) => {
+                let id = (k.transform_id.clone(), k.side_input_id.clone(), k.window.clone());
+                let map = self.multimaps.get(&id).ok_or_else(|| missing(&k.transform_id, &k.side_input_id))?;
+                Ok(map.get(&k.key).cloned().unwrap_or_default())
+            }
+            Some(Type::MultimapKeysSideInput(k)) => {
+                let id = (k.transform_id.clone(), k.side_input_id.clone(), k.window.clone());
+                let map = self.multimaps.get(&id).ok_or_else(|| missing(&k.transform_id, &k.side_input_id))?;
+                Ok(map.keys().flat_map(|k| k.iter().copied()).collect())
+            }
+            Some(other) => Err(format!("state of kind {other:?} is not supported by Weir's portable runner yet")),
+            None => Err("a state request without a state key".into()),
+        }
+    }
+}
 
 /// What went wrong talking to a harness.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +114,8 @@ struct Links {
     outputs: HashMap<String, HashMap<String, (Vec<u8>, bool)>>,
     /// The descriptors harnesses may ask for, by id.
     descriptors: HashMap<String, fapi::ProcessBundleDescriptor>,
+    /// The side inputs of the bundles running, by instruction id.
+    side_inputs: HashMap<String, Arc<SideInputs>>,
 }
 
 #[derive(Default)]
@@ -193,6 +236,49 @@ impl BeamFnData for Services {
 }
 
 #[tonic::async_trait]
+impl BeamFnState for Services {
+    type StateStream = UnboundedReceiverStream<Result<fapi::StateResponse, Status>>;
+
+    async fn state(
+        &self,
+        request: Request<Streaming<fapi::StateRequest>>,
+    ) -> Result<Response<Self::StateStream>, Status> {
+        let (to, from) = mpsc::unbounded_channel();
+        let shared = self.0.clone();
+        let mut inbound = request.into_inner();
+        tokio::spawn(async move {
+            while let Some(Ok(r)) = inbound.next().await {
+                let answer = match (&r.request, &r.state_key) {
+                    (Some(fapi::state_request::Request::Get(_)), Some(key)) => {
+                        let inputs = shared.lock().side_inputs.get(&r.instruction_id).cloned();
+                        match inputs {
+                            Some(inputs) => inputs.get(key),
+                            None => Err(format!("no bundle '{}' is running", r.instruction_id)),
+                        }
+                    }
+                    _ => Err("only reading side inputs is supported by Weir's portable runner yet".to_string()),
+                };
+                let response = match answer {
+                    Ok(data) => fapi::StateResponse {
+                        id: r.id,
+                        error: String::new(),
+                        response: Some(fapi::state_response::Response::Get(fapi::StateGetResponse {
+                            continuation_token: Vec::new(),
+                            data,
+                        })),
+                    },
+                    Err(error) => fapi::StateResponse { id: r.id, error, response: None },
+                };
+                if to.send(Ok(response)).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(UnboundedReceiverStream::new(from)))
+    }
+}
+
+#[tonic::async_trait]
 impl BeamFnLogging for Services {
     type LoggingStream = UnboundedReceiverStream<Result<fapi::LogControl, Status>>;
 
@@ -262,6 +348,7 @@ impl FnServer {
         let server = tonic::transport::Server::builder()
             .add_service(BeamFnControlServer::from_arc(services.clone()))
             .add_service(BeamFnDataServer::from_arc(services.clone()))
+            .add_service(BeamFnStateServer::from_arc(services.clone()))
             .add_service(BeamFnLoggingServer::from_arc(services))
             .serve_with_incoming(incoming);
         runtime.spawn(async move {
@@ -284,20 +371,40 @@ impl FnServer {
     }
 
     /// Runs one bundle of the stage `descriptor` on harness `worker`: `input`'s bytes to the
-    /// descriptor's data sources, then the bytes every one of `outputs` (data sink transform
-    /// ids) sent back, once the harness has sent the last of each and answered.
+    /// descriptor's data sources, `side_inputs` to its State API requests, then the bytes every
+    /// one of `outputs` (data sink transform ids) sent back, once the harness has sent the last
+    /// of each and answered.
     pub fn process_bundle(
         &self,
         worker: &str,
         descriptor: &fapi::ProcessBundleDescriptor,
-        input: BundleInput,
+        (input, side_inputs): (BundleInput, SideInputs),
         outputs: &[String],
         timeout: Duration,
     ) -> Result<HashMap<String, Vec<u8>>, FnError> {
         let id = format!("bundle-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed));
+        let result = self.run_bundle(&id, worker, descriptor, (input, side_inputs), outputs, timeout);
+        let mut links = self.shared.lock();
+        links.side_inputs.remove(&id);
+        links.outputs.remove(&id);
+        links.responses.remove(&id);
+        result
+    }
+
+    fn run_bundle(
+        &self,
+        id: &str,
+        worker: &str,
+        descriptor: &fapi::ProcessBundleDescriptor,
+        (input, side_inputs): (BundleInput, SideInputs),
+        outputs: &[String],
+        timeout: Duration,
+    ) -> Result<HashMap<String, Vec<u8>>, FnError> {
+        let id = id.to_string();
         let gone = || FnError::Gone { worker: worker.to_string() };
         {
             let mut links = self.shared.lock();
+            links.side_inputs.insert(id.clone(), Arc::new(side_inputs));
             links.descriptors.entry(descriptor.id.clone()).or_insert_with(|| descriptor.clone());
             links.outputs.insert(id.clone(), HashMap::new());
             let request = fapi::InstructionRequest {

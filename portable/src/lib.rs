@@ -3,10 +3,16 @@
 //! Beam's portability framework lets a runner run pipelines written with any Beam SDK: the SDK
 //! submits the pipeline as a Runner API proto through the Job API, the runner executes the
 //! grouping, windowing and state itself, and the user's code runs in an SDK harness that the
-//! runner feeds over the Fn API. This crate holds Beam's protos, compiled from the descriptors
-//! of an `apache-beam` wheel (see `proto/generate.py`), and the [`plan`] the job server makes of
-//! a submitted pipeline: what Weir runs itself, what the harness runs, fused into stages, and
-//! what cannot run, refused with the transform and URN named.
+//! runner feeds over the Fn API. This crate holds, so far:
+//! - [`proto`]: Beam's protos, compiled from the descriptors of an `apache-beam` wheel (see
+//!   `proto/generate.py`);
+//! - [`plan`]: what Weir makes of a submitted pipeline: what Weir runs itself, what the harness
+//!   runs, fused into stages, and what cannot run, refused with the transform and URN named;
+//! - [`stage`]: a stage as the harness runs it, its `ProcessBundleDescriptor`, with data ports
+//!   whose wire coders let Weir carry any SDK's values as bytes;
+//! - [`fn_api`]: the Fn API's services, and bundles run on a harness connected to them.
+//!
+//! The job service that takes submissions, and the stage's place in Weir's plans, come next.
 
 pub mod fn_api;
 pub mod plan;

@@ -21,12 +21,14 @@ pub const DATA_SINK: &str = "beam:runner:sink:v1";
 const WINDOWED_VALUE: &str = "beam:coder:windowed_value:v1";
 /// Beam's length prefix coder.
 const LENGTH_PREFIX: &str = "beam:coder:length_prefix:v1";
+/// Beam's KV coder.
+const KV: &str = "beam:coder:kv:v1";
 
 /// Coders whose bytes Weir reads itself.
 const STANDARD_CODERS: [&str; 8] = [
     "beam:coder:bytes:v1",
     "beam:coder:string_utf8:v1",
-    "beam:coder:kv:v1",
+    KV,
     "beam:coder:varint:v1",
     "beam:coder:bool:v1",
     "beam:coder:double:v1",
@@ -95,12 +97,17 @@ impl Builder<'_> {
     fn wire_coder(&mut self, id: &str) -> Result<String, StageError> {
         let pc = self.pcollection(id)?.clone();
         let ws = &self.c.windowing_strategies[&pc.windowing_strategy_id];
-        let value = if self.standard(&pc.coder_id) {
-            pc.coder_id.clone()
-        } else {
-            let wrapped = format!("{}_weir_length_prefixed", pc.coder_id);
-            self.d.coders.insert(wrapped.clone(), coder(LENGTH_PREFIX, vec![pc.coder_id.clone()]));
-            wrapped
+        // A KV's key and value each on their own, so that Weir can group on the key's bytes.
+        let element = &self.c.coders[&pc.coder_id];
+        let value = match element.spec.as_ref().map(|s| s.urn.as_str()) {
+            Some(KV) if element.component_coder_ids.len() == 2 => {
+                let (k, v) = (element.component_coder_ids[0].clone(), element.component_coder_ids[1].clone());
+                let kv = format!("{}_weir_wire", pc.coder_id);
+                let parts = vec![self.readable(&k), self.readable(&v)];
+                self.d.coders.insert(kv.clone(), coder(KV, parts));
+                kv
+            }
+            _ => self.readable(&pc.coder_id),
         };
         let wire = format!("{id}_weir_wire");
         self.d.coders.insert(wire.clone(), coder(WINDOWED_VALUE, vec![value, ws.window_coder_id.clone()]));
@@ -109,6 +116,16 @@ impl Builder<'_> {
 }
 
 impl Builder<'_> {
+    /// Coder `id` itself if Weir reads all of it, else `id` in a length prefix.
+    fn readable(&mut self, id: &str) -> String {
+        if self.standard(id) {
+            return id.to_string();
+        }
+        let wrapped = format!("{id}_weir_length_prefixed");
+        self.d.coders.insert(wrapped.clone(), coder(LENGTH_PREFIX, vec![id.to_string()]));
+        wrapped
+    }
+
     /// Whether coder `id` and all its components are standard coders Weir reads.
     fn standard(&self, id: &str) -> bool {
         self.c.coders.get(id).is_some_and(|c| {
@@ -154,6 +171,9 @@ pub fn describe(
     };
     let c = pipeline.components.as_ref().ok_or_else(|| StageError::Missing("components".into()))?;
     let mut b = Builder { c, d: fapi::ProcessBundleDescriptor { id: id.to_string(), ..Default::default() } };
+    // Side inputs are read through the State API, on the same services.
+    b.d.state_api_service_descriptor =
+        Some(rapi::ApiServiceDescriptor { url: data_address.into(), authentication: None });
     let env =
         c.environments.get(environment).ok_or_else(|| StageError::Missing(format!("environment '{environment}'")))?;
     b.d.environments.insert(environment.clone(), env.clone());

@@ -5,7 +5,7 @@
 mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use weir_portable::fn_api::{FnError, FnServer};
+use weir_portable::fn_api::{FnError, FnServer, SideInputs};
 use weir_portable::plan::{plan, StageKind};
 use weir_portable::stage::describe;
 use weir_sdk::coders::{BytesCoder, Coder, FullWindowedValue, WindowCoderKind, WindowedValueCoder};
@@ -71,7 +71,7 @@ fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
         .process_bundle(
             "worker-1",
             &d.descriptor,
-            vec![(d.inputs[0].0.clone(), input)],
+            (vec![(d.inputs[0].0.clone(), input)], SideInputs::default()),
             &sinks,
             Duration::from_secs(60),
         )
@@ -94,7 +94,7 @@ fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
         .process_bundle(
             "worker-2",
             &d.descriptor,
-            vec![(d.inputs[0].0.clone(), Vec::new())],
+            (vec![(d.inputs[0].0.clone(), Vec::new())], SideInputs::default()),
             &sinks,
             Duration::from_secs(30),
         )
@@ -114,11 +114,48 @@ fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
         .process_bundle(
             "worker-1",
             &d.descriptor,
-            vec![(d.inputs[0].0.clone(), input)],
+            (vec![(d.inputs[0].0.clone(), input)], SideInputs::default()),
             &sinks,
             Duration::from_secs(60),
         )
         .unwrap_err();
     assert!(matches!(err, FnError::Bundle { .. }), "{err}");
     assert!(err.to_string().contains("ZeroDivisionError"), "{err}");
+
+    // A side input, read through the State API: the iterable of a singleton's one element.
+    let p = common::submitted(
+        r#"
+side = p | "Side" >> beam.Create([b"ten"])
+p | beam.Impulse() | "Use" >> beam.Map(lambda _, s: s + b"!", beam.pvalue.AsSingleton(side))
+"#,
+    )
+    .unwrap();
+    let plan = weir_portable::plan::plan(&p).unwrap();
+    let c = p.components.as_ref().unwrap();
+    let stage = plan.stages.iter().find(|s| s.transforms.iter().any(|t| c.transforms[t].unique_name == "Use")).unwrap();
+    assert_eq!(stage.side_inputs.len(), 1, "{stage:?}");
+    let (transform, name, _) = stage.side_inputs[0].clone();
+    let d = describe(&p, stage, "stage-3", server.address()).unwrap();
+    let mut element = Vec::new();
+    BytesCoder.encode(&b"ten".to_vec(), &mut element).unwrap();
+    let mut sides = SideInputs::default();
+    // The global window encodes as no bytes.
+    sides.iterables.insert((transform, name, Vec::new()), element);
+    let mut input = Vec::new();
+    wire().encode(&empty, &mut input).unwrap();
+    let sinks: Vec<String> = d.outputs.iter().map(|o| o.0.clone()).collect();
+    let out = server
+        .process_bundle(
+            "worker-1",
+            &d.descriptor,
+            (vec![(d.inputs[0].0.clone(), input)], sides),
+            &sinks,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    let mut bytes = &out[&sinks[0]][..];
+    let v = wire().decode(&mut bytes).unwrap();
+    assert!(bytes.is_empty());
+    // The value is the SDK's encoding of b"ten!" (its pickled coder), carried as bytes.
+    assert!(v.value.windows(4).any(|w| w == b"ten!"), "{:?}", v.value);
 }
