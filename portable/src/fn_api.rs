@@ -9,7 +9,7 @@
 //! to Weir's `tracing` output. The gRPC services run on a small tokio runtime of their own; the
 //! calls of this module block, as an operator's do.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -81,11 +81,14 @@ pub enum FnError {
         /// The time allowed.
         secs: u64,
     },
-    /// The harness's control stream ended (it exited or lost its connection).
-    #[error("SDK harness '{worker}' is gone: its control stream ended")]
+    /// The harness's control stream ended: it exited (`why` says how, when known) or lost
+    /// its connection.
+    #[error("SDK harness '{worker}' is gone: {why}")]
     Gone {
         /// The harness's worker id.
         worker: String,
+        /// How: its exit status, or that its control stream ended.
+        why: String,
     },
     /// The harness failed the bundle: the error it sent (a Python traceback, say).
     #[error("SDK harness '{worker}' failed the bundle: {error}")]
@@ -106,8 +109,8 @@ struct Links {
     control: HashMap<String, Outbound<fapi::InstructionRequest>>,
     /// Per worker id, where its input data goes.
     data: HashMap<String, Outbound<fapi::Elements>>,
-    /// Workers whose control stream ended.
-    gone: HashSet<String>,
+    /// Workers gone, with how.
+    gone: HashMap<String, String>,
     /// Responses, by instruction id, until taken.
     responses: HashMap<String, fapi::InstructionResponse>,
     /// Output data by instruction id, then transform id: the bytes, and whether the last came.
@@ -143,8 +146,8 @@ impl Shared {
             if done(&mut links) {
                 return Ok(links);
             }
-            if links.gone.contains(worker) {
-                return Err(FnError::Gone { worker: worker.to_string() });
+            if let Some(why) = links.gone.get(worker) {
+                return Err(FnError::Gone { worker: worker.to_string(), why: why.clone() });
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -187,7 +190,7 @@ impl BeamFnControl for Services {
             }
             let mut links = shared.lock();
             links.control.remove(&worker);
-            links.gone.insert(worker);
+            links.gone.entry(worker).or_insert_with(|| "its control stream ended".into());
             drop(links);
             shared.changed.notify_all();
         });
@@ -314,6 +317,18 @@ fn log(worker: &str, e: &fapi::LogEntry) {
     }
 }
 
+/// Where harness exits are reported ([`FnServer::exits`]).
+#[derive(Clone)]
+pub struct Exits(Arc<Shared>);
+
+impl Exits {
+    /// Harness `worker` exited, as `how` says.
+    pub fn report(&self, worker: &str, how: String) {
+        self.0.lock().gone.insert(worker.to_string(), how);
+        self.0.changed.notify_all();
+    }
+}
+
 /// The Fn API services on a port of 127.0.0.1, and bundles run on the harnesses connected.
 pub struct FnServer {
     /// Runs the services; dropped with the server.
@@ -364,6 +379,21 @@ impl FnServer {
         &self.address
     }
 
+    /// Records that harness `worker` exited, and how: a bundle waiting on it fails, naming it.
+    pub fn worker_exited(&self, worker: &str, how: String) {
+        self.exits().report(worker, how)
+    }
+
+    /// Where a thread watching a harness process reports its exit.
+    pub fn exits(&self) -> Exits {
+        Exits(self.shared.clone())
+    }
+
+    /// Runs `f` on the services' runtime (a gRPC client call, say) and waits for it.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self._runtime.block_on(f)
+    }
+
     /// Waits until harness `worker` has opened its control stream (it opens its data stream
     /// when a bundle first needs one).
     pub fn wait_for_worker(&self, worker: &str, timeout: Duration) -> Result<(), FnError> {
@@ -401,7 +431,7 @@ impl FnServer {
         timeout: Duration,
     ) -> Result<HashMap<String, Vec<u8>>, FnError> {
         let id = id.to_string();
-        let gone = || FnError::Gone { worker: worker.to_string() };
+        let gone = || FnError::Gone { worker: worker.to_string(), why: "it is not connected".into() };
         {
             let mut links = self.shared.lock();
             links.side_inputs.insert(id.clone(), Arc::new(side_inputs));

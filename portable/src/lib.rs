@@ -15,6 +15,7 @@
 //! The job service that takes submissions, and the stage's place in Weir's plans, come next.
 
 pub mod fn_api;
+pub mod harness;
 pub mod plan;
 pub mod proto;
 pub mod stage;

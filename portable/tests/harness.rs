@@ -3,41 +3,14 @@
 //! the data stream in Beam's coders, and every element comes back.
 
 mod common;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use weir_portable::fn_api::{FnError, FnServer, SideInputs};
+use weir_portable::harness::{Harnesses, Launch};
 use weir_portable::plan::{plan, StageKind};
 use weir_portable::stage::describe;
 use weir_sdk::coders::{BytesCoder, Coder, FullWindowedValue, WindowCoderKind, WindowedValueCoder};
 use weir_sdk::pane::PaneInfo;
 use weir_sdk::window::Window;
-
-/// A Beam Python harness connected to `server` as `worker`, killed when dropped.
-struct Harness(Child);
-
-impl Harness {
-    fn start(python: &str, server: &FnServer, worker: &str) -> Harness {
-        let endpoint = format!("url: \"{}\"", server.address());
-        let child = Command::new(python)
-            .args(["-m", "apache_beam.runners.worker.sdk_worker_main"])
-            .env("CONTROL_API_SERVICE_DESCRIPTOR", &endpoint)
-            .env("LOGGING_API_SERVICE_DESCRIPTOR", &endpoint)
-            .env("WORKER_ID", worker)
-            .env("PIPELINE_OPTIONS", "{}")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the harness starts");
-        Harness(child)
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Windowed values in the global window, their values length-prefixed bytes.
 fn wire() -> WindowedValueCoder<Vec<u8>> {
@@ -54,8 +27,8 @@ fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
     let impulse = plan.stages.iter().find(|s| s.kind == StageKind::Impulse).unwrap();
     let stage = plan.stages.iter().find(|s| s.inputs.iter().any(|pc| impulse.outputs.contains(pc))).unwrap();
     let server = FnServer::start().unwrap();
-    let _harness = Harness::start(&python, &server, "worker-1");
-    server.wait_for_worker("worker-1", Duration::from_secs(60)).unwrap();
+    let launch = Launch::Process { python: python.clone() };
+    let _harnesses = Harnesses::start(&launch, &server, &["worker-1".into()], Duration::from_secs(60)).unwrap();
     let d = describe(&p, stage, "stage-1", server.address()).unwrap();
     assert_eq!(d.inputs.len(), 1);
     let empty = FullWindowedValue {
@@ -84,23 +57,6 @@ fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
         n += 1;
     }
     assert_eq!(n, 3, "one element per created value");
-
-    // A harness that is killed fails the bundle, naming it.
-    let mut harness = Harness::start(&python, &server, "worker-2");
-    server.wait_for_worker("worker-2", Duration::from_secs(60)).unwrap();
-    let _ = harness.0.kill();
-    let _ = harness.0.wait();
-    let err = server
-        .process_bundle(
-            "worker-2",
-            &d.descriptor,
-            (vec![(d.inputs[0].0.clone(), Vec::new())], SideInputs::default()),
-            &sinks,
-            Duration::from_secs(30),
-        )
-        .unwrap_err();
-    assert!(matches!(err, FnError::Gone { .. }), "{err}");
-    assert!(err.to_string().contains("worker-2"), "{err}");
 
     // A DoFn that raises fails the bundle with its Python traceback.
     let p = common::submitted(r#"p | beam.Impulse() | "Divide" >> beam.Map(lambda _: 1 // 0)"#).unwrap();
@@ -158,4 +114,73 @@ p | beam.Impulse() | "Use" >> beam.Map(lambda _, s: s + b"!", beam.pvalue.AsSing
     assert!(bytes.is_empty());
     // The value is the SDK's encoding of b"ten!" (its pickled coder), carried as bytes.
     assert!(v.value.windows(4).any(|w| w == b"ten!"), "{:?}", v.value);
+}
+
+/// The first stage of `Create(["x", "y", "z"])`, described for `server`, and its one input.
+fn create_stage(server: &FnServer) -> Option<(weir_portable::stage::StageDescriptor, Vec<u8>)> {
+    let p = common::submitted(r#"p | beam.Create(["x", "y", "z"])"#)?;
+    let plan = plan(&p).unwrap();
+    let impulse = plan.stages.iter().find(|s| s.kind == StageKind::Impulse).unwrap();
+    let stage = plan.stages.iter().find(|s| s.inputs.iter().any(|pc| impulse.outputs.contains(pc))).unwrap();
+    let d = describe(&p, stage, "create", server.address()).unwrap();
+    let empty = FullWindowedValue {
+        value: Vec::new(),
+        timestamp: weir_sdk::time::MIN_TIMESTAMP,
+        windows: vec![Window::Global],
+        pane: PaneInfo::NO_FIRING,
+    };
+    let mut input = Vec::new();
+    wire().encode(&empty, &mut input).unwrap();
+    Some((d, input))
+}
+
+#[test]
+fn a_worker_pool_starts_harnesses_on_request() {
+    let Some(python) = common::beam_python() else { return };
+    // Beam Python's worker pool, as LOOPBACK runs it in the submitting process.
+    let script = "import sys, time\n\
+from apache_beam.runners.worker.worker_pool_main import BeamFnExternalWorkerPoolServicer as Pool\n\
+address, server = Pool.start(port=0, use_process=False)\n\
+print(address, flush=True)\n\
+time.sleep(600)\n";
+    let mut pool = std::process::Command::new(&python)
+        .args(["-c", script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(pool.stdout.take().unwrap()), &mut line).unwrap();
+    let endpoint = line.trim().to_string();
+    let server = FnServer::start().unwrap();
+    let launch = Launch::External { endpoint };
+    let started = Harnesses::start(&launch, &server, &["pool-1".into()], Duration::from_secs(60));
+    let result = started.and_then(|_h| {
+        let (d, input) = create_stage(&server).unwrap();
+        let sinks: Vec<String> = d.outputs.iter().map(|o| o.0.clone()).collect();
+        let input = (vec![(d.inputs[0].0.clone(), input)], SideInputs::default());
+        server
+            .process_bundle("pool-1", &d.descriptor, input, &sinks, Duration::from_secs(60))
+            .map(|o| o[&sinks[0]].clone())
+    });
+    let _ = pool.kill();
+    let _ = pool.wait();
+    let out = result.unwrap();
+    let (mut bytes, mut n) = (&out[..], 0);
+    while !bytes.is_empty() {
+        wire().decode(&mut bytes).unwrap();
+        n += 1;
+    }
+    assert_eq!(n, 3);
+}
+
+#[test]
+fn a_harness_process_that_exits_is_named_with_its_status() {
+    let server = FnServer::start().unwrap();
+    // A "Python" that exits at once, with status 1.
+    let launch = Launch::Process { python: "false".into() };
+    let err = Harnesses::start(&launch, &server, &["doomed".into()], Duration::from_secs(30)).err().unwrap();
+    assert!(matches!(err, FnError::Gone { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("'doomed'") && text.contains("exit status: 1"), "{text}");
 }
