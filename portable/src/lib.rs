@@ -10,9 +10,11 @@
 //!   runs, fused into stages, and what cannot run, refused with the transform and URN named;
 //! - [`stage`]: a stage as the harness runs it, its `ProcessBundleDescriptor`, with data ports
 //!   whose wire coders let Weir carry any SDK's values as bytes;
-//! - [`fn_api`]: the Fn API's services, and bundles run on a harness connected to them.
+//! - [`fn_api`]: the Fn API's services (control, data, state for side inputs, logging), and
+//!   bundles run on a harness connected to them;
+//! - [`harness`]: harnesses started as a pipeline's environment says.
 //!
-//! The job service that takes submissions, and the stage's place in Weir's plans, come next.
+//! The job service that takes submissions, and the stages' place in Weir's plans, come next.
 
 pub mod fn_api;
 pub mod harness;
