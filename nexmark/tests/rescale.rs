@@ -6,7 +6,7 @@
 //! split as they were, their splits dealt anew to the workers.
 
 mod common;
-use common::{nexmark, results, text};
+use common::{children, nexmark, results, text};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,21 +34,6 @@ fn args(q: &str, results: &Path, runner: &str, layout: &[&str], extra: &[&str]) 
     a.push(results.display().to_string());
     a.extend(layout.iter().chain(extra).map(|s| s.to_string()));
     a
-}
-
-/// The children of process `pid` (a local cluster's other processes).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-        // pid (comm) state ppid ...: the command may hold spaces, so read after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else { continue };
-        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.extend(e.file_name().to_string_lossy().parse::<u32>().ok());
-        }
-    }
-    out
 }
 
 /// Runs `args` and SIGKILLs it after `after`; whether the kill landed before it finished.

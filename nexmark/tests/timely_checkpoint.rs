@@ -6,7 +6,7 @@
 //! through the same protocol, and is tested here on the same server.
 
 mod common;
-use common::{nexmark, results, text};
+use common::{children, nexmark, results, text};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -41,21 +41,6 @@ fn query_args(q: &str, results: &Path, extra: &[&str]) -> Vec<String> {
     a.push(results.display().to_string());
     a.extend(extra.iter().map(|s| s.to_string()));
     a
-}
-
-/// The children of process `pid` (the launcher's second process).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
-        // pid (comm) state ppid ...: the command may hold spaces, so read after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else { continue };
-        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            out.extend(e.file_name().to_string_lossy().parse::<u32>().ok());
-        }
-    }
-    out
 }
 
 fn sigkill(pid: u32) {

@@ -36,3 +36,18 @@ pub fn results(dir: &Path) -> BTreeMap<String, usize> {
     }
     lines
 }
+
+/// The children of process `pid` (a local cluster's other processes, started by the launcher).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        // pid (comm) state ppid ...: the command may hold spaces, so read after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else { continue };
+        let ppid = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.extend(e.file_name().to_string_lossy().parse::<u32>().ok());
+        }
+    }
+    out
+}
