@@ -147,3 +147,26 @@ fn a_harness_process_that_exits_is_named_with_its_status() {
     let text = err.to_string();
     assert!(text.contains("'doomed'") && text.contains("exit status: 1"), "{text}");
 }
+
+#[test]
+fn stages_chain_through_weir_with_values_carried_as_bytes() {
+    let Some(python) = common::beam_python() else { return };
+    let server = FnServer::start().unwrap();
+    let launch = Launch::Process { python };
+    let _harnesses = Harnesses::start(&launch, &server, &["worker-1".into()], MINUTE).unwrap();
+    // Create's first stage, Weir's reshuffle (which moves elements, bytes untouched), then the
+    // stage decoding them and doubling each.
+    let p = common::submitted(r#"p | beam.Create(["x", "y", "z"]) | "Double" >> beam.Map(lambda s: s + s)"#).unwrap();
+    let (first, _) = stage_with(&p, "Create/FlatMap(", "first", &server);
+    let (second, _) = stage_with(&p, "Double", "second", &server);
+    let created = run(&server, "worker-1", &first, SideInputs::default()).unwrap();
+    let sinks: Vec<String> = second.outputs.iter().map(|o| o.0.clone()).collect();
+    let input = (vec![(second.inputs[0].0.clone(), created)], SideInputs::default());
+    let out = server.process_bundle("worker-1", &second.descriptor, input, &sinks, MINUTE).unwrap();
+    let mut doubled: Vec<String> = values(&out[&sinks[0]])
+        .into_iter()
+        .map(|v| String::from_utf8_lossy(&v.value).chars().filter(|c| c.is_ascii_lowercase()).collect())
+        .collect();
+    doubled.sort();
+    assert_eq!(doubled, vec!["xx", "yy", "zz"]);
+}
