@@ -201,3 +201,145 @@ pub fn describe(
     }
     Ok(StageDescriptor { descriptor: b.d, inputs, outputs })
 }
+
+/// How Weir reads a value in its wire coder: enough to find where a value ends and, for a KV,
+/// where its key ends (Weir groups on the key's bytes and never decodes an SDK's values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wire {
+    /// A varint length, then that many bytes: bytes, UTF-8 strings, anything length-prefixed.
+    Prefixed,
+    /// A varint.
+    Varint,
+    /// One byte.
+    Bool,
+    /// Eight bytes.
+    Double,
+    /// A key, then a value.
+    Kv(Box<Wire>, Box<Wire>),
+    /// A 4-byte count and that many elements, or -1 and blocks of (varint count, elements) up to
+    /// an empty one.
+    Iterable(Box<Wire>),
+}
+
+impl Wire {
+    /// The wire form of coder `id` among `coders`; a coder Weir cannot delimit is an error.
+    pub fn of(coders: &std::collections::HashMap<String, rapi::Coder>, id: &str) -> Result<Wire, StageError> {
+        let c = coders.get(id).ok_or_else(|| StageError::Missing(format!("coder '{id}'")))?;
+        let part = |k: usize| {
+            let sub = c
+                .component_coder_ids
+                .get(k)
+                .ok_or_else(|| StageError::Missing(format!("component {k} of coder '{id}'")))?;
+            Wire::of(coders, sub).map(Box::new)
+        };
+        Ok(match c.spec.as_ref().map_or("", |s| s.urn.as_str()) {
+            "beam:coder:bytes:v1" | "beam:coder:string_utf8:v1" | LENGTH_PREFIX => Wire::Prefixed,
+            "beam:coder:varint:v1" => Wire::Varint,
+            "beam:coder:bool:v1" => Wire::Bool,
+            "beam:coder:double:v1" => Wire::Double,
+            KV => Wire::Kv(part(0)?, part(1)?),
+            "beam:coder:iterable:v1" => Wire::Iterable(part(0)?),
+            WINDOWED_VALUE => return Wire::of(coders, c.component_coder_ids.first().map_or("", String::as_str)),
+            other => return Err(StageError::Missing(format!("wire form of coder '{id}' ({other})"))),
+        })
+    }
+
+    /// The length of the value at the start of `bytes`; `None` if they end first.
+    pub fn skip(&self, bytes: &[u8]) -> Option<usize> {
+        match self {
+            Wire::Prefixed => {
+                let (n, used) = varint(bytes)?;
+                let end = used.checked_add(usize::try_from(n).ok()?)?;
+                (end <= bytes.len()).then_some(end)
+            }
+            Wire::Varint => varint(bytes).map(|(_, used)| used),
+            Wire::Bool => (!bytes.is_empty()).then_some(1),
+            Wire::Double => (bytes.len() >= 8).then_some(8),
+            Wire::Kv(k, v) => {
+                let key = k.skip(bytes)?;
+                Some(key + v.skip(&bytes[key..])?)
+            }
+            Wire::Iterable(e) => {
+                let count = i32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+                let mut at = 4;
+                let elements = |n: u64, at: &mut usize| -> Option<()> {
+                    for _ in 0..n {
+                        *at += e.skip(bytes.get(*at..)?)?;
+                    }
+                    Some(())
+                };
+                if count >= 0 {
+                    elements(count as u64, &mut at)?;
+                } else {
+                    loop {
+                        let (n, used) = varint(bytes.get(at..)?)?;
+                        at += used;
+                        if n == 0 {
+                            break;
+                        }
+                        elements(n, &mut at)?;
+                    }
+                }
+                Some(at)
+            }
+        }
+    }
+
+    /// A KV value's key and value bytes; `None` if this is not a KV or the bytes end first.
+    pub fn split_kv<'a>(&self, bytes: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
+        let Wire::Kv(k, v) = self else { return None };
+        let key = k.skip(bytes)?;
+        let value = v.skip(&bytes[key..])?;
+        Some((&bytes[..key], &bytes[key..key + value]))
+    }
+}
+
+/// A varint at the start of `bytes`, and how many bytes it took.
+fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, b) in bytes.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coders(list: &[(&str, &str, &[&str])]) -> std::collections::HashMap<String, rapi::Coder> {
+        list.iter()
+            .map(|(id, urn, parts)| (id.to_string(), coder(urn, parts.iter().map(|p| p.to_string()).collect())))
+            .collect()
+    }
+
+    #[test]
+    fn keys_and_values_are_found_in_their_wire_bytes() {
+        let c = coders(&[
+            ("kv", KV, &["s", "it"]),
+            ("s", "beam:coder:string_utf8:v1", &[]),
+            ("it", "beam:coder:iterable:v1", &["lp"]),
+            ("lp", LENGTH_PREFIX, &["pickled"]),
+            ("pickled", "beam:coder:pickled_python:v1", &[]),
+            ("n", "beam:coder:varint:v1", &[]),
+        ]);
+        let w = Wire::of(&c, "kv").unwrap();
+        // "ab", then two length-prefixed values: a 4-byte count, and a -1-count block form.
+        let mut bytes = vec![2, b'a', b'b', 0, 0, 0, 2, 1, 7, 2, 8, 9];
+        let (k, v) = w.split_kv(&bytes).unwrap();
+        assert_eq!((k, v), (&[2, b'a', b'b'][..], &[0, 0, 0, 2, 1, 7, 2, 8, 9][..]));
+        bytes.truncate(3);
+        bytes.extend([0xff, 0xff, 0xff, 0xff, 2, 1, 7, 2, 8, 9, 0]);
+        assert_eq!(w.skip(&bytes), Some(bytes.len()));
+        // Cut short: no length, never a panic.
+        for n in 0..bytes.len() {
+            assert_eq!(w.skip(&bytes[..n]), None, "{n}");
+        }
+        assert_eq!(Wire::of(&c, "n").unwrap().skip(&[0x80, 0x01, 5]), Some(2));
+        // An SDK's own coder cannot be delimited unless it is length-prefixed.
+        assert!(Wire::of(&c, "pickled").is_err());
+    }
+}
