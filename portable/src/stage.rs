@@ -3,8 +3,10 @@
 //! The stage's transforms, with what they reference (PCollections, coders, windowing
 //! strategies, environments), plus a data source transform for each PCollection the stage
 //! reads from Weir and a data sink for each it hands back. Data crosses in the wire coder: the
-//! PCollection's windowed value coder, its element coder wrapped in a length prefix unless it
-//! is one of Beam's standard coders, so that Weir carries any SDK's values as bytes.
+//! PCollection's windowed value coder, its element coder made readable to Weir: a coder of
+//! Beam's standard ones is kept, a KV or iterable keeps its shape with its parts made readable,
+//! and anything else (an SDK's own coder) is length-prefixed. Weir can then find where each
+//! value and each key ends ([`Wire`]) and carry any SDK's values as bytes.
 
 use std::collections::BTreeSet;
 
@@ -23,6 +25,8 @@ const WINDOWED_VALUE: &str = "beam:coder:windowed_value:v1";
 const LENGTH_PREFIX: &str = "beam:coder:length_prefix:v1";
 /// Beam's KV coder.
 const KV: &str = "beam:coder:kv:v1";
+/// Beam's iterable coder.
+const ITERABLE: &str = "beam:coder:iterable:v1";
 
 /// Coders whose bytes Weir reads itself.
 const STANDARD_CODERS: [&str; 8] = [
@@ -32,7 +36,7 @@ const STANDARD_CODERS: [&str; 8] = [
     "beam:coder:varint:v1",
     "beam:coder:bool:v1",
     "beam:coder:double:v1",
-    "beam:coder:iterable:v1",
+    ITERABLE,
     LENGTH_PREFIX,
 ];
 
@@ -97,18 +101,7 @@ impl Builder<'_> {
     fn wire_coder(&mut self, id: &str) -> Result<String, StageError> {
         let pc = self.pcollection(id)?.clone();
         let ws = &self.c.windowing_strategies[&pc.windowing_strategy_id];
-        // A KV's key and value each on their own, so that Weir can group on the key's bytes.
-        let element = &self.c.coders[&pc.coder_id];
-        let value = match element.spec.as_ref().map(|s| s.urn.as_str()) {
-            Some(KV) if element.component_coder_ids.len() == 2 => {
-                let (k, v) = (element.component_coder_ids[0].clone(), element.component_coder_ids[1].clone());
-                let kv = format!("{}_weir_wire", pc.coder_id);
-                let parts = vec![self.readable(&k), self.readable(&v)];
-                self.d.coders.insert(kv.clone(), coder(KV, parts));
-                kv
-            }
-            _ => self.readable(&pc.coder_id),
-        };
+        let value = self.readable(&pc.coder_id);
         let wire = format!("{id}_weir_wire");
         self.d.coders.insert(wire.clone(), coder(WINDOWED_VALUE, vec![value, ws.window_coder_id.clone()]));
         Ok(wire)
@@ -116,13 +109,27 @@ impl Builder<'_> {
 }
 
 impl Builder<'_> {
-    /// Coder `id` itself if Weir reads all of it, else `id` in a length prefix.
+    /// Coder `id` as Weir can delimit it on the wire ([`Wire`]): itself if Weir reads all of it;
+    /// a KV or iterable of parts made readable alike (so that a KV's key stands apart, and a
+    /// grouping's output iterates the values as its input carried them); anything else in a
+    /// length prefix.
     fn readable(&mut self, id: &str) -> String {
         if self.standard(id) {
             return id.to_string();
         }
-        let wrapped = format!("{id}_weir_length_prefixed");
-        self.d.coders.insert(wrapped.clone(), coder(LENGTH_PREFIX, vec![id.to_string()]));
+        let Some(c) = self.c.coders.get(id) else { return id.to_string() };
+        let parts = c.component_coder_ids.clone();
+        let structural = match c.spec.as_ref().map(|s| s.urn.as_str()) {
+            Some(KV) if parts.len() == 2 => Some(KV),
+            Some(ITERABLE) if parts.len() == 1 => Some(ITERABLE),
+            _ => None,
+        };
+        let (urn, parts) = match structural {
+            Some(urn) => (urn, parts.iter().map(|p| self.readable(p)).collect()),
+            None => (LENGTH_PREFIX, vec![id.to_string()]),
+        };
+        let wrapped = format!("{id}_weir_readable");
+        self.d.coders.insert(wrapped.clone(), coder(urn, parts));
         wrapped
     }
 
@@ -238,7 +245,7 @@ impl Wire {
             "beam:coder:bool:v1" => Wire::Bool,
             "beam:coder:double:v1" => Wire::Double,
             KV => Wire::Kv(part(0)?, part(1)?),
-            "beam:coder:iterable:v1" => Wire::Iterable(part(0)?),
+            ITERABLE => Wire::Iterable(part(0)?),
             WINDOWED_VALUE => return Wire::of(coders, c.component_coder_ids.first().map_or("", String::as_str)),
             other => return Err(StageError::Missing(format!("wire form of coder '{id}' ({other})"))),
         })

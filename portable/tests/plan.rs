@@ -104,3 +104,36 @@ class Odd(window.NonMergingWindowFn):
     assert!(err.to_string().starts_with("transform 'Group' (beam:transform:group_by_key:v1)"), "{err}");
     assert!(err.to_string().contains("known only to the SDK"), "{err}");
 }
+
+/// Every data port of every harness stage has a wire coder Weir can delimit: for the grouping's
+/// input a KV whose key stands apart, for its output a KV of a key and an iterable.
+#[test]
+fn every_data_port_speaks_a_wire_form_weir_can_delimit() {
+    use prost::Message;
+    use weir_portable::proto::fn_execution::v1::RemoteGrpcPort;
+    use weir_portable::stage::{describe, Wire};
+    let Some(p) = common::submitted(
+        r#"
+(p | beam.Create([("a", 1), ("b", 2), ("a", 3)]) | "Group" >> beam.GroupByKey()
+   | "Sizes" >> beam.Map(lambda kv: (kv[0], len(list(kv[1])))))
+"#,
+    ) else {
+        return;
+    };
+    let plan = plan(&p).unwrap();
+    let mut ports = 0;
+    for (i, stage) in plan.stages.iter().enumerate().filter(|(_, s)| matches!(s.kind, StageKind::Sdk { .. })) {
+        let d = describe(&p, stage, &format!("s{i}"), "127.0.0.1:1").unwrap();
+        for (t, _) in d.inputs.iter().chain(&d.outputs) {
+            let spec = d.descriptor.transforms[t].spec.as_ref().unwrap();
+            let port = RemoteGrpcPort::decode(spec.payload.as_slice()).unwrap();
+            let wire = Wire::of(&d.descriptor.coders, &port.coder_id).unwrap();
+            ports += 1;
+            // The grouping's output reaches "Sizes" as a key and an iterable of values.
+            if d.inputs.iter().any(|x| &x.0 == t) && names(&p, &stage.transforms).iter().any(|n| n == "Sizes") {
+                assert!(matches!(&wire, Wire::Kv(_, v) if matches!(**v, Wire::Iterable(_))), "{wire:?}");
+            }
+        }
+    }
+    assert!(ports >= 4, "{ports}");
+}
