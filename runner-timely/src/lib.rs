@@ -23,11 +23,13 @@
 //! - with `--checkpoint-dir` (a directory or an `s3://bucket/prefix` URL), every epoch is
 //!   checkpointed: reads logged before they are sent, state after each operator's epoch, a
 //!   commit record once every worker and every process's sinks are done, and a restart resumes
-//!   after the last commit, replaying the logged epochs after it exactly (`checkpoint.rs`);
+//!   after the last commit, replaying the logged epochs after it exactly, with the same or
+//!   another number of workers and processes (sources' splits dealt anew, state spread key group
+//!   by key group) (`checkpoint.rs`);
 //! - a lost process, or an error in any worker, stops every process with the error.
 //!
-//! Batch sizes, the trigger and its interval are the micro-batch runner's flags
-//! (`--max-batch-size` is shared among the workers).
+//! Batch sizes, the trigger and its interval are the streaming options every streaming runner
+//! shares (`--max-batch-size` is shared among the workers).
 
 #![deny(missing_docs)]
 
