@@ -137,3 +137,26 @@ impl Drop for Harnesses {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(urn: &str, payload: Vec<u8>) -> rapi::Environment {
+        rapi::Environment { urn: urn.into(), payload, ..Default::default() }
+    }
+
+    #[test]
+    fn environments_start_as_their_urn_says_or_are_refused_naming_it() {
+        let endpoint = rapi::ApiServiceDescriptor { url: "127.0.0.1:5000".into(), authentication: None };
+        let external = rapi::ExternalPayload { endpoint: Some(endpoint), ..Default::default() };
+        let e = env("beam:env:external:v1", external.encode_to_vec());
+        assert_eq!(Launch::of(&e, "py"), Ok(Launch::External { endpoint: "127.0.0.1:5000".into() }));
+        let e = env("beam:env:external:v1", Vec::new());
+        assert!(Launch::of(&e, "py").unwrap_err().contains("without an endpoint"));
+        let e = env("beam:env:process:v1", Vec::new());
+        assert_eq!(Launch::of(&e, "py"), Ok(Launch::Process { python: "py".into() }));
+        let e = env("beam:env:docker:v1", Vec::new());
+        assert!(Launch::of(&e, "py").unwrap_err().contains("beam:env:docker:v1"));
+    }
+}

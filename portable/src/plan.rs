@@ -226,14 +226,18 @@ pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
     if let Some(r) = pipeline.requirements.iter().find(|r| !REQUIREMENTS.contains(&r.as_str())) {
         return Err(PlanError::Requirement { urn: r.clone() });
     }
-    let order = topological(&all)?;
-    Fusion::new(c, &all).run(&order)
+    let producer = producers(&all);
+    let order = topological(&all, &producer)?;
+    Fusion::new(c, &all, producer).run(&order)
+}
+
+/// Per PCollection, the leaf that produces it.
+fn producers<'a>(all: &[Leaf<'a>]) -> HashMap<&'a str, usize> {
+    all.iter().enumerate().flat_map(|(i, l)| l.t.outputs.values().map(move |pc| (pc.as_str(), i))).collect()
 }
 
 /// The leaves in an order where each comes after the producers of what it reads.
-fn topological(all: &[Leaf<'_>]) -> Result<Vec<usize>, PlanError> {
-    let producer: HashMap<&str, usize> =
-        all.iter().enumerate().flat_map(|(i, l)| l.t.outputs.values().map(move |pc| (pc.as_str(), i))).collect();
+fn topological(all: &[Leaf<'_>], producer: &HashMap<&str, usize>) -> Result<Vec<usize>, PlanError> {
     let mut state = vec![0u8; all.len()];
     let mut order = Vec::with_capacity(all.len());
     fn visit(
@@ -261,7 +265,7 @@ fn topological(all: &[Leaf<'_>]) -> Result<Vec<usize>, PlanError> {
         Ok(())
     }
     for i in 0..all.len() {
-        visit(i, all, &producer, &mut state, &mut order)?;
+        visit(i, all, producer, &mut state, &mut order)?;
     }
     Ok(order)
 }
@@ -281,9 +285,7 @@ struct Fusion<'a> {
 }
 
 impl<'a> Fusion<'a> {
-    fn new(c: &'a rapi::Components, all: &'a [Leaf<'a>]) -> Self {
-        let producer =
-            all.iter().enumerate().flat_map(|(i, l)| l.t.outputs.values().map(move |pc| (pc.as_str(), i))).collect();
+    fn new(c: &'a rapi::Components, all: &'a [Leaf<'a>], producer: HashMap<&'a str, usize>) -> Self {
         Fusion { c, all, producer, stage_of: vec![None; all.len()], stages: Vec::new(), reads: Vec::new() }
     }
 
