@@ -119,6 +119,8 @@ struct Links {
     descriptors: HashMap<String, fapi::ProcessBundleDescriptor>,
     /// The side inputs of the bundles running, by instruction id.
     side_inputs: HashMap<String, Arc<SideInputs>>,
+    /// Streams from harnesses still open (to close the services only once they have ended).
+    open_streams: usize,
 }
 
 #[derive(Default)]
@@ -130,6 +132,12 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Links> {
         self.links.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a stream from a harness open until the guard returned is dropped.
+    fn stream_opened(self: &Arc<Self>) -> StreamGuard {
+        self.lock().open_streams += 1;
+        StreamGuard(self.clone())
     }
 
     /// Waits until `done` holds, the worker is gone, or `timeout` passes.
@@ -165,6 +173,16 @@ fn worker_of<T>(request: &Request<T>) -> String {
 
 struct Services(Arc<Shared>);
 
+/// A stream from a harness, counted open while it lives.
+struct StreamGuard(Arc<Shared>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.lock().open_streams -= 1;
+        self.0.changed.notify_all();
+    }
+}
+
 #[tonic::async_trait]
 impl BeamFnControl for Services {
     type ControlStream = UnboundedReceiverStream<Result<fapi::InstructionRequest, Status>>;
@@ -183,7 +201,9 @@ impl BeamFnControl for Services {
         self.0.changed.notify_all();
         let shared = self.0.clone();
         let mut inbound = request.into_inner();
+        let open = self.0.stream_opened();
         tokio::spawn(async move {
+            let _open = open;
             while let Some(Ok(response)) = inbound.next().await {
                 shared.lock().responses.insert(response.instruction_id.clone(), response);
                 shared.changed.notify_all();
@@ -220,7 +240,9 @@ impl BeamFnData for Services {
         self.0.changed.notify_all();
         let shared = self.0.clone();
         let mut inbound = request.into_inner();
+        let open = self.0.stream_opened();
         tokio::spawn(async move {
+            let _open = open;
             while let Some(Ok(elements)) = inbound.next().await {
                 let mut links = shared.lock();
                 for d in elements.data {
@@ -249,7 +271,9 @@ impl BeamFnState for Services {
         let (to, from) = mpsc::unbounded_channel();
         let shared = self.0.clone();
         let mut inbound = request.into_inner();
+        let open = self.0.stream_opened();
         tokio::spawn(async move {
+            let _open = open;
             while let Some(Ok(r)) = inbound.next().await {
                 let answer = match (&r.request, &r.state_key) {
                     (Some(fapi::state_request::Request::Get(_)), Some(key)) => {
@@ -292,7 +316,9 @@ impl BeamFnLogging for Services {
         let worker = worker_of(&request);
         let (to, from) = mpsc::unbounded_channel();
         let mut inbound = request.into_inner();
+        let open = self.0.stream_opened();
         tokio::spawn(async move {
+            let _open = open;
             // Held while the harness logs: the stream back stays open as long.
             let _to = to;
             while let Some(Ok(list)) = inbound.next().await {
@@ -483,9 +509,19 @@ impl FnServer {
 
 impl Drop for FnServer {
     fn drop(&mut self) {
-        // Ends every harness's control stream: a harness whose control stream ends exits.
+        // Ends every harness's control stream: a harness whose control stream ends closes its
+        // other streams and exits. The services stay up until it has (for a few seconds at
+        // most), so that it sees an orderly end rather than a connection reset.
         let mut links = self.shared.lock();
         links.control.clear();
         links.data.clear();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while links.open_streams > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            links = self.shared.changed.wait_timeout(links, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
     }
 }

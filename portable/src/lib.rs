@@ -18,6 +18,11 @@
 
 pub mod fn_api;
 pub mod harness;
+pub mod job;
+pub mod job_service;
+pub mod operator;
 pub mod plan;
 pub mod proto;
 pub mod stage;
+pub mod translate;
+pub mod windowing;

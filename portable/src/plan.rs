@@ -130,6 +130,11 @@ pub struct Stage {
     pub side_inputs: Vec<(String, String, String)>,
     /// PCollections it produces that other stages read (or no one does: a leaf's outputs).
     pub outputs: Vec<String>,
+    /// Outputs it also writes in another PCollection's coder: `(pc, as_pc)`, for a Flatten
+    /// whose output (`as_pc`) has a coder other than its input's (`pc`). Beam lets a
+    /// Flatten's inputs differ in coder; Weir carries values as bytes, so the SDK encodes them
+    /// in the output's coder instead.
+    pub transcoded: Vec<(String, String)>,
 }
 
 /// A pipeline as stages, in an order where every stage comes after those it reads.
@@ -191,7 +196,8 @@ fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, PlanError> {
     Ok(p)
 }
 
-/// Checks a windowing strategy's window function.
+/// Checks that Weir runs the windowing of PCollection `pc` (read or written by `t`): its window
+/// function, trigger and the rest.
 fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &str) -> Result<String, PlanError> {
     let p = c.pcollections.get(pc).ok_or_else(|| PlanError::Malformed(format!("no PCollection '{pc}'")))?;
     let ws = c
@@ -200,8 +206,9 @@ fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &str) -> Resu
         .ok_or_else(|| PlanError::Malformed(format!("no windowing strategy '{}'", p.windowing_strategy_id)))?;
     let window_fn = ws.window_fn.as_ref().map_or("", |f| f.urn.as_str());
     if !WINDOW_FNS.contains(&window_fn) {
-        return Err(unsupported(t, format!("its input's window function {window_fn} is known only to the SDK")));
+        return Err(unsupported(t, format!("the window function {window_fn} of {pc} is known only to the SDK")));
     }
+    crate::windowing::strategy(ws).map_err(|e| unsupported(t, format!("the windowing of {pc}: {e}")))?;
     Ok(p.windowing_strategy_id.clone())
 }
 
@@ -218,6 +225,12 @@ pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
             urns::PAR_DO => check_par_do(t)?.side_inputs.into_keys().collect(),
             _ => BTreeSet::new(),
         };
+        for side in &sides {
+            // A side input is mapped to windows by its own window function.
+            let pc =
+                t.inputs.get(side).ok_or_else(|| unsupported(t, format!("side input '{side}' is not an input")))?;
+            check_windowing(c, t, pc)?;
+        }
         let main = t.inputs.iter().filter(|(k, _)| !sides.contains(*k)).map(|(_, v)| v.as_str()).collect();
         let sides = t.inputs.iter().filter(|(k, _)| sides.contains(*k)).map(|(k, v)| (k.as_str(), v.as_str()));
         all.push(Leaf { id, t, main, sides: sides.collect() });
@@ -228,7 +241,14 @@ pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
     }
     let producer = producers(&all);
     let order = topological(&all, &producer)?;
-    Fusion::new(c, &all, producer).run(&order)
+    let planned = Fusion::new(c, &all, producer.clone()).run(&order)?;
+    // Weir carries every PCollection that leaves a stage in its windowing.
+    for pc in planned.stages.iter().flat_map(|s| &s.outputs) {
+        if let Some(&p) = producer.get(pc.as_str()) {
+            check_windowing(c, all[p].t, pc)?;
+        }
+    }
+    Ok(planned)
 }
 
 /// Per PCollection, the leaf that produces it.
@@ -315,7 +335,7 @@ impl<'a> Fusion<'a> {
                 let input = l.main.first().ok_or_else(|| unsupported(l.t, "a GroupByKey without input"))?;
                 StageKind::GroupByKey { windowing_strategy: check_windowing(self.c, l.t, input)? }
             }
-            urns::FLATTEN if l.t.environment_id.is_empty() => StageKind::Flatten,
+            urns::FLATTEN => StageKind::Flatten,
             urns::RESHUFFLE | urns::REDISTRIBUTE_ARBITRARILY | urns::REDISTRIBUTE_BY_KEY => StageKind::Reshuffle,
             u if SDK_URNS.contains(&u) && !l.t.environment_id.is_empty() => {
                 StageKind::Sdk { environment: l.t.environment_id.clone() }
@@ -354,6 +374,7 @@ impl<'a> Fusion<'a> {
                         inputs: Vec::new(),
                         side_inputs: Vec::new(),
                         outputs: Vec::new(),
+                        transcoded: Vec::new(),
                     });
                     self.reads.push(BTreeSet::new());
                     self.stages.len() - 1
@@ -368,6 +389,7 @@ impl<'a> Fusion<'a> {
             }
         }
         self.connect();
+        self.transcode()?;
         let order = self.stage_order();
         let mut stages: Vec<Option<Stage>> = self.stages.into_iter().map(Some).collect();
         Ok(PortablePlan { stages: order.into_iter().filter_map(|s| stages[s].take()).collect() })
@@ -402,6 +424,62 @@ impl<'a> Fusion<'a> {
         // anything that reads it.
         let sides_ok = l.sides.iter().all(|(_, pc)| self.producer_stage(pc, i).is_none_or(|p| !self.depends_on(p, s)));
         same_env && sides_ok
+    }
+
+    /// Whether coders `a` and `b` write values alike: the same coder, or the same URNs,
+    /// payloads and components all the way down.
+    fn same_coder(&self, a: &str, b: &str) -> bool {
+        if a == b {
+            return true;
+        }
+        let (Some(x), Some(y)) = (self.c.coders.get(a), self.c.coders.get(b)) else { return false };
+        x.spec == y.spec
+            && x.component_coder_ids.len() == y.component_coder_ids.len()
+            && x.component_coder_ids.iter().zip(&y.component_coder_ids).all(|(p, q)| self.same_coder(p, q))
+    }
+
+    fn coder_of(&self, pc: &str) -> &str {
+        self.c.pcollections.get(pc).map_or("", |p| p.coder_id.as_str())
+    }
+
+    /// Has the harness write each Flatten input whose coder differs from the Flatten's output's
+    /// in the output's coder too; a Flatten input that Weir makes itself cannot be, and is
+    /// refused.
+    fn transcode(&mut self) -> Result<(), PlanError> {
+        for f in 0..self.stages.len() {
+            if self.stages[f].kind != StageKind::Flatten {
+                continue;
+            }
+            let Some(out) = self.stages[f].outputs.first().cloned() else { continue };
+            for pc in self.stages[f].inputs.clone() {
+                if self.same_coder(self.coder_of(&pc), self.coder_of(&out)) {
+                    continue;
+                }
+                let producer = self.producer.get(pc.as_str()).and_then(|&p| self.stage_of[p]);
+                match producer {
+                    Some(p) if matches!(self.stages[p].kind, StageKind::Sdk { .. }) => {
+                        let pair = (pc.clone(), out.clone());
+                        if !self.stages[p].transcoded.contains(&pair) {
+                            self.stages[p].transcoded.push(pair);
+                        }
+                    }
+                    _ => {
+                        let id = &self.stages[f].transforms[0];
+                        let t = &self.c.transforms[id];
+                        return Err(unsupported(
+                            t,
+                            format!(
+                                "its input {pc} has coder {} and its output {out} coder {}, and Weir cannot re-encode \
+                                 values it did not get from an SDK harness",
+                                self.coder_of(&pc),
+                                self.coder_of(&out)
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Fills each stage's inputs, side inputs and outputs from its transforms.

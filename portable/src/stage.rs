@@ -47,8 +47,9 @@ pub struct StageDescriptor {
     pub descriptor: fapi::ProcessBundleDescriptor,
     /// Per PCollection the stage reads: (data source transform id, PCollection id).
     pub inputs: Vec<(String, String)>,
-    /// Per PCollection the stage hands back: (data sink transform id, PCollection id).
-    pub outputs: Vec<(String, String)>,
+    /// Per PCollection the stage hands back: (data sink transform id, PCollection id, the
+    /// PCollection whose coder it is written in: itself, or a Flatten's output).
+    pub outputs: Vec<(String, String, String)>,
 }
 
 /// Why a stage cannot be described.
@@ -133,13 +134,17 @@ impl Builder<'_> {
         wrapped
     }
 
-    /// Whether coder `id` and all its components are standard coders Weir reads.
     fn standard(&self, id: &str) -> bool {
-        self.c.coders.get(id).is_some_and(|c| {
-            c.spec.as_ref().is_some_and(|s| STANDARD_CODERS.contains(&s.urn.as_str()))
-                && c.component_coder_ids.iter().all(|x| self.standard(x))
-        })
+        standard(&self.c.coders, id)
     }
+}
+
+/// Whether coder `id` and all its components are standard coders Weir reads.
+fn standard(coders: &std::collections::HashMap<String, rapi::Coder>, id: &str) -> bool {
+    coders.get(id).is_some_and(|c| {
+        c.spec.as_ref().is_some_and(|s| STANDARD_CODERS.contains(&s.urn.as_str()))
+            && c.component_coder_ids.iter().all(|x| standard(coders, x))
+    })
 }
 
 fn coder(urn: &str, components: Vec<String>) -> rapi::Coder {
@@ -193,6 +198,14 @@ pub fn describe(
     for pc in &referenced {
         b.pcollection(pc)?;
     }
+    // A side input reaches the harness as Weir carries it: in its readable coder.
+    for (_, _, pc) in &stage.side_inputs {
+        let coder = b.pcollection(pc)?.coder_id.clone();
+        let readable = b.readable(&coder);
+        if let Some(p) = b.d.pcollections.get_mut(pc) {
+            p.coder_id = readable;
+        }
+    }
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
     for pc in &stage.inputs {
         let wire = b.wire_coder(pc)?;
@@ -200,11 +213,12 @@ pub fn describe(
         b.d.transforms.insert(t.clone(), port(DATA_SOURCE, data_address, wire, pc, false));
         inputs.push((t, pc.clone()));
     }
-    for pc in &stage.outputs {
-        let wire = b.wire_coder(pc)?;
-        let t = format!("weir_sink_{pc}");
+    let written = stage.outputs.iter().map(|pc| (pc, pc)).chain(stage.transcoded.iter().map(|(pc, a)| (pc, a)));
+    for (pc, as_pc) in written {
+        let wire = b.wire_coder(as_pc)?;
+        let t = if pc == as_pc { format!("weir_sink_{pc}") } else { format!("weir_sink_{pc}_as_{as_pc}") };
         b.d.transforms.insert(t.clone(), port(DATA_SINK, data_address, wire, pc, true));
-        outputs.push((t, pc.clone()));
+        outputs.push((t, pc.clone(), as_pc.clone()));
     }
     Ok(StageDescriptor { descriptor: b.d, inputs, outputs })
 }
@@ -248,6 +262,23 @@ impl Wire {
             ITERABLE => Wire::Iterable(part(0)?),
             WINDOWED_VALUE => return Wire::of(coders, c.component_coder_ids.first().map_or("", String::as_str)),
             other => return Err(StageError::Missing(format!("wire form of coder '{id}' ({other})"))),
+        })
+    }
+
+    /// The wire form of coder `id` made readable as a stage's data ports carry it: standard
+    /// coders as they are, a KV or iterable by its parts, anything else length-prefixed.
+    pub fn readable(coders: &std::collections::HashMap<String, rapi::Coder>, id: &str) -> Result<Wire, StageError> {
+        if standard(coders, id) {
+            return Wire::of(coders, id);
+        }
+        let c = coders.get(id).ok_or_else(|| StageError::Missing(format!("coder '{id}'")))?;
+        let parts = &c.component_coder_ids;
+        Ok(match c.spec.as_ref().map(|s| s.urn.as_str()) {
+            Some(KV) if parts.len() == 2 => {
+                Wire::Kv(Box::new(Wire::readable(coders, &parts[0])?), Box::new(Wire::readable(coders, &parts[1])?))
+            }
+            Some(ITERABLE) if parts.len() == 1 => Wire::Iterable(Box::new(Wire::readable(coders, &parts[0])?)),
+            _ => Wire::Prefixed,
         })
     }
 

@@ -124,7 +124,7 @@ fn every_data_port_speaks_a_wire_form_weir_can_delimit() {
     let mut ports = 0;
     for (i, stage) in plan.stages.iter().enumerate().filter(|(_, s)| matches!(s.kind, StageKind::Sdk { .. })) {
         let d = describe(&p, stage, &format!("s{i}"), "127.0.0.1:1").unwrap();
-        for (t, _) in d.inputs.iter().chain(&d.outputs) {
+        for t in d.inputs.iter().map(|x| &x.0).chain(d.outputs.iter().map(|x| &x.0)) {
             let spec = d.descriptor.transforms[t].spec.as_ref().unwrap();
             let port = RemoteGrpcPort::decode(spec.payload.as_slice()).unwrap();
             let wire = Wire::of(&d.descriptor.coders, &port.coder_id).unwrap();

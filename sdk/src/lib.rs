@@ -76,7 +76,7 @@ pub use transforms::group_into_batches::GroupIntoBatches;
 pub use transforms::impulse::Impulse;
 pub use transforms::keys::{Keys, KvSwap, Values, WithKeys};
 pub use transforms::map::{Filter, FlatMap, Map, TryMap};
-pub use transforms::par_do::{ErasedTupleTag, ParDo};
+pub use transforms::par_do::{ErasedParDo, ErasedTupleTag, ParDo};
 pub use transforms::partition::Partition;
 pub use transforms::reify::{Reify, ValueInSingleWindow, WithTimestamps};
 pub use transforms::reshuffle::Reshuffle;

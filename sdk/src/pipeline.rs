@@ -332,6 +332,15 @@ impl<T: Element> PCollection<T> {
     pub(crate) fn set_windowing(&self, windowing: WindowingStrategy) {
         self.pipeline.with_pcollection(self.id, |n| n.windowing = windowing);
     }
+
+    /// Declares the windowing strategy of elements whose windows were assigned elsewhere
+    /// (Beam's `setWindowingStrategyInternal`): no window is assigned again, so the elements
+    /// must already be in windows of `windowing`'s function. For runners of other SDKs'
+    /// pipelines, whose harness assigned the windows; a Rust pipeline uses `Window::into`.
+    pub fn set_windowing_strategy_internal(&self, windowing: WindowingStrategy) -> &Self {
+        self.set_windowing(windowing);
+        self
+    }
 }
 
 /// A list of PCollections of one type (the input of Flatten, the output of Partition).

@@ -45,3 +45,65 @@ sys.stdout.write(PortableRunner.get_proto_pipeline(p, options).SerializeToString
     let bytes: Vec<u8> = (0..hex.len() / 2).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
     Some(rapi::Pipeline::decode(bytes.as_slice()).expect("a Runner API pipeline"))
 }
+
+/// A `weir-job-server` on a free port of 127.0.0.1, killed when dropped.
+pub struct JobServer {
+    child: std::process::Child,
+    /// `localhost:PORT`, for `--job_endpoint`.
+    pub endpoint: String,
+}
+
+impl JobServer {
+    /// Starts the server with `args` (Weir's flags, `--sdk-workers`, ...).
+    pub fn start(args: &[&str]) -> JobServer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_weir-job-server"))
+            .args(["--job-port", "0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("weir-job-server starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let port = line.trim().rsplit(':').next().unwrap_or_default().to_string();
+        assert!(port.parse::<u16>().is_ok(), "weir-job-server said: {line}");
+        JobServer { child, endpoint: format!("localhost:{port}") }
+    }
+
+    /// Beam's options to submit to this server, in LOOPBACK.
+    pub fn options(&self) -> Vec<String> {
+        vec![
+            "--runner=PortableRunner".into(),
+            format!("--job_endpoint={}", self.endpoint),
+            "--environment_type=LOOPBACK".into(),
+        ]
+    }
+}
+
+impl Drop for JobServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `python` on `args`; its exit status and its standard output and error.
+pub fn python(python: &str, args: &[String]) -> (bool, String, String) {
+    let out = std::process::Command::new(python).args(args).output().expect("python runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// The lines of every file starting with `prefix`, sorted.
+pub fn lines_of(prefix: &std::path::Path) -> Vec<String> {
+    let dir = prefix.parent().unwrap();
+    let name = prefix.file_name().unwrap().to_string_lossy().to_string();
+    let mut lines = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().starts_with(&name) && e.path().is_file() {
+            lines.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(String::from));
+        }
+    }
+    lines.sort();
+    lines
+}

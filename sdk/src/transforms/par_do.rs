@@ -184,3 +184,59 @@ impl<F: DoFn> PTransform<PCollection<F::In>> for ParDoMulti<F> {
         expand_par_do(self.fn_, &input, self.side_inputs, self.key_of, self.main, self.additional).1
     }
 }
+
+/// A ParDo whose function is not a Rust [`DoFn`] but erased instances made by `factory`: for
+/// code a runner calls out to, such as the stages of another SDK's pipeline that Weir's
+/// portable runner sends to that SDK's harness. The function assigns its outputs' windows
+/// itself, so each output takes the windowing strategy given, not its input's; every output
+/// has element type `O`.
+pub struct ErasedParDo<I, O> {
+    fn_name: &'static str,
+    factory: crate::kernel::DoFnFactory,
+    outputs: Vec<(String, WindowingStrategy)>,
+    side_inputs: Vec<SideInputSpec>,
+    _t: std::marker::PhantomData<fn(I) -> O>,
+}
+
+impl<I: Element, O: Element> ErasedParDo<I, O> {
+    /// A ParDo of `factory`'s instances (named `fn_name` in messages and plans), with one output
+    /// per `(tag, windowing)`, in the order of the batches the instances fill.
+    pub fn new(
+        fn_name: &'static str,
+        factory: crate::kernel::DoFnFactory,
+        outputs: Vec<(String, WindowingStrategy)>,
+    ) -> Self {
+        ErasedParDo { fn_name, factory, outputs, side_inputs: Vec::new(), _t: std::marker::PhantomData }
+    }
+
+    /// Adds side inputs, read through the `SideInputReader` the instances are given.
+    pub fn with_side_inputs(mut self, views: Vec<SideInputSpec>) -> Self {
+        self.side_inputs.extend(views);
+        self
+    }
+}
+
+impl<I: Element, O: Element> PTransform<PCollection<I>> for ErasedParDo<I, O> {
+    type Output = crate::pipeline::PCollectionList<O>;
+    fn expand(self, input: PCollection<I>) -> Self::Output {
+        let p = input.pipeline().clone();
+        if self.outputs.is_empty() {
+            p.record_error(&p.current_step(), "a ParDo needs at least one output");
+        }
+        p.add_side_inputs(&self.side_inputs.iter().map(|s| s.pcollection).collect::<Vec<_>>());
+        let node = p.make_primitive(
+            crate::urns::PAR_DO,
+            Payload::ParDo(ParDoPayload {
+                factory: self.factory,
+                fn_name: self.fn_name,
+                output_tags: self.outputs.iter().map(|(t, _)| t.clone()).collect(),
+                side_inputs: self.side_inputs,
+                stateful: false,
+                key_partitioner: None,
+            }),
+        );
+        let b = output_boundedness(&p, &[input.id()]);
+        let outputs = self.outputs.into_iter().map(|(tag, w)| p.new_output::<O>(node, &tag, b, w)).collect();
+        crate::pipeline::PCollectionList::of(&p, outputs)
+    }
+}

@@ -1,0 +1,87 @@
+//! `weir-job-server`: Weir as a Beam portable runner.
+//!
+//! ```sh
+//! weir-job-server --job-port 8099 [--job-host 127.0.0.1] [--sdk-workers N] [--python PATH] \
+//!     [--runner microbatch|timely|direct] [Weir's pipeline flags...]
+//! python pipeline.py --runner=PortableRunner --job_endpoint=localhost:8099 --environment_type=LOOPBACK
+//! ```
+//!
+//! It listens on 127.0.0.1 unless `--job-host` says otherwise: a submitted pipeline carries
+//! code, which the harnesses run, so whoever can reach the port can run code as this user.
+
+use std::net::{IpAddr, SocketAddr};
+
+use weir_portable::job::RunConfig;
+use weir_portable::job_service::{bind, serve, Jobs};
+
+const USAGE: &str = "usage: weir-job-server [--job-port PORT] [--job-host HOST] [--sdk-workers N] [--python PATH] \
+[Weir pipeline flags, e.g. --runner microbatch --parallelism 2]";
+
+struct Args {
+    address: SocketAddr,
+    config: RunConfig,
+}
+
+fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String, String> {
+    args.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))
+}
+
+fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
+    let (mut host, mut port): (IpAddr, u16) = ([127, 0, 0, 1].into(), 8099);
+    let mut config = RunConfig::default();
+    let mut args = raw.peekable();
+    while let Some(a) = args.next() {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let mut take = |name: &str| inline.clone().map_or_else(|| value(&mut args, name), Ok);
+        match flag.as_str() {
+            "--job-port" => port = take("--job-port")?.parse().map_err(|e| format!("--job-port: {e}"))?,
+            "--job-host" => host = take("--job-host")?.parse().map_err(|e| format!("--job-host: {e}"))?,
+            "--sdk-workers" => {
+                config.sdk_workers = take("--sdk-workers")?.parse().map_err(|e| format!("--sdk-workers: {e}"))?;
+                if config.sdk_workers == 0 {
+                    return Err("--sdk-workers must be at least 1".into());
+                }
+            }
+            "--python" => config.python = take("--python")?,
+            "-h" | "--help" => return Err(USAGE.into()),
+            _ => config.weir_args.push(a),
+        }
+    }
+    // Weir's flags are checked now, not at the first job.
+    weir_sdk::PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
+    Ok(Args { address: SocketAddr::new(host, port), config })
+}
+
+fn main() {
+    weir::register_with_logging();
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("weir-job-server: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("weir-job-service")
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("weir-job-server: cannot start: {e}");
+            std::process::exit(1)
+        });
+    let outcome = runtime.block_on(async {
+        let listener = bind(args.address).await?;
+        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        // The address on standard output, for whoever started the server on port 0.
+        println!("weir-job-server: the job service listens on {bound}");
+        serve(listener, Jobs::new(args.config)).await
+    });
+    if let Err(e) = outcome {
+        eprintln!("weir-job-server: {e}");
+        std::process::exit(1);
+    }
+}

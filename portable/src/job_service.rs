@@ -1,0 +1,209 @@
+//! Beam's Job API over gRPC: what a Beam SDK's `PortableRunner` talks to.
+//!
+//! Prepare plans the submitted pipeline and refuses, naming the transform and URN, what Weir
+//! cannot run; it offers no artifact staging endpoint (the harnesses Weir runs are the
+//! submitter's own, or started from the same Python, so there is nothing to stage), which
+//! Beam's clients take as nothing to stage. Run starts the prepared job; GetState,
+//! GetStateStream (the current state at once, then every change until the job ends),
+//! GetMessageStream (messages and state changes until the job ends), Cancel, GetJobMetrics,
+//! GetJobs, GetPipeline and DescribePipelineOptions answer as Beam's job services do.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+use crate::job::{Event, Job, RunConfig};
+use crate::proto::job_management::v1 as japi;
+use japi::job_service_server::{JobService, JobServiceServer};
+
+/// The job service's state: every job it was given.
+pub struct Jobs {
+    jobs: Mutex<HashMap<String, Arc<Job>>>,
+    next: AtomicU64,
+    config: Arc<RunConfig>,
+}
+
+impl Jobs {
+    /// A service running jobs as `config` says.
+    pub fn new(config: RunConfig) -> Self {
+        Jobs { jobs: Mutex::new(HashMap::new()), next: AtomicU64::new(1), config: Arc::new(config) }
+    }
+
+    fn job(&self, id: &str) -> Result<Arc<Job>, Status> {
+        let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        jobs.get(id).cloned().ok_or_else(|| Status::not_found(format!("no job '{id}'")))
+    }
+}
+
+type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// The events of `job` from the `from`th on as a stream, each made into an item by `pick` (or
+/// skipped), ending after the job ends.
+fn follow<T: Send + 'static>(job: Arc<Job>, from: usize, pick: fn(Event) -> Option<T>) -> EventStream<T> {
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut watch = job.watch();
+        let mut seen = from;
+        loop {
+            let (events, ended) = job.events(seen);
+            seen += events.len();
+            for e in events {
+                if let Some(item) = pick(e) {
+                    if tx.send(Ok(item)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            if ended || watch.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+#[tonic::async_trait]
+impl JobService for Jobs {
+    async fn prepare(
+        &self,
+        request: Request<japi::PrepareJobRequest>,
+    ) -> Result<Response<japi::PrepareJobResponse>, Status> {
+        let r = request.into_inner();
+        let pipeline = r.pipeline.ok_or_else(|| Status::invalid_argument("a PrepareJobRequest without a pipeline"))?;
+        let id = format!("job-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let name = if r.job_name.is_empty() { id.clone() } else { r.job_name };
+        let job = Job::prepare(id.clone(), name, pipeline, r.pipeline_options.unwrap_or_default())
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), job);
+        tracing::info!("prepared {id}");
+        Ok(Response::new(japi::PrepareJobResponse {
+            preparation_id: id.clone(),
+            artifact_staging_endpoint: None,
+            staging_session_token: id,
+        }))
+    }
+
+    async fn run(&self, request: Request<japi::RunJobRequest>) -> Result<Response<japi::RunJobResponse>, Status> {
+        let id = request.into_inner().preparation_id;
+        let job = self.job(&id)?;
+        job.start(self.config.clone()).map_err(Status::failed_precondition)?;
+        Ok(Response::new(japi::RunJobResponse { job_id: id }))
+    }
+
+    async fn get_jobs(&self, _: Request<japi::GetJobsRequest>) -> Result<Response<japi::GetJobsResponse>, Status> {
+        let jobs: Vec<Arc<Job>> = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let job_info = jobs
+            .iter()
+            .map(|j| japi::JobInfo {
+                job_id: j.id.clone(),
+                job_name: j.name.clone(),
+                pipeline_options: Some(j.options.clone()),
+                state: j.state().state,
+            })
+            .collect();
+        Ok(Response::new(japi::GetJobsResponse { job_info }))
+    }
+
+    async fn get_state(
+        &self,
+        request: Request<japi::GetJobStateRequest>,
+    ) -> Result<Response<japi::JobStateEvent>, Status> {
+        Ok(Response::new(self.job(&request.into_inner().job_id)?.state()))
+    }
+
+    async fn get_pipeline(
+        &self,
+        request: Request<japi::GetJobPipelineRequest>,
+    ) -> Result<Response<japi::GetJobPipelineResponse>, Status> {
+        let job = self.job(&request.into_inner().job_id)?;
+        Ok(Response::new(japi::GetJobPipelineResponse { pipeline: Some(job.pipeline.clone()) }))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<japi::CancelJobRequest>,
+    ) -> Result<Response<japi::CancelJobResponse>, Status> {
+        let job = self.job(&request.into_inner().job_id)?;
+        let state =
+            tokio::task::spawn_blocking(move || job.cancel()).await.map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(japi::CancelJobResponse { state }))
+    }
+
+    async fn drain(&self, request: Request<japi::DrainJobRequest>) -> Result<Response<japi::DrainJobResponse>, Status> {
+        let job = self.job(&request.into_inner().job_id)?;
+        Err(Status::unimplemented(format!(
+            "job '{}' cannot be drained: draining a portable job is not supported yet; cancel it instead",
+            job.id
+        )))
+    }
+
+    type GetStateStreamStream = EventStream<japi::JobStateEvent>;
+
+    async fn get_state_stream(
+        &self,
+        request: Request<japi::GetJobStateRequest>,
+    ) -> Result<Response<Self::GetStateStreamStream>, Status> {
+        let job = self.job(&request.into_inner().job_id)?;
+        // The current state at once, then each change after it.
+        let (current, seen) = job.state_and_seen();
+        let rest = follow(job, seen, |e| match e {
+            Event::State(s) => Some(s),
+            Event::Message(_) => None,
+        });
+        let first = tokio_stream::once(Ok(current));
+        Ok(Response::new(Box::pin(tokio_stream::StreamExt::chain(first, rest))))
+    }
+
+    type GetMessageStreamStream = EventStream<japi::JobMessagesResponse>;
+
+    async fn get_message_stream(
+        &self,
+        request: Request<japi::JobMessagesRequest>,
+    ) -> Result<Response<Self::GetMessageStreamStream>, Status> {
+        use japi::job_messages_response::Response as R;
+        let job = self.job(&request.into_inner().job_id)?;
+        let stream = follow(job, 0, |e| {
+            let response = match e {
+                Event::State(s) => R::StateResponse(s),
+                Event::Message(m) => R::MessageResponse(m),
+            };
+            Some(japi::JobMessagesResponse { response: Some(response) })
+        });
+        Ok(Response::new(stream))
+    }
+
+    async fn get_job_metrics(
+        &self,
+        request: Request<japi::GetJobMetricsRequest>,
+    ) -> Result<Response<japi::GetJobMetricsResponse>, Status> {
+        let _job = self.job(&request.into_inner().job_id)?;
+        Ok(Response::new(japi::GetJobMetricsResponse { metrics: Some(japi::MetricResults::default()) }))
+    }
+
+    async fn describe_pipeline_options(
+        &self,
+        _: Request<japi::DescribePipelineOptionsRequest>,
+    ) -> Result<Response<japi::DescribePipelineOptionsResponse>, Status> {
+        Ok(Response::new(japi::DescribePipelineOptionsResponse { options: Vec::new() }))
+    }
+}
+
+/// Serves the Job API for `jobs` on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, jobs: Jobs) -> Result<(), String> {
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .add_service(JobServiceServer::new(jobs))
+        .serve_with_incoming(incoming)
+        .await
+        .map_err(|e| format!("the job service stopped: {e}"))
+}
+
+/// Binds the job service's address, naming it in the error.
+pub async fn bind(address: SocketAddr) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}"))
+}

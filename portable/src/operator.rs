@@ -1,0 +1,250 @@
+//! A fused stage as one operator of Weir's plan: an erased DoFn that gathers a bundle of its
+//! input's elements in the stage's wire coder, sends it to an SDK harness, and emits what the
+//! harness hands back, with the timestamps, windows and panes the harness gave them.
+//!
+//! Values cross Weir as the bytes of their wire encoding (see [`crate::stage`]): Weir never
+//! decodes an SDK's values, it only finds where each ends ([`RawCoder`]). Side inputs are built
+//! per side window from the same bytes ([`SideView`]) and served to the harness through the
+//! State API for the windows of the bundle's elements.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_sdk::coders::{Coder, CoderError, FullWindowedValue, WindowCoderKind, WindowedValueCoder};
+use weir_sdk::error::{UserError, UserResult};
+use weir_sdk::kernel::{rows_mut, Batch, ErasedDoFn, KeyedStateEnv, SideInputReader, ViewKernel};
+use weir_sdk::window::Window;
+use weir_sdk::window_fn::WindowFn;
+use weir_sdk::windowed_value::WindowedValue;
+
+use crate::fn_api::{FnError, FnServer, SideInputs};
+use crate::proto::fn_execution::v1 as fapi;
+use crate::stage::Wire;
+
+/// A value's own bytes in its wire coder, read up to where [`Wire`] says it ends: how Weir
+/// carries an SDK's values without decoding them.
+pub struct RawCoder(pub Wire);
+
+impl Coder<Vec<u8>> for RawCoder {
+    fn encode(&self, value: &Vec<u8>, out: &mut Vec<u8>) -> Result<(), CoderError> {
+        out.extend_from_slice(value);
+        Ok(())
+    }
+    fn decode(&self, input: &mut &[u8]) -> Result<Vec<u8>, CoderError> {
+        let n = self.0.skip(input).ok_or_else(|| CoderError::new("a value cut short in the data from the harness"))?;
+        let (value, rest) = input.split_at(n);
+        *input = rest;
+        Ok(value.to_vec())
+    }
+    fn verify_deterministic(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn name(&self) -> String {
+        format!("wire({:?})", self.0)
+    }
+}
+
+/// The windowed values of a data port: `wire` values in windows of `window`.
+pub fn port_coder(wire: Wire, window: WindowCoderKind) -> WindowedValueCoder<Vec<u8>> {
+    WindowedValueCoder { value: Arc::new(RawCoder(wire)), window }
+}
+
+/// A side input's value in one side window, as the harness reads it through the State API.
+#[derive(Debug, Default)]
+pub struct SideView {
+    /// Every element's bytes, one after another (an iterable side input).
+    pub elements: Vec<u8>,
+    /// Per key's bytes, its values' bytes one after another (a multimap side input).
+    pub by_key: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Builds [`SideView`]s; for a multimap side input, `kv` finds each element's key.
+pub struct SideViewKernel {
+    /// The elements' wire form, when they are KVs to index by key.
+    pub kv: Option<Wire>,
+}
+
+impl ViewKernel for SideViewKernel {
+    fn build(&self, elements: Vec<Batch>) -> Result<Arc<dyn std::any::Any + Send + Sync>, UserError> {
+        let mut view = SideView::default();
+        for b in elements {
+            let rows = weir_sdk::kernel::downcast_batch::<Vec<u8>>(b)?;
+            for wv in rows {
+                if let Some(kv) = &self.kv {
+                    let (k, v) = kv.split_kv(&wv.value).ok_or("a side input element that is not a whole KV")?;
+                    view.by_key.entry(k.to_vec()).or_default().extend_from_slice(v);
+                }
+                view.elements.extend_from_slice(&wv.value);
+            }
+        }
+        Ok(Arc::new(view))
+    }
+}
+
+/// One side input of a stage.
+pub struct StageSide {
+    /// The transform reading it, and its local name (as the harness's state keys name them).
+    pub transform: String,
+    /// Its local name.
+    pub local: String,
+    /// The Weir view's id.
+    pub view_id: String,
+    /// Maps a main window to the side window.
+    pub window_fn: Arc<dyn WindowFn>,
+}
+
+/// What every instance of one stage's operator shares: the harnesses and the stage as they run
+/// it.
+pub struct StageRuntime {
+    /// The Fn API services the harnesses are connected to.
+    pub server: Arc<FnServer>,
+    /// The harnesses' worker ids; bundles go to them in turn.
+    pub workers: Vec<String>,
+    /// The stage's descriptor.
+    pub descriptor: fapi::ProcessBundleDescriptor,
+    /// The data source transform of its main input, and the input's window coder.
+    pub input: (String, WindowCoderKind),
+    /// Per output, in the order of the operator's outputs: the data sink transform, and the
+    /// coder of what it sends.
+    pub outputs: Vec<(String, WindowedValueCoder<Vec<u8>>)>,
+    /// The side inputs.
+    pub sides: Vec<StageSide>,
+    /// How many bytes of input make a bundle at most.
+    pub bundle_bytes: usize,
+    /// How long a bundle may take.
+    pub timeout: Duration,
+    /// Which harness the next bundle goes to.
+    pub next: AtomicUsize,
+}
+
+/// One instance of a stage's operator.
+pub struct StageFn {
+    rt: Arc<StageRuntime>,
+    /// The bundle being gathered, in the input's wire coder.
+    input: Vec<u8>,
+    /// Its side inputs, for the windows of its elements so far.
+    sides: SideInputs,
+    /// The main windows whose side inputs are in `sides`.
+    windows: HashSet<Window>,
+}
+
+impl StageFn {
+    /// A fresh instance.
+    pub fn new(rt: Arc<StageRuntime>) -> Self {
+        StageFn { rt, input: Vec::new(), sides: SideInputs::default(), windows: HashSet::new() }
+    }
+
+    /// Reads the side inputs of elements in `window`, once per bundle.
+    fn gather_sides(&mut self, window: &Window, reader: &dyn SideInputReader) -> UserResult {
+        if self.rt.sides.is_empty() || !self.windows.insert(*window) {
+            return Ok(());
+        }
+        for s in &self.rt.sides {
+            let value = reader.get(&s.view_id, window)?;
+            let view = value.downcast_ref::<SideView>().ok_or("internal error: a side input of another kind")?;
+            let mut side_window = Vec::new();
+            s.window_fn.side_input_window(window)?.encode(&mut side_window);
+            let key = (s.transform.clone(), s.local.clone(), side_window);
+            self.sides.iterables.insert(key.clone(), view.elements.clone());
+            self.sides.multimaps.insert(key, view.by_key.clone());
+        }
+        Ok(())
+    }
+
+    /// Runs the gathered bundle on a harness and appends its output to `outputs`.
+    fn flush(&mut self, outputs: &mut [Batch]) -> UserResult {
+        if self.input.is_empty() {
+            return Ok(());
+        }
+        let input = std::mem::take(&mut self.input);
+        let sides = std::mem::take(&mut self.sides);
+        self.windows.clear();
+        let got = self.run(input, sides)?;
+        for (k, (sink, coder)) in self.rt.outputs.iter().enumerate() {
+            let Some(mut bytes) = got.get(sink).map(Vec::as_slice) else { continue };
+            let out = outputs.get_mut(k).and_then(rows_mut::<Vec<u8>>).ok_or("internal error: no output buffer")?;
+            while !bytes.is_empty() {
+                let wv = coder.decode(&mut bytes).map_err(|e| format!("the harness sent {sink} bad data: {e}"))?;
+                let FullWindowedValue { value, timestamp, windows, pane } = wv;
+                for window in windows {
+                    out.push(WindowedValue { value: value.clone(), timestamp, window, pane });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one bundle to a harness: the next one in turn, or, if a harness is gone, the one
+    /// after it, until every harness has been tried.
+    fn run(&self, input: Vec<u8>, sides: SideInputs) -> Result<std::collections::HashMap<String, Vec<u8>>, UserError> {
+        let rt = &self.rt;
+        let sinks: Vec<String> = rt.outputs.iter().map(|(s, _)| s.clone()).collect();
+        let first = rt.next.fetch_add(1, Ordering::Relaxed);
+        let mut last = None;
+        for attempt in 0..rt.workers.len() {
+            let worker = &rt.workers[(first + attempt) % rt.workers.len()];
+            let bundle = (vec![(rt.input.0.clone(), input.clone())], sides.clone());
+            match rt.server.process_bundle(worker, &rt.descriptor, bundle, &sinks, rt.timeout) {
+                Ok(got) => return Ok(got),
+                // The user's code failed: retrying elsewhere would fail alike.
+                Err(e @ FnError::Bundle { .. }) => return Err(e.to_string().into()),
+                Err(e) => {
+                    tracing::warn!("bundle of stage {} failed, retrying on another harness: {e}", rt.descriptor.id);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.map_or_else(|| "no SDK harness to run the stage".to_string(), |e| e.to_string()).into())
+    }
+}
+
+impl ErasedDoFn for StageFn {
+    fn setup(&mut self) -> UserResult {
+        Ok(())
+    }
+    fn start_bundle(&mut self) -> UserResult {
+        Ok(())
+    }
+    fn process_batch(&mut self, input: Batch, outputs: &mut [Batch], sides: &dyn SideInputReader) -> UserResult {
+        let rows = weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)?;
+        let coder = port_coder(Wire::Prefixed, self.rt.input.1);
+        for wv in rows {
+            self.gather_sides(&wv.window, sides)?;
+            let full =
+                FullWindowedValue { value: wv.value, timestamp: wv.timestamp, windows: vec![wv.window], pane: wv.pane };
+            coder.encode(&full, &mut self.input)?;
+            if self.input.len() >= self.rt.bundle_bytes {
+                self.flush(outputs)?;
+            }
+        }
+        Ok(())
+    }
+    fn process_keyed(
+        &mut self,
+        input: Batch,
+        outputs: &mut [Batch],
+        sides: &dyn SideInputReader,
+        _env: &mut dyn KeyedStateEnv,
+    ) -> UserResult {
+        self.process_batch(input, outputs, sides)
+    }
+    fn on_timer(
+        &mut self,
+        _key: &[u8],
+        _window: Window,
+        _firing: Option<&weir_sdk::state::TimerFiring>,
+        _outputs: &mut [Batch],
+        _state: &mut weir_sdk::state::KeyedState,
+        _time: weir_sdk::state::StateTime,
+    ) -> UserResult {
+        Err("a portable stage has no timers".into())
+    }
+    fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
+        self.flush(outputs)
+    }
+    fn teardown(&mut self) -> UserResult {
+        Ok(())
+    }
+}

@@ -1,0 +1,104 @@
+//! Beam Python pipelines submitted to `weir-job-server`, run on Weir with Beam Python SDK
+//! harnesses (LOOPBACK): their output equals Beam Python's own DirectRunner's, and a failing
+//! pipeline fails in the Python client with its traceback.
+
+mod common;
+use std::path::Path;
+
+fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python").join(name).to_string_lossy().into()
+}
+
+/// Runs `tests/python/batch_pipeline.py` on the DirectRunner and on Weir with `weir_args`;
+/// both outputs, sorted.
+fn both_ways(py: &str, weir_args: &[&str]) -> (Vec<String>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let direct = dir.path().join("direct");
+    let (ok, _, err) = python(py, &[script("batch_pipeline.py"), format!("--output={}", direct.display())]);
+    assert!(ok, "the DirectRunner failed: {err}");
+    let server = common::JobServer::start(weir_args);
+    let weir = dir.path().join("weir");
+    let mut args = vec![script("batch_pipeline.py"), format!("--output={}", weir.display())];
+    args.extend(server.options());
+    let (ok, _, err) = python(py, &args);
+    assert!(ok, "Weir failed: {err}");
+    (common::lines_of(&direct), common::lines_of(&weir))
+}
+
+fn python(python: &str, args: &[String]) -> (bool, String, String) {
+    common::python(python, args)
+}
+
+#[test]
+fn grouping_combining_side_inputs_flatten_and_windows_match_the_direct_runner() {
+    let Some(py) = common::beam_python() else { return };
+    let (direct, weir) = both_ways(&py, &[]);
+    assert!(direct.len() > 40, "{direct:?}");
+    assert_eq!(weir, direct);
+    // The same on the other runners, with several partitions.
+    let (_, direct_runner) = both_ways(&py, &["--runner", "direct"]);
+    assert_eq!(direct_runner, direct);
+    let (_, partitioned) = both_ways(&py, &["--parallelism", "3"]);
+    assert_eq!(partitioned, direct);
+}
+
+#[test]
+fn a_raising_dofn_fails_the_job_in_the_client_with_its_traceback() {
+    let Some(py) = common::beam_python() else { return };
+    let server = common::JobServer::start(&[]);
+    let program = format!(
+        r#"
+import sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+def divide(x):
+    return 1 // (x - 2)
+try:
+    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
+        p | beam.Create([1, 2, 3]) | "Divide" >> beam.Map(divide)
+except Exception as e:
+    print("RAISED", type(e).__name__, e)
+    sys.exit(0)
+print("NOT RAISED")
+"#
+    );
+    let mut args = vec!["-c".to_string(), program];
+    args.extend(server.options());
+    let (ok, out, err) = python(&py, &args);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("RAISED RuntimeError"), "{out}");
+    assert!(out.contains("ZeroDivisionError") && out.contains("Divide"), "{out}");
+}
+
+#[test]
+fn an_unsupported_transform_is_refused_at_prepare_naming_it() {
+    let Some(py) = common::beam_python() else { return };
+    let server = common::JobServer::start(&[]);
+    let program = r#"
+import sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.userstate import BagStateSpec
+class Stateful(beam.DoFn):
+    BAG = BagStateSpec("bag", beam.coders.VarIntCoder())
+    def process(self, kv, bag=beam.DoFn.StateParam(BAG)):
+        bag.add(kv[1])
+        yield kv
+try:
+    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
+        p | beam.Create([("a", 1)]) | "KeepState" >> beam.ParDo(Stateful())
+except Exception as e:
+    print("RAISED", type(e).__name__, e)
+    sys.exit(0)
+print("NOT RAISED")
+"#;
+    let mut args = vec!["-c".to_string(), program.to_string()];
+    args.extend(server.options());
+    let (ok, out, err) = python(&py, &args);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("RAISED"), "{out}");
+    assert!(
+        out.contains("KeepState") && out.contains("beam:transform:pardo:v1") && out.contains("user state"),
+        "{out}"
+    );
+}

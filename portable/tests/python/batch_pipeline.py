@@ -1,0 +1,75 @@
+"""A batch pipeline with Beam's grouping, combining, side inputs, flattening and windowing,
+writing its results with WriteToText. The tests run it on Beam Python's DirectRunner and on
+Weir (through weir-job-server) and compare the files.
+
+    python batch_pipeline.py --output PREFIX [Beam pipeline options...]
+"""
+
+import argparse
+import json
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms import window
+
+TEXT = [
+    "the quick brown fox jumps over the lazy dog",
+    "the dog sleeps",
+    "a fox is quick and a dog is lazy",
+    "over and over again",
+]
+
+
+def run(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--output", required=True)
+    known, rest = parser.parse_known_args(argv)
+    with beam.Pipeline(options=PipelineOptions(rest)) as p:
+        lines = p | "Lines" >> beam.Create(TEXT)
+        words = lines | "Split" >> beam.FlatMap(str.split)
+        # GroupByKey, then a plain function of the groups.
+        grouped = (
+            words
+            | "Pair" >> beam.Map(lambda w: (w[0], w))
+            | "GroupByFirst" >> beam.GroupByKey()
+            | "Sorted" >> beam.MapTuple(lambda k, ws: ("group", k, sorted(ws))))
+        # CombinePerKey (lifted: precombined before the grouping).
+        counts = (
+            words
+            | "One" >> beam.Map(lambda w: (w, 1))
+            | "Count" >> beam.CombinePerKey(sum)
+            | "Counted" >> beam.MapTuple(lambda w, n: ("count", w, n)))
+        # Side inputs: a singleton, a list and a dict.
+        total = words | "Total" >> beam.combiners.Count.Globally()
+        stop = p | "Stop" >> beam.Create([("the", "article"), ("a", "article"), ("and", "conjunction")])
+        tagged = (
+            words
+            | "Distinct" >> beam.Distinct()
+            | "Tag" >> beam.Map(
+                lambda w, total, stop, lengths: ("tagged", w, stop.get(w, "word"), total, max(lengths)),
+                total=beam.pvalue.AsSingleton(total),
+                stop=beam.pvalue.AsDict(stop),
+                lengths=beam.pvalue.AsList(lines | "Lengths" >> beam.Map(len))))
+        # Fixed windows over timestamped elements, summed per window.
+        windowed = (
+            p
+            | "Events" >> beam.Create([(i, i * 7 % 60) for i in range(40)])
+            | "Stamp" >> beam.Map(lambda e: window.TimestampedValue(("k%d" % (e[0] % 3), e[0]), e[1]))
+            | "Window" >> beam.WindowInto(window.FixedWindows(15))
+            | "SumPerWindow" >> beam.CombinePerKey(sum)
+            | "WithWindow" >> beam.ParDo(_WithWindow())
+            | "Rewindow" >> beam.WindowInto(window.GlobalWindows()))
+        # Flatten, of inputs with different coders (and one windowing, as Beam requires).
+        everything = (grouped, counts, tagged, windowed) | "All" >> beam.Flatten()
+        (everything
+         | "Json" >> beam.Map(lambda r: json.dumps(r, sort_keys=True))
+         | "Write" >> beam.io.WriteToText(known.output))
+
+
+class _WithWindow(beam.DoFn):
+    def process(self, kv, w=beam.DoFn.WindowParam):
+        yield ("window", kv[0], kv[1], float(w.start), float(w.end))
+
+
+if __name__ == "__main__":
+    run()
