@@ -367,6 +367,17 @@ pub struct FnServer {
 /// One bundle's input: per data source transform of the descriptor, its encoded elements.
 pub type BundleInput = Vec<(String, Vec<u8>)>;
 
+/// What a bundle gave back.
+#[derive(Debug, Default)]
+pub struct BundleOutput {
+    /// The bundle's instruction id.
+    pub instruction: String,
+    /// Per data sink transform asked for, the bytes it sent.
+    pub outputs: HashMap<String, Vec<u8>>,
+    /// The harness's response: metrics, residuals, whether it asks to be finalized.
+    pub response: fapi::ProcessBundleResponse,
+}
+
 impl FnServer {
     /// Starts the control, data and logging services on a free port of 127.0.0.1.
     pub fn start() -> Result<FnServer, FnError> {
@@ -437,8 +448,8 @@ impl FnServer {
         (input, side_inputs): (BundleInput, SideInputs),
         outputs: &[String],
         timeout: Duration,
-    ) -> Result<HashMap<String, Vec<u8>>, FnError> {
-        let id = format!("bundle-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed));
+    ) -> Result<BundleOutput, FnError> {
+        let id = self.instruction_id();
         let result = self.run_bundle(&id, worker, descriptor, (input, side_inputs), outputs, timeout);
         let mut links = self.shared.lock();
         links.side_inputs.remove(&id);
@@ -455,7 +466,7 @@ impl FnServer {
         (input, side_inputs): (BundleInput, SideInputs),
         outputs: &[String],
         timeout: Duration,
-    ) -> Result<HashMap<String, Vec<u8>>, FnError> {
+    ) -> Result<BundleOutput, FnError> {
         let id = id.to_string();
         let gone = || FnError::Gone { worker: worker.to_string(), why: "it is not connected".into() };
         {
@@ -500,10 +511,42 @@ impl FnServer {
         let response = links.responses.remove(&id);
         let mut got = links.outputs.remove(&id).unwrap_or_default();
         drop(links);
-        if let Some(r) = response.filter(|r| !r.error.is_empty()) {
-            return Err(FnError::Bundle { worker: worker.to_string(), error: r.error });
+        if let Some(r) = response.as_ref().filter(|r| !r.error.is_empty()) {
+            return Err(FnError::Bundle { worker: worker.to_string(), error: r.error.clone() });
         }
-        Ok(outputs.iter().map(|t| (t.clone(), got.remove(t).map(|(b, _)| b).unwrap_or_default())).collect())
+        let response = match response.and_then(|r| r.response) {
+            Some(fapi::instruction_response::Response::ProcessBundle(r)) => r,
+            _ => fapi::ProcessBundleResponse::default(),
+        };
+        let outputs = outputs.iter().map(|t| (t.clone(), got.remove(t).map(|(b, _)| b).unwrap_or_default())).collect();
+        Ok(BundleOutput { instruction: id, outputs, response })
+    }
+
+    fn instruction_id(&self) -> String {
+        format!("instruction-{}", self.next_instruction.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Finalizes bundle `instruction` on harness `worker` (which asked for it in its response,
+    /// once its output is committed): the harness runs the callbacks the DoFns registered.
+    pub fn finalize_bundle(&self, worker: &str, instruction: &str, timeout: Duration) -> Result<(), FnError> {
+        let id = self.instruction_id();
+        let gone = || FnError::Gone { worker: worker.to_string(), why: "it is not connected".into() };
+        let request = fapi::InstructionRequest {
+            instruction_id: id.clone(),
+            request: Some(fapi::instruction_request::Request::FinalizeBundle(fapi::FinalizeBundleRequest {
+                instruction_id: instruction.to_string(),
+            })),
+        };
+        self.shared.lock().control.get(worker).ok_or_else(gone)?.send(Ok(request)).map_err(|_| gone())?;
+        let mut links =
+            self.shared.wait_for(worker, timeout, "did not finalize a bundle", |l| l.responses.contains_key(&id))?;
+        let response = links.responses.remove(&id).unwrap_or_default();
+        drop(links);
+        if response.error.is_empty() {
+            Ok(())
+        } else {
+            Err(FnError::Bundle { worker: worker.to_string(), error: response.error })
+        }
     }
 }
 

@@ -88,6 +88,8 @@ pub struct Job {
     log: Mutex<Log>,
     /// The number of events so far, for the streams waiting on more.
     changed: watch::Sender<usize>,
+    /// The harnesses' metrics.
+    pub metrics: Arc<crate::metrics::JobMetrics>,
 }
 
 fn now() -> prost_types::Timestamp {
@@ -116,6 +118,7 @@ impl Job {
             plan,
             log: Mutex::new(Log::default()),
             changed: watch::channel(0).0,
+            metrics: Arc::default(),
         });
         job.set_state(JobState::Stopped);
         Ok(job)
@@ -260,7 +263,7 @@ impl Job {
 
     fn run(&self, config: &RunConfig) -> Result<PipelineState, String> {
         let server = Arc::new(FnServer::start().map_err(|e| e.to_string())?);
-        let components = self.pipeline.components.as_ref().ok_or("the pipeline has no components")?;
+        let components = self.plan.pipeline.components.as_ref().ok_or("the pipeline has no components")?;
         let mut workers = HashMap::new();
         let mut harnesses = Vec::new();
         for env in self.environments() {
@@ -275,9 +278,14 @@ impl Job {
         let mut options = PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
         options.job_name = self.name.clone();
         let pipeline = Pipeline::new(options);
-        let harnessed =
-            Harnessed { server, workers, bundle_bytes: config.bundle_bytes, timeout: config.bundle_timeout };
-        translate(&self.pipeline, &self.plan, &harnessed, &pipeline).map_err(|e| e.to_string())?;
+        let harnessed = Harnessed {
+            server,
+            workers,
+            bundle_bytes: config.bundle_bytes,
+            timeout: config.bundle_timeout,
+            metrics: self.metrics.clone(),
+        };
+        translate(&self.plan, &harnessed, &pipeline).map_err(|e| e.to_string())?;
         let result: Arc<dyn PipelineResult> = Arc::from(pipeline.run().map_err(|e| e.to_string())?);
         let cancel_now = {
             let mut log = self.lock();

@@ -181,8 +181,11 @@ impl JobService for Jobs {
         &self,
         request: Request<japi::GetJobMetricsRequest>,
     ) -> Result<Response<japi::GetJobMetricsResponse>, Status> {
-        let _job = self.job(&request.into_inner().job_id)?;
-        Ok(Response::new(japi::GetJobMetricsResponse { metrics: Some(japi::MetricResults::default()) }))
+        let job = self.job(&request.into_inner().job_id)?;
+        // In batch, every bundle counted is one whose output went on: attempted is committed.
+        let infos = job.metrics.monitoring_infos();
+        let metrics = japi::MetricResults { attempted: infos.clone(), committed: infos };
+        Ok(Response::new(japi::GetJobMetricsResponse { metrics: Some(metrics) }))
     }
 
     async fn describe_pipeline_options(

@@ -7,7 +7,7 @@
 //! per side window from the same bytes ([`SideView`]) and served to the harness through the
 //! State API for the windows of the bundle's elements.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +117,13 @@ pub struct StageRuntime {
     pub timeout: Duration,
     /// Which harness the next bundle goes to.
     pub next: AtomicUsize,
+    /// The job's harness metrics, which each bundle's add to.
+    pub metrics: Arc<crate::metrics::JobMetrics>,
 }
+
+/// What a bundle gave: the bytes per data sink, and the input of a further bundle (a splittable
+/// DoFn's residuals), if any.
+type Ran = (HashMap<String, Vec<u8>>, Option<Vec<u8>>);
 
 /// One instance of a stage's operator.
 pub struct StageFn {
@@ -161,7 +167,17 @@ impl StageFn {
         let input = std::mem::take(&mut self.input);
         let sides = std::mem::take(&mut self.sides);
         self.windows.clear();
-        let got = self.run(input, sides)?;
+        let mut input = Some(input);
+        while let Some(bundle) = input.take() {
+            let (got, residuals) = self.run(bundle, sides.clone())?;
+            self.emit(&got, outputs)?;
+            input = residuals;
+        }
+        Ok(())
+    }
+
+    /// Appends what a bundle's data sinks sent to `outputs`.
+    fn emit(&self, got: &HashMap<String, Vec<u8>>, outputs: &mut [Batch]) -> UserResult {
         for (k, (sink, coder)) in self.rt.outputs.iter().enumerate() {
             let Some(mut bytes) = got.get(sink).map(Vec::as_slice) else { continue };
             let out = outputs.get_mut(k).and_then(rows_mut::<Vec<u8>>).ok_or("internal error: no output buffer")?;
@@ -177,8 +193,9 @@ impl StageFn {
     }
 
     /// Sends one bundle to a harness: the next one in turn, or, if a harness is gone, the one
-    /// after it, until every harness has been tried.
-    fn run(&self, input: Vec<u8>, sides: SideInputs) -> Result<std::collections::HashMap<String, Vec<u8>>, UserError> {
+    /// after it, until every harness has been tried. Its metrics count, and it is finalized if
+    /// it asks to be, once its output is in hand.
+    fn run(&self, input: Vec<u8>, sides: SideInputs) -> Result<Ran, UserError> {
         let rt = &self.rt;
         let sinks: Vec<String> = rt.outputs.iter().map(|(s, _)| s.clone()).collect();
         let first = rt.next.fetch_add(1, Ordering::Relaxed);
@@ -187,7 +204,18 @@ impl StageFn {
             let worker = &rt.workers[(first + attempt) % rt.workers.len()];
             let bundle = (vec![(rt.input.0.clone(), input.clone())], sides.clone());
             match rt.server.process_bundle(worker, &rt.descriptor, bundle, &sinks, rt.timeout) {
-                Ok(got) => return Ok(got),
+                Ok(done) => {
+                    let residuals = self.residuals(&done.response)?;
+                    rt.metrics.add(&done.response.monitoring_infos);
+                    if done.response.requires_finalization {
+                        // Beam's finalization is best effort: a callback that fails is
+                        // reported, and the output stands.
+                        if let Err(e) = rt.server.finalize_bundle(worker, &done.instruction, rt.timeout) {
+                            tracing::warn!("finalizing a bundle of stage {} failed: {e}", rt.descriptor.id);
+                        }
+                    }
+                    return Ok((done.outputs, residuals));
+                }
                 // The user's code failed: retrying elsewhere would fail alike.
                 Err(e @ FnError::Bundle { .. }) => return Err(e.to_string().into()),
                 Err(e) => {
@@ -197,6 +225,39 @@ impl StageFn {
             }
         }
         Err(last.map_or_else(|| "no SDK harness to run the stage".to_string(), |e| e.to_string()).into())
+    }
+}
+
+impl StageFn {
+    /// The unprocessed rest a splittable DoFn handed back (its input's windowed values, in the
+    /// wire coder, which the descriptor gives the input), after the delay it asked for: the
+    /// input of a further bundle.
+    fn residuals(&self, response: &fapi::ProcessBundleResponse) -> Result<Option<Vec<u8>>, UserError> {
+        if response.residual_roots.is_empty() {
+            return Ok(None);
+        }
+        let source = self.rt.descriptor.transforms.get(&self.rt.input.0);
+        let input_pc = source.and_then(|t| t.outputs.values().next()).ok_or("internal error: no data source")?;
+        let mut input = Vec::new();
+        let mut delay = Duration::ZERO;
+        for r in &response.residual_roots {
+            let a = r.application.as_ref().ok_or("a residual without its application")?;
+            let reads = self.rt.descriptor.transforms.get(&a.transform_id).and_then(|t| t.inputs.get(&a.input_id));
+            if reads != Some(input_pc) {
+                return Err(format!(
+                    "a residual for input '{}' of transform '{}', which does not read the stage's input",
+                    a.input_id, a.transform_id
+                )
+                .into());
+            }
+            input.extend_from_slice(&a.element);
+            if let Some(d) = r.requested_time_delay {
+                let d = Duration::from_secs(d.seconds.max(0) as u64) + Duration::from_nanos(d.nanos.max(0) as u64);
+                delay = delay.max(d);
+            }
+        }
+        std::thread::sleep(delay);
+        Ok(Some(input))
     }
 }
 

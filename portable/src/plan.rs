@@ -56,11 +56,14 @@ const WINDOW_FNS: [&str; 4] = [
 ];
 
 /// Pipeline requirements Weir meets.
-const REQUIREMENTS: [&str; 0] = [];
+const REQUIREMENTS: [&str; 2] = ["beam:requirement:pardo:finalization:v1", "beam:requirement:pardo:splittable_dofn:v1"];
 
 /// Transforms the harness runs.
-const SDK_URNS: [&str; 10] = [
+const SDK_URNS: [&str; 13] = [
     urns::PAR_DO,
+    crate::sdf::PAIR_WITH_RESTRICTION,
+    crate::sdf::SPLIT_AND_SIZE,
+    crate::sdf::PROCESS_SIZED,
     urns::WINDOW_INTO,
     urns::COMBINE_PRECOMBINE,
     urns::COMBINE_MERGE,
@@ -140,6 +143,9 @@ pub struct Stage {
 /// A pipeline as stages, in an order where every stage comes after those it reads.
 #[derive(Debug, Clone)]
 pub struct PortablePlan {
+    /// The pipeline as planned: as submitted, with its splittable DoFns expanded
+    /// ([`crate::sdf`]). The stages' ids are its.
+    pub pipeline: rapi::Pipeline,
     /// The stages.
     pub stages: Vec<Stage>,
 }
@@ -177,6 +183,14 @@ fn leaves<'a>(c: &'a rapi::Components, ids: &'a [String], out: &mut Vec<&'a str>
     Ok(())
 }
 
+/// Whether `t` runs a DoFn (a ParDo, or a part of an expanded splittable one).
+fn runs_do_fn(t: &rapi::PTransform) -> bool {
+    matches!(
+        urn(t),
+        urns::PAR_DO | crate::sdf::PAIR_WITH_RESTRICTION | crate::sdf::SPLIT_AND_SIZE | crate::sdf::PROCESS_SIZED
+    )
+}
+
 /// Checks what a ParDo asks of the runner.
 fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, PlanError> {
     let payload = t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]);
@@ -185,8 +199,8 @@ fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, PlanError> {
     let lacking = [
         (!p.state_specs.is_empty(), "user state"),
         (!p.timer_family_specs.is_empty(), "timers"),
-        (!p.restriction_coder_id.is_empty(), "splittable DoFns"),
-        (p.requests_finalization, "bundle finalization"),
+        // Expanded before planning ([`crate::sdf`]): only its parts are left.
+        (!p.restriction_coder_id.is_empty() && urn(t) == urns::PAR_DO, "splittable DoFns"),
         (p.requires_time_sorted_input, "time-sorted input"),
         (p.requires_stable_input, "stable input"),
     ];
@@ -212,18 +226,25 @@ fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &str) -> Resu
     Ok(p.windowing_strategy_id.clone())
 }
 
-/// Plans `pipeline`: checks that Weir can run everything in it, and fuses the harness's
-/// transforms into stages.
+/// Plans `pipeline`: expands its splittable DoFns, checks that Weir can run everything in it,
+/// and fuses the harness's transforms into stages.
 pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
+    let expanded = crate::sdf::expand(pipeline)?;
+    let stages = stages_of(&expanded)?;
+    Ok(PortablePlan { pipeline: expanded, stages })
+}
+
+/// The stages of `pipeline`, whose splittable DoFns are expanded.
+fn stages_of(pipeline: &rapi::Pipeline) -> Result<Vec<Stage>, PlanError> {
     let c = pipeline.components.as_ref().ok_or_else(|| PlanError::Malformed("no components".into()))?;
     let mut ids = Vec::new();
     leaves(c, &pipeline.root_transform_ids, &mut ids)?;
     let mut all = Vec::with_capacity(ids.len());
     for id in ids {
         let t = &c.transforms[id];
-        let sides: BTreeSet<String> = match urn(t) {
-            urns::PAR_DO => check_par_do(t)?.side_inputs.into_keys().collect(),
-            _ => BTreeSet::new(),
+        let sides: BTreeSet<String> = match runs_do_fn(t) {
+            true => check_par_do(t)?.side_inputs.into_keys().collect(),
+            false => BTreeSet::new(),
         };
         for side in &sides {
             // A side input is mapped to windows by its own window function.
@@ -243,7 +264,7 @@ pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
     let order = topological(&all, &producer)?;
     let planned = Fusion::new(c, &all, producer.clone()).run(&order)?;
     // Weir carries every PCollection that leaves a stage in its windowing.
-    for pc in planned.stages.iter().flat_map(|s| &s.outputs) {
+    for pc in planned.iter().flat_map(|s| &s.outputs) {
         if let Some(&p) = producer.get(pc.as_str()) {
             check_windowing(c, all[p].t, pc)?;
         }
@@ -351,7 +372,7 @@ impl<'a> Fusion<'a> {
         })
     }
 
-    fn run(mut self, order: &[usize]) -> Result<PortablePlan, PlanError> {
+    fn run(mut self, order: &[usize]) -> Result<Vec<Stage>, PlanError> {
         for &i in order {
             let l = &self.all[i];
             // A no-op (its input is its output) joins nothing and runs nowhere.
@@ -392,7 +413,7 @@ impl<'a> Fusion<'a> {
         self.transcode()?;
         let order = self.stage_order();
         let mut stages: Vec<Option<Stage>> = self.stages.into_iter().map(Some).collect();
-        Ok(PortablePlan { stages: order.into_iter().filter_map(|s| stages[s].take()).collect() })
+        Ok(order.into_iter().filter_map(|s| stages[s].take()).collect())
     }
 
     /// The stages in an order where each comes after the stages it reads (a stage made early
@@ -444,7 +465,7 @@ impl<'a> Fusion<'a> {
 
     /// Has the harness write each Flatten input whose coder differs from the Flatten's output's
     /// in the output's coder too; a Flatten input that Weir makes itself cannot be, and is
-    /// refused.
+    /// refused, unless it is another Flatten's output, whose inputs are then written so.
     fn transcode(&mut self) -> Result<(), PlanError> {
         for f in 0..self.stages.len() {
             if self.stages[f].kind != StageKind::Flatten {
@@ -452,34 +473,44 @@ impl<'a> Fusion<'a> {
             }
             let Some(out) = self.stages[f].outputs.first().cloned() else { continue };
             for pc in self.stages[f].inputs.clone() {
-                if self.same_coder(self.coder_of(&pc), self.coder_of(&out)) {
-                    continue;
-                }
-                let producer = self.producer.get(pc.as_str()).and_then(|&p| self.stage_of[p]);
-                match producer {
-                    Some(p) if matches!(self.stages[p].kind, StageKind::Sdk { .. }) => {
-                        let pair = (pc.clone(), out.clone());
-                        if !self.stages[p].transcoded.contains(&pair) {
-                            self.stages[p].transcoded.push(pair);
-                        }
-                    }
-                    _ => {
-                        let id = &self.stages[f].transforms[0];
-                        let t = &self.c.transforms[id];
-                        return Err(unsupported(
-                            t,
-                            format!(
-                                "its input {pc} has coder {} and its output {out} coder {}, and Weir cannot re-encode \
-                                 values it did not get from an SDK harness",
-                                self.coder_of(&pc),
-                                self.coder_of(&out)
-                            ),
-                        ));
-                    }
+                if !self.same_coder(self.coder_of(&pc), self.coder_of(&out)) {
+                    self.carry_as(&pc, &out, f)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Has the stage making `pc` also make it in the coder of `as_pc`, for Flatten stage `f`.
+    fn carry_as(&mut self, pc: &str, as_pc: &str, f: usize) -> Result<(), PlanError> {
+        let producer = self.producer.get(pc).and_then(|&p| self.stage_of[p]);
+        let pair = (pc.to_string(), as_pc.to_string());
+        match producer {
+            Some(p) if self.stages[p].transcoded.contains(&pair) => Ok(()),
+            Some(p) if matches!(self.stages[p].kind, StageKind::Sdk { .. }) => {
+                self.stages[p].transcoded.push(pair);
+                Ok(())
+            }
+            Some(p) if self.stages[p].kind == StageKind::Flatten => {
+                for input in self.stages[p].inputs.clone() {
+                    self.carry_as(&input, as_pc, f)?;
+                }
+                self.stages[p].transcoded.push(pair);
+                Ok(())
+            }
+            _ => {
+                let t = &self.c.transforms[&self.stages[f].transforms[0]];
+                Err(unsupported(
+                    t,
+                    format!(
+                        "its input {pc} has coder {} and its output {as_pc} coder {}, and Weir cannot re-encode \
+                         values it did not get from an SDK harness",
+                        self.coder_of(pc),
+                        self.coder_of(as_pc)
+                    ),
+                ))
+            }
+        }
     }
 
     /// Fills each stage's inputs, side inputs and outputs from its transforms.
@@ -494,8 +525,11 @@ impl<'a> Fusion<'a> {
         }
         for (i, l) in self.all.iter().enumerate() {
             let Some(s) = self.stage_of[i] else { continue };
+            // A Flatten may read one PCollection more than once, and gives it as often.
+            let repeats = self.stages[s].kind == StageKind::Flatten;
             for pc in &l.main {
-                if self.producer_stage(pc, i) != Some(s) && !self.stages[s].inputs.iter().any(|x| x == pc) {
+                let read = self.stages[s].inputs.iter().any(|x| x == pc);
+                if self.producer_stage(pc, i) != Some(s) && (repeats || !read) {
                     self.stages[s].inputs.push(pc.to_string());
                 }
             }

@@ -198,14 +198,6 @@ pub fn describe(
     for pc in &referenced {
         b.pcollection(pc)?;
     }
-    // A side input reaches the harness as Weir carries it: in its readable coder.
-    for (_, _, pc) in &stage.side_inputs {
-        let coder = b.pcollection(pc)?.coder_id.clone();
-        let readable = b.readable(&coder);
-        if let Some(p) = b.d.pcollections.get_mut(pc) {
-            p.coder_id = readable;
-        }
-    }
     let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
     for pc in &stage.inputs {
         let wire = b.wire_coder(pc)?;
@@ -219,6 +211,17 @@ pub fn describe(
         let t = if pc == as_pc { format!("weir_sink_{pc}") } else { format!("weir_sink_{pc}_as_{as_pc}") };
         b.d.transforms.insert(t.clone(), port(DATA_SINK, data_address, wire, pc, true));
         outputs.push((t, pc.clone(), as_pc.clone()));
+    }
+    // A side input reaches the harness as Weir carries it: in its readable coder. So does a
+    // main input: the harness encodes a residual of a splittable DoFn in its input's coder,
+    // and Weir runs it again as input.
+    let carried = stage.side_inputs.iter().map(|(_, _, pc)| pc).chain(&stage.inputs);
+    for pc in carried {
+        let coder = b.pcollection(pc)?.coder_id.clone();
+        let readable = b.readable(&coder);
+        if let Some(p) = b.d.pcollections.get_mut(pc) {
+            p.coder_id = readable;
+        }
     }
     Ok(StageDescriptor { descriptor: b.d, inputs, outputs })
 }

@@ -54,15 +54,13 @@ pub struct Harnessed {
     pub bundle_bytes: usize,
     /// How long a bundle may take.
     pub timeout: Duration,
+    /// Where bundles' metrics go.
+    pub metrics: Arc<crate::metrics::JobMetrics>,
 }
 
-/// Builds the Weir pipeline of `proto` as `plan` stages it, into `pipeline`.
-pub fn translate(
-    proto: &rapi::Pipeline,
-    plan: &PortablePlan,
-    harnessed: &Harnessed,
-    pipeline: &Pipeline,
-) -> Result<(), TranslateError> {
+/// Builds the Weir pipeline `plan` stages, into `pipeline`.
+pub fn translate(plan: &PortablePlan, harnessed: &Harnessed, pipeline: &Pipeline) -> Result<(), TranslateError> {
+    let proto = &plan.pipeline;
     let c = proto.components.as_ref().ok_or_else(|| TranslateError("no components".into()))?;
     let mut t = Translator { proto, c, h: harnessed, p: pipeline, pcs: HashMap::new() };
     for (i, stage) in plan.stages.iter().enumerate() {
@@ -151,8 +149,13 @@ impl Translator<'_> {
             }
             StageKind::Flatten => {
                 let out = stage.outputs.first().ok_or_else(|| err(format!("Flatten '{name}' has no output")))?;
-                let inputs = stage.inputs.iter().map(|pc| self.input_as(pc, out)).collect::<Result<Vec<_>, _>>()?;
-                vec![PCollectionList::of(self.p, inputs).apply(&name, Flatten::pcollections())]
+                // Its output again in the coder of a later Flatten's output, from its inputs
+                // written so.
+                for (pc, as_pc) in &stage.transcoded {
+                    let made = self.flatten(stage, as_pc, &format!("{name}/as {as_pc}"))?;
+                    self.pcs.insert((pc.clone(), as_pc.clone()), made);
+                }
+                vec![self.flatten(stage, out, &name)?]
             }
             StageKind::Reshuffle => vec![self.one_input(stage)?.apply(&name, Reshuffle::via_random_key())],
             StageKind::GroupByKey { .. } => vec![self.group_by_key(stage, &name)?],
@@ -170,6 +173,12 @@ impl Translator<'_> {
             self.pcs.insert((pc.clone(), pc.clone()), weir);
         }
         Ok(())
+    }
+
+    /// Flatten `stage`'s inputs, each in the coder of `as_pc`.
+    fn flatten(&self, stage: &Stage, as_pc: &str, name: &str) -> Result<Bytes, TranslateError> {
+        let inputs = stage.inputs.iter().map(|pc| self.input_as(pc, as_pc)).collect::<Result<Vec<_>, _>>()?;
+        Ok(PCollectionList::of(self.p, inputs).apply(name, Flatten::pcollections()))
     }
 
     fn one_input(&self, stage: &Stage) -> Result<PCollection<Vec<u8>>, TranslateError> {
@@ -237,6 +246,7 @@ impl Translator<'_> {
             bundle_bytes: self.h.bundle_bytes,
             timeout: self.h.timeout,
             next: AtomicUsize::new(0),
+            metrics: self.h.metrics.clone(),
         });
         let factory: weir_sdk::kernel::DoFnFactory =
             Arc::new(move || Box::new(StageFn::new(rt.clone())) as Box<dyn ErasedDoFn>);

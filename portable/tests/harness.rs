@@ -53,7 +53,7 @@ fn run(server: &FnServer, worker: &str, d: &StageDescriptor, sides: SideInputs) 
     let sinks: Vec<String> = d.outputs.iter().map(|o| o.0.clone()).collect();
     let input = (vec![(d.inputs[0].0.clone(), impulse())], sides);
     let mut out = server.process_bundle(worker, &d.descriptor, input, &sinks, MINUTE)?;
-    Ok(out.remove(&sinks[0]).unwrap_or_default())
+    Ok(out.outputs.remove(&sinks[0]).unwrap_or_default())
 }
 
 /// The windowed values in `bytes`.
@@ -162,7 +162,7 @@ fn stages_chain_through_weir_with_values_carried_as_bytes() {
     let created = run(&server, "worker-1", &first, SideInputs::default()).unwrap();
     let sinks: Vec<String> = second.outputs.iter().map(|o| o.0.clone()).collect();
     let input = (vec![(second.inputs[0].0.clone(), created)], SideInputs::default());
-    let out = server.process_bundle("worker-1", &second.descriptor, input, &sinks, MINUTE).unwrap();
+    let out = server.process_bundle("worker-1", &second.descriptor, input, &sinks, MINUTE).unwrap().outputs;
     let mut doubled: Vec<String> = values(&out[&sinks[0]])
         .into_iter()
         .map(|v| String::from_utf8_lossy(&v.value).chars().filter(|c| c.is_ascii_lowercase()).collect())

@@ -1,0 +1,50 @@
+//! Beam Python's own runner tests (`FnApiRunnerTest`, through Beam's `PortableRunnerTest`)
+//! against `weir-job-server`, as `tests/python/weir_runner_test.py` subclasses them: none may
+//! fail, and what is skipped says what Weir lacks.
+
+mod common;
+use std::path::Path;
+
+/// Runs the suite with the job server's `args`; the pytest summary lines (`PASSED ...`,
+/// `SKIPPED ...`), after checking that nothing failed.
+fn suite(python: &str, args: &str) -> Vec<String> {
+    let test = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/weir_runner_test.py");
+    let out = std::process::Command::new(python)
+        .args(["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider"])
+        .arg(&test)
+        .env("WEIR_JOB_SERVER", env!("CARGO_BIN_EXE_weir-job-server"))
+        .env("WEIR_JOB_SERVER_ARGS", args)
+        .output()
+        .expect("pytest runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let summary: Vec<String> = stdout
+        .lines()
+        .filter(|l| ["PASSED ", "FAILED ", "ERROR ", "SKIPPED "].iter().any(|p| l.starts_with(p)))
+        // A result names its test (`path::Class::test`) or where it was skipped; a log line
+        // at level ERROR does neither.
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|w| w.contains("::") || w.starts_with('[')))
+        .map(String::from)
+        .collect();
+    println!("Beam's runner tests on weir-job-server {args}:\n{}", summary.join("\n"));
+    let failed: Vec<&String> = summary.iter().filter(|l| l.starts_with("FAILED") || l.starts_with("ERROR")).collect();
+    assert!(
+        failed.is_empty() && out.status.success(),
+        "failed: {failed:#?}\n{}",
+        &stdout[stdout.len().saturating_sub(20_000)..]
+    );
+    summary
+}
+
+#[test]
+fn beam_s_runner_tests_pass_on_weir() {
+    let Some(py) = common::beam_python() else { return };
+    for args in ["", "--runner timely --workers 2"] {
+        let summary = suite(&py, args);
+        let passed = summary.iter().filter(|l| l.starts_with("PASSED")).count();
+        // Every batch test passes; what is skipped names the feature it needs.
+        assert!(passed >= 54, "{passed} passed");
+        for skip in summary.iter().filter(|l| l.starts_with("SKIPPED")) {
+            assert!(!skip.trim_end().ends_with(':'), "a skip without its reason: {skip}");
+        }
+    }
+}
