@@ -46,8 +46,7 @@ fn grouping_combining_side_inputs_flatten_and_windows_match_the_direct_runner() 
 fn a_raising_dofn_fails_the_job_in_the_client_with_its_traceback() {
     let Some(py) = common::beam_python() else { return };
     let server = common::JobServer::start(&[]);
-    let program = format!(
-        r#"
+    let program = r#"
 import sys
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -60,9 +59,8 @@ except Exception as e:
     print("RAISED", type(e).__name__, e)
     sys.exit(0)
 print("NOT RAISED")
-"#
-    );
-    let mut args = vec!["-c".to_string(), program];
+"#;
+    let mut args = vec!["-c".to_string(), program.to_string()];
     args.extend(server.options());
     let (ok, out, err) = python(&py, &args);
     assert!(ok, "{err}");
