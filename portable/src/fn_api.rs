@@ -109,8 +109,11 @@ struct Links {
     control: HashMap<String, Outbound<fapi::InstructionRequest>>,
     /// Per worker id, where its input data goes.
     data: HashMap<String, Outbound<fapi::Elements>>,
-    /// Workers gone, with how.
-    gone: HashMap<String, String>,
+    /// Workers gone, with how, and since when.
+    gone: HashMap<String, (String, Instant)>,
+    /// Workers whose process Weir watches: their exit status is on its way when their control
+    /// stream ends.
+    watched: std::collections::HashSet<String>,
     /// Responses, by instruction id, until taken.
     responses: HashMap<String, fapi::InstructionResponse>,
     /// Output data by instruction id, then transform id: the bytes, and whether the last came.
@@ -154,8 +157,16 @@ impl Shared {
             if done(&mut links) {
                 return Ok(links);
             }
-            if let Some(why) = links.gone.get(worker) {
-                return Err(FnError::Gone { worker: worker.to_string(), why: why.clone() });
+            if let Some((why, since)) = links.gone.get(worker) {
+                // A watched process's exit status says more than its stream's end: it comes
+                // within moments.
+                let exit_due = links.watched.contains(worker) && since.elapsed() < Duration::from_secs(2);
+                if !exit_due {
+                    return Err(FnError::Gone { worker: worker.to_string(), why: why.clone() });
+                }
+                let left = Duration::from_secs(2).saturating_sub(since.elapsed()).max(Duration::from_millis(10));
+                links = self.changed.wait_timeout(links, left).unwrap_or_else(|e| e.into_inner()).0;
+                continue;
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -210,7 +221,7 @@ impl BeamFnControl for Services {
             }
             let mut links = shared.lock();
             links.control.remove(&worker);
-            links.gone.entry(worker).or_insert_with(|| "its control stream ended".into());
+            links.gone.entry(worker).or_insert_with(|| ("its control stream ended".into(), Instant::now()));
             drop(links);
             shared.changed.notify_all();
         });
@@ -350,8 +361,16 @@ pub struct Exits(Arc<Shared>);
 impl Exits {
     /// Harness `worker` exited, as `how` says.
     pub fn report(&self, worker: &str, how: String) {
-        self.0.lock().gone.insert(worker.to_string(), how);
+        let mut links = self.0.lock();
+        links.gone.insert(worker.to_string(), (how, Instant::now()));
+        links.watched.remove(worker);
+        drop(links);
         self.0.changed.notify_all();
+    }
+
+    /// Harness `worker` is a process whose exit will be reported.
+    pub fn watching(&self, worker: &str) {
+        self.0.lock().watched.insert(worker.to_string());
     }
 }
 

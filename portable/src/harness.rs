@@ -101,7 +101,7 @@ impl Harnesses {
 /// with its status.
 fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mutex<Child>>, FnError> {
     let endpoint = format!("url: \"{}\"", server.address());
-    let child = Command::new(python)
+    let mut child = Command::new(python)
         .args(["-m", "apache_beam.runners.worker.sdk_worker_main"])
         .env("CONTROL_API_SERVICE_DESCRIPTOR", &endpoint)
         .env("LOGGING_API_SERVICE_DESCRIPTOR", &endpoint)
@@ -109,23 +109,48 @@ fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mu
         .env("PIPELINE_OPTIONS", "{}")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| FnError::Start(format!("cannot start harness '{worker}' with {python}: {e}")))?;
+    let last_words = child.stderr.take().map(|e| keep_last_lines(e, worker));
     let child = Arc::new(Mutex::new(child));
     let (watched, exits, worker) = (child.clone(), server.exits(), worker.to_string());
+    exits.watching(&worker);
     std::thread::Builder::new()
         .name(format!("watch {worker}"))
         .spawn(move || loop {
             let status = watched.lock().unwrap_or_else(|e| e.into_inner()).try_wait();
             match status {
-                Ok(Some(status)) => return exits.report(&worker, format!("its process exited ({status})")),
+                Ok(Some(status)) => {
+                    // What it said last, once it has all been read.
+                    let said = last_words.and_then(|t| t.join().ok()).unwrap_or_default();
+                    let said = if said.is_empty() { String::new() } else { format!("; it said:\n{said}") };
+                    return exits.report(&worker, format!("its process exited ({status}){said}"));
+                }
                 Ok(None) => std::thread::sleep(Duration::from_millis(50)),
                 Err(e) => return exits.report(&worker, format!("its process cannot be watched: {e}")),
             }
         })
         .map_err(|e| FnError::Start(e.to_string()))?;
     Ok(child)
+}
+
+/// Reads a harness's standard error to its end, into Weir's log at debug level, and returns its
+/// last lines (what a harness that fails to start says, such as a Python without apache-beam).
+fn keep_last_lines(stderr: std::process::ChildStderr, worker: &str) -> std::thread::JoinHandle<String> {
+    let worker = worker.to_string();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut last = std::collections::VecDeque::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            tracing::debug!(target: "beam_harness", worker = %worker, "{line}");
+            if last.len() == 12 {
+                last.pop_front();
+            }
+            last.push_back(line);
+        }
+        Vec::from(last).join("\n")
+    })
 }
 
 impl Drop for Harnesses {

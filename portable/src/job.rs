@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use prost::Message;
 use tokio::sync::watch;
 use weir_sdk::runner::{PipelineResult, PipelineState};
 use weir_sdk::{Pipeline, PipelineOptions};
@@ -41,6 +42,19 @@ pub struct RunConfig {
     pub bundle_bytes: usize,
     /// How long a bundle may take.
     pub bundle_timeout: Duration,
+    /// Whether each job runs in processes of its own (a runner with several processes, each
+    /// of which runs the same program).
+    pub separate_process: bool,
+}
+
+impl RunConfig {
+    /// The flags that give a job's own process this configuration.
+    fn subprocess_args(&self) -> Vec<String> {
+        let mut args = vec!["--python".to_string(), self.python.clone()];
+        args.extend(["--sdk-workers".to_string(), self.sdk_workers.to_string()]);
+        args.extend(self.weir_args.iter().cloned());
+        args
+    }
 }
 
 impl Default for RunConfig {
@@ -52,6 +66,7 @@ impl Default for RunConfig {
             connect_timeout: Duration::from_secs(60),
             bundle_bytes: 4 << 20,
             bundle_timeout: Duration::from_secs(24 * 3600),
+            separate_process: false,
         }
     }
 }
@@ -71,6 +86,8 @@ struct Log {
     state: i32,
     /// The run's result, while it runs (to cancel it, and read its metrics).
     result: Option<Arc<dyn PipelineResult>>,
+    /// The job's own process, while it runs in one.
+    process: Option<Arc<Mutex<std::process::Child>>>,
     cancel_requested: bool,
 }
 
@@ -193,14 +210,21 @@ impl Job {
 
     /// Cancels the job: a running pipeline is cancelled, one not started yet never starts.
     pub fn cancel(&self) -> i32 {
-        let result = {
+        let (result, process) = {
             let mut log = self.lock();
             if is_terminal(log.state) {
                 return log.state;
             }
             log.cancel_requested = true;
-            log.result.clone()
+            (log.result.clone(), log.process.clone())
         };
+        if let Some(p) = process {
+            self.set_state(JobState::Cancelling);
+            if let Err(e) = p.lock().unwrap_or_else(|e| e.into_inner()).kill() {
+                self.message(Importance::JobMessageWarning, format!("cancelling: {e}"));
+            }
+            return self.lock().state;
+        }
         match result {
             Some(r) => {
                 self.set_state(JobState::Cancelling);
@@ -252,6 +276,133 @@ impl Job {
         }
     }
 
+    fn run(&self, config: &RunConfig) -> Result<PipelineState, String> {
+        if config.separate_process {
+            return self.run_in_process_group(config);
+        }
+        let say = |m: String| self.message(Importance::JobMessageBasic, m);
+        let started = |result: Arc<dyn PipelineResult>| {
+            let cancel_now = {
+                let mut log = self.lock();
+                log.result = Some(result.clone());
+                log.cancel_requested
+            };
+            if cancel_now {
+                let _ = result.cancel();
+            } else {
+                self.set_state(JobState::Running);
+            }
+        };
+        let run = Run { plan: &self.plan, job: &self.id, name: &self.name, config, metrics: self.metrics.clone() };
+        run.execute(&say, &started)
+    }
+
+    /// Runs the job in processes of its own (`weir-job-server --run-job FILE`), for a runner
+    /// whose processes each run the same program (timely's local cluster): each process reads
+    /// the job from the file, starts its own harnesses and runs its part; the first reports
+    /// to this one on its standard output, and every one leaves its harness metrics in a file
+    /// beside the job's.
+    fn run_in_process_group(&self, config: &RunConfig) -> Result<PipelineState, String> {
+        let dir = tempfile::tempdir().map_err(|e| format!("cannot make a directory for the job: {e}"))?;
+        let file = dir.path().join("job.binpb");
+        let request = japi::PrepareJobRequest {
+            pipeline: Some(self.pipeline.clone()),
+            pipeline_options: Some(self.options.clone()),
+            job_name: self.name.clone(),
+        };
+        std::fs::write(&file, prost::Message::encode_to_vec(&request))
+            .map_err(|e| format!("cannot write the job: {e}"))?;
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find weir-job-server: {e}"))?;
+        let mut child = std::process::Command::new(exe)
+            .arg("--run-job")
+            .arg(&file)
+            .args(config.subprocess_args())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the job's process: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no output from the job's process")?;
+        let child = Arc::new(Mutex::new(child));
+        let cancelled = {
+            let mut log = self.lock();
+            log.process = Some(child.clone());
+            log.cancel_requested
+        };
+        if cancelled {
+            let _ = child.lock().unwrap_or_else(|e| e.into_inner()).kill();
+        }
+        let mut error = None;
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            match line.split_once(' ') {
+                Some((REPORT_RUNNING, _)) => self.set_state(JobState::Running),
+                Some((REPORT_MESSAGE, m)) => self.message(Importance::JobMessageBasic, unescape(m)),
+                Some((REPORT_ERROR, e)) => error = Some(unescape(e)),
+                _ => {}
+            }
+        }
+        // Its output ends as it exits (or is killed, cancelled).
+        let status = loop {
+            let status = child.lock().unwrap_or_else(|e| e.into_inner()).try_wait();
+            match status {
+                Ok(Some(status)) => break status,
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => return Err(format!("cannot wait for the job's process: {e}")),
+            }
+        };
+        self.lock().process = None;
+        for entry in std::fs::read_dir(dir.path()).map_err(|e| e.to_string())?.flatten() {
+            if entry.file_name().to_string_lossy().starts_with("metrics-") {
+                let bytes = std::fs::read(entry.path()).map_err(|e| e.to_string())?;
+                let infos = japi::MetricResults::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
+                self.metrics.add(&infos.attempted);
+            }
+        }
+        match (status.success(), error) {
+            (true, _) => Ok(PipelineState::Done),
+            (false, _) if self.lock().cancel_requested => Ok(PipelineState::Cancelled),
+            (false, Some(e)) => Err(e),
+            (false, None) => Err(format!("the job's process failed ({status})")),
+        }
+    }
+}
+
+/// A line a job's own process reports: the job runs.
+const REPORT_RUNNING: &str = "weir-job:running";
+/// A line a job's own process reports: a message.
+const REPORT_MESSAGE: &str = "weir-job:message";
+/// A line a job's own process reports: why it failed.
+const REPORT_ERROR: &str = "weir-job:error";
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == '\\') {
+            (_, true) => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some(other) => out.push(other),
+                None => {}
+            },
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+/// One run of a planned pipeline on Weir.
+struct Run<'a> {
+    plan: &'a PortablePlan,
+    job: &'a str,
+    name: &'a str,
+    config: &'a RunConfig,
+    metrics: Arc<crate::metrics::JobMetrics>,
+}
+
+impl Run<'_> {
     /// The environments the harnesses run.
     fn environments(&self) -> BTreeSet<String> {
         let sdk = |k: &StageKind| match k {
@@ -261,46 +412,84 @@ impl Job {
         self.plan.stages.iter().filter_map(|s| sdk(&s.kind)).collect()
     }
 
-    fn run(&self, config: &RunConfig) -> Result<PipelineState, String> {
+    /// Starts the Fn API services and the harnesses, builds the Weir pipeline and runs it,
+    /// telling `started` its result once it runs; its end state.
+    fn execute(
+        &self,
+        say: &dyn Fn(String),
+        started: &dyn Fn(Arc<dyn PipelineResult>),
+    ) -> Result<PipelineState, String> {
         let server = Arc::new(FnServer::start().map_err(|e| e.to_string())?);
         let components = self.plan.pipeline.components.as_ref().ok_or("the pipeline has no components")?;
         let mut workers = HashMap::new();
         let mut harnesses = Vec::new();
+        // Harness ids are unique across the processes of a job (a worker pool serves them all).
+        let process = std::process::id();
         for env in self.environments() {
             let e = components.environments.get(&env).ok_or_else(|| format!("no environment '{env}'"))?;
-            let launch = Launch::of(e, &config.python)?;
-            let ids: Vec<String> = (1..=config.sdk_workers.max(1)).map(|k| format!("{}-{env}-{k}", self.id)).collect();
-            self.message(Importance::JobMessageBasic, format!("starting {} SDK harness(es) for {env}", ids.len()));
-            harnesses
-                .push(Harnesses::start(&launch, &server, &ids, config.connect_timeout).map_err(|e| e.to_string())?);
+            let launch = Launch::of(e, &self.config.python)?;
+            let n = self.config.sdk_workers.max(1);
+            let ids: Vec<String> = (1..=n).map(|k| format!("{}-{env}-{k}-{process}", self.job)).collect();
+            say(format!("starting {} SDK harness(es) for {env}", ids.len()));
+            let started = Harnesses::start(&launch, &server, &ids, self.config.connect_timeout);
+            harnesses.push(started.map_err(|e| e.to_string())?);
             workers.insert(env, ids);
         }
-        let mut options = PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
-        options.job_name = self.name.clone();
+        let mut options = PipelineOptions::from_args(&self.config.weir_args).map_err(|e| e.to_string())?;
+        options.job_name = self.name.to_string();
         let pipeline = Pipeline::new(options);
         let harnessed = Harnessed {
             server,
             workers,
-            bundle_bytes: config.bundle_bytes,
-            timeout: config.bundle_timeout,
+            bundle_bytes: self.config.bundle_bytes,
+            timeout: self.config.bundle_timeout,
             metrics: self.metrics.clone(),
         };
-        translate(&self.plan, &harnessed, &pipeline).map_err(|e| e.to_string())?;
+        translate(self.plan, &harnessed, &pipeline).map_err(|e| e.to_string())?;
+        let began = std::time::Instant::now();
         let result: Arc<dyn PipelineResult> = Arc::from(pipeline.run().map_err(|e| e.to_string())?);
-        let cancel_now = {
-            let mut log = self.lock();
-            log.result = Some(result.clone());
-            log.cancel_requested
-        };
-        if cancel_now {
-            let _ = result.cancel();
-        } else {
-            self.set_state(JobState::Running);
-        }
+        started(result.clone());
         let outcome = result.wait_until_finish(None).map_err(|e| e.to_string());
+        let summary = self.metrics.data_plane.summary(began.elapsed().as_secs_f64());
+        tracing::info!("job {}: {summary}", self.job);
+        say(summary);
         // The harnesses stop only after the pipeline no longer needs them.
         drop(harnesses);
         outcome
+    }
+}
+
+/// `weir-job-server --run-job FILE`: runs the job in `file` (a `PrepareJobRequest`) as one
+/// process of a job's process group, reporting on standard output and leaving its harness
+/// metrics beside the file; the exit status says whether it succeeded.
+pub fn run_job_file(file: &std::path::Path, config: &RunConfig) -> i32 {
+    let report = |tag: &str, text: &str| println!("{tag} {}", escape(text));
+    let outcome = (|| -> Result<PipelineState, String> {
+        let bytes = std::fs::read(file).map_err(|e| format!("cannot read job {}: {e}", file.display()))?;
+        let request = japi::PrepareJobRequest::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
+        let pipeline = request.pipeline.ok_or("a job without a pipeline")?;
+        let plan = plan(&pipeline).map_err(|e| e.to_string())?;
+        let metrics = Arc::new(crate::metrics::JobMetrics::default());
+        let id = file.parent().and_then(|d| d.file_name()).map_or("job".into(), |n| n.to_string_lossy().to_string());
+        let run = Run { plan: &plan, job: &id, name: &request.job_name, config, metrics: metrics.clone() };
+        let state = run.execute(&|m| report(REPORT_MESSAGE, &m), &|_| report(REPORT_RUNNING, ""));
+        let infos = japi::MetricResults { attempted: metrics.monitoring_infos(), committed: Vec::new() };
+        let name = format!("metrics-{}", std::process::id());
+        if let Some(dir) = file.parent() {
+            std::fs::write(dir.join(name), prost::Message::encode_to_vec(&infos)).map_err(|e| e.to_string())?;
+        }
+        state
+    })();
+    match outcome {
+        Ok(PipelineState::Done) => 0,
+        Ok(other) => {
+            report(REPORT_ERROR, &format!("the pipeline ended {other:?}"));
+            1
+        }
+        Err(e) => {
+            report(REPORT_ERROR, &e);
+            1
+        }
     }
 }
 

@@ -20,6 +20,7 @@ pub mod fn_api;
 pub mod harness;
 pub mod job;
 pub mod job_service;
+pub mod lift;
 pub mod metrics;
 pub mod operator;
 pub mod plan;

@@ -113,6 +113,55 @@ type Key = (String, String, BTreeMap<String, String>);
 #[derive(Default)]
 pub struct JobMetrics {
     values: Mutex<BTreeMap<Key, Value>>,
+    /// What crossed the data plane.
+    pub data_plane: DataPlane,
+}
+
+/// What crossed the data plane between Weir and the harnesses: the cost of running the user's
+/// code out of process.
+#[derive(Default, Debug)]
+pub struct DataPlane {
+    /// Bundles run.
+    pub bundles: std::sync::atomic::AtomicU64,
+    /// Elements sent to harnesses.
+    pub elements_out: std::sync::atomic::AtomicU64,
+    /// Their bytes.
+    pub bytes_out: std::sync::atomic::AtomicU64,
+    /// Elements received from harnesses.
+    pub elements_in: std::sync::atomic::AtomicU64,
+    /// Their bytes.
+    pub bytes_in: std::sync::atomic::AtomicU64,
+    /// Nanoseconds bundles took, from sending to the last output (summed over bundles).
+    pub bundle_nanos: std::sync::atomic::AtomicU64,
+}
+
+impl DataPlane {
+    /// Adds to `counter`.
+    pub fn count(counter: &std::sync::atomic::AtomicU64, n: u64) {
+        counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A line saying what crossed, over `seconds` of the job.
+    pub fn summary(&self, seconds: f64) -> String {
+        let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (bundles, eo, bo, ei, bi) = (
+            get(&self.bundles),
+            get(&self.elements_out),
+            get(&self.bytes_out),
+            get(&self.elements_in),
+            get(&self.bytes_in),
+        );
+        let busy = get(&self.bundle_nanos) as f64 / 1e9;
+        let per_s = |n: u64| n as f64 / seconds.max(1e-9);
+        format!(
+            "data plane: {bundles} bundles; to harnesses {eo} elements, {bo} bytes; from harnesses {ei} elements, {bi} \
+             bytes; {:.0} elements/s and {:.1} MB/s both ways over {seconds:.2} s; bundles busy {busy:.2} s, {:.2} µs per \
+             element sent",
+            per_s(eo + ei),
+            per_s(bo + bi) / 1e6,
+            busy * 1e6 / (eo.max(1)) as f64,
+        )
+    }
 }
 
 impl JobMetrics {

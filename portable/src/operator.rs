@@ -20,6 +20,7 @@ use weir_sdk::window_fn::WindowFn;
 use weir_sdk::windowed_value::WindowedValue;
 
 use crate::fn_api::{FnError, FnServer, SideInputs};
+use crate::metrics::DataPlane;
 use crate::proto::fn_execution::v1 as fapi;
 use crate::stage::Wire;
 
@@ -134,12 +135,14 @@ pub struct StageFn {
     sides: SideInputs,
     /// The main windows whose side inputs are in `sides`.
     windows: HashSet<Window>,
+    /// The elements gathered.
+    elements: u64,
 }
 
 impl StageFn {
     /// A fresh instance.
     pub fn new(rt: Arc<StageRuntime>) -> Self {
-        StageFn { rt, input: Vec::new(), sides: SideInputs::default(), windows: HashSet::new() }
+        StageFn { rt, input: Vec::new(), sides: SideInputs::default(), windows: HashSet::new(), elements: 0 }
     }
 
     /// Reads the side inputs of elements in `window`, once per bundle.
@@ -165,6 +168,8 @@ impl StageFn {
             return Ok(());
         }
         let input = std::mem::take(&mut self.input);
+        let plane = &self.rt.metrics.data_plane;
+        DataPlane::count(&plane.elements_out, std::mem::take(&mut self.elements));
         let sides = std::mem::take(&mut self.sides);
         self.windows.clear();
         let mut input = Some(input);
@@ -181,7 +186,10 @@ impl StageFn {
         for (k, (sink, coder)) in self.rt.outputs.iter().enumerate() {
             let Some(mut bytes) = got.get(sink).map(Vec::as_slice) else { continue };
             let out = outputs.get_mut(k).and_then(rows_mut::<Vec<u8>>).ok_or("internal error: no output buffer")?;
+            let plane = &self.rt.metrics.data_plane;
+            DataPlane::count(&plane.bytes_in, bytes.len() as u64);
             while !bytes.is_empty() {
+                DataPlane::count(&plane.elements_in, 1);
                 let wv = coder.decode(&mut bytes).map_err(|e| format!("the harness sent {sink} bad data: {e}"))?;
                 let FullWindowedValue { value, timestamp, windows, pane } = wv;
                 for window in windows {
@@ -203,7 +211,14 @@ impl StageFn {
         for attempt in 0..rt.workers.len() {
             let worker = &rt.workers[(first + attempt) % rt.workers.len()];
             let bundle = (vec![(rt.input.0.clone(), input.clone())], sides.clone());
-            match rt.server.process_bundle(worker, &rt.descriptor, bundle, &sinks, rt.timeout) {
+            let began = std::time::Instant::now();
+            let ran = rt.server.process_bundle(worker, &rt.descriptor, bundle, &sinks, rt.timeout);
+            let plane = &rt.metrics.data_plane;
+            DataPlane::count(&plane.bundle_nanos, began.elapsed().as_nanos() as u64);
+            DataPlane::count(&plane.bundles, 1);
+            DataPlane::count(&plane.bytes_out, input.len() as u64);
+            tracing::debug!(stage = %rt.descriptor.id, worker, bytes = input.len(), took = ?began.elapsed(), "bundle");
+            match ran {
                 Ok(done) => {
                     let residuals = self.residuals(&done.response)?;
                     rt.metrics.add(&done.response.monitoring_infos);
@@ -276,6 +291,7 @@ impl ErasedDoFn for StageFn {
             let full =
                 FullWindowedValue { value: wv.value, timestamp: wv.timestamp, windows: vec![wv.window], pane: wv.pane };
             coder.encode(&full, &mut self.input)?;
+            self.elements += 1;
             if self.input.len() >= self.rt.bundle_bytes {
                 self.flush(outputs)?;
             }

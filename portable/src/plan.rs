@@ -226,10 +226,10 @@ fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &str) -> Resu
     Ok(p.windowing_strategy_id.clone())
 }
 
-/// Plans `pipeline`: expands its splittable DoFns, checks that Weir can run everything in it,
+/// Plans `pipeline`: lifts its combiners ([`crate::lift`]), expands its splittable DoFns, checks that Weir can run everything in it,
 /// and fuses the harness's transforms into stages.
 pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
-    let expanded = crate::sdf::expand(pipeline)?;
+    let expanded = crate::sdf::expand(&crate::lift::lift(pipeline)?)?;
     let stages = stages_of(&expanded)?;
     Ok(PortablePlan { pipeline: expanded, stages })
 }

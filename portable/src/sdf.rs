@@ -21,7 +21,7 @@ pub const SPLIT_AND_SIZE: &str = "beam:transform:sdf_split_and_size_restrictions
 pub const PROCESS_SIZED: &str = "beam:transform:sdf_process_sized_element_and_restrictions:v1";
 
 /// An id not yet in `map`, from `base`.
-fn fresh<V>(map: &HashMap<String, V>, base: &str) -> String {
+pub(crate) fn fresh<V>(map: &HashMap<String, V>, base: &str) -> String {
     (0..).map(|i| format!("{base}_weir{i}")).find(|id| !map.contains_key(id)).expect("a free id")
 }
 

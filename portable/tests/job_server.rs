@@ -100,3 +100,55 @@ print("NOT RAISED")
         "{out}"
     );
 }
+
+/// Runs `program` (Python; `sys.argv[1:]` are the Beam options to submit with) against a
+/// server started with `server_args`, in the PROCESS environment; its standard output.
+fn run_in_process_environment(py: &str, server_args: &[&str], program: &str) -> String {
+    let mut args: Vec<&str> = vec!["--python", py];
+    args.extend_from_slice(server_args);
+    let server = common::JobServer::start(&args);
+    let mut argv = vec!["-c".to_string(), program.to_string()];
+    argv.push("--runner=PortableRunner".into());
+    argv.push(format!("--job_endpoint={}", server.endpoint));
+    argv.push("--environment_type=PROCESS".into());
+    argv.push(r#"--environment_config={"command": "started by weir-job-server"}"#.into());
+    let (ok, out, err) = python(py, &argv);
+    assert!(ok, "{err}");
+    out
+}
+
+#[test]
+fn process_harnesses_run_bundles_and_one_that_dies_fails_the_job_naming_it() {
+    let Some(py) = common::beam_python() else { return };
+    // Two harness processes, started by the job server.
+    let program = r#"
+import os, sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
+    pids = (p | beam.Create(range(100)) | beam.Map(lambda x: (x % 7, x)) | beam.GroupByKey()
+            | beam.MapTuple(lambda k, xs: (k, sum(xs))))
+    assert_that(pids, equal_to([(k, sum(x for x in range(100) if x % 7 == k)) for k in range(7)]))
+print("DONE")
+"#;
+    let out = run_in_process_environment(&py, &["--sdk-workers", "2"], program);
+    assert!(out.contains("DONE"), "{out}");
+    // A harness whose process exits mid-bundle: the bundle fails on every harness in turn, and
+    // the job fails naming the harness and its exit status.
+    let program = r#"
+import os, sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+try:
+    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
+        p | beam.Create([1, 2, 3]) | "Die" >> beam.Map(lambda x: os._exit(7))
+except Exception as e:
+    print("RAISED", e)
+    sys.exit(0)
+print("NOT RAISED")
+"#;
+    let out = run_in_process_environment(&py, &[], program);
+    assert!(out.starts_with("RAISED"), "{out}");
+    assert!(out.contains("SDK harness 'job-1-") && out.contains("exit status: 7"), "{out}");
+}

@@ -20,6 +20,8 @@ const USAGE: &str = "usage: weir-job-server [--job-port PORT] [--job-host HOST] 
 struct Args {
     address: SocketAddr,
     config: RunConfig,
+    /// `--run-job FILE`: run that job as one process of its process group, not a server.
+    run_job: Option<std::path::PathBuf>,
 }
 
 fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String, String> {
@@ -29,6 +31,7 @@ fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String, 
 fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     let (mut host, mut port): (IpAddr, u16) = ([127, 0, 0, 1].into(), 8099);
     let mut config = RunConfig::default();
+    let mut run_job = None;
     let mut args = raw.peekable();
     while let Some(a) = args.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -46,13 +49,38 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
                 }
             }
             "--python" => config.python = take("--python")?,
+            "--run-job" => run_job = Some(take("--run-job")?.into()),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => config.weir_args.push(a),
         }
     }
     // Weir's flags are checked now, not at the first job.
     weir_sdk::PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
-    Ok(Args { address: SocketAddr::new(host, port), config })
+    config.separate_process = several_processes(&config.weir_args);
+    Ok(Args { address: SocketAddr::new(host, port), config, run_job })
+}
+
+/// Whether Weir's flags ask for a runner of several processes, each running this program
+/// (`--processes N` for N > 1, or a hostfile): each job then runs in processes of its own.
+fn several_processes(weir_args: &[String]) -> bool {
+    let mut args = weir_args.iter();
+    while let Some(a) = args.next() {
+        let value = match a.split_once('=') {
+            Some((flag, v)) => (flag, Some(v.to_string())),
+            None => (a.as_str(), None),
+        };
+        match value {
+            ("--hostfile", _) => return true,
+            ("--processes", v) => {
+                let v = v.or_else(|| args.next().cloned()).unwrap_or_default();
+                if v.parse::<usize>().is_ok_and(|n| n > 1) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 fn main() {
@@ -64,6 +92,9 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(file) = &args.run_job {
+        std::process::exit(weir_portable::job::run_job_file(file, &args.config));
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("weir-job-service")
