@@ -435,6 +435,18 @@ impl FnServer {
         &self.address
     }
 
+    /// Ends every bundle waiting on a harness, with `why` (a cancelled job).
+    pub fn abort(&self, why: &str) {
+        let mut links = self.shared.lock();
+        let workers: Vec<String> = links.control.keys().cloned().collect();
+        for w in workers {
+            links.gone.insert(w.clone(), (why.to_string(), Instant::now()));
+            links.watched.remove(&w);
+        }
+        drop(links);
+        self.shared.changed.notify_all();
+    }
+
     /// Records that harness `worker` exited, and how: a bundle waiting on it fails, naming it.
     pub fn worker_exited(&self, worker: &str, how: String) {
         self.exits().report(worker, how)

@@ -86,6 +86,8 @@ struct Log {
     state: i32,
     /// The run's result, while it runs (to cancel it, and read its metrics).
     result: Option<Arc<dyn PipelineResult>>,
+    /// The Fn API services, while the job runs (a cancel ends the bundles waiting on them).
+    server: Option<Arc<FnServer>>,
     /// The job's own process, while it runs in one.
     process: Option<Arc<Mutex<std::process::Child>>>,
     cancel_requested: bool,
@@ -161,6 +163,7 @@ impl Job {
         log.state = state as i32;
         if is_terminal(log.state) {
             log.result = None;
+            log.server = None;
         }
         self.push(log, Event::State(japi::JobStateEvent { state: state as i32, timestamp: Some(now()) }));
     }
@@ -210,13 +213,13 @@ impl Job {
 
     /// Cancels the job: a running pipeline is cancelled, one not started yet never starts.
     pub fn cancel(&self) -> i32 {
-        let (result, process) = {
+        let (result, process, server) = {
             let mut log = self.lock();
             if is_terminal(log.state) {
                 return log.state;
             }
             log.cancel_requested = true;
-            (log.result.clone(), log.process.clone())
+            (log.result.clone(), log.process.clone(), log.server.clone())
         };
         if let Some(p) = process {
             self.set_state(JobState::Cancelling);
@@ -230,6 +233,11 @@ impl Job {
                 self.set_state(JobState::Cancelling);
                 if let Err(e) = r.cancel() {
                     self.message(Importance::JobMessageWarning, format!("cancelling: {e}"));
+                }
+                // Bundles running on the harnesses end now, rather than when the user's code
+                // is done with them.
+                if let Some(server) = server {
+                    server.abort("the job was cancelled");
                 }
             }
             None if self.lock().state == JobState::Stopped as i32 => self.set_state(JobState::Cancelled),
@@ -281,14 +289,16 @@ impl Job {
             return self.run_in_process_group(config);
         }
         let say = |m: String| self.message(Importance::JobMessageBasic, m);
-        let started = |result: Arc<dyn PipelineResult>| {
+        let started = |result: Arc<dyn PipelineResult>, server: Arc<FnServer>| {
             let cancel_now = {
                 let mut log = self.lock();
                 log.result = Some(result.clone());
+                log.server = Some(server.clone());
                 log.cancel_requested
             };
             if cancel_now {
                 let _ = result.cancel();
+                server.abort("the job was cancelled");
             } else {
                 self.set_state(JobState::Running);
             }
@@ -304,7 +314,7 @@ impl Job {
     /// beside the job's.
     fn run_in_process_group(&self, config: &RunConfig) -> Result<PipelineState, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a directory for the job: {e}"))?;
-        let file = dir.path().join("job.binpb");
+        let file = dir.path().join(format!("{}.binpb", self.id));
         let request = japi::PrepareJobRequest {
             pipeline: Some(self.pipeline.clone()),
             pipeline_options: Some(self.options.clone()),
@@ -417,9 +427,10 @@ impl Run<'_> {
     fn execute(
         &self,
         say: &dyn Fn(String),
-        started: &dyn Fn(Arc<dyn PipelineResult>),
+        started: &dyn Fn(Arc<dyn PipelineResult>, Arc<FnServer>),
     ) -> Result<PipelineState, String> {
         let server = Arc::new(FnServer::start().map_err(|e| e.to_string())?);
+        let services = server.clone();
         let components = self.plan.pipeline.components.as_ref().ok_or("the pipeline has no components")?;
         let mut workers = HashMap::new();
         let mut harnesses = Vec::new();
@@ -448,7 +459,7 @@ impl Run<'_> {
         translate(self.plan, &harnessed, &pipeline).map_err(|e| e.to_string())?;
         let began = std::time::Instant::now();
         let result: Arc<dyn PipelineResult> = Arc::from(pipeline.run().map_err(|e| e.to_string())?);
-        started(result.clone());
+        started(result.clone(), services);
         let outcome = result.wait_until_finish(None).map_err(|e| e.to_string());
         let summary = self.metrics.data_plane.summary(began.elapsed().as_secs_f64());
         tracing::info!("job {}: {summary}", self.job);
@@ -470,9 +481,9 @@ pub fn run_job_file(file: &std::path::Path, config: &RunConfig) -> i32 {
         let pipeline = request.pipeline.ok_or("a job without a pipeline")?;
         let plan = plan(&pipeline).map_err(|e| e.to_string())?;
         let metrics = Arc::new(crate::metrics::JobMetrics::default());
-        let id = file.parent().and_then(|d| d.file_name()).map_or("job".into(), |n| n.to_string_lossy().to_string());
+        let id = file.file_stem().map_or("job".into(), |n| n.to_string_lossy().to_string());
         let run = Run { plan: &plan, job: &id, name: &request.job_name, config, metrics: metrics.clone() };
-        let state = run.execute(&|m| report(REPORT_MESSAGE, &m), &|_| report(REPORT_RUNNING, ""));
+        let state = run.execute(&|m| report(REPORT_MESSAGE, &m), &|_, _| report(REPORT_RUNNING, ""));
         let infos = japi::MetricResults { attempted: metrics.monitoring_infos(), committed: Vec::new() };
         let name = format!("metrics-{}", std::process::id());
         if let Some(dir) = file.parent() {

@@ -252,8 +252,10 @@ fn stages_of(pipeline: &rapi::Pipeline) -> Result<Vec<Stage>, PlanError> {
                 t.inputs.get(side).ok_or_else(|| unsupported(t, format!("side input '{side}' is not an input")))?;
             check_windowing(c, t, pc)?;
         }
-        let main = t.inputs.iter().filter(|(k, _)| !sides.contains(*k)).map(|(_, v)| v.as_str()).collect();
-        let sides = t.inputs.iter().filter(|(k, _)| sides.contains(*k)).map(|(k, v)| (k.as_str(), v.as_str()));
+        // In the order of their local names: every process of a cluster plans alike.
+        let inputs = sorted(&t.inputs);
+        let main = inputs.iter().filter(|(k, _)| !sides.contains(*k)).map(|(_, v)| v.as_str()).collect();
+        let sides = inputs.iter().filter(|(k, _)| sides.contains(*k)).map(|(k, v)| (k.as_str(), v.as_str()));
         all.push(Leaf { id, t, main, sides: sides.collect() });
     }
     // After the transforms: a transform that needs what a requirement names is named itself.
@@ -270,6 +272,14 @@ fn stages_of(pipeline: &rapi::Pipeline) -> Result<Vec<Stage>, PlanError> {
         }
     }
     Ok(planned)
+}
+
+/// A map's entries by key: a plan is the same in every process that makes it (a cluster's
+/// processes each plan the job, and must agree), whatever order the map keeps.
+fn sorted(m: &HashMap<String, String>) -> Vec<(&String, &String)> {
+    let mut v: Vec<_> = m.iter().collect();
+    v.sort();
+    v
 }
 
 /// Per PCollection, the leaf that produces it.
@@ -536,7 +546,7 @@ impl<'a> Fusion<'a> {
             for (name, pc) in &l.sides {
                 self.stages[s].side_inputs.push((l.id.to_string(), name.to_string(), pc.to_string()));
             }
-            for pc in l.t.outputs.values() {
+            for (_, pc) in sorted(&l.t.outputs) {
                 let elsewhere = consumers.get(pc.as_str()).is_none_or(|c| c.iter().any(|&x| x != s));
                 if elsewhere {
                     self.stages[s].outputs.push(pc.clone());

@@ -152,3 +152,77 @@ print("NOT RAISED")
     assert!(out.starts_with("RAISED"), "{out}");
     assert!(out.contains("SDK harness 'job-1-") && out.contains("exit status: 7"), "{out}");
 }
+
+/// Beam Python's wordcount example on `input`, on the DirectRunner and on Weir with
+/// `server_args`: both outputs, sorted.
+fn wordcount(py: &str, input: &Path, server_args: &[&str]) -> (Vec<String>, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |output: &Path, extra: Vec<String>| {
+        let mut args = vec!["-m".to_string(), "apache_beam.examples.wordcount".into()];
+        args.push(format!("--input={}", input.display()));
+        args.push(format!("--output={}", output.display()));
+        args.extend(extra);
+        let (ok, _, err) = python(py, &args);
+        assert!(ok, "{}", &err[err.len().saturating_sub(5000)..]);
+        common::lines_of(output)
+    };
+    let direct = run(&dir.path().join("direct"), Vec::new());
+    let server = common::JobServer::start(server_args);
+    let weir = run(&dir.path().join("weir"), server.options());
+    (direct, weir)
+}
+
+#[test]
+fn beam_s_wordcount_gives_the_direct_runner_s_counts_on_micro_batch_and_on_two_timely_processes() {
+    let Some(py) = common::beam_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("words.txt");
+    // 20,000 lines of words from a small vocabulary (some words many times, some once).
+    let text: String = (0..20_000u64)
+        .map(|i| {
+            let words: Vec<String> = (0..8).map(|j| format!("w{}", (i * 7919 + j * 104_729) % 1_009)).collect();
+            words.join(" ") + "\n"
+        })
+        .collect();
+    std::fs::write(&input, text).unwrap();
+    let (direct, weir) = wordcount(&py, &input, &["--parallelism", "2"]);
+    assert_eq!(direct.len(), 1_009);
+    assert_eq!(weir, direct);
+    // Two processes of a timely cluster, each with harnesses of its own.
+    let (_, timely) = wordcount(&py, &input, &["--runner", "timely", "--processes", "2", "--workers", "1"]);
+    assert_eq!(timely, direct);
+}
+
+#[test]
+fn a_running_job_is_cancelled_from_python_even_while_a_bundle_runs() {
+    let Some(py) = common::beam_python() else { return };
+    for args in [&[][..], &["--runner", "timely", "--processes", "2", "--workers", "1"][..]] {
+        let server = common::JobServer::start(args);
+        let program = r#"
+import sys, time
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+p = beam.Pipeline(options=PipelineOptions(sys.argv[1:]))
+p | beam.Create([1]) | "Sleep" >> beam.Map(lambda x: time.sleep(600))
+result = p.run()
+deadline = time.time() + 60
+while str(result.state) != "RUNNING" and time.time() < deadline:
+    time.sleep(0.1)
+time.sleep(1)
+started = time.time()
+result.cancel()
+try:
+    result.wait_until_finish()
+except Exception as e:
+    pass
+print("STATE", result.state, "AFTER", round(time.time() - started))
+"#;
+        let mut argv = vec!["-c".to_string(), program.to_string()];
+        argv.extend(server.options());
+        let (ok, out, err) = python(&py, &argv);
+        assert!(ok, "{err}");
+        // Cancelled within seconds, not after the bundle's ten minutes.
+        let after: u64 = out.trim().rsplit(' ').next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+        assert!(out.starts_with("STATE CANCELLED") && after < 60, "{args:?}: {out}");
+    }
+}
