@@ -143,6 +143,18 @@ impl Job {
         Ok(job)
     }
 
+    /// Pipeline option `name` as submitted (`beam:option:<name>:v1`), as text.
+    pub fn option(&self, name: &str) -> Option<String> {
+        use prost_types::value::Kind;
+        let v = self.options.fields.get(&format!("beam:option:{name}:v1"))?;
+        match v.kind.as_ref()? {
+            Kind::StringValue(s) => Some(s.clone()),
+            Kind::NumberValue(n) => Some(n.to_string()),
+            Kind::BoolValue(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Log> {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -256,6 +268,12 @@ impl Job {
         }
         self.set_state(JobState::Starting);
         let job = self.clone();
+        let mut config = (*config).clone();
+        // Beam's `--sdk_worker_parallelism`: how many harnesses this job gets.
+        if let Some(n) = self.option("sdk_worker_parallelism").and_then(|v| v.parse::<usize>().ok()).filter(|&n| n > 0)
+        {
+            config.sdk_workers = n;
+        }
         std::thread::Builder::new()
             .name(format!("weir-job-{}", self.id))
             .spawn(move || job.execute(&config))

@@ -104,6 +104,17 @@ print("NOT RAISED")
 /// Runs `program` (Python; `sys.argv[1:]` are the Beam options to submit with) against a
 /// server started with `server_args`, in the PROCESS environment; its standard output.
 fn run_in_process_environment(py: &str, server_args: &[&str], program: &str) -> String {
+    run_in_process_environment_with(py, server_args, program, &[]).0
+}
+
+/// As [`run_in_process_environment`], with `options` added to the client's; its standard output
+/// and error.
+fn run_in_process_environment_with(
+    py: &str,
+    server_args: &[&str],
+    program: &str,
+    options: &[&str],
+) -> (String, String) {
     let mut args: Vec<&str> = vec!["--python", py];
     args.extend_from_slice(server_args);
     let server = common::JobServer::start(&args);
@@ -112,17 +123,19 @@ fn run_in_process_environment(py: &str, server_args: &[&str], program: &str) -> 
     argv.push(format!("--job_endpoint={}", server.endpoint));
     argv.push("--environment_type=PROCESS".into());
     argv.push(r#"--environment_config={"command": "started by weir-job-server"}"#.into());
+    argv.extend(options.iter().map(|o| o.to_string()));
     let (ok, out, err) = python(py, &argv);
     assert!(ok, "{err}");
-    out
+    (out, err)
 }
 
 #[test]
 fn process_harnesses_run_bundles_and_one_that_dies_fails_the_job_naming_it() {
     let Some(py) = common::beam_python() else { return };
-    // Two harness processes, started by the job server.
+    // Two harness processes, started by the job server, as Beam's --sdk_worker_parallelism asks.
     let program = r#"
-import os, sys
+import logging, os, sys
+logging.basicConfig(level=logging.INFO)
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
@@ -132,8 +145,9 @@ with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
     assert_that(pids, equal_to([(k, sum(x for x in range(100) if x % 7 == k)) for k in range(7)]))
 print("DONE")
 "#;
-    let out = run_in_process_environment(&py, &["--sdk-workers", "2"], program);
+    let (out, err) = run_in_process_environment_with(&py, &[], program, &["--sdk_worker_parallelism=2"]);
     assert!(out.contains("DONE"), "{out}");
+    assert!(err.contains("starting 2 SDK harness(es)"), "{err}");
     // A harness whose process exits mid-bundle: the bundle fails on every harness in turn, and
     // the job fails naming the harness and its exit status.
     let program = r#"
@@ -225,4 +239,29 @@ print("STATE", result.state, "AFTER", round(time.time() - started))
         let after: u64 = out.trim().rsplit(' ').next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
         assert!(out.starts_with("STATE CANCELLED") && after < 60, "{args:?}: {out}");
     }
+}
+
+#[test]
+fn parquet_written_and_read_back_by_beam_python_gives_the_direct_runner_s_sums() {
+    let Some(py) = common::beam_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (direct, weir) = (dir.path().join("direct"), dir.path().join("weir"));
+    let run = |d: &Path, extra: Vec<String>| {
+        std::fs::create_dir_all(d).unwrap();
+        let mut args = vec![script("parquet_pipeline.py"), format!("--dir={}", d.display())];
+        args.extend(extra);
+        let (ok, _, err) = python(&py, &args);
+        assert!(ok, "{}", &err[err.len().saturating_sub(5000)..]);
+        common::lines_of(&d.join("sums"))
+    };
+    let expected = run(&direct, Vec::new());
+    assert_eq!(expected.len(), 13);
+    let server = common::JobServer::start(&["--parallelism", "2"]);
+    assert_eq!(run(&weir, server.options()), expected);
+    // Three Parquet files, as asked.
+    let shards = std::fs::read_dir(&weir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("rows"))
+        .count();
+    assert_eq!(shards, 3);
 }
