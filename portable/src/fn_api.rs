@@ -25,6 +25,16 @@ use fapi::beam_fn_data_server::{BeamFnData, BeamFnDataServer};
 use fapi::beam_fn_logging_server::{BeamFnLogging, BeamFnLoggingServer};
 use fapi::beam_fn_state_server::{BeamFnState, BeamFnStateServer};
 
+/// A gRPC service that takes and sends messages of any size, as Beam's own servers do (tonic
+/// refuses messages over 4 MB by default: a harness's data message, or a pipeline with large
+/// pickled functions, is bigger).
+#[macro_export]
+macro_rules! unlimited {
+    ($service:expr) => {
+        $service.max_decoding_message_size(usize::MAX).max_encoding_message_size(usize::MAX)
+    };
+}
+
 /// Which side input, in which window: (transform id, side input id, encoded window).
 pub type SideInputKey = (String, String, Vec<u8>);
 
@@ -417,10 +427,10 @@ impl FnServer {
             tokio_stream::wrappers::TcpListenerStream::new(listener)
         };
         let server = tonic::transport::Server::builder()
-            .add_service(BeamFnControlServer::from_arc(services.clone()))
-            .add_service(BeamFnDataServer::from_arc(services.clone()))
-            .add_service(BeamFnStateServer::from_arc(services.clone()))
-            .add_service(BeamFnLoggingServer::from_arc(services))
+            .add_service(unlimited!(BeamFnControlServer::from_arc(services.clone())))
+            .add_service(unlimited!(BeamFnDataServer::from_arc(services.clone())))
+            .add_service(unlimited!(BeamFnStateServer::from_arc(services.clone())))
+            .add_service(unlimited!(BeamFnLoggingServer::from_arc(services)))
             .serve_with_incoming(incoming);
         runtime.spawn(async move {
             if let Err(e) = server.await {

@@ -77,8 +77,9 @@ impl Harnesses {
                     };
                     let response = server.block_on(async {
                         use fapi::beam_fn_external_worker_pool_client::BeamFnExternalWorkerPoolClient;
-                        let mut client =
+                        let client =
                             BeamFnExternalWorkerPoolClient::connect(pool_url).await.map_err(|e| e.to_string())?;
+                        let mut client = crate::unlimited!(client);
                         client.start_worker(request).await.map_err(|e| e.message().to_string())
                     });
                     let response = response.map_err(refused)?.into_inner();

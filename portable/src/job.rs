@@ -269,10 +269,10 @@ impl Job {
         self.set_state(JobState::Starting);
         let job = self.clone();
         let mut config = (*config).clone();
-        // Beam's `--sdk_worker_parallelism`: how many harnesses this job gets.
-        if let Some(n) = self.option("sdk_worker_parallelism").and_then(|v| v.parse::<usize>().ok()).filter(|&n| n > 0)
-        {
-            config.sdk_workers = n;
+        // Beam's `--sdk_worker_parallelism` asks for more harnesses than the server's
+        // `--sdk-workers` (its default, 1, asks for nothing).
+        if let Some(n) = self.option("sdk_worker_parallelism").and_then(|v| v.parse::<usize>().ok()) {
+            config.sdk_workers = config.sdk_workers.max(n);
         }
         std::thread::Builder::new()
             .name(format!("weir-job-{}", self.id))

@@ -200,7 +200,7 @@ impl JobService for Jobs {
 pub async fn serve(listener: tokio::net::TcpListener, jobs: Jobs) -> Result<(), String> {
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tonic::transport::Server::builder()
-        .add_service(JobServiceServer::new(jobs))
+        .add_service(crate::unlimited!(JobServiceServer::new(jobs)))
         .serve_with_incoming(incoming)
         .await
         .map_err(|e| format!("the job service stopped: {e}"))

@@ -3,18 +3,26 @@
 //! Beam's portability framework lets a runner run pipelines written with any Beam SDK: the SDK
 //! submits the pipeline as a Runner API proto through the Job API, the runner executes the
 //! grouping, windowing and state itself, and the user's code runs in an SDK harness that the
-//! runner feeds over the Fn API. This crate holds, so far:
-//! - [`proto`]: Beam's protos, compiled from the descriptors of an `apache-beam` wheel (see
-//!   `proto/generate.py`);
-//! - [`plan`]: what Weir makes of a submitted pipeline: what Weir runs itself, what the harness
-//!   runs, fused into stages, and what cannot run, refused with the transform and URN named;
+//! runner feeds over the Fn API. `weir-job-server` is that runner for Weir: any Weir runner
+//! executes the submitted pipeline, Weir doing the grouping, windowing and data movement, and
+//! the harnesses the user's code.
+//!
+//! The way through the crate, in the order a job takes:
+//! - [`job_service`] and [`job`]: the Job API, and a job's life (Prepare plans it, Run runs it
+//!   on a thread, or in a process group of its own when the runner has several processes);
+//! - [`plan`]: what Weir makes of a submitted pipeline: combiners lifted ([`lift`]),
+//!   splittable DoFns expanded ([`sdf`]), Weir's own transforms, the harness's fused greedily
+//!   into stages, and what Weir lacks refused, naming the transform and URN;
 //! - [`stage`]: a stage as the harness runs it, its `ProcessBundleDescriptor`, with data ports
 //!   whose wire coders let Weir carry any SDK's values as bytes;
-//! - [`fn_api`]: the Fn API's services (control, data, state for side inputs, logging), and
-//!   bundles run on a harness connected to them;
-//! - [`harness`]: harnesses started as a pipeline's environment says.
-//!
-//! The job service that takes submissions, and the stages' place in Weir's plans, come next.
+//! - [`translate`] and [`windowing`]: the plan as a Weir pipeline, each PCollection a
+//!   `PCollection<Vec<u8>>` in its proto's windowing, and each fused stage one operator
+//!   ([`operator`]);
+//! - [`fn_api`], [`harness`] and [`metrics`]: the Fn API's services (control, data, state for
+//!   side inputs, logging), the harnesses started as a pipeline's environment says, and their
+//!   metrics;
+//! - [`proto`]: Beam's protos, compiled from the descriptors of an `apache-beam` wheel (see
+//!   `proto/generate.py`).
 
 pub mod fn_api;
 pub mod harness;

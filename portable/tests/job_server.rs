@@ -265,3 +265,73 @@ fn parquet_written_and_read_back_by_beam_python_gives_the_direct_runner_s_sums()
         .count();
     assert_eq!(shards, 3);
 }
+
+#[test]
+fn a_harness_s_user_counters_reach_weir_s_metrics_sinks_and_beam_s_metrics_query() {
+    let Some(py) = common::beam_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("metrics.jsonl");
+    let file_arg = file.to_string_lossy().to_string();
+    let server = common::JobServer::start(&["--metrics-sink", "jsonl", "--metrics-file", &file_arg]);
+    let program = r#"
+import sys
+import apache_beam as beam
+from apache_beam.metrics import Metrics, MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+words = Metrics.counter("wordcount", "words_seen")
+sizes = Metrics.distribution("wordcount", "word_size")
+def see(w):
+    words.inc()
+    sizes.update(len(w))
+    return w
+p = beam.Pipeline(options=PipelineOptions(sys.argv[1:]))
+p | beam.Create(["a", "bb", "ccc", "dddd"] * 25) | "See" >> beam.Map(see)
+result = p.run()
+result.wait_until_finish()
+counters = result.metrics().query(MetricsFilter().with_name("words_seen"))["counters"]
+dists = result.metrics().query(MetricsFilter().with_name("word_size"))["distributions"]
+print("COUNTER", sum(c.committed for c in counters))
+d = dists[0].committed
+print("DIST", d.count, d.sum, d.min, d.max)
+"#;
+    let mut argv = vec!["-c".to_string(), program.to_string()];
+    argv.extend(server.options());
+    let (ok, out, err) = python(&py, &argv);
+    assert!(ok, "{err}");
+    assert!(out.contains("COUNTER 100") && out.contains("DIST 100 250 1 4"), "{out}");
+    // The MetricsPusher's last push, after the job ended, holds the same counter.
+    let pushed = std::fs::read_to_string(&file).unwrap();
+    let last = pushed.lines().last().unwrap_or_default();
+    assert!(last.contains("words_seen") && last.contains("100"), "{pushed}");
+}
+
+#[test]
+fn a_worker_pool_that_cannot_be_reached_fails_the_job_naming_it() {
+    let Some(py) = common::beam_python() else { return };
+    let server = common::JobServer::start(&[]);
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let program = r#"
+import sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+try:
+    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
+        p | beam.Create([1]) | beam.Map(lambda x: x)
+except Exception as e:
+    print("RAISED", e)
+    sys.exit(0)
+print("NOT RAISED")
+"#;
+    let argv = vec![
+        "-c".to_string(),
+        program.to_string(),
+        "--runner=PortableRunner".into(),
+        format!("--job_endpoint={}", server.endpoint),
+        "--environment_type=EXTERNAL".into(),
+        format!("--environment_config=127.0.0.1:{port}"),
+    ];
+    let (ok, out, err) = python(&py, &argv);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("RAISED") && out.contains(&format!("worker pool at 127.0.0.1:{port}")), "{out}");
+}
