@@ -264,7 +264,12 @@ impl BeamFnData for Services {
         let open = self.0.stream_opened();
         tokio::spawn(async move {
             let _open = open;
-            while let Some(Ok(elements)) = inbound.next().await {
+            let broken = loop {
+                let elements = match inbound.next().await {
+                    Some(Ok(elements)) => elements,
+                    Some(Err(status)) => break Some(status),
+                    None => break None,
+                };
                 let mut links = shared.lock();
                 for d in elements.data {
                     let bundle = links.outputs.entry(d.instruction_id).or_default();
@@ -274,8 +279,17 @@ impl BeamFnData for Services {
                 }
                 drop(links);
                 shared.changed.notify_all();
+            };
+            let mut links = shared.lock();
+            links.data.remove(&worker);
+            // A data stream that breaks loses the output of the bundles on it: they fail,
+            // rather than wait for data that will not come.
+            if let Some(status) = broken {
+                let why = format!("its data stream broke: {}", status.message());
+                links.gone.entry(worker).or_insert((why, Instant::now()));
             }
-            shared.lock().data.remove(&worker);
+            drop(links);
+            shared.changed.notify_all();
         });
         Ok(Response::new(UnboundedReceiverStream::new(from)))
     }

@@ -335,3 +335,24 @@ print("NOT RAISED")
     assert!(ok, "{err}");
     assert!(out.starts_with("RAISED") && out.contains(&format!("worker pool at 127.0.0.1:{port}")), "{out}");
 }
+
+#[test]
+fn elements_larger_than_grpc_s_default_message_size_cross_the_data_plane() {
+    let Some(py) = common::beam_python() else { return };
+    let server = common::JobServer::start(&[]);
+    let program = r#"
+import sys
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
+    big = p | beam.Create([1, 2]) | beam.Map(lambda n: (n, "x" * (6_000_000 * n)))
+    sizes = big | beam.GroupByKey() | beam.MapTuple(lambda n, vs: (n, [len(v) for v in vs]))
+    assert_that(sizes, equal_to([(1, [6_000_000]), (2, [12_000_000])]))
+print("DONE")
+"#;
+    let mut argv = vec!["-c".to_string(), program.to_string()];
+    argv.extend(server.options());
+    let (ok, out, err) = python(&py, &argv);
+    assert!(ok && out.contains("DONE"), "{out}\n{}", &err[err.len().saturating_sub(3000)..]);
+}
