@@ -29,6 +29,27 @@ fn python(python: &str, args: &[String]) -> (bool, String, String) {
     common::python(python, args)
 }
 
+/// A Python program that runs the pipeline `body` builds on `p` (after `setup`, with `beam`
+/// imported) and prints `RAISED` with the exception's type and text if it raises.
+fn raising(setup: &str, body: &str) -> String {
+    let body: String = body.lines().map(|l| format!("        {l}\n")).collect();
+    format!(
+        "import sys\nimport apache_beam as beam\nfrom apache_beam.options.pipeline_options import PipelineOptions\n{setup}\n\
+         try:\n    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:\n{body}\
+         except Exception as e:\n    print(\"RAISED\", type(e).__name__, e)\n    sys.exit(0)\nprint(\"NOT RAISED\")\n"
+    )
+}
+
+/// Runs Python `program` with `server`'s Beam options as its arguments (LOOPBACK); its
+/// standard output, once it has exited successfully.
+fn submit(py: &str, server: &common::JobServer, program: &str) -> String {
+    let mut args = vec!["-c".to_string(), program.to_string()];
+    args.extend(server.options());
+    let (ok, out, err) = python(py, &args);
+    assert!(ok, "{}", &err[err.len().saturating_sub(5000)..]);
+    out
+}
+
 #[test]
 fn grouping_combining_side_inputs_flatten_and_windows_match_the_direct_runner() {
     let Some(py) = common::beam_python() else { return };
@@ -46,24 +67,16 @@ fn grouping_combining_side_inputs_flatten_and_windows_match_the_direct_runner() 
 fn a_raising_dofn_fails_the_job_in_the_client_with_its_traceback() {
     let Some(py) = common::beam_python() else { return };
     let server = common::JobServer::start(&[]);
-    let program = r#"
-import sys
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+    let program = &raising(
+        r#"
 def divide(x):
     return 1 // (x - 2)
-try:
-    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
-        p | beam.Create([1, 2, 3]) | "Divide" >> beam.Map(divide)
-except Exception as e:
-    print("RAISED", type(e).__name__, e)
-    sys.exit(0)
-print("NOT RAISED")
-"#;
-    let mut args = vec!["-c".to_string(), program.to_string()];
-    args.extend(server.options());
-    let (ok, out, err) = python(&py, &args);
-    assert!(ok, "{err}");
+"#,
+        r#"
+p | beam.Create([1, 2, 3]) | "Divide" >> beam.Map(divide)
+"#,
+    );
+    let out = submit(&py, &server, program);
     assert!(out.starts_with("RAISED RuntimeError"), "{out}");
     assert!(out.contains("ZeroDivisionError") && out.contains("Divide"), "{out}");
 }
@@ -72,28 +85,20 @@ print("NOT RAISED")
 fn an_unsupported_transform_is_refused_at_prepare_naming_it() {
     let Some(py) = common::beam_python() else { return };
     let server = common::JobServer::start(&[]);
-    let program = r#"
-import sys
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
+    let program = &raising(
+        r#"
 from apache_beam.transforms.userstate import BagStateSpec
 class Stateful(beam.DoFn):
     BAG = BagStateSpec("bag", beam.coders.VarIntCoder())
     def process(self, kv, bag=beam.DoFn.StateParam(BAG)):
         bag.add(kv[1])
         yield kv
-try:
-    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
-        p | beam.Create([("a", 1)]) | "KeepState" >> beam.ParDo(Stateful())
-except Exception as e:
-    print("RAISED", type(e).__name__, e)
-    sys.exit(0)
-print("NOT RAISED")
-"#;
-    let mut args = vec!["-c".to_string(), program.to_string()];
-    args.extend(server.options());
-    let (ok, out, err) = python(&py, &args);
-    assert!(ok, "{err}");
+"#,
+        r#"
+p | beam.Create([("a", 1)]) | "KeepState" >> beam.ParDo(Stateful())
+"#,
+    );
+    let out = submit(&py, &server, program);
     assert!(out.starts_with("RAISED"), "{out}");
     assert!(
         out.contains("KeepState") && out.contains("beam:transform:pardo:v1") && out.contains("user state"),
@@ -150,18 +155,14 @@ print("DONE")
     assert!(err.contains("starting 2 SDK harness(es)"), "{err}");
     // A harness whose process exits mid-bundle: the bundle fails on every harness in turn, and
     // the job fails naming the harness and its exit status.
-    let program = r#"
-import os, sys
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-try:
-    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
-        p | beam.Create([1, 2, 3]) | "Die" >> beam.Map(lambda x: os._exit(7))
-except Exception as e:
-    print("RAISED", e)
-    sys.exit(0)
-print("NOT RAISED")
-"#;
+    let program = &raising(
+        r#"
+import os
+"#,
+        r#"
+p | beam.Create([1, 2, 3]) | "Die" >> beam.Map(lambda x: os._exit(7))
+"#,
+    );
     let out = run_in_process_environment(&py, &[], program);
     assert!(out.starts_with("RAISED"), "{out}");
     assert!(out.contains("SDK harness 'job-1-") && out.contains("exit status: 7"), "{out}");
@@ -231,10 +232,7 @@ except Exception as e:
     pass
 print("STATE", result.state, "AFTER", round(time.time() - started))
 "#;
-        let mut argv = vec!["-c".to_string(), program.to_string()];
-        argv.extend(server.options());
-        let (ok, out, err) = python(&py, &argv);
-        assert!(ok, "{err}");
+        let out = submit(&py, &server, program);
         // Cancelled within seconds, not after the bundle's ten minutes.
         let after: u64 = out.trim().rsplit(' ').next().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
         assert!(out.starts_with("STATE CANCELLED") && after < 60, "{args:?}: {out}");
@@ -294,10 +292,7 @@ print("COUNTER", sum(c.committed for c in counters))
 d = dists[0].committed
 print("DIST", d.count, d.sum, d.min, d.max)
 "#;
-    let mut argv = vec!["-c".to_string(), program.to_string()];
-    argv.extend(server.options());
-    let (ok, out, err) = python(&py, &argv);
-    assert!(ok, "{err}");
+    let out = submit(&py, &server, program);
     assert!(out.contains("COUNTER 100") && out.contains("DIST 100 250 1 4"), "{out}");
     // The MetricsPusher's last push, after the job ended, holds the same counter.
     let pushed = std::fs::read_to_string(&file).unwrap();
@@ -311,18 +306,13 @@ fn a_worker_pool_that_cannot_be_reached_fails_the_job_naming_it() {
     let server = common::JobServer::start(&[]);
     // A port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let program = r#"
-import sys
-import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions
-try:
-    with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
-        p | beam.Create([1]) | beam.Map(lambda x: x)
-except Exception as e:
-    print("RAISED", e)
-    sys.exit(0)
-print("NOT RAISED")
-"#;
+    let program = &raising(
+        r#"
+"#,
+        r#"
+p | beam.Create([1]) | beam.Map(lambda x: x)
+"#,
+    );
     let argv = vec![
         "-c".to_string(),
         program.to_string(),
@@ -351,8 +341,6 @@ with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
     assert_that(sizes, equal_to([(1, [6_000_000]), (2, [12_000_000])]))
 print("DONE")
 "#;
-    let mut argv = vec!["-c".to_string(), program.to_string()];
-    argv.extend(server.options());
-    let (ok, out, err) = python(&py, &argv);
-    assert!(ok && out.contains("DONE"), "{out}\n{}", &err[err.len().saturating_sub(3000)..]);
+    let out = submit(&py, &server, program);
+    assert!(out.contains("DONE"), "{out}");
 }
