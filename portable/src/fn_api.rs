@@ -24,6 +24,7 @@ use fapi::beam_fn_control_server::{BeamFnControl, BeamFnControlServer};
 use fapi::beam_fn_data_server::{BeamFnData, BeamFnDataServer};
 use fapi::beam_fn_logging_server::{BeamFnLogging, BeamFnLoggingServer};
 use fapi::beam_fn_state_server::{BeamFnState, BeamFnStateServer};
+use fapi::provision_service_server::{ProvisionService, ProvisionServiceServer};
 
 /// A gRPC service that takes and sends messages of any size, as Beam's own servers do (tonic
 /// refuses messages over 4 MB by default: a harness's data message, or a pipeline with large
@@ -134,6 +135,8 @@ struct Links {
     side_inputs: HashMap<String, Arc<SideInputs>>,
     /// Streams from harnesses still open (to close the services only once they have ended).
     open_streams: usize,
+    /// The job's pipeline options, as the provision service gives them to harnesses.
+    options: prost_types::Struct,
 }
 
 #[derive(Default)]
@@ -366,6 +369,24 @@ impl BeamFnLogging for Services {
     }
 }
 
+#[tonic::async_trait]
+impl ProvisionService for Services {
+    async fn get_provision_info(
+        &self,
+        request: Request<fapi::GetProvisionInfoRequest>,
+    ) -> Result<Response<fapi::GetProvisionInfoResponse>, Status> {
+        let address = request.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let here = Some(crate::proto::pipeline::v1::ApiServiceDescriptor { url: address, authentication: None });
+        let info = fapi::ProvisionInfo {
+            pipeline_options: Some(self.0.lock().options.clone()),
+            logging_endpoint: here.clone(),
+            control_endpoint: here,
+            ..Default::default()
+        };
+        Ok(Response::new(fapi::GetProvisionInfoResponse { info: Some(info) }))
+    }
+}
+
 /// A harness's log entry, at its severity, in Weir's `tracing` output.
 fn log(worker: &str, e: &fapi::LogEntry) {
     use fapi::log_entry::severity::Enum as S;
@@ -444,7 +465,8 @@ impl FnServer {
             .add_service(unlimited!(BeamFnControlServer::from_arc(services.clone())))
             .add_service(unlimited!(BeamFnDataServer::from_arc(services.clone())))
             .add_service(unlimited!(BeamFnStateServer::from_arc(services.clone())))
-            .add_service(unlimited!(BeamFnLoggingServer::from_arc(services)))
+            .add_service(unlimited!(BeamFnLoggingServer::from_arc(services.clone())))
+            .add_service(unlimited!(ProvisionServiceServer::from_arc(services)))
             .serve_with_incoming(incoming);
         runtime.spawn(async move {
             if let Err(e) = server.await {
@@ -457,6 +479,48 @@ impl FnServer {
     /// The services' address, `host:port`, for a harness's `ApiServiceDescriptor`.
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    /// Sets the job's pipeline options, which harnesses get from the provision service (and
+    /// harness processes Weir starts, in their environment).
+    pub fn set_pipeline_options(&self, options: prost_types::Struct) {
+        self.shared.lock().options = options;
+    }
+
+    /// The job's pipeline options as JSON (`{"beam:option:<name>:v1": value, ...}`), as Beam
+    /// Python's harness reads them from `PIPELINE_OPTIONS`.
+    pub fn pipeline_options_json(&self) -> String {
+        fn json(v: &prost_types::Value) -> String {
+            use prost_types::value::Kind;
+            match v.kind.as_ref() {
+                Some(Kind::NumberValue(n)) if n.is_finite() => n.to_string(),
+                Some(Kind::StringValue(s)) => quote(s),
+                Some(Kind::BoolValue(b)) => b.to_string(),
+                Some(Kind::StructValue(s)) => object(s),
+                Some(Kind::ListValue(l)) => format!("[{}]", l.values.iter().map(json).collect::<Vec<_>>().join(",")),
+                _ => "null".into(),
+            }
+        }
+        fn quote(s: &str) -> String {
+            let mut out = String::from("\"");
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+        fn object(s: &prost_types::Struct) -> String {
+            let mut fields: Vec<_> = s.fields.iter().collect();
+            fields.sort_by(|a, b| a.0.cmp(b.0));
+            let body: Vec<String> = fields.into_iter().map(|(k, v)| format!("{}:{}", quote(k), json(v))).collect();
+            format!("{{{}}}", body.join(","))
+        }
+        object(&self.shared.lock().options)
     }
 
     /// Ends every bundle waiting on a harness, with `why` (a cancelled job).

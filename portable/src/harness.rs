@@ -69,6 +69,7 @@ impl Harnesses {
                         worker_id: worker.clone(),
                         control_endpoint: endpoint(),
                         logging_endpoint: endpoint(),
+                        provision_endpoint: endpoint(),
                         ..Default::default()
                     };
                     let pool_url = format!("http://{pool}");
@@ -107,7 +108,7 @@ fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mu
         .env("CONTROL_API_SERVICE_DESCRIPTOR", &endpoint)
         .env("LOGGING_API_SERVICE_DESCRIPTOR", &endpoint)
         .env("WORKER_ID", worker)
-        .env("PIPELINE_OPTIONS", "{}")
+        .env("PIPELINE_OPTIONS", server.pipeline_options_json())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -321,7 +321,14 @@ impl Job {
                 self.set_state(JobState::Running);
             }
         };
-        let run = Run { plan: &self.plan, job: &self.id, name: &self.name, config, metrics: self.metrics.clone() };
+        let run = Run {
+            plan: &self.plan,
+            options: &self.options,
+            job: &self.id,
+            name: &self.name,
+            config,
+            metrics: self.metrics.clone(),
+        };
         run.execute(&say, &started)
     }
 
@@ -424,6 +431,8 @@ fn unescape(s: &str) -> String {
 /// One run of a planned pipeline on Weir.
 struct Run<'a> {
     plan: &'a PortablePlan,
+    /// The job's pipeline options, for the harnesses.
+    options: &'a prost_types::Struct,
     job: &'a str,
     name: &'a str,
     config: &'a RunConfig,
@@ -448,6 +457,7 @@ impl Run<'_> {
         started: &dyn Fn(Arc<dyn PipelineResult>, Arc<FnServer>),
     ) -> Result<PipelineState, String> {
         let server = Arc::new(FnServer::start().map_err(|e| e.to_string())?);
+        server.set_pipeline_options(self.options.clone());
         let services = server.clone();
         let components = self.plan.pipeline.components.as_ref().ok_or("the pipeline has no components")?;
         let mut workers = HashMap::new();
@@ -500,7 +510,9 @@ pub fn run_job_file(file: &std::path::Path, config: &RunConfig) -> i32 {
         let plan = plan(&pipeline).map_err(|e| e.to_string())?;
         let metrics = Arc::new(crate::metrics::JobMetrics::default());
         let id = file.file_stem().map_or("job".into(), |n| n.to_string_lossy().to_string());
-        let run = Run { plan: &plan, job: &id, name: &request.job_name, config, metrics: metrics.clone() };
+        let options = request.pipeline_options.clone().unwrap_or_default();
+        let run =
+            Run { plan: &plan, options: &options, job: &id, name: &request.job_name, config, metrics: metrics.clone() };
         let state = run.execute(&|m| report(REPORT_MESSAGE, &m), &|_, _| report(REPORT_RUNNING, ""));
         let infos = japi::MetricResults { attempted: metrics.monitoring_infos(), committed: Vec::new() };
         let name = format!("metrics-{}", std::process::id());

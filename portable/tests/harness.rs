@@ -170,3 +170,29 @@ fn stages_chain_through_weir_with_values_carried_as_bytes() {
     doubled.sort();
     assert_eq!(doubled, vec!["xx", "yy", "zz"]);
 }
+
+#[test]
+fn the_provision_service_and_process_harnesses_get_the_job_s_options() {
+    use prost_types::{value::Kind, Struct, Value};
+    use weir_portable::proto::fn_execution::v1::provision_service_client::ProvisionServiceClient;
+    use weir_portable::proto::fn_execution::v1::GetProvisionInfoRequest;
+    let server = FnServer::start().unwrap();
+    let text = |s: &str| Value { kind: Some(Kind::StringValue(s.into())) };
+    let mut options = Struct::default();
+    options.fields.insert("beam:option:job_name:v1".into(), text("say \"hi\"\n"));
+    options.fields.insert("beam:option:streaming:v1".into(), Value { kind: Some(Kind::BoolValue(false)) });
+    server.set_pipeline_options(options.clone());
+    // As a PROCESS harness reads it from its environment.
+    assert_eq!(
+        server.pipeline_options_json(),
+        r#"{"beam:option:job_name:v1":"say \"hi\"\u000a","beam:option:streaming:v1":false}"#
+    );
+    // As a harness started by a worker pool asks for it.
+    let url = format!("http://{}", server.address());
+    let info = server.block_on(async move {
+        let mut client = ProvisionServiceClient::connect(url).await.unwrap();
+        client.get_provision_info(GetProvisionInfoRequest {}).await.unwrap().into_inner().info.unwrap()
+    });
+    assert_eq!(info.pipeline_options, Some(options));
+    assert_eq!(info.control_endpoint.unwrap().url, server.address());
+}
