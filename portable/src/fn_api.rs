@@ -82,6 +82,9 @@ pub enum FnError {
     /// The services could not start.
     #[error("the Fn API services cannot start: {0}")]
     Start(String),
+    /// A harness could not be started (what says why names it).
+    #[error("{0}")]
+    Launch(String),
     /// A harness did not connect, or did not answer, in time.
     #[error("SDK harness '{worker}' {what} within {secs} s")]
     Timeout {

@@ -74,7 +74,7 @@ impl Harnesses {
                     };
                     let pool_url = format!("http://{pool}");
                     let refused = |e: String| {
-                        FnError::Start(format!("the worker pool at {pool} cannot start harness '{worker}': {e}"))
+                        FnError::Launch(format!("the worker pool at {pool} cannot start harness '{worker}': {e}"))
                     };
                     let response = server.block_on(async {
                         use fapi::beam_fn_external_worker_pool_client::BeamFnExternalWorkerPoolClient;
@@ -113,7 +113,7 @@ fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mu
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| FnError::Start(format!("cannot start harness '{worker}' with {python}: {e}")))?;
+        .map_err(|e| FnError::Launch(format!("cannot start harness '{worker}' with {python}: {e}")))?;
     let last_words = child.stderr.take().map(|e| keep_last_lines(e, worker));
     let child = Arc::new(Mutex::new(child));
     let (watched, exits, worker) = (child.clone(), server.exits(), worker.to_string());
@@ -133,7 +133,7 @@ fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mu
                 Err(e) => return exits.report(&worker, format!("its process cannot be watched: {e}")),
             }
         })
-        .map_err(|e| FnError::Start(e.to_string()))?;
+        .map_err(|e| FnError::Launch(format!("cannot watch harness process: {e}")))?;
     Ok(child)
 }
 

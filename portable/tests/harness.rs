@@ -38,6 +38,7 @@ fn impulse() -> Vec<u8> {
 /// `server`.
 fn stage_with(p: &rapi::Pipeline, name: &str, id: &str, server: &FnServer) -> (StageDescriptor, Vec<(String, String)>) {
     let plan = plan(p).unwrap();
+    let p = &plan.pipeline;
     let c = p.components.as_ref().unwrap();
     let stage = plan
         .stages

@@ -25,8 +25,8 @@ counts = (words | "Pair" >> beam.Map(lambda w, n: (w, n), beam.pvalue.AsSingleto
     };
     let plan = plan(&p).expect("a pipeline Weir runs");
     let kinds: Vec<&StageKind> = plan.stages.iter().map(|s| &s.kind).collect();
-    // Two impulses; the reshuffle inside Create; three GroupByKeys (Create's reshuffle has its
-    // own, the user's, the lifted combine's).
+    // Two impulses; the reshuffle inside Create; two GroupByKeys (the user's, the lifted
+    // combine's; Create's reshuffle is Weir's own).
     assert_eq!(kinds.iter().filter(|k| matches!(k, StageKind::Impulse)).count(), 2, "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| matches!(k, StageKind::Reshuffle)).count(), 1, "{kinds:?}");
     assert_eq!(kinds.iter().filter(|k| matches!(k, StageKind::GroupByKey { .. })).count(), 2, "{kinds:?}");
@@ -34,15 +34,16 @@ counts = (words | "Pair" >> beam.Map(lambda w, n: (w, n), beam.pvalue.AsSingleto
     let mut made = std::collections::BTreeSet::new();
     for s in &plan.stages {
         for pc in s.inputs.iter().chain(s.side_inputs.iter().map(|x| &x.2)) {
-            assert!(made.contains(pc), "stage {:?} reads {pc} before it is made", names(&p, &s.transforms));
+            assert!(made.contains(pc), "stage {:?} reads {pc} before it is made", names(&plan.pipeline, &s.transforms));
         }
         made.extend(s.outputs.iter().cloned());
     }
     // The side input's stage is not the stage that reads it, and the combine's precombine is
     // fused with the transforms before it; merge, extract and format after the grouping are
     // one stage.
-    let stage_of =
-        |name: &str| plan.stages.iter().position(|s| names(&p, &s.transforms).iter().any(|n| n == name)).expect(name);
+    let stage_of = |name: &str| {
+        plan.stages.iter().position(|s| names(&plan.pipeline, &s.transforms).iter().any(|n| n == name)).expect(name)
+    };
     assert_ne!(stage_of("Side/Map(decode)"), stage_of("Pair"));
     assert_eq!(stage_of("FlatMap(split)"), stage_of("Pair"));
     assert_eq!(stage_of("CombinePerKey(sum)/Merge"), stage_of("Format"));
@@ -123,14 +124,16 @@ fn every_data_port_speaks_a_wire_form_weir_can_delimit() {
     let plan = plan(&p).unwrap();
     let mut ports = 0;
     for (i, stage) in plan.stages.iter().enumerate().filter(|(_, s)| matches!(s.kind, StageKind::Sdk { .. })) {
-        let d = describe(&p, stage, &format!("s{i}"), "127.0.0.1:1").unwrap();
+        let d = describe(&plan.pipeline, stage, &format!("s{i}"), "127.0.0.1:1").unwrap();
         for t in d.inputs.iter().map(|x| &x.0).chain(d.outputs.iter().map(|x| &x.0)) {
             let spec = d.descriptor.transforms[t].spec.as_ref().unwrap();
             let port = RemoteGrpcPort::decode(spec.payload.as_slice()).unwrap();
             let wire = Wire::of(&d.descriptor.coders, &port.coder_id).unwrap();
             ports += 1;
             // The grouping's output reaches "Sizes" as a key and an iterable of values.
-            if d.inputs.iter().any(|x| &x.0 == t) && names(&p, &stage.transforms).iter().any(|n| n == "Sizes") {
+            if d.inputs.iter().any(|x| &x.0 == t)
+                && names(&plan.pipeline, &stage.transforms).iter().any(|n| n == "Sizes")
+            {
                 assert!(matches!(&wire, Wire::Kv(_, v) if matches!(**v, Wire::Iterable(_))), "{wire:?}");
             }
         }
