@@ -200,6 +200,29 @@ fn worker_of<T>(request: &Request<T>) -> String {
 
 struct Services(Arc<Shared>);
 
+impl Services {
+    /// Serves a stream a harness opened: `serve` gets the shared state, the harness's messages
+    /// and where replies go (which it may register at once), and returns the work on the
+    /// messages, which runs counted as an open stream until it ends.
+    fn stream<In, Out, Work>(
+        &self,
+        request: Request<Streaming<In>>,
+        serve: impl FnOnce(Arc<Shared>, Streaming<In>, Outbound<Out>) -> Work,
+    ) -> Response<UnboundedReceiverStream<Result<Out, Status>>>
+    where
+        Work: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (to, from) = mpsc::unbounded_channel();
+        let open = self.0.stream_opened();
+        let work = serve(self.0.clone(), request.into_inner(), to);
+        tokio::spawn(async move {
+            let _open = open;
+            work.await
+        });
+        Response::new(UnboundedReceiverStream::new(from))
+    }
+}
+
 /// A stream from a harness, counted open while it lives.
 struct StreamGuard(Arc<Shared>);
 
@@ -219,29 +242,24 @@ impl BeamFnControl for Services {
         request: Request<Streaming<fapi::InstructionResponse>>,
     ) -> Result<Response<Self::ControlStream>, Status> {
         let worker = worker_of(&request);
-        let (to, from) = mpsc::unbounded_channel();
-        {
-            let mut links = self.0.lock();
+        Ok(self.stream(request, |shared, mut inbound, to| {
+            let mut links = shared.lock();
             links.gone.remove(&worker);
             links.control.insert(worker.clone(), to);
-        }
-        self.0.changed.notify_all();
-        let shared = self.0.clone();
-        let mut inbound = request.into_inner();
-        let open = self.0.stream_opened();
-        tokio::spawn(async move {
-            let _open = open;
-            while let Some(Ok(response)) = inbound.next().await {
-                shared.lock().responses.insert(response.instruction_id.clone(), response);
-                shared.changed.notify_all();
-            }
-            let mut links = shared.lock();
-            links.control.remove(&worker);
-            links.gone.entry(worker).or_insert_with(|| ("its control stream ended".into(), Instant::now()));
             drop(links);
             shared.changed.notify_all();
-        });
-        Ok(Response::new(UnboundedReceiverStream::new(from)))
+            async move {
+                while let Some(Ok(response)) = inbound.next().await {
+                    shared.lock().responses.insert(response.instruction_id.clone(), response);
+                    shared.changed.notify_all();
+                }
+                let mut links = shared.lock();
+                links.control.remove(&worker);
+                links.gone.entry(worker).or_insert_with(|| ("its control stream ended".into(), Instant::now()));
+                drop(links);
+                shared.changed.notify_all();
+            }
+        }))
     }
 
     async fn get_process_bundle_descriptor(
@@ -262,42 +280,38 @@ impl BeamFnData for Services {
 
     async fn data(&self, request: Request<Streaming<fapi::Elements>>) -> Result<Response<Self::DataStream>, Status> {
         let worker = worker_of(&request);
-        let (to, from) = mpsc::unbounded_channel();
-        self.0.lock().data.insert(worker.clone(), to);
-        self.0.changed.notify_all();
-        let shared = self.0.clone();
-        let mut inbound = request.into_inner();
-        let open = self.0.stream_opened();
-        tokio::spawn(async move {
-            let _open = open;
-            let broken = loop {
-                let elements = match inbound.next().await {
-                    Some(Ok(elements)) => elements,
-                    Some(Err(status)) => break Some(status),
-                    None => break None,
+        Ok(self.stream(request, |shared, mut inbound, to| {
+            shared.lock().data.insert(worker.clone(), to);
+            shared.changed.notify_all();
+            async move {
+                let broken = loop {
+                    let elements = match inbound.next().await {
+                        Some(Ok(elements)) => elements,
+                        Some(Err(status)) => break Some(status),
+                        None => break None,
+                    };
+                    let mut links = shared.lock();
+                    for d in elements.data {
+                        let bundle = links.outputs.entry(d.instruction_id).or_default();
+                        let (bytes, last) = bundle.entry(d.transform_id).or_default();
+                        bytes.extend_from_slice(&d.data);
+                        *last |= d.is_last;
+                    }
+                    drop(links);
+                    shared.changed.notify_all();
                 };
                 let mut links = shared.lock();
-                for d in elements.data {
-                    let bundle = links.outputs.entry(d.instruction_id).or_default();
-                    let (bytes, last) = bundle.entry(d.transform_id).or_default();
-                    bytes.extend_from_slice(&d.data);
-                    *last |= d.is_last;
+                links.data.remove(&worker);
+                // A data stream that breaks loses the output of the bundles on it: they fail,
+                // rather than wait for data that will not come.
+                if let Some(status) = broken {
+                    let why = format!("its data stream broke: {}", status.message());
+                    links.gone.entry(worker).or_insert((why, Instant::now()));
                 }
                 drop(links);
                 shared.changed.notify_all();
-            };
-            let mut links = shared.lock();
-            links.data.remove(&worker);
-            // A data stream that breaks loses the output of the bundles on it: they fail,
-            // rather than wait for data that will not come.
-            if let Some(status) = broken {
-                let why = format!("its data stream broke: {}", status.message());
-                links.gone.entry(worker).or_insert((why, Instant::now()));
             }
-            drop(links);
-            shared.changed.notify_all();
-        });
-        Ok(Response::new(UnboundedReceiverStream::new(from)))
+        }))
     }
 }
 
@@ -309,12 +323,7 @@ impl BeamFnState for Services {
         &self,
         request: Request<Streaming<fapi::StateRequest>>,
     ) -> Result<Response<Self::StateStream>, Status> {
-        let (to, from) = mpsc::unbounded_channel();
-        let shared = self.0.clone();
-        let mut inbound = request.into_inner();
-        let open = self.0.stream_opened();
-        tokio::spawn(async move {
-            let _open = open;
+        Ok(self.stream(request, |shared, mut inbound, to| async move {
             while let Some(Ok(r)) = inbound.next().await {
                 let answer = match (&r.request, &r.state_key) {
                     (Some(fapi::state_request::Request::Get(_)), Some(key)) => {
@@ -341,8 +350,7 @@ impl BeamFnState for Services {
                     break;
                 }
             }
-        });
-        Ok(Response::new(UnboundedReceiverStream::new(from)))
+        }))
     }
 }
 
@@ -355,20 +363,15 @@ impl BeamFnLogging for Services {
         request: Request<Streaming<fapi::log_entry::List>>,
     ) -> Result<Response<Self::LoggingStream>, Status> {
         let worker = worker_of(&request);
-        let (to, from) = mpsc::unbounded_channel();
-        let mut inbound = request.into_inner();
-        let open = self.0.stream_opened();
-        tokio::spawn(async move {
-            let _open = open;
+        Ok(self.stream(request, |_, mut inbound, to| async move {
             // Held while the harness logs: the stream back stays open as long.
-            let _to = to;
+            let _to: Outbound<fapi::LogControl> = to;
             while let Some(Ok(list)) = inbound.next().await {
                 for e in list.log_entries {
                     log(&worker, &e);
                 }
             }
-        });
-        Ok(Response::new(UnboundedReceiverStream::new(from)))
+        }))
     }
 }
 

@@ -192,8 +192,12 @@ impl StageFn {
                 DataPlane::count(&plane.elements_in, 1);
                 let wv = coder.decode(&mut bytes).map_err(|e| format!("the harness sent {sink} bad data: {e}"))?;
                 let FullWindowedValue { value, timestamp, windows, pane } = wv;
-                for window in windows {
-                    out.push(WindowedValue { value: value.clone(), timestamp, window, pane });
+                // One copy per window after the first (a value in one window is moved).
+                if let Some((last, rest)) = windows.split_last() {
+                    for &window in rest {
+                        out.push(WindowedValue { value: value.clone(), timestamp, window, pane });
+                    }
+                    out.push(WindowedValue { value, timestamp, window: *last, pane });
                 }
             }
         }
@@ -285,12 +289,25 @@ impl ErasedDoFn for StageFn {
     }
     fn process_batch(&mut self, input: Batch, outputs: &mut [Batch], sides: &dyn SideInputReader) -> UserResult {
         let rows = weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)?;
-        let coder = port_coder(Wire::Prefixed, self.rt.input.1);
         for wv in rows {
             self.gather_sides(&wv.window, sides)?;
-            let full =
-                FullWindowedValue { value: wv.value, timestamp: wv.timestamp, windows: vec![wv.window], pane: wv.pane };
-            coder.encode(&full, &mut self.input)?;
+            // Beam's windowed value, as `port_coder` writes it, without a window list per element.
+            let fits = matches!(
+                (self.rt.input.1, &wv.window),
+                (WindowCoderKind::Global, Window::Global) | (WindowCoderKind::Interval, Window::Interval(_))
+            );
+            if !fits {
+                return Err(format!(
+                    "window {} does not fit the stage's window coder {:?}",
+                    wv.window, self.rt.input.1
+                )
+                .into());
+            }
+            weir_sdk::coders::write_timestamp(wv.timestamp, &mut self.input);
+            self.input.extend_from_slice(&1i32.to_be_bytes());
+            wv.window.encode(&mut self.input);
+            wv.pane.encode(&mut self.input);
+            self.input.extend_from_slice(&wv.value);
             self.elements += 1;
             if self.input.len() >= self.rt.bundle_bytes {
                 self.flush(outputs)?;
