@@ -269,6 +269,9 @@ impl Job {
         self.set_state(JobState::Starting);
         let job = self.clone();
         let mut config = (*config).clone();
+        // Weir flags the job gives (`--weir_runner=direct`) replace the server's.
+        config.weir_args = job_weir_args(&config.weir_args, &self.options);
+        config.separate_process = several_processes(&config.weir_args);
         // Beam's `--sdk_worker_parallelism` asks for more harnesses than the server's
         // `--sdk-workers` (its default, 1, asks for nothing).
         if let Some(n) = self.option("sdk_worker_parallelism").and_then(|v| v.parse::<usize>().ok()) {
@@ -476,6 +479,7 @@ impl Run<'_> {
         }
         let mut options = PipelineOptions::from_args(&self.config.weir_args).map_err(|e| e.to_string())?;
         options.job_name = self.name.to_string();
+        say(format!("running on Weir's {} runner", options.runner));
         let pipeline = Pipeline::new(options);
         let harnessed = Harnessed {
             server,
@@ -534,6 +538,77 @@ pub fn run_job_file(file: &std::path::Path, config: &RunConfig) -> i32 {
     }
 }
 
+/// Whether Weir's flags ask for a runner of several processes, each running this program
+/// (`--processes N` for N > 1, or a hostfile): each job then runs in processes of its own.
+pub fn several_processes(weir_args: &[String]) -> bool {
+    let mut args = weir_args.iter();
+    while let Some(a) = args.next() {
+        let value = match a.split_once('=') {
+            Some((flag, v)) => (flag, Some(v.to_string())),
+            None => (a.as_str(), None),
+        };
+        match value {
+            ("--hostfile", _) => return true,
+            ("--processes", v) => {
+                let v = v.or_else(|| args.next().cloned()).unwrap_or_default();
+                if v.parse::<usize>().is_ok_and(|n| n > 1) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The prefix of Weir's own flags among a submitted pipeline's options: Beam Python's
+/// `--weir_parallelism=4` is Weir's `--parallelism 4` for that job.
+pub const WEIR_OPTION_PREFIX: &str = "weir_";
+
+/// The Beam option name of Weir flag `flag` (`--max-batch-size`: `weir_max_batch_size`).
+pub fn option_name(flag: &str) -> String {
+    format!("{WEIR_OPTION_PREFIX}{}", flag.trim_start_matches("--").replace('-', "_"))
+}
+
+/// `base` (the server's Weir flags) with the Weir flags a job's options give: each replaces the
+/// server's value of its flag; `true` is a switch given, `false` one left out.
+pub fn job_weir_args(base: &[String], options: &prost_types::Struct) -> Vec<String> {
+    use prost_types::value::Kind;
+    let mut given: Vec<(String, Option<String>)> = Vec::new();
+    for flag in PipelineOptions::valid_flags() {
+        let key = format!("beam:option:{}:v1", option_name(&flag));
+        let value = match options.fields.get(&key).and_then(|v| v.kind.as_ref()) {
+            Some(Kind::StringValue(s)) => s.clone(),
+            Some(Kind::NumberValue(n)) => n.to_string(),
+            Some(Kind::BoolValue(b)) => b.to_string(),
+            _ => continue,
+        };
+        match value.as_str() {
+            "true" => given.push((flag, None)),
+            "false" => {}
+            _ => given.push((flag, Some(value))),
+        }
+    }
+    // The server's flags, less those the job gives (a flag and its value, or `--flag=value`).
+    let mut args = Vec::new();
+    let mut base = base.iter().peekable();
+    while let Some(a) = base.next() {
+        let flag = a.split_once('=').map_or(a.as_str(), |(f, _)| f);
+        if given.iter().any(|(g, _)| g == flag) {
+            if !a.contains('=') && base.peek().is_some_and(|v| !v.starts_with("--")) {
+                base.next();
+            }
+            continue;
+        }
+        args.push(a.clone());
+    }
+    for (flag, value) in given {
+        args.push(flag);
+        args.extend(value);
+    }
+    args
+}
+
 /// A state's name, as Beam spells it.
 pub fn state_name(state: i32) -> &'static str {
     JobState::try_from(state).map_or("UNKNOWN", |s| s.as_str_name())
@@ -543,4 +618,30 @@ pub fn state_name(state: i32) -> &'static str {
 fn humantime_now() -> String {
     let t = now();
     format!("{}.{:09}", t.seconds, t.nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost_types::{value::Kind, Value};
+
+    #[test]
+    fn a_job_s_weir_options_replace_the_server_s_flags() {
+        weir::register();
+        let text = |s: &str| Value { kind: Some(Kind::StringValue(s.into())) };
+        let mut options = prost_types::Struct::default();
+        options.fields.insert("beam:option:weir_parallelism:v1".into(), text("4"));
+        options.fields.insert("beam:option:weir_explain:v1".into(), text("true"));
+        options.fields.insert("beam:option:job_name:v1".into(), text("not Weir's"));
+        let base: Vec<String> = ["--runner", "microbatch", "--parallelism", "2", "--max-batch-size=10"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let args = job_weir_args(&base, &options);
+        assert_eq!(args, ["--runner", "microbatch", "--max-batch-size=10", "--explain", "--parallelism", "4"]);
+        assert!(PipelineOptions::from_args(&args).is_ok(), "{args:?}");
+        assert!(several_processes(&["--processes".into(), "2".into()]));
+        assert!(!several_processes(&["--processes=1".into()]));
+        assert_eq!(option_name("--max-batch-size"), "weir_max_batch_size");
+    }
 }

@@ -192,7 +192,19 @@ impl JobService for Jobs {
         &self,
         _: Request<japi::DescribePipelineOptionsRequest>,
     ) -> Result<Response<japi::DescribePipelineOptionsResponse>, Status> {
-        Ok(Response::new(japi::DescribePipelineOptionsResponse { options: Vec::new() }))
+        // Weir's own flags, for each job: Beam Python adds them to its options, and submits
+        // them as `beam:option:weir_<flag>:v1` (see `job::job_weir_args`).
+        let options = weir_sdk::PipelineOptions::valid_flags()
+            .into_iter()
+            .map(|flag| japi::PipelineOptionDescriptor {
+                name: crate::job::option_name(&flag),
+                r#type: japi::pipeline_option_type::Enum::String as i32,
+                description: format!("Weir's {flag}, for this job (replaces the job server's)"),
+                default_value: String::new(),
+                group: "Weir".into(),
+            })
+            .collect();
+        Ok(Response::new(japi::DescribePipelineOptionsResponse { options }))
     }
 }
 

@@ -344,3 +344,26 @@ print("DONE")
     let out = submit(&py, &server, program);
     assert!(out.contains("DONE"), "{out}");
 }
+
+#[test]
+fn a_job_picks_its_weir_runner_and_flags_from_python_options() {
+    let Some(py) = common::beam_python() else { return };
+    let server = common::JobServer::start(&[]);
+    let program = r#"
+import logging, sys
+logging.basicConfig(level=logging.INFO)
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+with beam.Pipeline(options=PipelineOptions(sys.argv[1:])) as p:
+    sums = p | beam.Create([("a", 1), ("b", 2), ("a", 3)]) | beam.CombinePerKey(sum)
+    assert_that(sums, equal_to([("a", 4), ("b", 2)]))
+print("DONE")
+"#;
+    let mut args = vec!["-c".to_string(), program.to_string()];
+    args.extend(server.options());
+    args.extend(["--weir_runner=direct".to_string(), "--weir_direct_seed=7".to_string()]);
+    let (ok, out, err) = python(&py, &args);
+    assert!(ok && out.contains("DONE"), "{out}\n{}", &err[err.len().saturating_sub(5000)..]);
+    assert!(err.contains("running on Weir's direct runner"), "{}", &err[err.len().saturating_sub(5000)..]);
+}

@@ -56,31 +56,8 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     // Weir's flags are checked now, not at the first job.
     weir_sdk::PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
-    config.separate_process = several_processes(&config.weir_args);
+    config.separate_process = weir_portable::job::several_processes(&config.weir_args);
     Ok(Args { address: SocketAddr::new(host, port), config, run_job })
-}
-
-/// Whether Weir's flags ask for a runner of several processes, each running this program
-/// (`--processes N` for N > 1, or a hostfile): each job then runs in processes of its own.
-fn several_processes(weir_args: &[String]) -> bool {
-    let mut args = weir_args.iter();
-    while let Some(a) = args.next() {
-        let value = match a.split_once('=') {
-            Some((flag, v)) => (flag, Some(v.to_string())),
-            None => (a.as_str(), None),
-        };
-        match value {
-            ("--hostfile", _) => return true,
-            ("--processes", v) => {
-                let v = v.or_else(|| args.next().cloned()).unwrap_or_default();
-                if v.parse::<usize>().is_ok_and(|n| n > 1) {
-                    return true;
-                }
-            }
-            _ => {}
-        }
-    }
-    false
 }
 
 fn main() {
