@@ -37,19 +37,20 @@ def compare_message(path, a, b, out):
     compare_nested(path, a.nested_type, b.nested_type, a.enum_type, b.enum_type, out)
 
 
+def compare_named(kind, path, xa, xb, compare, out):
+    """Pairs two lists of `kind` by name: one on one side only is a difference, the others are
+    compared with `compare`."""
+    da, db = {x.name: x for x in xa}, {x.name: x for x in xb}
+    for name in sorted(set(da) | set(db)):
+        if name not in da or name not in db:
+            out.append(f"{kind} {path}.{name}: {'missing here' if name not in da else 'not in apache-beam'}")
+        else:
+            compare(f"{path}.{name}", da[name], db[name], out)
+
+
 def compare_nested(path, ma, mb, ea, eb, out):
-    da, db = {m.name: m for m in ma}, {m.name: m for m in mb}
-    for name in sorted(set(da) | set(db)):
-        if name not in da or name not in db:
-            out.append(f"message {path}.{name}: {'missing here' if name not in da else 'not in apache-beam'}")
-        else:
-            compare_message(f"{path}.{name}", da[name], db[name], out)
-    da, db = {e.name: e for e in ea}, {e.name: e for e in eb}
-    for name in sorted(set(da) | set(db)):
-        if name not in da or name not in db:
-            out.append(f"enum {path}.{name}: {'missing here' if name not in da else 'not in apache-beam'}")
-        else:
-            compare_enum(f"{path}.{name}", da[name], db[name], out)
+    compare_named("message", path, ma, mb, compare_message, out)
+    compare_named("enum", path, ea, eb, compare_enum, out)
 
 
 def compare_file(a, b, out):

@@ -36,6 +36,9 @@ macro_rules! unlimited {
     };
 }
 
+/// A multimap side input's values: per encoded key, its values' encodings one after another.
+pub type ByKey = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
+
 /// Which side input, in which window: (transform id, side input id, encoded window).
 pub type SideInputKey = (String, String, Vec<u8>);
 
@@ -45,9 +48,9 @@ pub type SideInputKey = (String, String, Vec<u8>);
 #[derive(Debug, Clone, Default)]
 pub struct SideInputs {
     /// Iterable side inputs.
-    pub iterables: HashMap<SideInputKey, Vec<u8>>,
+    pub iterables: HashMap<SideInputKey, Arc<Vec<u8>>>,
     /// Multimap side inputs.
-    pub multimaps: HashMap<SideInputKey, std::collections::BTreeMap<Vec<u8>, Vec<u8>>>,
+    pub multimaps: HashMap<SideInputKey, Arc<ByKey>>,
 }
 
 impl SideInputs {
@@ -58,7 +61,8 @@ impl SideInputs {
         match key.r#type.as_ref() {
             Some(Type::IterableSideInput(k)) => {
                 let id = (k.transform_id.clone(), k.side_input_id.clone(), k.window.clone());
-                self.iterables.get(&id).cloned().ok_or_else(|| missing(&k.transform_id, &k.side_input_id))
+                let data = self.iterables.get(&id).ok_or_else(|| missing(&k.transform_id, &k.side_input_id))?;
+                Ok(data.to_vec())
             }
             Some(Type::MultimapSideInput(k)) => {
                 let id = (k.transform_id.clone(), k.side_input_id.clone(), k.window.clone());

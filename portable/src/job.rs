@@ -185,7 +185,7 @@ impl Job {
         let log = self.lock();
         let m = japi::JobMessage {
             message_id: format!("{}-{}", self.id, log.events.len()),
-            time: humantime_now(),
+            time: message_time(),
             importance: importance as i32,
             message_text: text.into(),
         };
@@ -615,7 +615,7 @@ pub fn state_name(state: i32) -> &'static str {
 }
 
 /// The time now, as a job message's time: seconds and nanoseconds since the epoch.
-fn humantime_now() -> String {
+fn message_time() -> String {
     let t = now();
     format!("{}.{:09}", t.seconds, t.nanos)
 }

@@ -52,13 +52,14 @@ pub fn port_coder(wire: Wire, window: WindowCoderKind) -> WindowedValueCoder<Vec
     WindowedValueCoder { value: Arc::new(RawCoder(wire)), window }
 }
 
-/// A side input's value in one side window, as the harness reads it through the State API.
+/// A side input's value in one side window, as the harness reads it through the State API
+/// (shared by every bundle that reads it, never copied per bundle).
 #[derive(Debug, Default)]
 pub struct SideView {
     /// Every element's bytes, one after another (an iterable side input).
-    pub elements: Vec<u8>,
+    pub elements: Arc<Vec<u8>>,
     /// Per key's bytes, its values' bytes one after another (a multimap side input).
-    pub by_key: BTreeMap<Vec<u8>, Vec<u8>>,
+    pub by_key: Arc<crate::fn_api::ByKey>,
 }
 
 /// Builds [`SideView`]s; for a multimap side input, `kv` finds each element's key.
@@ -69,18 +70,18 @@ pub struct SideViewKernel {
 
 impl ViewKernel for SideViewKernel {
     fn build(&self, elements: Vec<Batch>) -> Result<Arc<dyn std::any::Any + Send + Sync>, UserError> {
-        let mut view = SideView::default();
+        let (mut all, mut by_key) = (Vec::new(), BTreeMap::<Vec<u8>, Vec<u8>>::new());
         for b in elements {
             let rows = weir_sdk::kernel::downcast_batch::<Vec<u8>>(b)?;
             for wv in rows {
                 if let Some(kv) = &self.kv {
                     let (k, v) = kv.split_kv(&wv.value).ok_or("a side input element that is not a whole KV")?;
-                    view.by_key.entry(k.to_vec()).or_default().extend_from_slice(v);
+                    by_key.entry(k.to_vec()).or_default().extend_from_slice(v);
                 }
-                view.elements.extend_from_slice(&wv.value);
+                all.extend_from_slice(&wv.value);
             }
         }
-        Ok(Arc::new(view))
+        Ok(Arc::new(SideView { elements: Arc::new(all), by_key: Arc::new(by_key) }))
     }
 }
 
@@ -212,16 +213,21 @@ impl StageFn {
         let sinks: Vec<String> = rt.outputs.iter().map(|(s, _)| s.clone()).collect();
         let first = rt.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
-        for attempt in 0..rt.workers.len() {
-            let worker = &rt.workers[(first + attempt) % rt.workers.len()];
-            let bundle = (vec![(rt.input.0.clone(), input.clone())], sides.clone());
+        let bytes = input.len();
+        let mut input = Some(input);
+        let attempts = rt.workers.len();
+        for attempt in 0..attempts {
+            let worker = &rt.workers[(first + attempt) % attempts];
+            // Only an attempt that may be followed by another needs its own copy of the input.
+            let data = if attempt + 1 == attempts { input.take() } else { input.clone() }.unwrap_or_default();
+            let bundle = (vec![(rt.input.0.clone(), data)], sides.clone());
             let began = std::time::Instant::now();
             let ran = rt.server.process_bundle(worker, &rt.descriptor, bundle, &sinks, rt.timeout);
             let plane = &rt.metrics.data_plane;
             DataPlane::count(&plane.bundle_nanos, began.elapsed().as_nanos() as u64);
             DataPlane::count(&plane.bundles, 1);
-            DataPlane::count(&plane.bytes_out, input.len() as u64);
-            tracing::debug!(stage = %rt.descriptor.id, worker, bytes = input.len(), took = ?began.elapsed(), "bundle");
+            DataPlane::count(&plane.bytes_out, bytes as u64);
+            tracing::debug!(stage = %rt.descriptor.id, worker, bytes, took = ?began.elapsed(), "bundle");
             match ran {
                 Ok(done) => {
                     let residuals = self.residuals(&done.response)?;

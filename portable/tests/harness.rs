@@ -103,7 +103,7 @@ p | beam.Impulse() | "Use" >> beam.Map(lambda _, s: s + b"!", beam.pvalue.AsSing
     let mut sides = SideInputs::default();
     // The global window encodes as no bytes.
     let (transform, name) = side_inputs[0].clone();
-    sides.iterables.insert((transform, name, Vec::new()), element);
+    sides.iterables.insert((transform, name, Vec::new()), std::sync::Arc::new(element));
     let out = values(&run(&server, "worker-1", &d, sides).unwrap());
     // The value is the SDK's encoding of b"ten!" (its pickled coder), carried as bytes.
     assert_eq!(out.len(), 1);
