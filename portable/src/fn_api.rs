@@ -80,6 +80,31 @@ impl SideInputs {
     }
 }
 
+/// A bundle's input as the data stream carries it: each port's bytes, then its end.
+fn elements(id: &str, input: Vec<(Port, Vec<u8>)>) -> fapi::Elements {
+    let mut e = fapi::Elements::default();
+    for (port, bytes) in input {
+        for (piece, is_last) in [(bytes, false), (Vec::new(), true)] {
+            match &port {
+                Port::Data(t) => e.data.push(fapi::elements::Data {
+                    instruction_id: id.to_string(),
+                    transform_id: t.clone(),
+                    data: piece,
+                    is_last,
+                }),
+                Port::Timers(t, f) => e.timers.push(fapi::elements::Timers {
+                    instruction_id: id.to_string(),
+                    transform_id: t.clone(),
+                    timer_family_id: f.clone(),
+                    timers: piece,
+                    is_last,
+                }),
+            }
+        }
+    }
+    e
+}
+
 /// What went wrong talking to a harness.
 #[derive(Debug, thiserror::Error)]
 pub enum FnError {
@@ -134,8 +159,11 @@ struct Links {
     watched: std::collections::HashSet<String>,
     /// Responses, by instruction id, until taken.
     responses: HashMap<String, fapi::InstructionResponse>,
-    /// Output data by instruction id, then transform id: the bytes, and whether the last came.
-    outputs: HashMap<String, HashMap<String, (Vec<u8>, bool)>>,
+    /// Output data by instruction id, then port: the bytes, and whether the last came.
+    outputs: HashMap<String, HashMap<Port, (Vec<u8>, bool)>>,
+    /// User state requests by instruction id, with where each answer goes, until the
+    /// operator running the bundle answers them.
+    user_state: HashMap<String, Vec<(fapi::StateRequest, Outbound<fapi::StateResponse>)>>,
     /// The descriptors harnesses may ask for, by id.
     descriptors: HashMap<String, fapi::ProcessBundleDescriptor>,
     /// The side inputs of the bundles running, by instruction id.
@@ -297,9 +325,15 @@ impl BeamFnData for Services {
                     let mut links = shared.lock();
                     for d in elements.data {
                         let bundle = links.outputs.entry(d.instruction_id).or_default();
-                        let (bytes, last) = bundle.entry(d.transform_id).or_default();
+                        let (bytes, last) = bundle.entry(Port::Data(d.transform_id)).or_default();
                         bytes.extend_from_slice(&d.data);
                         *last |= d.is_last;
+                    }
+                    for t in elements.timers {
+                        let bundle = links.outputs.entry(t.instruction_id).or_default();
+                        let (bytes, last) = bundle.entry(Port::Timers(t.transform_id, t.timer_family_id)).or_default();
+                        bytes.extend_from_slice(&t.timers);
+                        *last |= t.is_last;
                     }
                     drop(links);
                     shared.changed.notify_all();
@@ -329,33 +363,74 @@ impl BeamFnState for Services {
     ) -> Result<Response<Self::StateStream>, Status> {
         Ok(self.stream(request, |shared, mut inbound, to| async move {
             while let Some(Ok(r)) = inbound.next().await {
+                if r.state_key.as_ref().is_some_and(is_user_state) {
+                    // User state lives with the operator running the bundle: its thread
+                    // answers, in the order the harness asked.
+                    let mut links = shared.lock();
+                    if links.outputs.contains_key(&r.instruction_id) {
+                        links.user_state.entry(r.instruction_id.clone()).or_default().push((r, to.clone()));
+                        drop(links);
+                        shared.changed.notify_all();
+                        continue;
+                    }
+                    drop(links);
+                    let error = format!("no bundle '{}' is running", r.instruction_id);
+                    if to.send(Ok(fapi::StateResponse { id: r.id, error, response: None })).is_err() {
+                        break;
+                    }
+                    continue;
+                }
                 let answer = match (&r.request, &r.state_key) {
                     (Some(fapi::state_request::Request::Get(_)), Some(key)) => {
                         let inputs = shared.lock().side_inputs.get(&r.instruction_id).cloned();
                         match inputs {
-                            Some(inputs) => inputs.get(key),
+                            Some(inputs) => inputs.get(key).map(get_response),
                             None => Err(format!("no bundle '{}' is running", r.instruction_id)),
                         }
                     }
-                    _ => Err("only reading side inputs is supported by Weir's portable runner yet".to_string()),
+                    _ => Err("side inputs are read only".to_string()),
                 };
-                let response = match answer {
-                    Ok(data) => fapi::StateResponse {
-                        id: r.id,
-                        error: String::new(),
-                        response: Some(fapi::state_response::Response::Get(fapi::StateGetResponse {
-                            continuation_token: Vec::new(),
-                            data,
-                        })),
-                    },
-                    Err(error) => fapi::StateResponse { id: r.id, error, response: None },
-                };
-                if to.send(Ok(response)).is_err() {
+                if to.send(Ok(state_response(r.id, answer))).is_err() {
                     break;
                 }
             }
         }))
     }
+}
+
+/// Whether a state key names user state (kept by the operator running the bundle) rather than
+/// a side input.
+fn is_user_state(key: &fapi::StateKey) -> bool {
+    use fapi::state_key::Type;
+    matches!(
+        key.r#type,
+        Some(
+            Type::BagUserState(_)
+                | Type::MultimapUserState(_)
+                | Type::MultimapKeysUserState(_)
+                | Type::MultimapEntriesUserState(_)
+                | Type::OrderedListUserState(_)
+        )
+    )
+}
+
+/// A `Get`'s answer: all of `data` at once.
+pub fn get_response(data: Vec<u8>) -> fapi::state_response::Response {
+    fapi::state_response::Response::Get(fapi::StateGetResponse { continuation_token: Vec::new(), data })
+}
+
+fn state_response(id: String, answer: Result<fapi::state_response::Response, String>) -> fapi::StateResponse {
+    match answer {
+        Ok(response) => fapi::StateResponse { id, error: String::new(), response: Some(response) },
+        Err(error) => fapi::StateResponse { id, error, response: None },
+    }
+}
+
+/// Keeps the user state of the bundles an operator runs, and answers the harness's requests
+/// for it, on the operator's thread while the bundle runs.
+pub trait UserState {
+    /// The answer to `request` (a `Get`, `Append` or `Clear` of a user state key).
+    fn serve(&mut self, request: &fapi::StateRequest) -> Result<fapi::state_response::Response, String>;
 }
 
 #[tonic::async_trait]
@@ -441,6 +516,30 @@ pub struct FnServer {
 /// One bundle's input: per data source transform of the descriptor, its encoded elements.
 pub type BundleInput = Vec<(String, Vec<u8>)>;
 
+/// Where a bundle's data comes from or goes: a data source or sink transform, or a timer
+/// family of a transform (its timers on the data stream).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Port {
+    /// A data source or sink transform.
+    Data(String),
+    /// Timer family `.1` of transform `.0`.
+    Timers(String, String),
+}
+
+/// What a bundle gets and gives.
+pub struct BundleRequest<'a> {
+    /// Per port, its input bytes: data to data sources, timers to timer families. Every port
+    /// the harness expects is named, with nothing if it has nothing.
+    pub input: Vec<(Port, Vec<u8>)>,
+    /// The side inputs its State API requests read.
+    pub side_inputs: SideInputs,
+    /// The ports whose output is awaited: data sinks, and the timer families the harness sets
+    /// timers in.
+    pub outputs: &'a [Port],
+    /// Where its user state requests are answered, if it has user state.
+    pub user_state: Option<&'a mut dyn UserState>,
+}
+
 /// What a bundle gave back.
 #[derive(Debug, Default)]
 pub struct BundleOutput {
@@ -448,6 +547,8 @@ pub struct BundleOutput {
     pub instruction: String,
     /// Per data sink transform asked for, the bytes it sent.
     pub outputs: HashMap<String, Vec<u8>>,
+    /// Per timer family asked for, the timers it set or cleared.
+    pub timers: HashMap<(String, String), Vec<u8>>,
     /// The harness's response: metrics, residuals, whether it asks to be finalized.
     pub response: fapi::ProcessBundleResponse,
 }
@@ -578,12 +679,28 @@ impl FnServer {
         outputs: &[String],
         timeout: Duration,
     ) -> Result<BundleOutput, FnError> {
+        let input = input.into_iter().map(|(t, bytes)| (Port::Data(t), bytes)).collect();
+        let outputs: Vec<Port> = outputs.iter().cloned().map(Port::Data).collect();
+        let request = BundleRequest { input, side_inputs, outputs: &outputs, user_state: None };
+        self.run(worker, descriptor, request, timeout)
+    }
+
+    /// Runs one bundle of the stage `descriptor` on harness `worker`, as `request` says; user
+    /// state requests are answered on this thread while it waits.
+    pub fn run(
+        &self,
+        worker: &str,
+        descriptor: &fapi::ProcessBundleDescriptor,
+        request: BundleRequest<'_>,
+        timeout: Duration,
+    ) -> Result<BundleOutput, FnError> {
         let id = self.instruction_id();
-        let result = self.run_bundle(&id, worker, descriptor, (input, side_inputs), outputs, timeout);
+        let result = self.run_bundle(&id, worker, descriptor, request, timeout);
         let mut links = self.shared.lock();
         links.side_inputs.remove(&id);
         links.outputs.remove(&id);
         links.responses.remove(&id);
+        links.user_state.remove(&id);
         result
     }
 
@@ -592,10 +709,10 @@ impl FnServer {
         id: &str,
         worker: &str,
         descriptor: &fapi::ProcessBundleDescriptor,
-        (input, side_inputs): (BundleInput, SideInputs),
-        outputs: &[String],
+        request: BundleRequest<'_>,
         timeout: Duration,
     ) -> Result<BundleOutput, FnError> {
+        let BundleRequest { input, side_inputs, outputs, mut user_state } = request;
         let id = id.to_string();
         let gone = || FnError::Gone { worker: worker.to_string(), why: "it is not connected".into() };
         {
@@ -616,27 +733,34 @@ impl FnServer {
             let links = self
                 .shared
                 .wait_for(worker, timeout, "did not open its data stream", |l| l.data.contains_key(worker))?;
-            let mut data: Vec<fapi::elements::Data> = Vec::with_capacity(input.len() * 2);
-            for (transform_id, bytes) in input {
-                let piece = |data: Vec<u8>, is_last| fapi::elements::Data {
-                    instruction_id: id.clone(),
-                    transform_id: transform_id.clone(),
-                    data,
-                    is_last,
-                };
-                data.push(piece(bytes, false));
-                data.push(piece(Vec::new(), true));
-            }
-            let elements = fapi::Elements { data, timers: Vec::new() };
+            let elements = elements(&id, input);
             links.data.get(worker).ok_or_else(gone)?.send(Ok(elements)).map_err(|_| gone())?;
         }
-        let mut links = self.shared.wait_for(worker, timeout, "did not finish a bundle", |l| {
+        let finished = |l: &Links| {
             let failed = l.responses.get(&id).is_some_and(|r| !r.error.is_empty());
             let answered = l.responses.contains_key(&id);
             let all_sent =
                 l.outputs.get(&id).is_some_and(|o| outputs.iter().all(|t| o.get(t).is_some_and(|(_, last)| *last)));
             failed || (answered && all_sent)
-        })?;
+        };
+        let mut links = loop {
+            let mut links = self.shared.wait_for(worker, timeout, "did not finish a bundle", |l| {
+                finished(l) || l.user_state.get(&id).is_some_and(|q| !q.is_empty())
+            })?;
+            let asked = links.user_state.remove(&id).unwrap_or_default();
+            if asked.is_empty() {
+                break links;
+            }
+            drop(links);
+            for (r, to) in asked {
+                let answer = match user_state.as_mut() {
+                    Some(state) => state.serve(&r),
+                    None => Err(format!("stage '{}' has no user state", descriptor.id)),
+                };
+                // A harness gone fails the bundle when next waited on.
+                let _ = to.send(Ok(state_response(r.id, answer)));
+            }
+        };
         let response = links.responses.remove(&id);
         let mut got = links.outputs.remove(&id).unwrap_or_default();
         drop(links);
@@ -647,8 +771,15 @@ impl FnServer {
             Some(fapi::instruction_response::Response::ProcessBundle(r)) => r,
             _ => fapi::ProcessBundleResponse::default(),
         };
-        let outputs = outputs.iter().map(|t| (t.clone(), got.remove(t).map(|(b, _)| b).unwrap_or_default())).collect();
-        Ok(BundleOutput { instruction: id, outputs, response })
+        let mut out = BundleOutput { instruction: id, response, ..Default::default() };
+        for port in outputs {
+            let bytes = got.remove(port).map(|(b, _)| b).unwrap_or_default();
+            match port.clone() {
+                Port::Data(t) => out.outputs.insert(t, bytes),
+                Port::Timers(t, f) => out.timers.insert((t, f), bytes),
+            };
+        }
+        Ok(out)
     }
 
     fn instruction_id(&self) -> String {

@@ -18,6 +18,8 @@
 //! - [`translate`] and [`windowing`]: the plan as a Weir pipeline, each PCollection a
 //!   `PCollection<Vec<u8>>` in its proto's windowing, and each fused stage one operator
 //!   ([`operator`]);
+//! - [`user_state`]: a stateful stage's user state and timers, kept in Weir's state and served
+//!   to the harness through the State API and the data stream's timers;
 //! - [`fn_api`], [`harness`] and [`metrics`]: the Fn API's services (control, data, state for
 //!   side inputs, logging), the harnesses started as a pipeline's environment says, and their
 //!   metrics;
@@ -36,4 +38,5 @@ pub mod proto;
 pub mod sdf;
 pub mod stage;
 pub mod translate;
+pub mod user_state;
 pub mod windowing;

@@ -19,10 +19,11 @@ use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowFn;
 use weir_sdk::windowed_value::WindowedValue;
 
-use crate::fn_api::{FnError, FnServer, SideInputs};
+use crate::fn_api::{BundleOutput, BundleRequest, FnError, FnServer, Port, SideInputs, UserState};
 use crate::metrics::DataPlane;
 use crate::proto::fn_execution::v1 as fapi;
 use crate::stage::Wire;
+use crate::user_state::{Cells, Keyed, StageState};
 
 /// A value's own bytes in its wire coder, read up to where [`Wire`] says it ends: how Weir
 /// carries an SDK's values without decoding them.
@@ -121,11 +122,35 @@ pub struct StageRuntime {
     pub next: AtomicUsize,
     /// The job's harness metrics, which each bundle's add to.
     pub metrics: Arc<crate::metrics::JobMetrics>,
+    /// A stateful stage's state and timers.
+    pub state: Option<StageState>,
 }
 
-/// What a bundle gave: the bytes per data sink, and the input of a further bundle (a splittable
-/// DoFn's residuals), if any.
-type Ran = (HashMap<String, Vec<u8>>, Option<Vec<u8>>);
+impl StageRuntime {
+    /// The ports whose output a bundle awaits: the data sinks, then the timer families.
+    fn awaited(&self) -> Vec<Port> {
+        let sinks = self.outputs.iter().map(|(s, _)| Port::Data(s.clone()));
+        sinks.chain(self.state.iter().flat_map(StageState::ports)).collect()
+    }
+
+    /// A bundle's input: `data` to the main input, and `timers` (or nothing) to each timer
+    /// family.
+    fn input(&self, data: Vec<u8>, mut timers: Option<(&str, Vec<u8>)>) -> Vec<(Port, Vec<u8>)> {
+        let mut input = vec![(Port::Data(self.input.0.clone()), data)];
+        for port in self.state.iter().flat_map(StageState::ports) {
+            let bytes = match (&port, &mut timers) {
+                (Port::Timers(_, f), Some((family, bytes))) if f == family => std::mem::take(bytes),
+                _ => Vec::new(),
+            };
+            input.push((port, bytes));
+        }
+        input
+    }
+}
+
+/// What a bundle gave, and the input of a further bundle (a splittable DoFn's residuals), if
+/// any.
+type Ran = (BundleOutput, Option<Vec<u8>>);
 
 /// One instance of a stage's operator.
 pub struct StageFn {
@@ -163,8 +188,9 @@ impl StageFn {
         Ok(())
     }
 
-    /// Runs the gathered bundle on a harness and appends its output to `outputs`.
-    fn flush(&mut self, outputs: &mut [Batch]) -> UserResult {
+    /// Runs the gathered bundle on a harness, with the state of `keyed` if the stage is
+    /// stateful, and appends its output to `outputs`.
+    fn flush(&mut self, outputs: &mut [Batch], mut keyed: Option<&mut Keyed<'_>>) -> UserResult {
         if self.input.is_empty() {
             return Ok(());
         }
@@ -175,8 +201,9 @@ impl StageFn {
         self.windows.clear();
         let mut input = Some(input);
         while let Some(bundle) = input.take() {
-            let (got, residuals) = self.run(bundle, sides.clone())?;
-            self.emit(&got, outputs)?;
+            let bundle = self.rt.input(bundle, None);
+            let (got, residuals) = self.run(bundle, sides.clone(), keyed.as_deref_mut())?;
+            self.emit(&got.outputs, outputs)?;
             input = residuals;
         }
         Ok(())
@@ -206,23 +233,30 @@ impl StageFn {
     }
 
     /// Sends one bundle to a harness: the next one in turn, or, if a harness is gone, the one
-    /// after it, until every harness has been tried. Its metrics count, and it is finalized if
+    /// after it, until every harness has been tried (the state a failed attempt touched is
+    /// restored first). Its metrics count, the timers it set are kept, and it is finalized if
     /// it asks to be, once its output is in hand.
-    fn run(&self, input: Vec<u8>, sides: SideInputs) -> Result<Ran, UserError> {
+    fn run(
+        &self,
+        input: Vec<(Port, Vec<u8>)>,
+        sides: SideInputs,
+        mut keyed: Option<&mut Keyed<'_>>,
+    ) -> Result<Ran, UserError> {
         let rt = &self.rt;
-        let sinks: Vec<String> = rt.outputs.iter().map(|(s, _)| s.clone()).collect();
+        let awaited = rt.awaited();
         let first = rt.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
-        let bytes = input.len();
+        let bytes: usize = input.iter().map(|(_, b)| b.len()).sum();
         let mut input = Some(input);
         let attempts = rt.workers.len();
         for attempt in 0..attempts {
             let worker = &rt.workers[(first + attempt) % attempts];
             // Only an attempt that may be followed by another needs its own copy of the input.
             let data = if attempt + 1 == attempts { input.take() } else { input.clone() }.unwrap_or_default();
-            let bundle = (vec![(rt.input.0.clone(), data)], sides.clone());
+            let user_state = keyed.as_deref_mut().map(|k| k as &mut dyn UserState);
+            let request = BundleRequest { input: data, side_inputs: sides.clone(), outputs: &awaited, user_state };
             let began = std::time::Instant::now();
-            let ran = rt.server.process_bundle(worker, &rt.descriptor, bundle, &sinks, rt.timeout);
+            let ran = rt.server.run(worker, &rt.descriptor, request, rt.timeout);
             let plane = &rt.metrics.data_plane;
             DataPlane::count(&plane.bundle_nanos, began.elapsed().as_nanos() as u64);
             DataPlane::count(&plane.bundles, 1);
@@ -230,6 +264,10 @@ impl StageFn {
             tracing::debug!(stage = %rt.descriptor.id, worker, bytes, took = ?began.elapsed(), "bundle");
             match ran {
                 Ok(done) => {
+                    if let Some(k) = keyed.as_deref_mut() {
+                        k.set_timers(&done.timers).map_err(|e| format!("stage {}: {e}", rt.descriptor.id))?;
+                        k.commit();
+                    }
                     let residuals = self.residuals(&done.response)?;
                     rt.metrics.add(&done.response.monitoring_infos);
                     if done.response.requires_finalization {
@@ -239,11 +277,14 @@ impl StageFn {
                             tracing::warn!("finalizing a bundle of stage {} failed: {e}", rt.descriptor.id);
                         }
                     }
-                    return Ok((done.outputs, residuals));
+                    return Ok((done, residuals));
                 }
                 // The user's code failed: retrying elsewhere would fail alike.
                 Err(e @ FnError::Bundle { .. }) => return Err(e.to_string().into()),
                 Err(e) => {
+                    if let Some(k) = keyed.as_deref_mut() {
+                        k.rollback();
+                    }
                     tracing::warn!("bundle of stage {} failed, retrying on another harness: {e}", rt.descriptor.id);
                     last = Some(e);
                 }
@@ -286,6 +327,30 @@ impl StageFn {
     }
 }
 
+impl StageFn {
+    /// Adds one element to the bundle being gathered; whether the bundle is full.
+    fn gather(&mut self, wv: WindowedValue<Vec<u8>>, sides: &dyn SideInputReader) -> Result<bool, UserError> {
+        self.gather_sides(&wv.window, sides)?;
+        // Beam's windowed value, as `port_coder` writes it, without a window list per element.
+        let fits = matches!(
+            (self.rt.input.1, &wv.window),
+            (WindowCoderKind::Global, Window::Global) | (WindowCoderKind::Interval, Window::Interval(_))
+        );
+        if !fits {
+            return Err(
+                format!("window {} does not fit the stage's window coder {:?}", wv.window, self.rt.input.1).into()
+            );
+        }
+        weir_sdk::coders::write_timestamp(wv.timestamp, &mut self.input);
+        self.input.extend_from_slice(&1i32.to_be_bytes());
+        wv.window.encode(&mut self.input);
+        wv.pane.encode(&mut self.input);
+        self.input.extend_from_slice(&wv.value);
+        self.elements += 1;
+        Ok(self.input.len() >= self.rt.bundle_bytes)
+    }
+}
+
 impl ErasedDoFn for StageFn {
     fn setup(&mut self) -> UserResult {
         Ok(())
@@ -294,55 +359,57 @@ impl ErasedDoFn for StageFn {
         Ok(())
     }
     fn process_batch(&mut self, input: Batch, outputs: &mut [Batch], sides: &dyn SideInputReader) -> UserResult {
-        let rows = weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)?;
-        for wv in rows {
-            self.gather_sides(&wv.window, sides)?;
-            // Beam's windowed value, as `port_coder` writes it, without a window list per element.
-            let fits = matches!(
-                (self.rt.input.1, &wv.window),
-                (WindowCoderKind::Global, Window::Global) | (WindowCoderKind::Interval, Window::Interval(_))
-            );
-            if !fits {
-                return Err(format!(
-                    "window {} does not fit the stage's window coder {:?}",
-                    wv.window, self.rt.input.1
-                )
-                .into());
-            }
-            weir_sdk::coders::write_timestamp(wv.timestamp, &mut self.input);
-            self.input.extend_from_slice(&1i32.to_be_bytes());
-            wv.window.encode(&mut self.input);
-            wv.pane.encode(&mut self.input);
-            self.input.extend_from_slice(&wv.value);
-            self.elements += 1;
-            if self.input.len() >= self.rt.bundle_bytes {
-                self.flush(outputs)?;
+        for wv in weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)? {
+            if self.gather(wv, sides)? {
+                self.flush(outputs, None)?;
             }
         }
         Ok(())
     }
+    /// A stateful stage: its bundles run while the operator's state is at hand, to answer the
+    /// harness's state requests and keep the timers it sets.
     fn process_keyed(
         &mut self,
         input: Batch,
         outputs: &mut [Batch],
         sides: &dyn SideInputReader,
-        _env: &mut dyn KeyedStateEnv,
+        env: &mut dyn KeyedStateEnv,
     ) -> UserResult {
-        self.process_batch(input, outputs, sides)
+        let rt = self.rt.clone();
+        let Some(stage) = rt.state.as_ref() else { return self.process_batch(input, outputs, sides) };
+        let mut keyed = Keyed::new(stage, Cells::Env(env));
+        for wv in weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)? {
+            if self.gather(wv, sides)? {
+                self.flush(outputs, Some(&mut keyed))?;
+            }
+        }
+        self.flush(outputs, Some(&mut keyed))
     }
+    /// A timer firing: a bundle of the one timer, in its family, with the state of its key and
+    /// window. A window's expiry has nothing to run: the harness keeps no callback for it.
     fn on_timer(
         &mut self,
-        _key: &[u8],
-        _window: Window,
-        _firing: Option<&weir_sdk::state::TimerFiring>,
-        _outputs: &mut [Batch],
-        _state: &mut weir_sdk::state::KeyedState,
+        key: &[u8],
+        window: Window,
+        firing: Option<&weir_sdk::state::TimerFiring>,
+        outputs: &mut [Batch],
+        state: &mut weir_sdk::state::KeyedState,
         _time: weir_sdk::state::StateTime,
     ) -> UserResult {
-        Err("a portable stage has no timers".into())
+        let rt = self.rt.clone();
+        let (Some(stage), Some(firing)) = (rt.state.as_ref(), firing) else { return Ok(()) };
+        let mut timer = Vec::new();
+        stage.codec.encode_firing(key, &window, firing, &mut timer);
+        let mut keyed = Keyed::new(stage, Cells::One { key, window, state });
+        let input = rt.input(Vec::new(), Some((&firing.family, timer)));
+        let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
+        if residuals.is_some() {
+            return Err("a timer callback handed back a residual, which Weir cannot run".into());
+        }
+        self.emit(&got.outputs, outputs)
     }
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
-        self.flush(outputs)
+        self.flush(outputs, None)
     }
     fn teardown(&mut self) -> UserResult {
         Ok(())

@@ -56,7 +56,11 @@ const WINDOW_FNS: [&str; 4] = [
 ];
 
 /// Pipeline requirements Weir meets.
-const REQUIREMENTS: [&str; 2] = ["beam:requirement:pardo:finalization:v1", "beam:requirement:pardo:splittable_dofn:v1"];
+const REQUIREMENTS: [&str; 3] = [
+    "beam:requirement:pardo:finalization:v1",
+    "beam:requirement:pardo:splittable_dofn:v1",
+    "beam:requirement:pardo:stateful:v1",
+];
 
 /// Transforms the harness runs.
 const SDK_URNS: [&str; 13] = [
@@ -197,17 +201,54 @@ fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, PlanError> {
     let p = rapi::ParDoPayload::decode(payload)
         .map_err(|e| unsupported(t, format!("a ParDo payload that does not decode: {e}")))?;
     let lacking = [
-        (!p.state_specs.is_empty(), "user state"),
-        (!p.timer_family_specs.is_empty(), "timers"),
         // Expanded before planning ([`crate::sdf`]): only its parts are left.
         (!p.restriction_coder_id.is_empty() && urn(t) == urns::PAR_DO, "splittable DoFns"),
         (p.requires_time_sorted_input, "time-sorted input"),
         (p.requires_stable_input, "stable input"),
+        (!p.on_window_expiration_timer_family_spec.is_empty(), "window expiration callbacks"),
     ];
     if let Some((_, what)) = lacking.iter().find(|(needed, _)| *needed) {
         return Err(unsupported(t, format!("{what} are not supported by Weir's portable runner yet")));
     }
+    for (id, spec) in sorted_map(&p.state_specs) {
+        let protocol = spec.protocol.as_ref().map_or("", |f| f.urn.as_str());
+        if !USER_STATE.contains(&protocol) {
+            return Err(unsupported(
+                t,
+                format!("user state '{id}' is kept by protocol '{protocol}', which Weir lacks"),
+            ));
+        }
+    }
+    for (id, spec) in sorted_map(&p.timer_family_specs) {
+        if crate::user_state::time_domain(spec.time_domain).is_none() {
+            return Err(unsupported(
+                t,
+                format!("timer family '{id}' follows a clock Weir lacks ({})", spec.time_domain),
+            ));
+        }
+    }
     Ok(p)
+}
+
+/// The State API protocols of user state Weir keeps.
+const USER_STATE: [&str; 3] =
+    ["beam:user_state:bag:v1", "beam:user_state:multimap:v1", "beam:user_state:ordered_list:v1"];
+
+/// Whether ParDo `t` keeps state or sets timers: its input is keyed, and it runs after Weir
+/// routes each key to one place.
+pub fn is_stateful(t: &rapi::PTransform) -> bool {
+    urn(t) == urns::PAR_DO
+        && t.spec
+            .as_ref()
+            .and_then(|s| rapi::ParDoPayload::decode(&s.payload[..]).ok())
+            .is_some_and(|p| !p.state_specs.is_empty() || !p.timer_family_specs.is_empty())
+}
+
+/// A map's entries in key order.
+fn sorted_map<V>(m: &HashMap<String, V>) -> Vec<(&String, &V)> {
+    let mut v: Vec<_> = m.iter().collect();
+    v.sort_by(|a, b| a.0.cmp(b.0));
+    v
 }
 
 /// Checks that Weir runs the windowing of PCollection `pc` (read or written by `t`): its window
@@ -369,6 +410,9 @@ impl<'a> Fusion<'a> {
             urns::FLATTEN => StageKind::Flatten,
             urns::RESHUFFLE | urns::REDISTRIBUTE_ARBITRARILY | urns::REDISTRIBUTE_BY_KEY => StageKind::Reshuffle,
             u if SDK_URNS.contains(&u) && !l.t.environment_id.is_empty() => {
+                if is_stateful(l.t) {
+                    self.check_keyed(l)?;
+                }
                 StageKind::Sdk { environment: l.t.environment_id.clone() }
             }
             u if l.t.inputs.is_empty() && l.t.outputs.is_empty() => {
@@ -382,6 +426,26 @@ impl<'a> Fusion<'a> {
         })
     }
 
+    /// Checks that a stateful ParDo's input is keyed, in windows that never merge (state is
+    /// kept per key and window).
+    fn check_keyed(&self, l: &Leaf<'_>) -> Result<(), PlanError> {
+        let [input] = l.main.as_slice() else {
+            return Err(unsupported(l.t, format!("a stateful ParDo reads {} main inputs, not one", l.main.len())));
+        };
+        let ws = check_windowing(self.c, l.t, input)?;
+        let merging = self.c.windowing_strategies.get(&ws).and_then(|w| w.window_fn.as_ref()).map(|f| f.urn.as_str())
+            == Some("beam:window_fn:session_windows:v1");
+        if merging {
+            return Err(unsupported(l.t, format!("state and timers in merging windows (the windows of {input})")));
+        }
+        let coder = self.coder_of(input);
+        let urn = self.c.coders.get(coder).and_then(|c| c.spec.as_ref()).map_or("", |s| s.urn.as_str());
+        if urn != "beam:coder:kv:v1" {
+            return Err(unsupported(l.t, format!("a stateful ParDo's input {input} has coder {urn}, not a KV")));
+        }
+        Ok(())
+    }
+
     fn run(mut self, order: &[usize]) -> Result<Vec<Stage>, PlanError> {
         for &i in order {
             let l = &self.all[i];
@@ -391,6 +455,8 @@ impl<'a> Fusion<'a> {
             }
             let kind = self.kind(l)?;
             let fuse_into = match &kind {
+                // A stateful transform starts a stage: Weir routes its input by key first.
+                StageKind::Sdk { .. } if is_stateful(l.t) => None,
                 StageKind::Sdk { environment } if l.main.len() == 1 => {
                     self.producer_stage(l.main[0], i).filter(|&s| self.can_fuse(s, environment, l, i))
                 }

@@ -134,6 +134,31 @@ impl Builder<'_> {
         wrapped
     }
 
+    /// Transform `t` with each timer family's coder keyed in the readable form, if it sets
+    /// timers.
+    fn timers_readable(&mut self, mut t: rapi::PTransform) -> Result<Option<rapi::PTransform>, StageError> {
+        let Some(spec) = t.spec.as_mut().filter(|s| s.urn == "beam:transform:pardo:v1") else { return Ok(None) };
+        let mut p = rapi::ParDoPayload::decode(&spec.payload[..])
+            .map_err(|e| StageError::Missing(format!("a ParDo payload that decodes ({e})")))?;
+        if p.timer_family_specs.is_empty() {
+            return Ok(None);
+        }
+        for family in p.timer_family_specs.values_mut() {
+            let id = family.timer_family_coder_id.clone();
+            let parts = self.c.coders.get(&id).map(|c| c.component_coder_ids.clone()).unwrap_or_default();
+            let [key, window] = parts.as_slice() else {
+                return Err(StageError::Missing(format!("the key and window coders of timer coder '{id}'")));
+            };
+            let key = self.readable(key);
+            self.coder(window)?;
+            let readable = format!("{id}_weir_readable");
+            self.d.coders.insert(readable.clone(), coder("beam:coder:timer:v1", vec![key, window.clone()]));
+            family.timer_family_coder_id = readable;
+        }
+        spec.payload = p.encode_to_vec();
+        Ok(Some(t))
+    }
+
     fn standard(&self, id: &str) -> bool {
         standard(&self.c.coders, id)
     }
@@ -211,6 +236,17 @@ pub fn describe(
         let t = if pc == as_pc { format!("weir_sink_{pc}") } else { format!("weir_sink_{pc}_as_{as_pc}") };
         b.d.transforms.insert(t.clone(), port(DATA_SINK, data_address, wire, pc, true));
         outputs.push((t, pc.clone(), as_pc.clone()));
+    }
+    // Timers cross the data stream, their keys in the readable form Weir routes and keeps
+    // state by (so the key of a timer is the key of the state it touches).
+    for t_id in &stage.transforms {
+        if let Some(t) = b.d.transforms.get(t_id).cloned() {
+            if let Some(t) = b.timers_readable(t)? {
+                b.d.timer_api_service_descriptor =
+                    Some(rapi::ApiServiceDescriptor { url: data_address.into(), authentication: None });
+                b.d.transforms.insert(t_id.clone(), t);
+            }
+        }
     }
     // A side input reaches the harness as Weir carries it: in its readable coder. So does a
     // main input: the harness encodes a residual of a splittable DoFn in its input's coder,

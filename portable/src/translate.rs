@@ -18,8 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use prost::Message;
+use weir_sdk::coders::CoderError;
 use weir_sdk::coders::WindowCoderKind;
-use weir_sdk::kernel::{ErasedDoFn, SideInputSpec};
+use weir_sdk::kernel::{Batch, ErasedDoFn, KeyPartitioner, SideInputSpec};
 use weir_sdk::kv::KV;
 use weir_sdk::transforms::flatten::Flatten;
 use weir_sdk::transforms::group_by_key::GroupByKey;
@@ -32,6 +33,7 @@ use crate::operator::{port_coder, SideViewKernel, StageFn, StageRuntime, StageSi
 use crate::plan::{PortablePlan, Stage, StageKind};
 use crate::proto::pipeline::v1 as rapi;
 use crate::stage::{describe, Wire};
+use crate::user_state::{StageState, TimerCodec};
 use crate::windowing;
 
 /// Side input access patterns.
@@ -236,6 +238,11 @@ impl Translator<'_> {
             made.push((pc.clone(), as_pc.clone()));
         }
         let (sides, specs) = self.sides(stage)?;
+        let state = self.stage_state(stage, &input_pc)?;
+        let partitioner: Option<Arc<dyn KeyPartitioner>> = match state {
+            Some(_) => Some(Arc::new(WireKeys(self.wire(&input_pc)?))),
+            None => None,
+        };
         let rt = Arc::new(StageRuntime {
             server: self.h.server.clone(),
             workers: workers.clone(),
@@ -247,12 +254,40 @@ impl Translator<'_> {
             timeout: self.h.timeout,
             next: AtomicUsize::new(0),
             metrics: self.h.metrics.clone(),
+            state,
         });
         let factory: weir_sdk::kernel::DoFnFactory =
             Arc::new(move || Box::new(StageFn::new(rt.clone())) as Box<dyn ErasedDoFn>);
-        let par_do = ErasedParDo::<Vec<u8>, Vec<u8>>::new("weir_portable::StageFn", factory, declared);
+        let mut par_do = ErasedParDo::<Vec<u8>, Vec<u8>>::new("weir_portable::StageFn", factory, declared);
+        if let Some(keys) = partitioner {
+            par_do = par_do.stateful(keys);
+        }
         let list = input.apply(name, par_do.with_side_inputs(specs));
         Ok(made.into_iter().zip(list.all().iter().cloned()).collect())
+    }
+
+    /// A stateful stage's state and timers: those of its first transform, a stateful ParDo
+    /// reading `input_pc`.
+    fn stage_state(&self, stage: &Stage, input_pc: &str) -> Result<Option<StageState>, TranslateError> {
+        let Some(id) = stage.transforms.first() else { return Ok(None) };
+        let t = self.c.transforms.get(id).ok_or_else(|| err(format!("no transform '{id}'")))?;
+        if !crate::plan::is_stateful(t) {
+            return Ok(None);
+        }
+        let payload = t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]);
+        let pardo = rapi::ParDoPayload::decode(payload).map_err(|e| err(format!("transform '{id}': {e}")))?;
+        let mut timer_families = Vec::new();
+        for (family, spec) in &pardo.timer_family_specs {
+            let domain = crate::user_state::time_domain(spec.time_domain)
+                .ok_or_else(|| err(format!("timer family '{family}' of '{}': an unknown clock", t.unique_name)))?;
+            timer_families.push((family.clone(), domain));
+        }
+        timer_families.sort_by(|a, b| a.0.cmp(&b.0));
+        let Wire::Kv(key, _) = self.wire(input_pc)? else {
+            return Err(err(format!("stateful ParDo '{}' reads {input_pc}, which is not of KVs", t.unique_name)));
+        };
+        let codec = TimerCodec { key: *key, window: self.window_coder(input_pc)? };
+        Ok(Some(StageState { transform: id.clone(), timer_families, codec }))
     }
 
     /// A stage's side inputs: as the operator serves them, and as Weir materializes them.
@@ -289,6 +324,23 @@ impl Translator<'_> {
             sides.push(StageSide { transform: transform.clone(), local: local.clone(), view_id, window_fn });
         }
         Ok((sides, specs))
+    }
+}
+
+/// Routes KVs in their wire bytes by their key's bytes, as a stateful stage's state is keyed.
+struct WireKeys(Wire);
+
+impl KeyPartitioner for WireKeys {
+    fn partition(&self, input: Batch, n: usize) -> Result<Vec<Batch>, CoderError> {
+        if n <= 1 {
+            return Ok(vec![input]);
+        }
+        let mut parts: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
+        for wv in weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)? {
+            let (key, _) = self.0.split_kv(&wv.value).ok_or_else(|| CoderError::new("a KV whose bytes end early"))?;
+            parts[weir_sdk::kernel::partition_of(key, n)].push(wv);
+        }
+        Ok(parts.into_iter().map(Batch::new).collect())
     }
 }
 

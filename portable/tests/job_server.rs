@@ -95,13 +95,15 @@ class Stateful(beam.DoFn):
         yield kv
 "#,
         r#"
-p | beam.Create([("a", 1)]) | "KeepState" >> beam.ParDo(Stateful())
+from apache_beam.transforms import window
+(p | beam.Create([("a", 1)]) | beam.WindowInto(window.Sessions(10))
+   | "KeepState" >> beam.ParDo(Stateful()))
 "#,
     );
     let out = submit(&py, &server, program);
     assert!(out.starts_with("RAISED"), "{out}");
     assert!(
-        out.contains("KeepState") && out.contains("beam:transform:pardo:v1") && out.contains("user state"),
+        out.contains("KeepState") && out.contains("beam:transform:pardo:v1") && out.contains("merging windows"),
         "{out}"
     );
 }

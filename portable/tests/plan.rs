@@ -54,9 +54,10 @@ counts = (words | "Pair" >> beam.Map(lambda w, n: (w, n), beam.pvalue.AsSingleto
 
 #[test]
 fn what_weir_lacks_is_refused_naming_the_transform_and_the_urn() {
-    // User state.
+    // User state in windows that merge.
     let Some(p) = common::submitted(
         r#"
+from apache_beam.transforms import window
 from apache_beam.transforms.userstate import BagStateSpec
 from apache_beam.coders import VarIntCoder
 class Buffer(beam.DoFn):
@@ -64,17 +65,18 @@ class Buffer(beam.DoFn):
     def process(self, kv, bag=beam.DoFn.StateParam(BAG)):
         bag.add(kv[1])
         yield kv
-p | beam.Create([("a", 1)]) | "Stateful" >> beam.ParDo(Buffer())
+(p | beam.Create([("a", 1)]) | beam.WindowInto(window.Sessions(10))
+   | "Stateful" >> beam.ParDo(Buffer()))
 "#,
     ) else {
         return;
     };
-    let err = plan(&p).expect_err("user state is refused");
+    let err = plan(&p).expect_err("user state in merging windows is refused");
     match &err {
         PlanError::Unsupported { transform, urn, why } => {
             assert_eq!(transform, "Stateful");
             assert_eq!(urn, "beam:transform:pardo:v1");
-            assert!(why.contains("user state"), "{err}");
+            assert!(why.contains("state and timers in merging windows"), "{err}");
         }
         other => panic!("{other}"),
     }

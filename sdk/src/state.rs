@@ -108,6 +108,10 @@ impl KeyedState {
     pub fn take_changed(&mut self) -> bool {
         std::mem::take(&mut self.changed.0)
     }
+    /// Records a write made by code outside the typed handles (a portable harness's).
+    pub fn touch(&mut self) {
+        self.changed.0 = true;
+    }
     /// Whether nothing is stored.
     pub fn is_empty(&self) -> bool {
         self.cells.is_empty() && self.timers.is_empty()

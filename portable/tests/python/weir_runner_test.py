@@ -57,28 +57,5 @@ class WeirRunnerTest(portable_runner_test.PortableRunnerTest):
     super().test_custom_window_type()
 
 
-def _lacks_state_and_timers(name):
-  def test(self):
-    self._missing("user state and timers (the State API's user state, timer streams)")
-    getattr(portable_runner_test.PortableRunnerTest, name)(self)
-  return test
-
-
-for _name in [
-    "test_pardo_dynamic_timer",
-    "test_pardo_et_timer_with_no_firing",
-    "test_pardo_et_timer_with_no_reset",
-    "test_pardo_et_timer_with_no_reset_and_no_clear",
-    "test_pardo_state_only",
-    "test_pardo_state_timers",
-    "test_pardo_state_timers_non_standard_coder",
-    "test_pardo_state_with_custom_key_coder",
-    "test_pardo_timers",
-    "test_pardo_timers_clear",
-    "test_windowed_pardo_state_timers",
-]:
-  setattr(WeirRunnerTest, _name, _lacks_state_and_timers(_name))
-
-
 if __name__ == "__main__":
   unittest.main()

@@ -453,6 +453,16 @@ pub enum WindowCoderKind {
     Interval,
 }
 
+impl WindowCoderKind {
+    /// Reads one window in this coder.
+    pub fn decode(self, input: &mut &[u8]) -> Result<Window, CoderError> {
+        Ok(match self {
+            WindowCoderKind::Global => Window::Global,
+            WindowCoderKind::Interval => Window::Interval(IntervalWindowCoder.decode(input)?),
+        })
+    }
+}
+
 /// A value with its timestamp, all its windows and its pane: the form Beam's
 /// `FullWindowedValueCoder` encodes.
 #[derive(Clone, Debug, PartialEq)]
@@ -503,10 +513,7 @@ impl<T: Send + Sync + 'static> Coder<FullWindowedValue<T>> for WindowedValueCode
         // The count comes from the input: reserve no more than the bytes left could hold.
         let mut windows = Vec::with_capacity((n as usize).min(input.len()));
         for _ in 0..n {
-            windows.push(match self.window {
-                WindowCoderKind::Global => Window::Global,
-                WindowCoderKind::Interval => Window::Interval(IntervalWindowCoder.decode(input)?),
-            });
+            windows.push(self.window.decode(input)?);
         }
         let pane = PaneInfo::decode(input)?;
         let value = self.value.decode(input)?;

@@ -195,6 +195,7 @@ pub struct ErasedParDo<I, O> {
     factory: crate::kernel::DoFnFactory,
     outputs: Vec<(String, WindowingStrategy)>,
     side_inputs: Vec<SideInputSpec>,
+    key_partitioner: Option<Arc<dyn crate::kernel::KeyPartitioner>>,
     _t: std::marker::PhantomData<fn(I) -> O>,
 }
 
@@ -206,7 +207,22 @@ impl<I: Element, O: Element> ErasedParDo<I, O> {
         factory: crate::kernel::DoFnFactory,
         outputs: Vec<(String, WindowingStrategy)>,
     ) -> Self {
-        ErasedParDo { fn_name, factory, outputs, side_inputs: Vec::new(), _t: std::marker::PhantomData }
+        ErasedParDo {
+            fn_name,
+            factory,
+            outputs,
+            side_inputs: Vec::new(),
+            key_partitioner: None,
+            _t: std::marker::PhantomData,
+        }
+    }
+
+    /// Makes it a stateful ParDo: its input is keyed as `partitioner` finds each element's
+    /// key, runners route each key to one instance, and the instances get each key and
+    /// window's state and timers (`ErasedDoFn::process_keyed` and `on_timer`).
+    pub fn stateful(mut self, partitioner: Arc<dyn crate::kernel::KeyPartitioner>) -> Self {
+        self.key_partitioner = Some(partitioner);
+        self
     }
 
     /// Adds side inputs, read through the `SideInputReader` the instances are given.
@@ -231,8 +247,8 @@ impl<I: Element, O: Element> PTransform<PCollection<I>> for ErasedParDo<I, O> {
                 fn_name: self.fn_name,
                 output_tags: self.outputs.iter().map(|(t, _)| t.clone()).collect(),
                 side_inputs: self.side_inputs,
-                stateful: false,
-                key_partitioner: None,
+                stateful: self.key_partitioner.is_some(),
+                key_partitioner: self.key_partitioner,
             }),
         );
         let b = output_boundedness(&p, &[input.id()]);
