@@ -23,7 +23,9 @@ use crate::fn_api::{BundleOutput, BundleRequest, FnError, FnServer, Port, SideIn
 use crate::metrics::DataPlane;
 use crate::proto::fn_execution::v1 as fapi;
 use crate::stage::Wire;
-use crate::user_state::{Cells, Keyed, StageState};
+use crate::user_state::{Cells, Keyed, Residual, StageState, RESIDUAL_FAMILY};
+use weir_sdk::state::{KeyedState, StateCell};
+use weir_sdk::time::Timestamp;
 
 /// A value's own bytes in its wire coder, read up to where [`Wire`] says it ends: how Weir
 /// carries an SDK's values without decoding them.
@@ -148,9 +150,8 @@ impl StageRuntime {
     }
 }
 
-/// What a bundle gave, and the input of a further bundle (a splittable DoFn's residuals), if
-/// any.
-type Ran = (BundleOutput, Option<Vec<u8>>);
+/// What a bundle gave, and the rests of a splittable DoFn's restrictions it handed back.
+type Ran = (BundleOutput, Vec<Residual>);
 
 /// One instance of a stage's operator.
 pub struct StageFn {
@@ -189,24 +190,32 @@ impl StageFn {
     }
 
     /// Runs the gathered bundle on a harness, with the state of `keyed` if the stage is
-    /// stateful, and appends its output to `outputs`.
-    fn flush(&mut self, outputs: &mut [Batch], mut keyed: Option<&mut Keyed<'_>>) -> UserResult {
+    /// stateful, and appends its output to `outputs`. A splittable DoFn's residuals are
+    /// handed back for a stage that defers them; any other stage runs them at once, as further
+    /// bundles after their delays.
+    fn flush(&mut self, outputs: &mut [Batch], mut keyed: Option<&mut Keyed<'_>>) -> Result<Vec<Residual>, UserError> {
         if self.input.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let input = std::mem::take(&mut self.input);
         let plane = &self.rt.metrics.data_plane;
         DataPlane::count(&plane.elements_out, std::mem::take(&mut self.elements));
         let sides = std::mem::take(&mut self.sides);
         self.windows.clear();
+        let defers = self.rt.state.as_ref().is_some_and(|s| s.defers);
         let mut input = Some(input);
         while let Some(bundle) = input.take() {
             let bundle = self.rt.input(bundle, None);
             let (got, residuals) = self.run(bundle, sides.clone(), keyed.as_deref_mut())?;
             self.emit(&got.outputs, outputs)?;
-            input = residuals;
+            if defers || residuals.is_empty() {
+                return Ok(residuals);
+            }
+            let delay = residuals.iter().map(|r| r.delay_ms).max().unwrap_or(0);
+            std::thread::sleep(Duration::from_millis(delay.max(0) as u64));
+            input = Some(residuals.into_iter().flat_map(|r| r.element).collect());
         }
-        Ok(())
+        Ok(Vec::new())
     }
 
     /// Appends what a bundle's data sinks sent to `outputs`.
@@ -295,17 +304,16 @@ impl StageFn {
 }
 
 impl StageFn {
-    /// The unprocessed rest a splittable DoFn handed back (its input's windowed values, in the
-    /// wire coder, which the descriptor gives the input), after the delay it asked for: the
-    /// input of a further bundle.
-    fn residuals(&self, response: &fapi::ProcessBundleResponse) -> Result<Option<Vec<u8>>, UserError> {
+    /// The unprocessed rests a splittable DoFn handed back: their input's windowed values, in
+    /// the wire coder the descriptor gives the input, with the delays they asked for and
+    /// their watermark estimates.
+    fn residuals(&self, response: &fapi::ProcessBundleResponse) -> Result<Vec<Residual>, UserError> {
         if response.residual_roots.is_empty() {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let source = self.rt.descriptor.transforms.get(&self.rt.input.0);
         let input_pc = source.and_then(|t| t.outputs.values().next()).ok_or("internal error: no data source")?;
-        let mut input = Vec::new();
-        let mut delay = Duration::ZERO;
+        let mut out = Vec::with_capacity(response.residual_roots.len());
         for r in &response.residual_roots {
             let a = r.application.as_ref().ok_or("a residual without its application")?;
             let reads = self.rt.descriptor.transforms.get(&a.transform_id).and_then(|t| t.inputs.get(&a.input_id));
@@ -316,18 +324,40 @@ impl StageFn {
                 )
                 .into());
             }
-            input.extend_from_slice(&a.element);
-            if let Some(d) = r.requested_time_delay {
-                let d = Duration::from_secs(d.seconds.max(0) as u64) + Duration::from_nanos(d.nanos.max(0) as u64);
-                delay = delay.max(d);
-            }
+            let millis =
+                |seconds: i64, nanos: i32| seconds.saturating_mul(1000).saturating_add(i64::from(nanos) / 1_000_000);
+            let delay_ms = r.requested_time_delay.map_or(0, |d| millis(d.seconds, d.nanos).max(0));
+            let estimate = a.output_watermarks.values().map(|t| millis(t.seconds, t.nanos)).min();
+            let timestamp = weir_sdk::coders::read_timestamp(&mut &a.element[..])
+                .map_err(|e| format!("a residual whose element does not decode: {e}"))?;
+            out.push(Residual { element: a.element.clone(), delay_ms, hold: estimate.unwrap_or(timestamp) });
         }
-        std::thread::sleep(delay);
-        Ok(Some(input))
+        Ok(out)
     }
 }
 
 impl StageFn {
+    /// Runs every residual waiting in `state` (and what they hand back in turn), each after
+    /// the rest of its delay, appending the output to `outputs`.
+    fn drain_residuals(&mut self, state: &mut KeyedState, now: Timestamp, outputs: &mut [Batch]) -> UserResult {
+        let mut waiting: std::collections::VecDeque<(Vec<u8>, i64)> = Default::default();
+        let ids: Vec<String> = state.cells.keys().filter(|k| k.starts_with(RESIDUAL_FAMILY)).cloned().collect();
+        for id in ids {
+            let fire = state.timers.remove(&(RESIDUAL_FAMILY.to_string(), id.clone())).map_or(now, |t| t.fire);
+            if let Some(StateCell::Value(element)) = state.cells.remove(&id) {
+                waiting.push_back((element, fire.saturating_sub(now)));
+            }
+        }
+        while let Some((element, wait_ms)) = waiting.pop_front() {
+            std::thread::sleep(Duration::from_millis(wait_ms.max(0) as u64));
+            let input = self.rt.input(element, None);
+            let (got, residuals) = self.run(input, SideInputs::default(), None)?;
+            self.emit(&got.outputs, outputs)?;
+            waiting.extend(residuals.into_iter().map(|r| (r.element, r.delay_ms)));
+        }
+        Ok(())
+    }
+
     /// Adds one element to the bundle being gathered; whether the bundle is full.
     fn gather(&mut self, wv: WindowedValue<Vec<u8>>, sides: &dyn SideInputReader) -> Result<bool, UserError> {
         self.gather_sides(&wv.window, sides)?;
@@ -379,14 +409,22 @@ impl ErasedDoFn for StageFn {
         let Some(stage) = rt.state.as_ref() else { return self.process_batch(input, outputs, sides) };
         let mut keyed = Keyed::new(stage, Cells::Env(env));
         for wv in weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)? {
-            if self.gather(wv, sides)? {
+            if stage.defers {
+                // One restriction per bundle: its residuals wait in its own state.
+                let (key, window) = (wv.value.clone(), wv.window);
+                self.gather(wv, sides)?;
+                let residuals = self.flush(outputs, Some(&mut keyed))?;
+                keyed.defer(&key, &window, residuals)?;
+                keyed.commit();
+            } else if self.gather(wv, sides)? {
                 self.flush(outputs, Some(&mut keyed))?;
             }
         }
-        self.flush(outputs, Some(&mut keyed))
+        self.flush(outputs, Some(&mut keyed)).map(drop)
     }
     /// A timer firing: a bundle of the one timer, in its family, with the state of its key and
-    /// window. A window's expiry has nothing to run: the harness keeps no callback for it.
+    /// window; or a deferred residual due, run as the bundle's input. A window's expiry has
+    /// nothing to run: the harness keeps no callback for it.
     fn on_timer(
         &mut self,
         key: &[u8],
@@ -394,22 +432,37 @@ impl ErasedDoFn for StageFn {
         firing: Option<&weir_sdk::state::TimerFiring>,
         outputs: &mut [Batch],
         state: &mut weir_sdk::state::KeyedState,
-        _time: weir_sdk::state::StateTime,
+        time: weir_sdk::state::StateTime,
     ) -> UserResult {
         let rt = self.rt.clone();
-        let (Some(stage), Some(firing)) = (rt.state.as_ref(), firing) else { return Ok(()) };
-        let mut timer = Vec::new();
-        stage.codec.encode_firing(key, &window, firing, &mut timer);
-        let mut keyed = Keyed::new(stage, Cells::One { key, window, state });
-        let input = rt.input(Vec::new(), Some((&firing.family, timer)));
+        let Some(stage) = rt.state.as_ref() else { return Ok(()) };
+        let Some(firing) = firing else {
+            // The input is done with the window (at the latest, the end of a bounded input):
+            // residuals still waiting run now, after their delays, rather than be lost.
+            return self.drain_residuals(state, time.processing_time, outputs);
+        };
+        let input = if firing.family == RESIDUAL_FAMILY {
+            match state.cells.remove(&firing.id) {
+                Some(StateCell::Value(element)) => rt.input(element, None),
+                _ => return Err(format!("a residual '{}' that is not in its state", firing.id).into()),
+            }
+        } else {
+            let mut timer = Vec::new();
+            stage.codec.encode_firing(key, &window, firing, &mut timer);
+            rt.input(Vec::new(), Some((&firing.family, timer)))
+        };
+        let now = time.processing_time;
+        let mut keyed = Keyed::new(stage, Cells::One { key, window, state, now });
         let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
-        if residuals.is_some() {
+        if !stage.defers && !residuals.is_empty() {
             return Err("a timer callback handed back a residual, which Weir cannot run".into());
         }
+        keyed.defer(key, &window, residuals)?;
+        keyed.commit();
         self.emit(&got.outputs, outputs)
     }
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
-        self.flush(outputs, None)
+        self.flush(outputs, None).map(drop)
     }
     fn teardown(&mut self) -> UserResult {
         Ok(())

@@ -39,6 +39,8 @@ pub mod urns {
     pub const COMBINE_EXTRACT: &str = "beam:transform:combine_per_key_extract_outputs:v1";
     /// Combining the grouped values of each key (an unlifted combine).
     pub const COMBINE_GROUPED_VALUES: &str = "beam:transform:combine_grouped_values:v1";
+    /// A stream of elements and watermark and processing-time advances, for tests.
+    pub const TEST_STREAM: &str = "beam:transform:teststream:v1";
     /// Mapping windows for side inputs.
     pub const MAP_WINDOWS: &str = "beam:transform:map_windows:v1";
     /// Merging windows in the SDK.
@@ -115,6 +117,8 @@ pub enum StageKind {
     },
     /// Weir's flatten.
     Flatten,
+    /// Weir's TestStream, playing the transform's events.
+    TestStream,
     /// Weir's reshuffle (or redistribute): a repartition by key or at random.
     Reshuffle,
     /// Transforms the harness of `environment` runs, fused: one bundle goes through all of them.
@@ -177,7 +181,9 @@ fn unsupported(t: &rapi::PTransform, why: impl Into<String>) -> PlanError {
 fn leaves<'a>(c: &'a rapi::Components, ids: &'a [String], out: &mut Vec<&'a str>) -> Result<(), PlanError> {
     for id in ids {
         let t = c.transforms.get(id).ok_or_else(|| PlanError::Malformed(format!("no transform '{id}'")))?;
-        let native_composite = matches!(urn(t), urns::RESHUFFLE);
+        // Weir reshuffles values as they are: a Reshuffle whose output has another coder than
+        // its input (Beam Python's, in windows other than the global one) runs as it expands.
+        let native_composite = urn(t) == urns::RESHUFFLE && passes_values_unchanged(c, t);
         if t.subtransforms.is_empty() || native_composite {
             out.push(id);
         } else {
@@ -185,6 +191,27 @@ fn leaves<'a>(c: &'a rapi::Components, ids: &'a [String], out: &mut Vec<&'a str>
         }
     }
     Ok(())
+}
+
+/// Whether transform `t` has one input and one output, in coders that write values alike.
+fn passes_values_unchanged(c: &rapi::Components, t: &rapi::PTransform) -> bool {
+    let coder = |m: &HashMap<String, String>| match m.values().collect::<Vec<_>>()[..] {
+        [pc] => c.pcollections.get(pc).map(|p| p.coder_id.as_str()),
+        _ => None,
+    };
+    matches!((coder(&t.inputs), coder(&t.outputs)), (Some(a), Some(b)) if same_coder(c, a, b))
+}
+
+/// Whether coders `a` and `b` write values alike: the same coder, or the same URNs, payloads
+/// and components all the way down.
+fn same_coder(c: &rapi::Components, a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(x), Some(y)) = (c.coders.get(a), c.coders.get(b)) else { return false };
+    x.spec == y.spec
+        && x.component_coder_ids.len() == y.component_coder_ids.len()
+        && x.component_coder_ids.iter().zip(&y.component_coder_ids).all(|(p, q)| same_coder(c, p, q))
 }
 
 /// Whether `t` runs a DoFn (a ParDo, or a part of an expanded splittable one).
@@ -270,9 +297,62 @@ fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &str) -> Resu
 /// Plans `pipeline`: lifts its combiners ([`crate::lift`]), expands its splittable DoFns, checks that Weir can run everything in it,
 /// and fuses the harness's transforms into stages.
 pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
-    let expanded = crate::sdf::expand(&crate::lift::lift(pipeline)?)?;
+    let expanded = transcode_test_streams(crate::sdf::expand(&crate::lift::lift(pipeline)?)?)?;
     let stages = stages_of(&expanded)?;
     Ok(PortablePlan { pipeline: expanded, stages })
+}
+
+/// `pipeline` with each TestStream whose elements are encoded in a coder other than its
+/// output's (Beam Python encodes them with the stream's own coder) writing a PCollection in
+/// that coder instead, which the harness turns into the output (the SDK decodes and encodes:
+/// Weir never does), assigning the windows the output has: those of the stream.
+fn transcode_test_streams(mut p: rapi::Pipeline) -> Result<rapi::Pipeline, PlanError> {
+    let c = p.components.as_mut().ok_or_else(|| PlanError::Malformed("no components".into()))?;
+    let mut ids: Vec<String> =
+        c.transforms.iter().filter(|(_, t)| urn(t) == urns::TEST_STREAM).map(|(i, _)| i.clone()).collect();
+    ids.sort();
+    for id in ids {
+        let t = c.transforms[&id].clone();
+        let payload = rapi::TestStreamPayload::decode(t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]))
+            .map_err(|e| unsupported(&t, format!("a TestStream payload that does not decode: {e}")))?;
+        let [(tag, out)] = sorted(&t.outputs)[..] else { continue };
+        if c.pcollections.get(out).is_none_or(|pc| pc.coder_id == payload.coder_id) {
+            continue;
+        }
+        // The SDK's environment: that of a transform reading the stream, or any.
+        let readers = c.transforms.values().filter(|x| x.inputs.values().any(|i| i == out));
+        let env = readers.chain(c.transforms.values()).map(|x| x.environment_id.clone()).find(|e| !e.is_empty());
+        let Some(env) = env else {
+            return Err(unsupported(&t, "elements in a coder other than its output's, and no SDK to re-encode them"));
+        };
+        let encoded = crate::sdf::pcollection_like(c, out, "_encoded", &payload.coder_id)?;
+        // The payload is the windowing strategy, whose first field is the window function as
+        // a `WindowIntoPayload`'s is (Beam Python reads a strategy, other SDKs the payload).
+        let ws = c.pcollections.get(out).and_then(|pc| c.windowing_strategies.get(&pc.windowing_strategy_id));
+        let assign = ws.cloned().unwrap_or_default();
+        let encode_id = crate::sdf::fresh(&c.transforms, &format!("{id}/Encode"));
+        let encode = rapi::PTransform {
+            unique_name: format!("{}/Encode", t.unique_name),
+            spec: Some(rapi::FunctionSpec { urn: urns::WINDOW_INTO.into(), payload: assign.encode_to_vec() }),
+            inputs: HashMap::from([("in".to_string(), encoded.clone())]),
+            outputs: HashMap::from([("out".to_string(), out.clone())]),
+            environment_id: env,
+            ..Default::default()
+        };
+        let tag = tag.clone();
+        c.transforms.insert(encode_id.clone(), encode);
+        if let Some(x) = c.transforms.get_mut(&id) {
+            x.outputs.insert(tag, encoded);
+        }
+        let list = match c.transforms.values_mut().find(|x| x.subtransforms.contains(&id)) {
+            Some(parent) => &mut parent.subtransforms,
+            None => &mut p.root_transform_ids,
+        };
+        if let Some(at) = list.iter().position(|x| x == &id) {
+            list.insert(at + 1, encode_id);
+        }
+    }
+    Ok(p)
 }
 
 /// The stages of `pipeline`, whose splittable DoFns are expanded.
@@ -408,6 +488,8 @@ impl<'a> Fusion<'a> {
                 StageKind::GroupByKey { windowing_strategy: check_windowing(self.c, l.t, input)? }
             }
             urns::FLATTEN => StageKind::Flatten,
+            urns::TEST_STREAM if l.t.outputs.len() == 1 => StageKind::TestStream,
+            urns::TEST_STREAM => return Err(unsupported(l.t, "a TestStream of several tagged outputs")),
             urns::RESHUFFLE | urns::REDISTRIBUTE_ARBITRARILY | urns::REDISTRIBUTE_BY_KEY => StageKind::Reshuffle,
             u if SDK_URNS.contains(&u) && !l.t.environment_id.is_empty() => {
                 if is_stateful(l.t) {
@@ -523,18 +605,6 @@ impl<'a> Fusion<'a> {
         same_env && sides_ok
     }
 
-    /// Whether coders `a` and `b` write values alike: the same coder, or the same URNs,
-    /// payloads and components all the way down.
-    fn same_coder(&self, a: &str, b: &str) -> bool {
-        if a == b {
-            return true;
-        }
-        let (Some(x), Some(y)) = (self.c.coders.get(a), self.c.coders.get(b)) else { return false };
-        x.spec == y.spec
-            && x.component_coder_ids.len() == y.component_coder_ids.len()
-            && x.component_coder_ids.iter().zip(&y.component_coder_ids).all(|(p, q)| self.same_coder(p, q))
-    }
-
     fn coder_of(&self, pc: &str) -> &str {
         self.c.pcollections.get(pc).map_or("", |p| p.coder_id.as_str())
     }
@@ -549,7 +619,7 @@ impl<'a> Fusion<'a> {
             }
             let Some(out) = self.stages[f].outputs.first().cloned() else { continue };
             for pc in self.stages[f].inputs.clone() {
-                if !self.same_coder(self.coder_of(&pc), self.coder_of(&out)) {
+                if !same_coder(self.c, self.coder_of(&pc), self.coder_of(&out)) {
                     self.carry_as(&pc, &out, f)?;
                 }
             }

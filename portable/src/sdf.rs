@@ -33,7 +33,12 @@ fn kv_coder(c: &mut rapi::Components, key: &str, value: &str) -> String {
 }
 
 /// A PCollection like `like`, with coder `coder`.
-fn pcollection_like(c: &mut rapi::Components, like: &str, suffix: &str, coder: &str) -> Result<String, PlanError> {
+pub(crate) fn pcollection_like(
+    c: &mut rapi::Components,
+    like: &str,
+    suffix: &str,
+    coder: &str,
+) -> Result<String, PlanError> {
     let mut pc =
         c.pcollections.get(like).cloned().ok_or_else(|| PlanError::Malformed(format!("no PCollection '{like}'")))?;
     pc.coder_id = coder.to_string();

@@ -371,6 +371,42 @@ impl Wire {
     }
 }
 
+/// A value of coder `id` encoded on its own (Beam's outer context, as a TestStream's elements
+/// are) in the form Weir carries it: nested, in the readable coder ([`Wire::readable`]). Bytes
+/// and strings gain their length, a KV's value is nested in turn, and an SDK's own coder is
+/// length-prefixed (as Beam's length prefix coder writes its value's outer encoding).
+pub fn carried_from_outer(
+    coders: &std::collections::HashMap<String, rapi::Coder>,
+    id: &str,
+    bytes: &[u8],
+) -> Result<Vec<u8>, StageError> {
+    let c = coders.get(id).ok_or_else(|| StageError::Missing(format!("coder '{id}'")))?;
+    let prefixed = |bytes: &[u8]| {
+        let mut out = Vec::with_capacity(bytes.len() + 5);
+        weir_sdk::coders::write_varint(bytes.len() as u64, &mut out);
+        out.extend_from_slice(bytes);
+        out
+    };
+    let urn = c.spec.as_ref().map_or("", |s| s.urn.as_str());
+    match urn {
+        "beam:coder:bytes:v1" | "beam:coder:string_utf8:v1" => Ok(prefixed(bytes)),
+        LENGTH_PREFIX | "beam:coder:varint:v1" | "beam:coder:bool:v1" | "beam:coder:double:v1" => Ok(bytes.to_vec()),
+        ITERABLE if standard(coders, id) => Ok(bytes.to_vec()),
+        KV if c.component_coder_ids.len() == 2 && standard(coders, &c.component_coder_ids[0]) => {
+            let key = Wire::of(coders, &c.component_coder_ids[0])?
+                .skip(bytes)
+                .ok_or_else(|| StageError::Missing(format!("a whole key in a value of coder '{id}'")))?;
+            let mut out = bytes[..key].to_vec();
+            out.extend(carried_from_outer(coders, &c.component_coder_ids[1], &bytes[key..])?);
+            Ok(out)
+        }
+        KV | ITERABLE => Err(StageError::Missing(format!(
+            "a way to carry values of coder '{id}' ({urn}) whose parts only the SDK can delimit"
+        ))),
+        _ => Ok(prefixed(bytes)),
+    }
+}
+
 /// A varint at the start of `bytes`, and how many bytes it took.
 fn varint(bytes: &[u8]) -> Option<(u64, usize)> {
     let mut v = 0u64;

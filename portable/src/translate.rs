@@ -22,17 +22,20 @@ use weir_sdk::coders::CoderError;
 use weir_sdk::coders::WindowCoderKind;
 use weir_sdk::kernel::{Batch, ErasedDoFn, KeyPartitioner, SideInputSpec};
 use weir_sdk::kv::KV;
+use weir_sdk::testing::TestStream;
+use weir_sdk::time::MAX_TIMESTAMP;
 use weir_sdk::transforms::flatten::Flatten;
 use weir_sdk::transforms::group_by_key::GroupByKey;
 use weir_sdk::transforms::impulse::Impulse;
 use weir_sdk::transforms::reshuffle::Reshuffle;
+use weir_sdk::windowed_value::TimestampedValue;
 use weir_sdk::{ErasedParDo, Map, PCollection, PCollectionList, Pipeline, TryMap};
 
 use crate::fn_api::FnServer;
 use crate::operator::{port_coder, SideViewKernel, StageFn, StageRuntime, StageSide};
 use crate::plan::{PortablePlan, Stage, StageKind};
 use crate::proto::pipeline::v1 as rapi;
-use crate::stage::{describe, Wire};
+use crate::stage::{carried_from_outer, describe, Wire};
 use crate::user_state::{StageState, TimerCodec};
 use crate::windowing;
 
@@ -160,6 +163,7 @@ impl Translator<'_> {
                 vec![self.flatten(stage, out, &name)?]
             }
             StageKind::Reshuffle => vec![self.one_input(stage)?.apply(&name, Reshuffle::via_random_key())],
+            StageKind::TestStream => vec![self.test_stream(stage, &name)?],
             StageKind::GroupByKey { .. } => vec![self.group_by_key(stage, &name)?],
             StageKind::Sdk { environment } => {
                 for (key, weir) in self.sdk(i, stage, &name, environment)? {
@@ -188,6 +192,46 @@ impl Translator<'_> {
             [pc] => self.input(pc),
             other => Err(err(format!("stage '{}' reads {} inputs, not one", self.name(stage), other.len()))),
         }
+    }
+
+    /// A TestStream's events played by Weir's TestStream, its elements in the form Weir carries
+    /// them.
+    fn test_stream(&self, stage: &Stage, name: &str) -> Result<PCollection<Vec<u8>>, TranslateError> {
+        use rapi::test_stream_payload::event::Event;
+        let id = stage.transforms.first().ok_or_else(|| err(format!("TestStream '{name}' has no transform")))?;
+        let t = self.c.transforms.get(id).ok_or_else(|| err(format!("no transform '{id}'")))?;
+        let payload = t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]);
+        let p = rapi::TestStreamPayload::decode(payload).map_err(|e| err(format!("TestStream '{name}': {e}")))?;
+        let out = stage.outputs.first().ok_or_else(|| err(format!("TestStream '{name}' has no output")))?;
+        let coder = &self.pcollection(out)?.coder_id;
+        if &p.coder_id != coder {
+            return Err(err(format!(
+                "TestStream '{name}' encodes its elements with coder '{}', and its output {out} has coder '{coder}'",
+                p.coder_id
+            )));
+        }
+        let mut stream = TestStream::<Vec<u8>>::create();
+        for e in p.events.iter().filter_map(|e| e.event.as_ref()) {
+            stream = match e {
+                Event::ElementEvent(add) => {
+                    let mut values = Vec::with_capacity(add.elements.len());
+                    for el in &add.elements {
+                        let bytes = carried_from_outer(&self.c.coders, coder, &el.encoded_element)
+                            .map_err(|e| err(format!("TestStream '{name}': {e}")))?;
+                        values.push(TimestampedValue::new(bytes, el.timestamp));
+                    }
+                    stream.add_elements(values)
+                }
+                Event::WatermarkEvent(w) if w.new_watermark >= MAX_TIMESTAMP => stream.advance_watermark_to_infinity(),
+                Event::WatermarkEvent(w) => stream.advance_watermark_to(w.new_watermark),
+                Event::ProcessingTimeEvent(d) => {
+                    stream.advance_processing_time(Duration::from_millis(d.advance_duration.max(0) as u64))
+                }
+            };
+        }
+        let played = self.p.apply(name, stream);
+        played.set_windowing_strategy_internal(self.strategy(out)?);
+        Ok(played)
     }
 
     fn group_by_key(&self, stage: &Stage, name: &str) -> Result<PCollection<Vec<u8>>, TranslateError> {
@@ -239,8 +283,9 @@ impl Translator<'_> {
         }
         let (sides, specs) = self.sides(stage)?;
         let state = self.stage_state(stage, &input_pc)?;
-        let partitioner: Option<Arc<dyn KeyPartitioner>> = match state {
-            Some(_) => Some(Arc::new(WireKeys(self.wire(&input_pc)?))),
+        let partitioner: Option<Arc<dyn KeyPartitioner>> = match &state {
+            Some(s) if s.defers => Some(Arc::new(WireKeys(None))),
+            Some(_) => Some(Arc::new(WireKeys(Some(self.wire(&input_pc)?)))),
             None => None,
         };
         let rt = Arc::new(StageRuntime {
@@ -271,6 +316,12 @@ impl Translator<'_> {
     fn stage_state(&self, stage: &Stage, input_pc: &str) -> Result<Option<StageState>, TranslateError> {
         let Some(id) = stage.transforms.first() else { return Ok(None) };
         let t = self.c.transforms.get(id).ok_or_else(|| err(format!("no transform '{id}'")))?;
+        let window = self.window_coder(input_pc)?;
+        if t.spec.as_ref().is_some_and(|s| s.urn == crate::sdf::PROCESS_SIZED) {
+            // Keyed by the whole sized restriction: its residuals wait in its state.
+            let codec = TimerCodec { key: self.wire(input_pc)?, window };
+            return Ok(Some(StageState { transform: id.clone(), timer_families: Vec::new(), codec, defers: true }));
+        }
         if !crate::plan::is_stateful(t) {
             return Ok(None);
         }
@@ -286,8 +337,8 @@ impl Translator<'_> {
         let Wire::Kv(key, _) = self.wire(input_pc)? else {
             return Err(err(format!("stateful ParDo '{}' reads {input_pc}, which is not of KVs", t.unique_name)));
         };
-        let codec = TimerCodec { key: *key, window: self.window_coder(input_pc)? };
-        Ok(Some(StageState { transform: id.clone(), timer_families, codec }))
+        let codec = TimerCodec { key: *key, window };
+        Ok(Some(StageState { transform: id.clone(), timer_families, codec, defers: false }))
     }
 
     /// A stage's side inputs: as the operator serves them, and as Weir materializes them.
@@ -327,8 +378,9 @@ impl Translator<'_> {
     }
 }
 
-/// Routes KVs in their wire bytes by their key's bytes, as a stateful stage's state is keyed.
-struct WireKeys(Wire);
+/// Routes KVs in their wire bytes by their key's bytes, as a stateful stage's state is keyed;
+/// with no KV form, routes values by all their bytes.
+struct WireKeys(Option<Wire>);
 
 impl KeyPartitioner for WireKeys {
     fn partition(&self, input: Batch, n: usize) -> Result<Vec<Batch>, CoderError> {
@@ -337,7 +389,10 @@ impl KeyPartitioner for WireKeys {
         }
         let mut parts: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         for wv in weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)? {
-            let (key, _) = self.0.split_kv(&wv.value).ok_or_else(|| CoderError::new("a KV whose bytes end early"))?;
+            let key = match &self.0 {
+                Some(kv) => kv.split_kv(&wv.value).ok_or_else(|| CoderError::new("a KV whose bytes end early"))?.0,
+                None => &wv.value[..],
+            };
             parts[weir_sdk::kernel::partition_of(key, n)].push(wv);
         }
         Ok(parts.into_iter().map(Batch::new).collect())

@@ -33,6 +33,25 @@ pub struct StageState {
     pub timer_families: Vec<(String, TimeDomain)>,
     /// How keys and windows are encoded in state keys and timers.
     pub codec: TimerCodec,
+    /// Whether the stage runs a splittable DoFn's restrictions, whose residuals wait in the
+    /// state of the element they came from, each under a processing-time timer
+    /// ([`RESIDUAL_FAMILY`]) that holds the watermark at its watermark estimate.
+    pub defers: bool,
+}
+
+/// The timer family of a deferred residual: Weir's family of deferred input, whose timers hold
+/// their window open until they fire (a splittable DoFn has no timers of its own).
+pub const RESIDUAL_FAMILY: &str = weir_sdk::state::DEFERRED_INPUT;
+
+/// The rest of a splittable DoFn's restriction that the harness handed back.
+#[derive(Debug, Clone)]
+pub struct Residual {
+    /// Its windowed value, in the stage input's wire coder.
+    pub element: Vec<u8>,
+    /// How long after now it asks to resume, ms.
+    pub delay_ms: i64,
+    /// Where it holds the watermark: its watermark estimate, or its element's timestamp.
+    pub hold: Timestamp,
 }
 
 impl StageState {
@@ -145,14 +164,24 @@ pub enum Cells<'a> {
         window: Window,
         /// Its state.
         state: &'a mut KeyedState,
+        /// The processing time.
+        now: Timestamp,
     },
 }
 
 impl Cells<'_> {
     fn get(&mut self, key: &[u8], window: &Window) -> Result<&mut KeyedState, String> {
+        self.get_at(key, window).map(|(s, _)| s)
+    }
+
+    /// The state of `key` in `window`, and the processing time.
+    fn get_at(&mut self, key: &[u8], window: &Window) -> Result<(&mut KeyedState, Timestamp), String> {
         match self {
-            Cells::Env(env) => Ok(env.state(key, window).0),
-            Cells::One { key: k, window: w, state } if *k == key && w == window => Ok(state),
+            Cells::Env(env) => {
+                let (state, time) = env.state(key, window);
+                Ok((state, time.processing_time))
+            }
+            Cells::One { key: k, window: w, state, now } if *k == key && w == window => Ok((state, *now)),
             Cells::One { window: w, .. } => Err(format!(
                 "a timer callback for window {w} touched the state or timers of another key or window ({window})"
             )),
@@ -206,6 +235,32 @@ impl<'a> Keyed<'a> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Keeps `residuals` of an element of `key` in `window` in that key and window's state,
+    /// each under a processing-time timer due after its delay.
+    pub fn defer(&mut self, key: &[u8], window: &Window, residuals: Vec<Residual>) -> Result<(), String> {
+        if residuals.is_empty() {
+            return Ok(());
+        }
+        let (state, now) = self.cells.get_at(key, window)?;
+        self.undo.entry((key.to_vec(), *window)).or_insert_with(|| state.clone());
+        let mut n = 0usize;
+        for r in residuals {
+            let id = loop {
+                let id = format!("{RESIDUAL_FAMILY}/{n}");
+                n += 1;
+                if !state.cells.contains_key(&id) {
+                    break id;
+                }
+            };
+            let fire = now.saturating_add(r.delay_ms.max(0));
+            let timer = TimerData { domain: TimeDomain::ProcessingTime, fire, output: Some(r.hold) };
+            state.timers.insert((RESIDUAL_FAMILY.to_string(), id.clone()), timer);
+            state.cells.insert(id, StateCell::Value(r.element));
+        }
+        state.touch();
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use weir_sdk::do_fn::TimerFiring;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
 use weir_sdk::kernel::{Batch, CollectionOps, KeyedStateEnv};
-use weir_sdk::state::{KeyedState, StateTime, TimeDomain};
+use weir_sdk::state::{KeyedState, StateTime, TimeDomain, DEFERRED_INPUT};
 use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
 use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowingStrategy;
@@ -29,6 +29,9 @@ struct Store {
     processing: BTreeSet<TimerKey>,
     /// (output timestamp, key, window, family, id) of timers that hold the watermark.
     holds: BTreeSet<TimerKey>,
+    /// The holds of timers that are the operator's own deferred input
+    /// ([`weir_sdk::state::DEFERRED_INPUT`]): their windows stay open until they fire.
+    deferred: BTreeSet<TimerKey>,
     /// (expiry, key, window) of every key and window with state.
     expiry: BTreeSet<(Timestamp, Vec<u8>, Window)>,
     /// Rows counted as updated since the last count, and the counts.
@@ -46,7 +49,11 @@ impl Store {
                     TimeDomain::ProcessingTime => self.processing.remove(&k),
                 };
                 if let Some(o) = t.output {
-                    self.holds.remove(&(o, kw.0.clone(), kw.1, family.clone(), id.clone()));
+                    let k = (o, kw.0.clone(), kw.1, family.clone(), id.clone());
+                    if family == DEFERRED_INPUT {
+                        self.deferred.remove(&k);
+                    }
+                    self.holds.remove(&k);
                 }
             }
         }
@@ -66,7 +73,11 @@ impl Store {
                 TimeDomain::ProcessingTime => self.processing.insert(k),
             };
             if let Some(o) = t.output {
-                self.holds.insert((o, kw.0.clone(), kw.1, family.clone(), id.clone()));
+                let k = (o, kw.0.clone(), kw.1, family.clone(), id.clone());
+                if family == DEFERRED_INPUT {
+                    self.deferred.insert(k.clone());
+                }
+                self.holds.insert(k);
             }
         }
         self.expiry.insert((gc, kw.0.clone(), kw.1));
@@ -168,11 +179,18 @@ impl StatefulParDoOperator {
         self.store.states.iter().map(|(k, s)| k.0.len() + s.size_bytes()).sum()
     }
 
+    /// The watermark windows expire at: the input watermark, held back by deferred input not
+    /// yet run (a window the operator still owes itself input for is not done).
+    fn expiry_watermark(&self) -> Timestamp {
+        self.store.deferred.first().map_or(self.input_watermark, |d| d.0.min(self.input_watermark))
+    }
+
     /// Fires due timers and expires windows, inside one bundle.
     fn fire_due(&mut self, metrics: &Arc<MetricsContainerImpl>) -> Result<Vec<Batch>> {
+        let expiry_wm = self.expiry_watermark();
         let has_work = self.store.processing.first().is_some_and(|t| t.0 < self.processing_time)
             || self.store.event.first().is_some_and(|t| t.0 < self.input_watermark)
-            || self.store.expiry.first().is_some_and(|t| t.0 < self.input_watermark);
+            || self.store.expiry.first().is_some_and(|t| t.0 < expiry_wm);
         if !has_work {
             return Ok(Vec::new());
         }
@@ -209,8 +227,9 @@ impl StatefulParDoOperator {
                 r?;
             }
             // Windows past their expiry: on_window_expiration, then all their state goes.
+            let expiry_wm = store.deferred.first().map_or(wm, |d| d.0.min(wm));
             while let Some((gc, key, window)) = store.expiry.first().cloned() {
-                if gc >= wm {
+                if gc >= expiry_wm {
                     break;
                 }
                 let kw = (key.clone(), window);

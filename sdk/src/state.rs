@@ -66,6 +66,13 @@ impl StateCell {
     }
 }
 
+/// The timer family of an operator's own deferred input (a portable splittable DoFn's
+/// residuals, which wait in state until their resume time): unlike a user's timers, such a
+/// timer keeps its window from expiring until it has fired, holding expiry at its output
+/// timestamp, since the input it stands for is not yet processed. User code cannot set timers of
+/// this family (family names it declares are its own).
+pub const DEFERRED_INPUT: &str = "weir:deferred-input";
+
 /// A timer as set by user code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimerData {
