@@ -303,12 +303,23 @@ impl Translator<'_> {
         });
         let factory: weir_sdk::kernel::DoFnFactory =
             Arc::new(move || Box::new(StageFn::new(rt.clone())) as Box<dyn ErasedDoFn>);
-        let mut par_do = ErasedParDo::<Vec<u8>, Vec<u8>>::new("weir_portable::StageFn", factory, declared);
+        let mut par_do = ErasedParDo::<Vec<u8>, Vec<u8>>::new("weir_portable::StageFn", factory, declared)
+            .describing(self.describe_transforms(stage));
         if let Some(keys) = partitioner {
             par_do = par_do.stateful(keys);
         }
         let list = input.apply(name, par_do.with_side_inputs(specs));
         Ok(made.into_iter().zip(list.all().iter().cloned()).collect())
+    }
+
+    /// What a stage runs, as a checkpoint's fingerprint records it: each transform's name and
+    /// URN, in order.
+    fn describe_transforms(&self, stage: &Stage) -> String {
+        let named = stage.transforms.iter().map(|id| match self.c.transforms.get(id) {
+            Some(t) => format!("'{}' ({})", t.unique_name, t.spec.as_ref().map_or("", |s| s.urn.as_str())),
+            None => format!("'{id}'"),
+        });
+        named.collect::<Vec<_>>().join(", ")
     }
 
     /// A stateful stage's state and timers: those of its first transform, a stateful ParDo

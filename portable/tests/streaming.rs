@@ -69,3 +69,96 @@ print("ENDED", result.state, flush=True)
         assert!(out.contains("ENDED CANCELLED"), "{args:?}: {out}");
     }
 }
+
+/// Counts impulses in a user state cell (`ReadModifyWriteState`), printing each count as
+/// `N <count>`: 16 impulses, a quarter of a second apart, from `sys.argv[1]` (a Unix time).
+const COUNTING: &str = r#"
+import sys
+import apache_beam as beam
+from apache_beam.coders import VarIntCoder
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
+from apache_beam.transforms import userstate
+class Count(beam.DoFn):
+    N = userstate.ReadModifyWriteStateSpec("n", VarIntCoder())
+    def process(self, kv, n=beam.DoFn.StateParam(N)):
+        c = (n.read() or 0) + 1
+        n.write(c)
+        yield c
+start = float(sys.argv[1])
+p = beam.Pipeline(options=PipelineOptions(sys.argv[2:]))
+(p | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + 4, fire_interval=0.25)
+   | "KEY" >> beam.Map(lambda t: ("k", t)) | beam.ParDo(Count())
+   | "Print" >> beam.Map(lambda c: print("N", c, flush=True)))
+result = p.run()
+result.wait_until_finish()
+print("ENDED", result.state, flush=True)
+"#;
+
+/// Starts the counting pipeline (`label` naming its keying transform) on `server`; the client.
+fn counting(py: &str, server: &common::JobServer, start: u64, label: &str) -> std::process::Child {
+    let mut args = vec!["-c".to_string(), COUNTING.replace("KEY", label), start.to_string()];
+    args.extend(server.options());
+    std::process::Command::new(py)
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs")
+}
+
+/// The counts a client printed, and its whole output.
+fn counts(client: std::process::Child) -> (Vec<u32>, String) {
+    let out = client.wait_with_output().expect("the client ends");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let n = text.lines().filter_map(|l| l.strip_prefix("N ")).filter_map(|c| c.trim().parse().ok()).collect();
+    (n, text)
+}
+
+/// Kills the job server at a random point of each of `rounds` runs of the counting pipeline
+/// (SIGKILL), then resubmits it to a new server on the same checkpoint: every impulse is
+/// counted exactly once (the state holds 16 at the end, and every count from 1 to 16 is
+/// printed), and the resumed run goes on from the checkpoint rather than from the start.
+fn killed_and_resumed(rounds: usize) {
+    let Some(py) = common::beam_python() else { return };
+    for round in 0..rounds {
+        let dir = tempfile::tempdir().unwrap();
+        let checkpoint = dir.path().join("checkpoint").to_string_lossy().to_string();
+        let args = ["--checkpoint-dir", checkpoint.as_str()];
+        let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 1;
+        let server = common::JobServer::start(&args);
+        let client = counting(&py, &server, start, "Key");
+        // Somewhere in the four seconds of impulses (and the second before them).
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+        std::thread::sleep(std::time::Duration::from_millis(1000 + u64::from(nanos) % 3500));
+        drop(server);
+        let (before, _) = counts(client);
+        let server = common::JobServer::start(&args);
+        let (after, text) = counts(counting(&py, &server, start, "Key"));
+        assert!(text.contains("ENDED DONE"), "round {round}: {text}");
+        let mut seen: Vec<u32> = before.iter().chain(&after).copied().collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen, (1..=16).collect::<Vec<_>>(), "round {round}: before {before:?}, after {after:?}");
+        assert_eq!(after.iter().max(), Some(&16), "round {round}: before {before:?}, after {after:?}");
+        if let (Some(&first), Some(&last)) = (after.first(), before.last()) {
+            // Resumed: the counts go on from the last committed batch, at most one batch back.
+            assert!(first > 1 && first <= last + 1, "round {round}: before {before:?}, after {after:?}");
+        }
+        // A different pipeline on the same checkpoint is refused, naming what differs.
+        let (_, text) = counts(counting(&py, &server, start, "Keyed"));
+        assert!(text.contains("written by a different pipeline") && text.contains("'Keyed'"), "round {round}: {text}");
+    }
+}
+
+#[test]
+fn a_job_killed_at_a_random_point_resumes_from_its_checkpoint_exactly_once() {
+    killed_and_resumed(2);
+}
+
+/// The long form: `cargo test -p weir-portable --test streaming -- --ignored`.
+#[test]
+#[ignore]
+fn a_job_killed_at_ten_random_points_resumes_from_its_checkpoint_exactly_once() {
+    killed_and_resumed(10);
+}

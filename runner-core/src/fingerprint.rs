@@ -43,7 +43,10 @@ impl Fingerprint {
             f.push(&step, node.urn);
             match &node.payload {
                 Payload::ParDo(p) => {
-                    f.push(format!("{step} DoFn"), p.fn_name);
+                    match p.fn_description.as_str() {
+                        "" => f.push(format!("{step} DoFn"), p.fn_name),
+                        what => f.push(format!("{step} DoFn"), format!("{} running {what}", p.fn_name)),
+                    }
                     f.push(format!("{step} outputs"), p.output_tags.join(", "));
                     f.push(format!("{step} stateful"), p.stateful.to_string());
                     f.push(format!("{step} side inputs"), p.side_inputs.len().to_string());

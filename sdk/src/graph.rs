@@ -33,6 +33,10 @@ pub struct ParDoPayload {
     pub factory: DoFnFactory,
     /// The DoFn's type, for messages and plans.
     pub fn_name: &'static str,
+    /// What the DoFn does, for a DoFn whose type says too little (an erased DoFn running
+    /// another SDK's code): part of the pipeline's fingerprint, so a checkpoint is resumed only
+    /// by the same code. Empty for a typed DoFn.
+    pub fn_description: String,
     /// Output tag ids, main output first, in the order of the node's outputs.
     pub output_tags: Vec<String>,
     /// Side inputs, in the order of the node's `side_inputs`.

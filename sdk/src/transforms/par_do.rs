@@ -153,6 +153,7 @@ fn expand_par_do<F: DoFn>(
         Payload::ParDo(ParDoPayload {
             factory: factory(fn_, additional_ids.clone(), key_of),
             fn_name: std::any::type_name::<F>(),
+            fn_description: String::new(),
             output_tags: std::iter::once(main.clone()).chain(additional_ids.iter().cloned()).collect(),
             side_inputs,
             stateful: key_of.is_some(),
@@ -196,6 +197,7 @@ pub struct ErasedParDo<I, O> {
     outputs: Vec<(String, WindowingStrategy)>,
     side_inputs: Vec<SideInputSpec>,
     key_partitioner: Option<Arc<dyn crate::kernel::KeyPartitioner>>,
+    fn_description: String,
     _t: std::marker::PhantomData<fn(I) -> O>,
 }
 
@@ -213,8 +215,17 @@ impl<I: Element, O: Element> ErasedParDo<I, O> {
             outputs,
             side_inputs: Vec::new(),
             key_partitioner: None,
+            fn_description: String::new(),
             _t: std::marker::PhantomData,
         }
+    }
+
+    /// Says what its instances run (another SDK's transforms, say), as a checkpoint's
+    /// fingerprint records it: a checkpoint is resumed only by a pipeline whose ParDos run the
+    /// same.
+    pub fn describing(mut self, description: impl Into<String>) -> Self {
+        self.fn_description = description.into();
+        self
     }
 
     /// Makes it a stateful ParDo: its input is keyed as `partitioner` finds each element's
@@ -245,6 +256,7 @@ impl<I: Element, O: Element> PTransform<PCollection<I>> for ErasedParDo<I, O> {
             Payload::ParDo(ParDoPayload {
                 factory: self.factory,
                 fn_name: self.fn_name,
+                fn_description: self.fn_description,
                 output_tags: self.outputs.iter().map(|(t, _)| t.clone()).collect(),
                 side_inputs: self.side_inputs,
                 stateful: self.key_partitioner.is_some(),
