@@ -258,6 +258,32 @@ impl Job {
         self.lock().state
     }
 
+    /// Drains the job: its sources stop, a splittable DoFn's open-ended rest is cut short, the
+    /// watermark goes to the end of time so every window fires, and the job ends DONE. The
+    /// job's state after asking; why it cannot be drained otherwise.
+    pub fn drain(&self) -> Result<i32, String> {
+        let (result, process) = {
+            let log = self.lock();
+            if is_terminal(log.state) {
+                return Ok(log.state);
+            }
+            (log.result.clone(), log.process.is_some())
+        };
+        if process {
+            return Err(format!(
+                "job '{}' runs in several processes, and draining such a job is not supported yet; cancel it instead",
+                self.id
+            ));
+        }
+        let Some(result) = result else {
+            return Err(format!("job '{}' is not running yet, so there is nothing to drain", self.id));
+        };
+        self.set_state(JobState::Draining);
+        self.message(Importance::JobMessageBasic, "draining: the sources stop, and every window fires");
+        result.drain().map_err(|e| format!("draining job '{}': {e}", self.id))?;
+        Ok(self.lock().state)
+    }
+
     /// Runs the job on a thread of its own, as `config` says.
     pub fn start(self: &Arc<Self>, config: Arc<RunConfig>) -> Result<(), String> {
         {

@@ -136,10 +136,11 @@ impl JobService for Jobs {
 
     async fn drain(&self, request: Request<japi::DrainJobRequest>) -> Result<Response<japi::DrainJobResponse>, Status> {
         let job = self.job(&request.into_inner().job_id)?;
-        Err(Status::unimplemented(format!(
-            "job '{}' cannot be drained: draining a portable job is not supported yet; cancel it instead",
-            job.id
-        )))
+        let drained = tokio::task::spawn_blocking(move || job.drain()).await;
+        match drained.map_err(|e| Status::internal(e.to_string()))? {
+            Ok(state) => Ok(Response::new(japi::DrainJobResponse { state })),
+            Err(why) => Err(Status::failed_precondition(why)),
+        }
     }
 
     type GetStateStreamStream = EventStream<japi::JobStateEvent>;
@@ -221,4 +222,23 @@ pub async fn serve(listener: tokio::net::TcpListener, jobs: Jobs) -> Result<(), 
 /// Binds the job service's address, naming it in the error.
 pub async fn bind(address: SocketAddr) -> Result<tokio::net::TcpListener, String> {
     tokio::net::TcpListener::bind(address).await.map_err(|e| format!("cannot listen on {address}: {e}"))
+}
+
+/// Asks the job service at `address` to drain job `job`; the job's state after asking
+/// (`DRAINING`, or the state it had ended in).
+pub fn drain(address: std::net::SocketAddr, job: &str) -> Result<String, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a client: {e}"))?;
+    runtime.block_on(async {
+        let url = format!("http://{address}");
+        let mut client = japi::job_service_client::JobServiceClient::connect(url)
+            .await
+            .map_err(|e| format!("cannot reach the job service at {address}: {e}"))?;
+        let request = japi::DrainJobRequest { job_id: job.to_string() };
+        let response = client.drain(request).await.map_err(|e| format!("draining job '{job}': {}", e.message()))?;
+        let state = response.into_inner().state;
+        Ok(japi::job_state::Enum::try_from(state).map_or_else(|_| state.to_string(), |s| s.as_str_name().to_string()))
+    })
 }

@@ -126,6 +126,8 @@ pub struct StageRuntime {
     pub metrics: Arc<crate::metrics::JobMetrics>,
     /// A stateful stage's state and timers.
     pub state: Option<StageState>,
+    /// A splittable DoFn's stage as a drain runs it: its restrictions truncated first.
+    pub drain: Option<fapi::ProcessBundleDescriptor>,
 }
 
 impl StageRuntime {
@@ -164,12 +166,21 @@ pub struct StageFn {
     windows: HashSet<Window>,
     /// The elements gathered.
     elements: u64,
+    /// Whether the job is being drained (bundles then run as the drain descriptor says).
+    draining: bool,
 }
 
 impl StageFn {
     /// A fresh instance.
     pub fn new(rt: Arc<StageRuntime>) -> Self {
-        StageFn { rt, input: Vec::new(), sides: SideInputs::default(), windows: HashSet::new(), elements: 0 }
+        StageFn {
+            rt,
+            input: Vec::new(),
+            sides: SideInputs::default(),
+            windows: HashSet::new(),
+            elements: 0,
+            draining: false,
+        }
     }
 
     /// Reads the side inputs of elements in `window`, once per bundle.
@@ -265,7 +276,12 @@ impl StageFn {
             let user_state = keyed.as_deref_mut().map(|k| k as &mut dyn UserState);
             let request = BundleRequest { input: data, side_inputs: sides.clone(), outputs: &awaited, user_state };
             let began = std::time::Instant::now();
-            let ran = rt.server.run(worker, &rt.descriptor, request, rt.timeout);
+            // Once the job drains, a splittable DoFn's restrictions are truncated first.
+            let descriptor = match (&rt.drain, self.draining) {
+                (Some(d), true) => d,
+                _ => &rt.descriptor,
+            };
+            let ran = rt.server.run(worker, descriptor, request, rt.timeout);
             let plane = &rt.metrics.data_plane;
             DataPlane::count(&plane.bundle_nanos, began.elapsed().as_nanos() as u64);
             DataPlane::count(&plane.bundles, 1);
@@ -317,7 +333,9 @@ impl StageFn {
         for r in &response.residual_roots {
             let a = r.application.as_ref().ok_or("a residual without its application")?;
             let reads = self.rt.descriptor.transforms.get(&a.transform_id).and_then(|t| t.inputs.get(&a.input_id));
-            if reads != Some(input_pc) {
+            // Drained, the process transform reads the truncated restrictions (in the same coder).
+            let truncated = self.draining && self.rt.state.as_ref().is_some_and(|s| s.transform == a.transform_id);
+            if reads != Some(input_pc) && !truncated {
                 return Err(format!(
                     "a residual for input '{}' of transform '{}', which does not read the stage's input",
                     a.input_id, a.transform_id
@@ -410,6 +428,7 @@ impl ErasedDoFn for StageFn {
         let mut keyed = Keyed::new(stage, Cells::Env(env));
         for wv in weir_sdk::kernel::downcast_batch::<Vec<u8>>(input)? {
             if stage.defers {
+                self.draining |= keyed.draining(&wv.value, &wv.window)?;
                 // One restriction per bundle: its residuals wait in its own state.
                 let (key, window) = (wv.value.clone(), wv.window);
                 self.gather(wv, sides)?;
@@ -435,6 +454,7 @@ impl ErasedDoFn for StageFn {
         time: weir_sdk::state::StateTime,
     ) -> UserResult {
         let rt = self.rt.clone();
+        self.draining |= time.draining;
         let Some(stage) = rt.state.as_ref() else { return Ok(()) };
         let Some(firing) = firing else {
             // The input is done with the window (at the latest, the end of a bounded input):
@@ -451,8 +471,7 @@ impl ErasedDoFn for StageFn {
             stage.codec.encode_firing(key, &window, firing, &mut timer);
             rt.input(Vec::new(), Some((&firing.family, timer)))
         };
-        let now = time.processing_time;
-        let mut keyed = Keyed::new(stage, Cells::One { key, window, state, now });
+        let mut keyed = Keyed::new(stage, Cells::One { key, window, state, time });
         let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
         if !stage.defers && !residuals.is_empty() {
             return Err("a timer callback handed back a residual, which Weir cannot run".into());

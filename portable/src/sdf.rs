@@ -19,6 +19,47 @@ pub const PAIR_WITH_RESTRICTION: &str = "beam:transform:sdf_pair_with_restrictio
 pub const SPLIT_AND_SIZE: &str = "beam:transform:sdf_split_and_size_restrictions:v1";
 /// Processing sized elements and restrictions.
 pub const PROCESS_SIZED: &str = "beam:transform:sdf_process_sized_element_and_restrictions:v1";
+/// Truncating sized restrictions for a drain (an open-ended one is dropped, a bounded one kept,
+/// unless the DoFn says otherwise).
+pub const TRUNCATE_SIZED: &str = "beam:transform:sdf_truncate_sized_restrictions:v1";
+
+/// `pipeline` and `stage` (a stage whose first transform processes a splittable DoFn's sized
+/// restrictions) with the restrictions truncated first, as a drain runs them: a truncating
+/// copy of the process transform reads the stage's input, and the process transform its
+/// output.
+pub fn truncating(
+    pipeline: &rapi::Pipeline,
+    stage: &crate::plan::Stage,
+) -> Result<(rapi::Pipeline, crate::plan::Stage), PlanError> {
+    let mut p = pipeline.clone();
+    let c = p.components.as_mut().ok_or_else(|| PlanError::Malformed("no components".into()))?;
+    let (Some(process_id), [input]) = (stage.transforms.first(), stage.inputs.as_slice()) else {
+        return Err(PlanError::Malformed("a splittable DoFn's stage without its process transform".into()));
+    };
+    let process = c
+        .transforms
+        .get(process_id)
+        .cloned()
+        .ok_or_else(|| PlanError::Malformed(format!("no transform '{process_id}'")))?;
+    let tag = process.inputs.iter().find(|(_, pc)| *pc == input).map(|(t, _)| t.clone());
+    let tag = tag.ok_or_else(|| PlanError::Malformed(format!("transform '{process_id}' does not read {input}")))?;
+    let coder = c.pcollections.get(input).map(|pc| pc.coder_id.clone()).unwrap_or_default();
+    let truncated = pcollection_like(c, input, "_truncated", &coder)?;
+    let mut truncate = process.clone();
+    truncate.unique_name = format!("{}/Truncate", process.unique_name);
+    if let Some(s) = truncate.spec.as_mut() {
+        s.urn = TRUNCATE_SIZED.to_string();
+    }
+    truncate.outputs = HashMap::from([("out".to_string(), truncated.clone())]);
+    let truncate_id = fresh(&c.transforms, &format!("{process_id}/Truncate"));
+    c.transforms.insert(truncate_id.clone(), truncate);
+    if let Some(t) = c.transforms.get_mut(process_id) {
+        t.inputs.insert(tag, truncated);
+    }
+    let mut stage = stage.clone();
+    stage.transforms.insert(0, truncate_id);
+    Ok((p, stage))
+}
 
 /// An id not yet in `map`, from `base`.
 pub(crate) fn fresh<V>(map: &HashMap<String, V>, base: &str) -> String {

@@ -283,6 +283,17 @@ impl Translator<'_> {
         }
         let (sides, specs) = self.sides(stage)?;
         let state = self.stage_state(stage, &input_pc)?;
+        // A splittable DoFn's stage also runs as a drain runs it, its restrictions truncated.
+        let drain = match state.as_ref().filter(|s| s.defers) {
+            Some(_) => {
+                let (pipeline, truncating) =
+                    crate::sdf::truncating(self.proto, stage).map_err(|e| err(e.to_string()))?;
+                let d = describe(&pipeline, &truncating, &format!("stage-{i}-drain"), self.h.server.address())
+                    .map_err(|e| err(format!("stage '{name}', drained: {e}")))?;
+                Some(d.descriptor)
+            }
+            None => None,
+        };
         let partitioner: Option<Arc<dyn KeyPartitioner>> = match &state {
             Some(s) if s.defers => Some(Arc::new(WireKeys(None))),
             Some(_) => Some(Arc::new(WireKeys(Some(self.wire(&input_pc)?)))),
@@ -300,6 +311,7 @@ impl Translator<'_> {
             next: AtomicUsize::new(0),
             metrics: self.h.metrics.clone(),
             state,
+            drain,
         });
         let factory: weir_sdk::kernel::DoFnFactory =
             Arc::new(move || Box::new(StageFn::new(rt.clone())) as Box<dyn ErasedDoFn>);

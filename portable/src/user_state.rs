@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use weir_sdk::coders::{read_timestamp, write_timestamp, write_varint, CoderError, WindowCoderKind};
 use weir_sdk::kernel::KeyedStateEnv;
 use weir_sdk::pane::PaneInfo;
-use weir_sdk::state::{KeyedState, StateCell, TimeDomain, TimerData, TimerFiring};
+use weir_sdk::state::{KeyedState, StateCell, StateTime, TimeDomain, TimerData, TimerFiring};
 use weir_sdk::time::Timestamp;
 use weir_sdk::window::Window;
 
@@ -164,8 +164,8 @@ pub enum Cells<'a> {
         window: Window,
         /// Its state.
         state: &'a mut KeyedState,
-        /// The processing time.
-        now: Timestamp,
+        /// The time context.
+        time: StateTime,
     },
 }
 
@@ -176,12 +176,14 @@ impl Cells<'_> {
 
     /// The state of `key` in `window`, and the processing time.
     fn get_at(&mut self, key: &[u8], window: &Window) -> Result<(&mut KeyedState, Timestamp), String> {
+        self.get_timed(key, window).map(|(s, t)| (s, t.processing_time))
+    }
+
+    /// The state of `key` in `window`, and the time context.
+    fn get_timed(&mut self, key: &[u8], window: &Window) -> Result<(&mut KeyedState, StateTime), String> {
         match self {
-            Cells::Env(env) => {
-                let (state, time) = env.state(key, window);
-                Ok((state, time.processing_time))
-            }
-            Cells::One { key: k, window: w, state, now } if *k == key && w == window => Ok((state, *now)),
+            Cells::Env(env) => Ok(env.state(key, window)),
+            Cells::One { key: k, window: w, state, time } if *k == key && w == window => Ok((state, *time)),
             Cells::One { window: w, .. } => Err(format!(
                 "a timer callback for window {w} touched the state or timers of another key or window ({window})"
             )),
@@ -262,6 +264,11 @@ impl<'a> Keyed<'a> {
         }
         state.touch();
         Ok(())
+    }
+
+    /// Whether the job is being drained, as the state of `key` in `window` is told.
+    pub fn draining(&mut self, key: &[u8], window: &Window) -> Result<bool, String> {
+        Ok(self.cells.get_timed(key, window)?.1.draining)
     }
 
     /// The bundle stands: nothing to undo.

@@ -162,3 +162,56 @@ fn a_job_killed_at_a_random_point_resumes_from_its_checkpoint_exactly_once() {
 fn a_job_killed_at_ten_random_points_resumes_from_its_checkpoint_exactly_once() {
     killed_and_resumed(10);
 }
+
+#[test]
+fn a_drained_job_ends_done_with_its_windows_fired() {
+    use std::io::BufRead;
+    let Some(py) = common::beam_python() else { return };
+    let program = r#"
+import sys, time
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
+p = beam.Pipeline(options=PipelineOptions(sys.argv[1:]))
+(p | PeriodicImpulse(start_timestamp=time.time(), fire_interval=0.25)
+   | "Key" >> beam.Map(lambda t: ("k", 1))
+   | beam.WindowInto(beam.window.FixedWindows(1))
+   | beam.CombinePerKey(sum)
+   | "Print" >> beam.Map(lambda kv: print("COUNT", kv[1], flush=True)))
+result = p.run()
+print("JOB", result._job_id, flush=True)
+result.wait_until_finish()
+print("ENDED", result.state, flush=True)
+"#;
+    let server = common::JobServer::start(&[]);
+    let mut args = vec!["-c".to_string(), program.to_string()];
+    args.extend(server.options());
+    let mut client = std::process::Command::new(&py)
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python runs");
+    let mut lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let job = lines.find_map(|l| l.strip_prefix("JOB ").map(String::from)).expect("the client names its job");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let port = server.endpoint.rsplit(':').next().unwrap().to_string();
+    let drained = std::process::Command::new(env!("CARGO_BIN_EXE_weir-job-server"))
+        .args(["--drain", &job, "--job-port", &port])
+        .output()
+        .expect("weir-job-server runs");
+    assert!(drained.status.success(), "{}", String::from_utf8_lossy(&drained.stderr));
+    assert_eq!(String::from_utf8_lossy(&drained.stdout).trim(), format!("job {job} is DRAINING"));
+    let rest: Vec<String> = lines.collect();
+    client.wait().unwrap();
+    let counts: u32 = rest.iter().filter_map(|l| l.strip_prefix("COUNT ")).map(|c| c.parse::<u32>().unwrap()).sum();
+    // Every impulse up to the drain is counted, the last window's too: about twelve.
+    assert!(counts >= 10, "{rest:?}");
+    assert_eq!(rest.last().map(String::as_str), Some("ENDED DONE"), "{rest:?}");
+    // A job that is done cannot be drained again: it says how it ended.
+    let again = std::process::Command::new(env!("CARGO_BIN_EXE_weir-job-server"))
+        .args(["--drain", &job, "--job-port", &port])
+        .output()
+        .expect("weir-job-server runs");
+    assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), format!("job {job} is DONE"));
+}

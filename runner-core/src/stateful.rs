@@ -117,6 +117,7 @@ struct Env<'a> {
     strategy: &'a WindowingStrategy,
     input_watermark: Timestamp,
     processing_time: Timestamp,
+    draining: bool,
 }
 
 impl KeyedStateEnv for Env<'_> {
@@ -132,6 +133,7 @@ impl KeyedStateEnv for Env<'_> {
             processing_time: self.processing_time,
             element_timestamp: MIN_TIMESTAMP,
             gc_time: gc,
+            draining: self.draining,
         };
         (self.store.states.entry(kw).or_default(), time)
     }
@@ -148,6 +150,8 @@ pub struct StatefulParDoOperator {
     store: Store,
     input_watermark: Timestamp,
     processing_time: Timestamp,
+    /// Whether the job is being drained: deferred input no longer holds windows open.
+    draining: bool,
     dropped: DropCounts,
 }
 
@@ -165,6 +169,7 @@ impl StatefulParDoOperator {
             store: Store::default(),
             input_watermark: MIN_TIMESTAMP,
             processing_time: MIN_TIMESTAMP,
+            draining: false,
             dropped: DropCounts::default(),
         }
     }
@@ -180,9 +185,10 @@ impl StatefulParDoOperator {
     }
 
     /// The watermark windows expire at: the input watermark, held back by deferred input not
-    /// yet run (a window the operator still owes itself input for is not done).
+    /// yet run (a window the operator still owes itself input for is not done), unless the job
+    /// is being drained (the deferred input is then cut short at expiry).
     fn expiry_watermark(&self) -> Timestamp {
-        self.store.deferred.first().map_or(self.input_watermark, |d| d.0.min(self.input_watermark))
+        expiry_watermark(&self.store, self.input_watermark, self.draining)
     }
 
     /// Fires due timers and expires windows, inside one bundle.
@@ -194,8 +200,8 @@ impl StatefulParDoOperator {
         if !has_work {
             return Ok(Vec::new());
         }
-        let StatefulParDoOperator { runner, store, strategy, input_watermark, processing_time, .. } = self;
-        let (wm, pt) = (*input_watermark, *processing_time);
+        let StatefulParDoOperator { runner, store, strategy, input_watermark, processing_time, draining, .. } = self;
+        let (wm, pt, draining) = (*input_watermark, *processing_time, *draining);
         runner.bundle(metrics, |step, instance, outputs| {
             loop {
                 // The earliest due timer: processing time first, then event time, each in order.
@@ -217,7 +223,7 @@ impl StatefulParDoOperator {
                     continue;
                 };
                 let firing = TimerFiring { family, id, domain, fire_timestamp: fire, output_timestamp: data.output };
-                let time = StateTime::at(wm, pt, gc);
+                let time = StateTime { draining, ..StateTime::at(wm, pt, gc) };
                 let r = guarded(step, "on_timer", || {
                     instance.on_timer(&key, window, Some(&firing), outputs, &mut state, time)
                 });
@@ -227,14 +233,14 @@ impl StatefulParDoOperator {
                 r?;
             }
             // Windows past their expiry: on_window_expiration, then all their state goes.
-            let expiry_wm = store.deferred.first().map_or(wm, |d| d.0.min(wm));
+            let expiry_wm = expiry_watermark(store, wm, draining);
             while let Some((gc, key, window)) = store.expiry.first().cloned() {
                 if gc >= expiry_wm {
                     break;
                 }
                 let kw = (key.clone(), window);
                 let mut state = store.states.get(&kw).cloned().unwrap_or_default();
-                let time = StateTime::at(wm, pt, gc);
+                let time = StateTime { draining, ..StateTime::at(wm, pt, gc) };
                 let r = guarded(step, "on_window_expiration", || {
                     instance.on_timer(&key, window, None, outputs, &mut state, time)
                 });
@@ -249,6 +255,7 @@ impl StatefulParDoOperator {
 impl Operator for StatefulParDoOperator {
     fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         self.processing_time = self.processing_time.max(ctx.processing_time);
+        self.draining |= ctx.draining;
         // Elements of expired windows never reach user code.
         let (wm, strategy) = (self.input_watermark, &self.strategy);
         let (live, expired) = self.input_ops.partition_by_window(input, &mut |w| strategy.gc_time(w) >= wm);
@@ -266,6 +273,7 @@ impl Operator for StatefulParDoOperator {
     fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         self.input_watermark = self.input_watermark.max(input_watermark);
         self.processing_time = self.processing_time.max(ctx.processing_time);
+        self.draining |= ctx.draining;
         let mut outputs = Vec::new();
         if !self.pushback.is_empty() {
             let ready = self
@@ -388,6 +396,14 @@ impl Operator for StatefulParDoOperator {
     }
 }
 
+/// The watermark windows expire at (see [`StatefulParDoOperator::expiry_watermark`]).
+fn expiry_watermark(store: &Store, input_watermark: Timestamp, draining: bool) -> Timestamp {
+    match store.deferred.first() {
+        Some(d) if !draining => d.0.min(input_watermark),
+        _ => input_watermark,
+    }
+}
+
 /// Joins two lists of per-output batches (either may be empty).
 fn concat_outputs(ops: &[Arc<dyn CollectionOps>], a: Vec<Batch>, b: Vec<Batch>) -> Vec<Batch> {
     if a.is_empty() {
@@ -406,13 +422,23 @@ impl StatefulParDoOperator {
         }
         let mut touched = HashMap::new();
         let result = {
-            let StatefulParDoOperator { runner, store, strategy, sides, input_watermark, processing_time, .. } = self;
+            let StatefulParDoOperator {
+                runner,
+                store,
+                strategy,
+                sides,
+                input_watermark,
+                processing_time,
+                draining,
+                ..
+            } = self;
             let mut env = Env {
                 store,
                 touched: &mut touched,
                 strategy,
                 input_watermark: *input_watermark,
                 processing_time: *processing_time,
+                draining: *draining,
             };
             runner.bundle(ctx.metrics, |step, instance, outputs| {
                 guarded(step, "process", || instance.process_keyed(live, outputs, sides, &mut env))

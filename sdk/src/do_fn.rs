@@ -361,6 +361,7 @@ fn stateless() -> StateScope<'static> {
         processing_time: 0,
         element_timestamp: 0,
         gc_time: MIN_TIMESTAMP,
+        draining: false,
     })
 }
 

@@ -140,12 +140,21 @@ pub struct StateTime {
     pub element_timestamp: Timestamp,
     /// End of the window plus allowed lateness: timers may not fire after it.
     pub gc_time: Timestamp,
+    /// Whether the job is being drained: its sources have stopped, and what waits for more
+    /// input (a splittable DoFn's open-ended rest) is cut short.
+    pub draining: bool,
 }
 
 impl StateTime {
     /// The time context of a timer callback or expiry: no element, so no element timestamp.
     pub fn at(input_watermark: Timestamp, processing_time: Timestamp, gc_time: Timestamp) -> Self {
-        StateTime { input_watermark, processing_time, element_timestamp: crate::time::MIN_TIMESTAMP, gc_time }
+        StateTime {
+            input_watermark,
+            processing_time,
+            element_timestamp: crate::time::MIN_TIMESTAMP,
+            gc_time,
+            draining: false,
+        }
     }
 }
 

@@ -6,6 +6,9 @@
 //! python pipeline.py --runner=PortableRunner --job_endpoint=localhost:8099 --environment_type=LOOPBACK
 //! ```
 //!
+//! `weir-job-server --drain JOB_ID [--job-port 8099] [--job-host 127.0.0.1]` drains a running
+//! job of the server there: its sources stop, every window fires, and it ends DONE.
+//!
 //! It listens on 127.0.0.1 unless `--job-host` says otherwise: a submitted pipeline carries
 //! code, which the harnesses run, so whoever can reach the port can run code as this user.
 
@@ -15,13 +18,16 @@ use weir_portable::job::RunConfig;
 use weir_portable::job_service::{bind, serve, Jobs};
 
 const USAGE: &str = "usage: weir-job-server [--job-port PORT] [--job-host HOST] [--sdk-workers N] [--python PATH] \
-[Weir pipeline flags, e.g. --runner microbatch --parallelism 2]";
+[Weir pipeline flags, e.g. --runner microbatch --parallelism 2]\n       weir-job-server --drain JOB_ID [--job-port PORT] \
+[--job-host HOST]";
 
 struct Args {
     address: SocketAddr,
     config: RunConfig,
     /// `--run-job FILE`: run that job as one process of its process group, not a server.
     run_job: Option<std::path::PathBuf>,
+    /// `--drain JOB_ID`: drain that job of the server at `address`.
+    drain: Option<String>,
 }
 
 fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String, String> {
@@ -32,6 +38,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     let (mut host, mut port): (IpAddr, u16) = ([127, 0, 0, 1].into(), 8099);
     let mut config = RunConfig::default();
     let mut run_job = None;
+    let mut drain = None;
     let mut args = raw.peekable();
     while let Some(a) = args.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -50,6 +57,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--python" => config.python = take("--python")?,
             "--run-job" => run_job = Some(take("--run-job")?.into()),
+            "--drain" => drain = Some(take("--drain")?),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => config.weir_args.push(a),
         }
@@ -57,7 +65,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     // Weir's flags are checked now, not at the first job.
     weir_sdk::PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
     config.separate_process = weir_portable::job::several_processes(&config.weir_args);
-    Ok(Args { address: SocketAddr::new(host, port), config, run_job })
+    Ok(Args { address: SocketAddr::new(host, port), config, run_job, drain })
 }
 
 fn main() {
@@ -71,6 +79,16 @@ fn main() {
     };
     if let Some(file) = &args.run_job {
         std::process::exit(weir_portable::job::run_job_file(file, &args.config));
+    }
+    if let Some(job) = &args.drain {
+        match weir_portable::job_service::drain(args.address, job) {
+            Ok(state) => println!("job {job} is {state}"),
+            Err(e) => {
+                eprintln!("weir-job-server: {e}");
+                std::process::exit(1);
+            }
+        }
+        return;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
