@@ -538,6 +538,9 @@ pub struct BundleRequest<'a> {
     pub outputs: &'a [Port],
     /// Where its user state requests are answered, if it has user state.
     pub user_state: Option<&'a mut dyn UserState>,
+    /// The token under which the harness may cache the user state it reads across bundles:
+    /// valid while only bundles under it change that state.
+    pub cache_token: Option<Vec<u8>>,
 }
 
 /// What a bundle gave back.
@@ -551,6 +554,8 @@ pub struct BundleOutput {
     pub timers: HashMap<(String, String), Vec<u8>>,
     /// The harness's response: metrics, residuals, whether it asks to be finalized.
     pub response: fapi::ProcessBundleResponse,
+    /// How many user state requests it made.
+    pub state_requests: u64,
 }
 
 impl FnServer {
@@ -681,7 +686,7 @@ impl FnServer {
     ) -> Result<BundleOutput, FnError> {
         let input = input.into_iter().map(|(t, bytes)| (Port::Data(t), bytes)).collect();
         let outputs: Vec<Port> = outputs.iter().cloned().map(Port::Data).collect();
-        let request = BundleRequest { input, side_inputs, outputs: &outputs, user_state: None };
+        let request = BundleRequest { input, side_inputs, outputs: &outputs, user_state: None, cache_token: None };
         self.run(worker, descriptor, request, timeout)
     }
 
@@ -712,7 +717,11 @@ impl FnServer {
         request: BundleRequest<'_>,
         timeout: Duration,
     ) -> Result<BundleOutput, FnError> {
-        let BundleRequest { input, side_inputs, outputs, mut user_state } = request;
+        let BundleRequest { input, side_inputs, outputs, mut user_state, cache_token } = request;
+        let cache_tokens = cache_token.into_iter().map(|token| fapi::process_bundle_request::CacheToken {
+            token,
+            r#type: Some(fapi::process_bundle_request::cache_token::Type::UserState(Default::default())),
+        });
         let id = id.to_string();
         let gone = || FnError::Gone { worker: worker.to_string(), why: "it is not connected".into() };
         {
@@ -724,6 +733,7 @@ impl FnServer {
                 instruction_id: id.clone(),
                 request: Some(fapi::instruction_request::Request::ProcessBundle(fapi::ProcessBundleRequest {
                     process_bundle_descriptor_id: descriptor.id.clone(),
+                    cache_tokens: cache_tokens.collect(),
                     ..Default::default()
                 })),
             };
@@ -743,6 +753,7 @@ impl FnServer {
                 l.outputs.get(&id).is_some_and(|o| outputs.iter().all(|t| o.get(t).is_some_and(|(_, last)| *last)));
             failed || (answered && all_sent)
         };
+        let mut state_requests = 0u64;
         let mut links = loop {
             let mut links = self.shared.wait_for(worker, timeout, "did not finish a bundle", |l| {
                 finished(l) || l.user_state.get(&id).is_some_and(|q| !q.is_empty())
@@ -752,6 +763,7 @@ impl FnServer {
                 break links;
             }
             drop(links);
+            state_requests += asked.len() as u64;
             for (r, to) in asked {
                 let answer = match user_state.as_mut() {
                     Some(state) => state.serve(&r),
@@ -771,7 +783,7 @@ impl FnServer {
             Some(fapi::instruction_response::Response::ProcessBundle(r)) => r,
             _ => fapi::ProcessBundleResponse::default(),
         };
-        let mut out = BundleOutput { instruction: id, response, ..Default::default() };
+        let mut out = BundleOutput { instruction: id, response, state_requests, ..Default::default() };
         for port in outputs {
             let bytes = got.remove(port).map(|(b, _)| b).unwrap_or_default();
             match port.clone() {

@@ -133,6 +133,8 @@ pub struct DataPlane {
     pub bytes_in: std::sync::atomic::AtomicU64,
     /// Nanoseconds bundles took, from sending to the last output (summed over bundles).
     pub bundle_nanos: std::sync::atomic::AtomicU64,
+    /// User state requests harnesses made (reads, appends and clears).
+    pub state_requests: std::sync::atomic::AtomicU64,
 }
 
 impl DataPlane {
@@ -152,11 +154,12 @@ impl DataPlane {
             get(&self.bytes_in),
         );
         let busy = get(&self.bundle_nanos) as f64 / 1e9;
+        let state = get(&self.state_requests);
         let per_s = |n: u64| n as f64 / seconds.max(1e-9);
         format!(
             "data plane: {bundles} bundles; to harnesses {eo} elements, {bo} bytes; from harnesses {ei} elements, {bi} \
              bytes; {:.0} elements/s and {:.1} MB/s both ways over {seconds:.2} s; bundles busy {busy:.2} s, {:.2} µs per \
-             element sent",
+             element sent; {state} user state requests",
             per_s(eo + ei),
             per_s(bo + bi) / 1e6,
             busy * 1e6 / (eo.max(1)) as f64,

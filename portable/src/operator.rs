@@ -168,18 +168,34 @@ pub struct StageFn {
     elements: u64,
     /// Whether the job is being drained (bundles then run as the drain descriptor says).
     draining: bool,
+    /// A stateful stage's harness: every bundle of this instance goes there (its cached state
+    /// stays valid), until it fails and another takes over.
+    home: usize,
+    /// The harness may cache this instance's user state under this token; a new one after the
+    /// state changed behind the harness's back (a failed bundle undone).
+    cache_token: Vec<u8>,
+}
+
+/// Instances made so far, for unique cache tokens.
+static INSTANCES: AtomicUsize = AtomicUsize::new(0);
+
+/// A cache token no instance of any job of this process has had.
+fn fresh_token() -> Vec<u8> {
+    format!("weir-{}-{}", std::process::id(), INSTANCES.fetch_add(1, Ordering::Relaxed)).into_bytes()
 }
 
 impl StageFn {
     /// A fresh instance.
     pub fn new(rt: Arc<StageRuntime>) -> Self {
         StageFn {
-            rt,
             input: Vec::new(),
             sides: SideInputs::default(),
             windows: HashSet::new(),
             elements: 0,
             draining: false,
+            home: rt.next.fetch_add(1, Ordering::Relaxed),
+            cache_token: fresh_token(),
+            rt,
         }
     }
 
@@ -257,14 +273,16 @@ impl StageFn {
     /// restored first). Its metrics count, the timers it set are kept, and it is finalized if
     /// it asks to be, once its output is in hand.
     fn run(
-        &self,
+        &mut self,
         input: Vec<(Port, Vec<u8>)>,
         sides: SideInputs,
         mut keyed: Option<&mut Keyed<'_>>,
     ) -> Result<Ran, UserError> {
-        let rt = &self.rt;
+        let rt = self.rt.clone();
         let awaited = rt.awaited();
-        let first = rt.next.fetch_add(1, Ordering::Relaxed);
+        // A stateful stage's bundles go to its harness, which may cache the state they read.
+        let stateful = keyed.as_ref().is_some_and(|k| !k.stage.defers);
+        let first = if stateful { self.home } else { rt.next.fetch_add(1, Ordering::Relaxed) };
         let mut last = None;
         let bytes: usize = input.iter().map(|(_, b)| b.len()).sum();
         let mut input = Some(input);
@@ -274,7 +292,9 @@ impl StageFn {
             // Only an attempt that may be followed by another needs its own copy of the input.
             let data = if attempt + 1 == attempts { input.take() } else { input.clone() }.unwrap_or_default();
             let user_state = keyed.as_deref_mut().map(|k| k as &mut dyn UserState);
-            let request = BundleRequest { input: data, side_inputs: sides.clone(), outputs: &awaited, user_state };
+            let cache_token = stateful.then(|| self.cache_token.clone());
+            let request =
+                BundleRequest { input: data, side_inputs: sides.clone(), outputs: &awaited, user_state, cache_token };
             let began = std::time::Instant::now();
             // Once the job drains, a splittable DoFn's restrictions are truncated first.
             let descriptor = match (&rt.drain, self.draining) {
@@ -289,6 +309,8 @@ impl StageFn {
             tracing::debug!(stage = %rt.descriptor.id, worker, bytes, took = ?began.elapsed(), "bundle");
             match ran {
                 Ok(done) => {
+                    DataPlane::count(&plane.state_requests, done.state_requests);
+                    self.home = (first + attempt) % attempts;
                     if let Some(k) = keyed.as_deref_mut() {
                         k.set_timers(&done.timers).map_err(|e| format!("stage {}: {e}", rt.descriptor.id))?;
                         k.commit();
@@ -308,7 +330,9 @@ impl StageFn {
                 Err(e @ FnError::Bundle { .. }) => return Err(e.to_string().into()),
                 Err(e) => {
                     if let Some(k) = keyed.as_deref_mut() {
+                        // Undone behind the harnesses' backs: what they cached is stale.
                         k.rollback();
+                        self.cache_token = fresh_token();
                     }
                     tracing::warn!("bundle of stage {} failed, retrying on another harness: {e}", rt.descriptor.id);
                     last = Some(e);
