@@ -193,6 +193,12 @@ fn leaves<'a>(c: &'a rapi::Components, ids: &'a [String], out: &mut Vec<&'a str>
     Ok(())
 }
 
+/// Whether TestStream `t` reads its events from a service rather than carrying them.
+fn test_stream_endpoint(t: &rapi::PTransform) -> bool {
+    let payload = t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]);
+    rapi::TestStreamPayload::decode(payload).is_ok_and(|p| p.endpoint.as_ref().is_some_and(|e| !e.url.is_empty()))
+}
+
 /// Whether transform `t` has one input and one output, in coders that write values alike.
 fn passes_values_unchanged(c: &rapi::Components, t: &rapi::PTransform) -> bool {
     let coder = |m: &HashMap<String, String>| match m.values().collect::<Vec<_>>()[..] {
@@ -488,6 +494,9 @@ impl<'a> Fusion<'a> {
                 StageKind::GroupByKey { windowing_strategy: check_windowing(self.c, l.t, input)? }
             }
             urns::FLATTEN => StageKind::Flatten,
+            urns::TEST_STREAM if test_stream_endpoint(l.t) => {
+                return Err(unsupported(l.t, "a TestStream whose events come from a TestStream service"))
+            }
             urns::TEST_STREAM if l.t.outputs.len() == 1 => StageKind::TestStream,
             urns::TEST_STREAM => return Err(unsupported(l.t, "a TestStream of several tagged outputs")),
             urns::RESHUFFLE | urns::REDISTRIBUTE_ARBITRARILY | urns::REDISTRIBUTE_BY_KEY => StageKind::Reshuffle,

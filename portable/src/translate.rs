@@ -249,7 +249,7 @@ impl Translator<'_> {
         };
         let keyed = input.apply(&format!("{name}/split"), TryMap::new(split));
         keyed.set_windowing_strategy_internal(self.strategy(input_pc)?);
-        let grouped = keyed.apply(name, GroupByKey::<Vec<u8>, Vec<u8>>::create());
+        let grouped = keyed.apply(name, GroupByKey::<Vec<u8>, Vec<u8>>::as_submitted());
         Ok(grouped.apply(&format!("{name}/join"), Map::new(join_group)))
     }
 

@@ -55,12 +55,40 @@ fn beam_s_runner_tests_pass_on_weir() {
     }
 }
 
+/// What Weir does not pass among the Beam tests below, each with why.
+const NOT_ON_WEIR: [(&str, &str); 12] = [
+    // The on-time pane of a merging window under the default trigger: Beam Python's own runner
+    // marks it not the last; Beam's Java runners and Weir mark it the last (with no allowed
+    // lateness, no pane can follow it).
+    ("test_reshuffle_window_fn_preserved", "pane of a merging window"),
+    ("test_reshuffle_windows_unchanged", "pane of a merging window"),
+    // Under an old `update_compatibility_version`, Beam Python's Reshuffle resets panes to
+    // unknown; Weir's Reshuffle keeps every element's pane, as the current Beam does.
+    ("test_reshuffle_default_window_preserves_metadata_1", "panes in Beam's compatibility mode"),
+    // TestStreams of several tagged outputs are refused at Prepare.
+    ("test_multiple_outputs", "TestStream of several outputs"),
+    ("test_multiple_outputs_with_watermark_advancement", "TestStream of several outputs"),
+    ("test_basic_execution_sideinputs", "TestStream of several outputs"),
+    // Events from a TestStream service are refused at Prepare.
+    ("test_basic_execution_with_service", "TestStream service"),
+    // Beam Python's DirectRunner's own features: windowed values inside a TestStream's
+    // elements, and its ReverseTestStream transform (refused at Prepare: Weir does not know it).
+    ("test_windowed_values_interpreted_correctly", "DirectRunner's windowed value holders"),
+    ("ReverseTestStreamTest", "DirectRunner's ReverseTestStream"),
+    // Not yet understood: a late pane in a window with allowed lateness after a
+    // processing-time advance, and side inputs in fixed windows from a TestStream.
+    ("test_gbk_execution_no_triggers", "late pane after a processing-time advance"),
+    ("test_basic_execution_batch_sideinputs_fixed_windows", "side input in fixed windows"),
+    ("test_basic_execution_sideinputs_fixed_windows", "side input in fixed windows"),
+];
+
 /// Beam's tests of user state and timers (`StatefulDoFnOnDirectRunnerTest`, which runs on the
-/// runner a `TestPipeline` is given) and of Reshuffle (in every windowing, sessions included),
-/// on Weir's job server: Beam's DirectRunner keeps pipelines with `CombiningValueState` or
-/// session windows away from Prism.
+/// runner a `TestPipeline` is given), of Reshuffle (in every windowing, sessions included) and
+/// of TestStream (`TestStreamTest`, whose streaming `TestPipeline`s are pointed at Weir too),
+/// on Weir's job server: Beam's DirectRunner keeps pipelines with `CombiningValueState`,
+/// session windows or a TestStream away from Prism.
 #[test]
-fn beam_s_state_and_reshuffle_tests_pass_on_weir() {
+fn beam_s_state_reshuffle_and_test_stream_tests_pass_on_weir() {
     let Some(py) = common::beam_python() else { return };
     let found = std::process::Command::new(&py)
         .args(["-c", "import os, apache_beam; print(os.path.dirname(apache_beam.__file__))"])
@@ -68,19 +96,21 @@ fn beam_s_state_and_reshuffle_tests_pass_on_weir() {
         .expect("python runs");
     let beam = String::from_utf8_lossy(&found.stdout).trim().to_string();
     let server = common::JobServer::start(&["--runner", "timely", "--workers", "2"]);
+    let skipped: Vec<String> = NOT_ON_WEIR.iter().map(|(t, _)| format!("not {t}")).collect();
     let mut pytest = std::process::Command::new(&py);
     pytest
         .args(["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "weir_test_pipeline"])
         .arg(format!("--test-pipeline-options={}", server.options().join(" ")))
+        .arg("--test-pipeline-options-override")
         .arg(format!("{beam}/transforms/userstate_test.py::StatefulDoFnOnDirectRunnerTest"))
         .arg(format!("{beam}/transforms/util_test.py::ReshuffleTest"))
-        // These two assert that the on-time pane of a merging window under the default
-        // trigger is not the last, as Beam Python's own runner marks it; Beam's Java runners
-        // and Weir mark it the last (with no allowed lateness, no pane can follow it).
-        .args(["-k", "not test_reshuffle_window_fn_preserved and not test_reshuffle_windows_unchanged"])
+        .arg(format!("{beam}/testing/test_stream_test.py"))
+        .args(["-k", &skipped.join(" and ")])
         .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python"));
     let summary = summary(pytest, "--runner timely --workers 2");
     let passed = summary.iter().filter(|l| l.starts_with("PASSED")).count();
-    assert!(passed >= 39, "{passed} passed");
-    assert!(summary.iter().any(|l| l.contains("test_simple_stateful_dofn_combining") && l.starts_with("PASSED")));
+    assert!(passed >= 48, "{passed} passed");
+    for must in ["test_simple_stateful_dofn_combining", "test_gbk_execution_after_watermark_trigger"] {
+        assert!(summary.iter().any(|l| l.contains(must) && l.starts_with("PASSED")), "{must} did not pass");
+    }
 }

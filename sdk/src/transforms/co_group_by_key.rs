@@ -267,6 +267,7 @@ impl<K: Element> PTransform<PCollection<KV<K, RawUnion>>> for GroupIntoResults<K
         group_by_key_primitive::<K, RawUnion, KV<K, CoGbkResult>>(
             input,
             Arc::new(CoGbkKernel::<K> { tags: self.tags, key: ElementCoder::new() }),
+            true,
         )
     }
 }

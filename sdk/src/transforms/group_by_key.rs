@@ -29,12 +29,24 @@ use std::sync::Arc;
 /// let p = Pipeline::create();
 /// p.apply("Create", Create::of(vec![1i64])).apply("Group", GroupByKey::create());
 /// ```
-pub struct GroupByKey<K, V>(PhantomData<fn() -> (K, V)>);
+pub struct GroupByKey<K, V> {
+    /// Whether the windowing of its input is checked (as Beam checks it when a pipeline is
+    /// built).
+    checked: bool,
+    _t: PhantomData<fn() -> (K, V)>,
+}
 
 impl<K: Element, V: Element> GroupByKey<K, V> {
     /// A GroupByKey.
     pub fn create() -> Self {
-        GroupByKey(PhantomData)
+        GroupByKey { checked: true, _t: PhantomData }
+    }
+
+    /// A GroupByKey of a pipeline another Beam SDK built and checked, by its own rules (Beam
+    /// Python lets a TestStream's output be grouped in the global window, say): the windowing
+    /// of its input is taken as it is.
+    pub fn as_submitted() -> Self {
+        GroupByKey { checked: false, _t: PhantomData }
     }
 }
 
@@ -89,7 +101,7 @@ pub fn kernel<K: Element, V: Element>() -> Arc<dyn GroupKernel> {
 impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for GroupByKey<K, V> {
     type Output = PCollection<KV<K, Vec<V>>>;
     fn expand(self, input: PCollection<KV<K, V>>) -> Self::Output {
-        group_by_key_primitive(input, Arc::new(GroupKernelImpl::<K, V>::new()))
+        group_by_key_primitive(input, Arc::new(GroupKernelImpl::<K, V>::new()), self.checked)
     }
 }
 
@@ -98,6 +110,7 @@ impl<K: Element, V: Element> PTransform<PCollection<KV<K, V>>> for GroupByKey<K,
 pub(crate) fn group_by_key_primitive<K: Element, V: Element, O: Element>(
     input: PCollection<KV<K, V>>,
     kernel: Arc<dyn GroupKernel>,
+    check_windowing: bool,
 ) -> PCollection<O> {
     let p = input.pipeline().clone();
     let step = p.current_step();
@@ -106,14 +119,15 @@ pub(crate) fn group_by_key_primitive<K: Element, V: Element, O: Element>(
     }
     let windowing = input.windowing_strategy();
     let b = output_boundedness(&p, &[input.id()]);
-    if b == Boundedness::Unbounded && windowing.is_global() && windowing.trigger == Trigger::Default {
+    if check_windowing && b == Boundedness::Unbounded && windowing.is_global() && windowing.trigger == Trigger::Default
+    {
         p.record_error(
             &step,
             "GroupByKey cannot be applied to non-bounded PCollection in the GlobalWindow without a \
              trigger. Use a Window.into or Window.triggering transform prior to GroupByKey.",
         );
     }
-    if !windowing.trigger.is_safe(windowing.allowed_lateness_ms) {
+    if check_windowing && !windowing.trigger.is_safe(windowing.allowed_lateness_ms) {
         p.record_error(
             &step,
             format!(
