@@ -4,8 +4,14 @@
 //! submits the pipeline as a Runner API proto through the Job API, the runner executes the
 //! grouping, windowing and state itself, and the user's code runs in an SDK harness that the
 //! runner feeds over the Fn API. `weir-job-server` is that runner for Weir: any Weir runner
-//! executes the submitted pipeline, Weir doing the grouping, windowing and data movement, and
-//! the harnesses the user's code.
+//! executes the submitted pipeline, Weir doing the grouping, windowing, state, timers and data
+//! movement, and the harnesses the user's code.
+//!
+//! Everything a Weir pipeline has, a submitted one has too: a stateful DoFn's state and timers
+//! are Weir's per key and window ([`user_state`]), a splittable DoFn's deferred rest waits in
+//! Weir's state under a timer, so an unbounded source streams, and all of it is in the
+//! runner's checkpoints, so a killed job resumes where it stopped and a drain cuts the sources
+//! short and fires every window.
 //!
 //! The way through the crate, in the order a job takes:
 //! - [`job_service`] and [`job`]: the Job API, and a job's life (Prepare plans it, Run runs it

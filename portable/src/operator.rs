@@ -174,6 +174,9 @@ pub struct StageFn {
     /// The harness may cache this instance's user state under this token; a new one after the
     /// state changed behind the harness's back (a failed bundle undone).
     cache_token: Vec<u8>,
+    /// Bundles that asked to be finalized, until their output is committed: the harness, the
+    /// bundle's instruction, and the epoch it belongs to once sealed.
+    unfinalized: Vec<(String, String, Option<u64>)>,
 }
 
 /// Instances made so far, for unique cache tokens.
@@ -195,6 +198,7 @@ impl StageFn {
             draining: false,
             home: rt.next.fetch_add(1, Ordering::Relaxed),
             cache_token: fresh_token(),
+            unfinalized: Vec::new(),
             rt,
         }
     }
@@ -318,11 +322,8 @@ impl StageFn {
                     let residuals = self.residuals(&done.response)?;
                     rt.metrics.add(&done.response.monitoring_infos);
                     if done.response.requires_finalization {
-                        // Beam's finalization is best effort: a callback that fails is
-                        // reported, and the output stands.
-                        if let Err(e) = rt.server.finalize_bundle(worker, &done.instruction, rt.timeout) {
-                            tracing::warn!("finalizing a bundle of stage {} failed: {e}", rt.descriptor.id);
-                        }
+                        // Finalized once the runner has committed the bundle's output.
+                        self.unfinalized.push((worker.clone(), done.instruction.clone(), None));
                     }
                     return Ok((done, residuals));
                 }
@@ -379,6 +380,17 @@ impl StageFn {
 }
 
 impl StageFn {
+    /// Finalizes `bundles` (their output is committed): each harness runs the callbacks its
+    /// DoFns registered. Beam's finalization is best effort: a callback that fails is
+    /// reported, and the output stands.
+    fn finalize(&self, bundles: Vec<(String, String, Option<u64>)>) {
+        for (worker, instruction, _) in bundles {
+            if let Err(e) = self.rt.server.finalize_bundle(&worker, &instruction, self.rt.timeout) {
+                tracing::warn!("finalizing a bundle of stage {} failed: {e}", self.rt.descriptor.id);
+            }
+        }
+    }
+
     /// Runs every residual waiting in `state` (and what they hand back in turn), each after
     /// the rest of its delay, appending the output to `outputs`.
     fn drain_residuals(&mut self, state: &mut KeyedState, now: Timestamp, outputs: &mut [Batch]) -> UserResult {
@@ -503,6 +515,21 @@ impl ErasedDoFn for StageFn {
         keyed.defer(key, &window, residuals)?;
         keyed.commit();
         self.emit(&got.outputs, outputs)
+    }
+    fn on_committed(&mut self) {
+        let done = std::mem::take(&mut self.unfinalized);
+        self.finalize(done);
+    }
+    fn seal(&mut self, epoch: u64) {
+        for (_, _, sealed) in &mut self.unfinalized {
+            sealed.get_or_insert(epoch);
+        }
+    }
+    fn on_committed_through(&mut self, epoch: u64) {
+        let (done, waiting) =
+            std::mem::take(&mut self.unfinalized).into_iter().partition(|b| b.2.is_some_and(|e| e < epoch));
+        self.unfinalized = waiting;
+        self.finalize(done);
     }
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
         self.flush(outputs, None).map(drop)

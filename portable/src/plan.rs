@@ -221,7 +221,7 @@ fn same_coder(c: &rapi::Components, a: &str, b: &str) -> bool {
 }
 
 /// Whether `t` runs a DoFn (a ParDo, or a part of an expanded splittable one).
-fn runs_do_fn(t: &rapi::PTransform) -> bool {
+pub fn runs_do_fn(t: &rapi::PTransform) -> bool {
     matches!(
         urn(t),
         urns::PAR_DO | crate::sdf::PAIR_WITH_RESTRICTION | crate::sdf::SPLIT_AND_SIZE | crate::sdf::PROCESS_SIZED

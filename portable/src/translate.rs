@@ -320,6 +320,9 @@ impl Translator<'_> {
         if let Some(keys) = partitioner {
             par_do = par_do.stateful(keys);
         }
+        if self.requests_finalization(stage) {
+            par_do = par_do.finalizes_after_commit();
+        }
         let list = input.apply(name, par_do.with_side_inputs(specs));
         Ok(made.into_iter().zip(list.all().iter().cloned()).collect())
     }
@@ -332,6 +335,16 @@ impl Translator<'_> {
             None => format!("'{id}'"),
         });
         named.collect::<Vec<_>>().join(", ")
+    }
+
+    /// Whether a transform of `stage` asks for its bundles to be finalized.
+    fn requests_finalization(&self, stage: &Stage) -> bool {
+        stage.transforms.iter().filter_map(|id| self.c.transforms.get(id)).any(|t| {
+            t.spec.as_ref().is_some_and(|s| {
+                crate::plan::runs_do_fn(t)
+                    && rapi::ParDoPayload::decode(&s.payload[..]).is_ok_and(|p| p.requests_finalization)
+            })
+        })
     }
 
     /// A stateful stage's state and timers: those of its first transform, a stateful ParDo

@@ -32,7 +32,7 @@ fn a_streaming_pipeline_with_state_and_timers_gives_the_direct_runner_s_results_
 fn an_unbounded_source_streams_windowed_results_until_the_job_is_cancelled() {
     let Some(py) = common::beam_python() else { return };
     let program = r#"
-import sys, time
+import os, sys, time
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
@@ -46,13 +46,15 @@ p = beam.Pipeline(options=PipelineOptions(sys.argv[1:]))
 result = p.run()
 result.wait_until_finish(duration=5000)
 print("STATE", result.state, flush=True)
-result.cancel()
 try:
+    result.cancel()
     result.wait_until_finish(duration=20000)
-except RuntimeError as e:
+except Exception as e:
     # Beam's client raises for a job that ends other than DONE.
-    print("RAISED", e, flush=True)
+    print("RAISED", type(e).__name__, e, flush=True)
 print("ENDED", result.state, flush=True)
+# Out at once: grpc's channel teardown can hang a client whose job was cancelled mid-call.
+os._exit(0)
 "#;
     for args in [&[][..], &["--runner", "timely", "--workers", "2"][..]] {
         let server = common::JobServer::start(args);
@@ -73,7 +75,7 @@ print("ENDED", result.state, flush=True)
 /// Counts impulses in a user state cell (`ReadModifyWriteState`), printing each count as
 /// `N <count>`: 16 impulses, a quarter of a second apart, from `sys.argv[1]` (a Unix time).
 const COUNTING: &str = r#"
-import sys
+import os, sys
 import apache_beam as beam
 from apache_beam.coders import VarIntCoder
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -90,9 +92,14 @@ p = beam.Pipeline(options=PipelineOptions(sys.argv[2:]))
 (p | PeriodicImpulse(start_timestamp=start, stop_timestamp=start + 4, fire_interval=0.25)
    | "KEY" >> beam.Map(lambda t: ("k", t)) | beam.ParDo(Count())
    | "Print" >> beam.Map(lambda c: print("N", c, flush=True)))
-result = p.run()
-result.wait_until_finish()
-print("ENDED", result.state, flush=True)
+try:
+    result = p.run()
+    result.wait_until_finish()
+    print("ENDED", result.state, flush=True)
+except Exception as e:
+    print("RAISED", e, flush=True)
+# Out at once: grpc's channel teardown can hang a client whose job server was killed.
+os._exit(0)
 "#;
 
 /// Starts the counting pipeline (`label` naming its keying transform) on `server`; the client.
@@ -168,7 +175,7 @@ fn a_drained_job_ends_done_with_its_windows_fired() {
     use std::io::BufRead;
     let Some(py) = common::beam_python() else { return };
     let program = r#"
-import sys, time
+import os, sys, time
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms.periodicsequence import PeriodicImpulse
@@ -182,6 +189,7 @@ result = p.run()
 print("JOB", result._job_id, flush=True)
 result.wait_until_finish()
 print("ENDED", result.state, flush=True)
+os._exit(0)
 "#;
     let server = common::JobServer::start(&[]);
     let mut args = vec!["-c".to_string(), program.to_string()];

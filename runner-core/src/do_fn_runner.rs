@@ -60,6 +60,21 @@ impl DoFnRunner {
         }
     }
 
+    /// The instance's output so far is durably committed ([`ErasedDoFn::on_committed`]).
+    pub fn on_committed(&mut self) {
+        self.instance.on_committed();
+    }
+
+    /// What the instance output so far belongs to `epoch` ([`ErasedDoFn::seal`]).
+    pub fn seal(&mut self, epoch: u64) {
+        self.instance.seal(epoch);
+    }
+
+    /// Every epoch before `epoch` is committed ([`ErasedDoFn::on_committed_through`]).
+    pub fn on_committed_through(&mut self, epoch: u64) {
+        self.instance.on_committed_through(epoch);
+    }
+
     /// One empty batch per output (the result of a bundle with nothing to process).
     pub fn empty_outputs(&self) -> Vec<Batch> {
         self.outputs.iter().map(|o| o.empty()).collect()

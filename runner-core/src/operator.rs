@@ -184,6 +184,15 @@ impl Operator for ParDoOperator {
     fn hold(&self) -> Option<Timestamp> {
         self.pushback.hold()
     }
+    fn on_committed(&mut self) {
+        self.runner.on_committed();
+    }
+    fn seal(&mut self, epoch: u64) {
+        self.runner.seal(epoch);
+    }
+    fn on_committed_through(&mut self, epoch: u64) {
+        self.runner.on_committed_through(epoch);
+    }
     fn finish(&mut self) {
         self.runner.teardown();
     }

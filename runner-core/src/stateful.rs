@@ -298,6 +298,18 @@ impl Operator for StatefulParDoOperator {
         self.store.processing.first().map(|t| t.0)
     }
 
+    fn on_committed(&mut self) {
+        self.runner.on_committed();
+    }
+
+    fn seal(&mut self, epoch: u64) {
+        self.runner.seal(epoch);
+    }
+
+    fn on_committed_through(&mut self, epoch: u64) {
+        self.runner.on_committed_through(epoch);
+    }
+
     fn dropped(&self) -> DropCounts {
         self.dropped
     }

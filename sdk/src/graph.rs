@@ -45,6 +45,9 @@ pub struct ParDoPayload {
     pub stateful: bool,
     /// For stateful ParDos: splits the keyed input by key.
     pub key_partitioner: Option<Arc<dyn crate::kernel::KeyPartitioner>>,
+    /// Whether its instances have work to run once the runner has committed their output
+    /// (`ErasedDoFn::on_committed`).
+    pub after_commit: bool,
 }
 
 /// What a Read carries.

@@ -314,6 +314,15 @@ pub trait ErasedDoFn: Send {
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> Result<(), UserError>;
     /// `DoFn::teardown`.
     fn teardown(&mut self) -> Result<(), UserError>;
+    /// The runner has durably committed everything this instance output so far: work that
+    /// waited for that runs (a portable harness's bundle finalization). Only for a ParDo
+    /// declared to finalize after commit; errors are the instance's to report.
+    fn on_committed(&mut self) {}
+    /// For runners that commit an epoch after running it (timely): what the instance output so
+    /// far belongs to `epoch`.
+    fn seal(&mut self, _epoch: u64) {}
+    /// Every epoch before `epoch` is durably committed: work sealed with those epochs runs.
+    fn on_committed_through(&mut self, _epoch: u64) {}
 }
 
 /// Makes fresh [`ErasedDoFn`] instances (one per worker, or a new one after a failure).

@@ -158,6 +158,7 @@ fn expand_par_do<F: DoFn>(
             side_inputs,
             stateful: key_of.is_some(),
             key_partitioner,
+            after_commit: false,
         }),
     );
     let b = output_boundedness(&p, &[input.id()]);
@@ -198,6 +199,7 @@ pub struct ErasedParDo<I, O> {
     side_inputs: Vec<SideInputSpec>,
     key_partitioner: Option<Arc<dyn crate::kernel::KeyPartitioner>>,
     fn_description: String,
+    after_commit: bool,
     _t: std::marker::PhantomData<fn(I) -> O>,
 }
 
@@ -216,6 +218,7 @@ impl<I: Element, O: Element> ErasedParDo<I, O> {
             side_inputs: Vec::new(),
             key_partitioner: None,
             fn_description: String::new(),
+            after_commit: false,
             _t: std::marker::PhantomData,
         }
     }
@@ -225,6 +228,13 @@ impl<I: Element, O: Element> ErasedParDo<I, O> {
     /// same.
     pub fn describing(mut self, description: impl Into<String>) -> Self {
         self.fn_description = description.into();
+        self
+    }
+
+    /// Declares that its instances have work to run once the runner has durably committed
+    /// their output (`ErasedDoFn::on_committed`, `seal`, `on_committed_through`).
+    pub fn finalizes_after_commit(mut self) -> Self {
+        self.after_commit = true;
         self
     }
 
@@ -261,6 +271,7 @@ impl<I: Element, O: Element> PTransform<PCollection<I>> for ErasedParDo<I, O> {
                 side_inputs: self.side_inputs,
                 stateful: self.key_partitioner.is_some(),
                 key_partitioner: self.key_partitioner,
+                after_commit: self.after_commit,
             }),
         );
         let b = output_boundedness(&p, &[input.id()]);

@@ -34,7 +34,7 @@ impl Translator<PlanBuilder> for ParDoTranslator {
             let description = format!("ParDo[{}]", short_type_name(p.fn_name));
             PhysicalNode::of(node, Role::Transform(factory), "pardo", description).element_wise()
         };
-        b.push(n);
+        b.push(n.after_commit(p.after_commit));
         Ok(())
     }
 }
