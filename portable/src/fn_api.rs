@@ -105,6 +105,19 @@ fn elements(id: &str, input: Vec<(Port, Vec<u8>)>) -> fapi::Elements {
     e
 }
 
+/// The connections `listener` accepts, each sending small messages (a state request's answer,
+/// a bundle's last data) at once rather than holding them back for a delayed acknowledgement
+/// (Nagle's algorithm cost each state request tens of milliseconds).
+pub fn without_delay(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
+        accepted.inspect(|stream| {
+            let _ = stream.set_nodelay(true);
+        })
+    })
+}
+
 /// What went wrong talking to a harness.
 #[derive(Debug, thiserror::Error)]
 pub enum FnError {
@@ -575,7 +588,7 @@ impl FnServer {
         let incoming = {
             let _in_runtime = runtime.enter();
             let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| FnError::Start(e.to_string()))?;
-            tokio_stream::wrappers::TcpListenerStream::new(listener)
+            without_delay(listener)
         };
         let server = tonic::transport::Server::builder()
             .add_service(unlimited!(BeamFnControlServer::from_arc(services.clone())))

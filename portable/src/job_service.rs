@@ -211,7 +211,7 @@ impl JobService for Jobs {
 
 /// Serves the Job API for `jobs` on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, jobs: Jobs) -> Result<(), String> {
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    let incoming = crate::fn_api::without_delay(listener);
     tonic::transport::Server::builder()
         .add_service(crate::unlimited!(JobServiceServer::new(jobs)))
         .serve_with_incoming(incoming)

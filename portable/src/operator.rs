@@ -516,6 +516,44 @@ impl ErasedDoFn for StageFn {
         keyed.commit();
         self.emit(&got.outputs, outputs)
     }
+    /// A stateful stage's due timers go to the harness together, in one bundle (a splittable
+    /// DoFn's residuals run one a bundle, their own state at hand).
+    fn fires_timers_together(&self) -> bool {
+        self.rt.state.as_ref().is_some_and(|s| !s.defers)
+    }
+    fn on_timers(
+        &mut self,
+        firings: Vec<(Vec<u8>, Window, weir_sdk::state::TimerFiring)>,
+        outputs: &mut [Batch],
+        env: &mut dyn KeyedStateEnv,
+    ) -> UserResult {
+        let rt = self.rt.clone();
+        let Some(stage) = rt.state.as_ref() else { return Ok(()) };
+        if firings.is_empty() {
+            return Ok(());
+        }
+        let mut by_family: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
+        for (key, window, firing) in &firings {
+            stage.codec.encode_firing(key, window, firing, by_family.entry(&firing.family).or_default());
+        }
+        let mut input = vec![(Port::Data(rt.input.0.clone()), Vec::new())];
+        for port in stage.ports() {
+            let bytes = match &port {
+                Port::Timers(_, f) => by_family.remove(f.as_str()).unwrap_or_default(),
+                Port::Data(_) => Vec::new(),
+            };
+            input.push((port, bytes));
+        }
+        if let Some(family) = by_family.keys().next() {
+            return Err(format!("a timer of family '{family}', which the stage does not declare").into());
+        }
+        let mut keyed = Keyed::new(stage, Cells::Env(env));
+        let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
+        if !residuals.is_empty() {
+            return Err("a timer callback handed back a residual, which Weir cannot run".into());
+        }
+        self.emit(&got.outputs, outputs)
+    }
     fn on_committed(&mut self) {
         let done = std::mem::take(&mut self.unfinalized);
         self.finalize(done);

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use weir_sdk::do_fn::TimerFiring;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
-use weir_sdk::kernel::{Batch, CollectionOps, KeyedStateEnv};
+use weir_sdk::kernel::{Batch, CollectionOps, ErasedDoFn, KeyedStateEnv};
 use weir_sdk::state::{KeyedState, StateTime, TimeDomain, DEFERRED_INPUT};
 use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
 use weir_sdk::window::Window;
@@ -203,6 +203,10 @@ impl StatefulParDoOperator {
         let StatefulParDoOperator { runner, store, strategy, input_watermark, processing_time, draining, .. } = self;
         let (wm, pt, draining) = (*input_watermark, *processing_time, *draining);
         runner.bundle(metrics, |step, instance, outputs| {
+            if instance.fires_timers_together() {
+                let clock = (wm, pt, draining);
+                while fire_together(store, strategy, clock, step, &mut *instance, outputs)? {}
+            }
             loop {
                 // The earliest due timer: processing time first, then event time, each in order.
                 let next = match store.processing.first() {
@@ -406,6 +410,54 @@ impl Operator for StatefulParDoOperator {
         self.store.counted.clear();
         std::mem::take(&mut self.store.changes)
     }
+}
+
+/// Timers fired together in one call at most.
+const FIRED_TOGETHER: usize = 4096;
+
+/// Fires the due timers together ([`ErasedDoFn::on_timers`]), the earliest of each key and
+/// window (so each key's fire in order, one a round): processing time first, then event time.
+/// Whether any fired.
+fn fire_together(
+    store: &mut Store,
+    strategy: &WindowingStrategy,
+    (wm, pt, draining): (Timestamp, Timestamp, bool),
+    step: &str,
+    instance: &mut dyn ErasedDoFn,
+    outputs: &mut [Batch],
+) -> Result<bool> {
+    let mut due: Vec<(TimeDomain, TimerKey)> = Vec::new();
+    let mut seen = HashSet::new();
+    let processing = store.processing.iter().take_while(|t| t.0 < pt).map(|t| (TimeDomain::ProcessingTime, t));
+    let event = store.event.iter().take_while(|t| t.0 < wm).map(|t| (TimeDomain::EventTime, t));
+    for (domain, t) in processing.chain(event) {
+        if due.len() == FIRED_TOGETHER {
+            break;
+        }
+        if seen.insert((t.1.clone(), t.2)) {
+            due.push((domain, t.clone()));
+        }
+    }
+    if due.is_empty() {
+        return Ok(false);
+    }
+    let mut touched = HashMap::new();
+    let mut env = Env { store, touched: &mut touched, strategy, input_watermark: wm, processing_time: pt, draining };
+    let mut firings = Vec::with_capacity(due.len());
+    for (domain, (fire, key, window, family, id)) in due {
+        let (state, _) = env.state(&key, &window);
+        if let Some(data) = state.timers.remove(&(family.clone(), id.clone())) {
+            let firing = TimerFiring { family, id, domain, fire_timestamp: fire, output_timestamp: data.output };
+            firings.push((key, window, firing));
+        }
+    }
+    let r = guarded(step, "on_timer", || instance.on_timers(firings, outputs, &mut env));
+    for (kw, existed) in touched {
+        let gc = strategy.gc_time(&kw.1);
+        store.count(&kw, existed, true);
+        store.index(&kw, gc);
+    }
+    r.map(|()| true)
 }
 
 /// The watermark windows expire at (see [`StatefulParDoOperator::expiry_watermark`]).

@@ -314,6 +314,22 @@ pub trait ErasedDoFn: Send {
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> Result<(), UserError>;
     /// `DoFn::teardown`.
     fn teardown(&mut self) -> Result<(), UserError>;
+    /// Whether the runner may fire many timers in one call ([`ErasedDoFn::on_timers`]): a DoFn
+    /// whose callbacks run elsewhere, a bundle at a time (a portable harness's).
+    fn fires_timers_together(&self) -> bool {
+        false
+    }
+    /// Fires `firings` (at most one per key and window, each already taken from its state)
+    /// with the state of their keys and windows from `env`; only called when
+    /// [`ErasedDoFn::fires_timers_together`] says so.
+    fn on_timers(
+        &mut self,
+        firings: Vec<(Vec<u8>, Window, crate::state::TimerFiring)>,
+        _outputs: &mut [Batch],
+        _env: &mut dyn KeyedStateEnv,
+    ) -> Result<(), UserError> {
+        Err(format!("{} timers fired together, which this DoFn cannot take", firings.len()).into())
+    }
     /// The runner has durably committed everything this instance output so far: work that
     /// waited for that runs (a portable harness's bundle finalization). Only for a ParDo
     /// declared to finalize after commit; errors are the instance's to report.
