@@ -267,13 +267,19 @@ impl Job {
             if is_terminal(log.state) {
                 return Ok(log.state);
             }
-            (log.result.clone(), log.process.is_some())
+            (log.result.clone(), log.process.clone())
         };
-        if process {
-            return Err(format!(
-                "job '{}' runs in several processes, and draining such a job is not supported yet; cancel it instead",
-                self.id
-            ));
+        if let Some(p) = process {
+            // Its first process drains the run on every process of the cluster.
+            let mut child = p.lock().unwrap_or_else(|e| e.into_inner());
+            let stdin = child.stdin.as_mut().ok_or_else(|| format!("job '{}' cannot be told to drain", self.id))?;
+            std::io::Write::write_all(stdin, format!("{DRAIN}\n").as_bytes())
+                .and_then(|()| std::io::Write::flush(stdin))
+                .map_err(|e| format!("telling job '{}' to drain: {e}", self.id))?;
+            drop(child);
+            self.set_state(JobState::Draining);
+            self.message(Importance::JobMessageBasic, "draining: the sources stop, and every window fires");
+            return Ok(self.lock().state);
         }
         let Some(result) = result else {
             return Err(format!("job '{}' is not running yet, so there is nothing to drain", self.id));
@@ -381,7 +387,8 @@ impl Job {
             .arg("--run-job")
             .arg(&file)
             .args(config.subprocess_args())
-            .stdin(std::process::Stdio::null())
+            // Its standard input asks it to drain.
+            .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
             .map_err(|e| format!("cannot start the job's process: {e}"))?;
@@ -432,6 +439,8 @@ impl Job {
 
 /// A line a job's own process reports: the job runs.
 const REPORT_RUNNING: &str = "weir-job:running";
+/// What the job server writes to a process group's first process to drain the job.
+const DRAIN: &str = "drain";
 /// A line a job's own process reports: a message.
 const REPORT_MESSAGE: &str = "weir-job:message";
 /// A line a job's own process reports: why it failed.
@@ -543,7 +552,24 @@ pub fn run_job_file(file: &std::path::Path, config: &RunConfig) -> i32 {
         let options = request.pipeline_options.clone().unwrap_or_default();
         let run =
             Run { plan: &plan, options: &options, job: &id, name: &request.job_name, config, metrics: metrics.clone() };
-        let state = run.execute(&|m| report(REPORT_MESSAGE, &m), &|_, _| report(REPORT_RUNNING, ""));
+        // The job server asks for a drain on standard input (`drain`, a line).
+        let running: Arc<Mutex<Option<Arc<dyn PipelineResult>>>> = Arc::default();
+        let asked = running.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::stdin().lock()).map_while(Result::ok) {
+                let result = asked.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let (DRAIN, Some(r)) = (line.trim(), result) {
+                    if let Err(e) = r.drain() {
+                        report(REPORT_MESSAGE, &format!("draining: {e}"));
+                    }
+                }
+            }
+        });
+        let started = |result: Arc<dyn PipelineResult>, _: Arc<FnServer>| {
+            *running.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            report(REPORT_RUNNING, "")
+        };
+        let state = run.execute(&|m| report(REPORT_MESSAGE, &m), &started);
         let infos = japi::MetricResults { attempted: metrics.monitoring_infos(), committed: Vec::new() };
         let name = format!("metrics-{}", std::process::id());
         if let Some(dir) = file.parent() {

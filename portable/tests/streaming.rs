@@ -191,35 +191,74 @@ result.wait_until_finish()
 print("ENDED", result.state, flush=True)
 os._exit(0)
 "#;
-    let server = common::JobServer::start(&[]);
-    let mut args = vec!["-c".to_string(), program.to_string()];
+    // In one process, and in a process group of its own (a timely cluster of 2 processes).
+    for server_args in [&[][..], &["--runner", "timely", "--processes", "2"][..]] {
+        let server = common::JobServer::start(server_args);
+        let mut args = vec!["-c".to_string(), program.to_string()];
+        args.extend(server.options());
+        let mut client = std::process::Command::new(&py)
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python runs");
+        let mut lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines().map_while(Result::ok);
+        let job = lines.find_map(|l| l.strip_prefix("JOB ").map(String::from)).expect("the client names its job");
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        let port = server.endpoint.rsplit(':').next().unwrap().to_string();
+        let drained = std::process::Command::new(env!("CARGO_BIN_EXE_weir-job-server"))
+            .args(["--drain", &job, "--job-port", &port])
+            .output()
+            .expect("weir-job-server runs");
+        assert!(drained.status.success(), "{}", String::from_utf8_lossy(&drained.stderr));
+        assert_eq!(String::from_utf8_lossy(&drained.stdout).trim(), format!("job {job} is DRAINING"));
+        let rest: Vec<String> = lines.collect();
+        client.wait().unwrap();
+        let counts: u32 = rest.iter().filter_map(|l| l.strip_prefix("COUNT ")).map(|c| c.parse::<u32>().unwrap()).sum();
+        // Every impulse up to the drain is counted, the last window's too: about twelve.
+        assert!(counts >= 10, "{rest:?}");
+        assert_eq!(rest.last().map(String::as_str), Some("ENDED DONE"), "{rest:?}");
+        // A job that is done cannot be drained again: it says how it ended.
+        let again = std::process::Command::new(env!("CARGO_BIN_EXE_weir-job-server"))
+            .args(["--drain", &job, "--job-port", &port])
+            .output()
+            .expect("weir-job-server runs");
+        assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), format!("job {job} is DONE"));
+    }
+}
+
+#[test]
+fn match_continuously_finds_each_new_file_once_as_it_appears() {
+    let Some(py) = common::beam_python() else { return };
+    let program = r#"
+import os, sys, time, threading
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.options.pipeline_options import PipelineOptions
+directory = sys.argv[1]
+def write():
+    for i in range(4):
+        time.sleep(1)
+        with open(os.path.join(directory, "f%d.txt" % i), "w") as f:
+            f.write("x\n")
+threading.Thread(target=write, daemon=True).start()
+start = time.time()
+p = beam.Pipeline(options=PipelineOptions(sys.argv[2:]))
+(p | fileio.MatchContinuously(os.path.join(directory, "*.txt"), interval=0.5, stop_timestamp=start + 6)
+   | beam.Map(lambda m: print("MATCHED", os.path.basename(m.path), flush=True)))
+result = p.run()
+result.wait_until_finish()
+print("ENDED", result.state, flush=True)
+os._exit(0)
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::JobServer::start(&["--runner", "timely", "--workers", "2"]);
+    let mut args = vec!["-c".to_string(), program.to_string(), dir.path().to_string_lossy().to_string()];
     args.extend(server.options());
-    let mut client = std::process::Command::new(&py)
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python runs");
-    let mut lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines().map_while(Result::ok);
-    let job = lines.find_map(|l| l.strip_prefix("JOB ").map(String::from)).expect("the client names its job");
-    std::thread::sleep(std::time::Duration::from_secs(3));
-    let port = server.endpoint.rsplit(':').next().unwrap().to_string();
-    let drained = std::process::Command::new(env!("CARGO_BIN_EXE_weir-job-server"))
-        .args(["--drain", &job, "--job-port", &port])
-        .output()
-        .expect("weir-job-server runs");
-    assert!(drained.status.success(), "{}", String::from_utf8_lossy(&drained.stderr));
-    assert_eq!(String::from_utf8_lossy(&drained.stdout).trim(), format!("job {job} is DRAINING"));
-    let rest: Vec<String> = lines.collect();
-    client.wait().unwrap();
-    let counts: u32 = rest.iter().filter_map(|l| l.strip_prefix("COUNT ")).map(|c| c.parse::<u32>().unwrap()).sum();
-    // Every impulse up to the drain is counted, the last window's too: about twelve.
-    assert!(counts >= 10, "{rest:?}");
-    assert_eq!(rest.last().map(String::as_str), Some("ENDED DONE"), "{rest:?}");
-    // A job that is done cannot be drained again: it says how it ended.
-    let again = std::process::Command::new(env!("CARGO_BIN_EXE_weir-job-server"))
-        .args(["--drain", &job, "--job-port", &port])
-        .output()
-        .expect("weir-job-server runs");
-    assert_eq!(String::from_utf8_lossy(&again.stdout).trim(), format!("job {job} is DONE"));
+    let (ok, out, err) = common::python(&py, &args);
+    assert!(ok, "{}", &err[err.len().saturating_sub(3000)..]);
+    let mut matched: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("MATCHED ")).collect();
+    matched.sort();
+    assert_eq!(matched, ["f0.txt", "f1.txt", "f2.txt", "f3.txt"], "{out}");
+    assert!(out.contains("ENDED DONE"), "{out}");
 }
