@@ -8,6 +8,7 @@ prints each result as a line `RESULT ...`, in no order (the DoFns run in this pr
 the DirectRunner with --streaming, or a portable runner in LOOPBACK).
 """
 
+import os
 import sys
 
 import apache_beam as beam
@@ -19,7 +20,8 @@ from apache_beam.transforms.window import FixedWindows, TimestampedValue
 
 class Record(beam.DoFn):
   def process(self, element, window=beam.DoFn.WindowParam):
-    print("RESULT %s window=%s" % (element, window.start), flush=True)
+    # One write a line: bundles run on several threads, and their lines must not interleave.
+    os.write(1, ("RESULT %s window=%s\n" % (element, window.start)).encode())
 
 
 class BufferUntilWindowEnd(beam.DoFn):
