@@ -137,18 +137,21 @@ impl StageRuntime {
         sinks.chain(self.state.iter().flat_map(StageState::ports)).collect()
     }
 
-    /// A bundle's input: `data` to the main input, and `timers` (or nothing) to each timer
-    /// family.
-    fn input(&self, data: Vec<u8>, mut timers: Option<(&str, Vec<u8>)>) -> Vec<(Port, Vec<u8>)> {
+    /// A bundle's input: `data` to the main input, and to each timer family its timers in
+    /// `timers` (or nothing); a timer of a family the stage does not declare is an error.
+    fn input(&self, data: Vec<u8>, mut timers: BTreeMap<&str, Vec<u8>>) -> Result<Vec<(Port, Vec<u8>)>, UserError> {
         let mut input = vec![(Port::Data(self.input.0.clone()), data)];
         for port in self.state.iter().flat_map(StageState::ports) {
-            let bytes = match (&port, &mut timers) {
-                (Port::Timers(_, f), Some((family, bytes))) if f == family => std::mem::take(bytes),
-                _ => Vec::new(),
+            let bytes = match &port {
+                Port::Timers(_, f) => timers.remove(f.as_str()).unwrap_or_default(),
+                Port::Data(_) => Vec::new(),
             };
             input.push((port, bytes));
         }
-        input
+        match timers.keys().next() {
+            Some(family) => Err(format!("a timer of family '{family}', which the stage does not declare").into()),
+            None => Ok(input),
+        }
     }
 }
 
@@ -236,7 +239,7 @@ impl StageFn {
         let defers = self.rt.state.as_ref().is_some_and(|s| s.defers);
         let mut input = Some(input);
         while let Some(bundle) = input.take() {
-            let bundle = self.rt.input(bundle, None);
+            let bundle = self.rt.input(bundle, BTreeMap::new())?;
             let (got, residuals) = self.run(bundle, sides.clone(), keyed.as_deref_mut())?;
             self.emit(&got.outputs, outputs)?;
             if defers || residuals.is_empty() {
@@ -404,7 +407,7 @@ impl StageFn {
         }
         while let Some((element, wait_ms)) = waiting.pop_front() {
             std::thread::sleep(Duration::from_millis(wait_ms.max(0) as u64));
-            let input = self.rt.input(element, None);
+            let input = self.rt.input(element, BTreeMap::new())?;
             let (got, residuals) = self.run(input, SideInputs::default(), None)?;
             self.emit(&got.outputs, outputs)?;
             waiting.extend(residuals.into_iter().map(|r| (r.element, r.delay_ms)));
@@ -499,13 +502,13 @@ impl ErasedDoFn for StageFn {
         };
         let input = if firing.family == RESIDUAL_FAMILY {
             match state.cells.remove(&firing.id) {
-                Some(StateCell::Value(element)) => rt.input(element, None),
+                Some(StateCell::Value(element)) => rt.input(element, BTreeMap::new())?,
                 _ => return Err(format!("a residual '{}' that is not in its state", firing.id).into()),
             }
         } else {
             let mut timer = Vec::new();
             stage.codec.encode_firing(key, &window, firing, &mut timer);
-            rt.input(Vec::new(), Some((&firing.family, timer)))
+            rt.input(Vec::new(), BTreeMap::from([(firing.family.as_str(), timer)]))?
         };
         let mut keyed = Keyed::new(stage, Cells::One { key, window, state, time });
         let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
@@ -536,17 +539,7 @@ impl ErasedDoFn for StageFn {
         for (key, window, firing) in &firings {
             stage.codec.encode_firing(key, window, firing, by_family.entry(&firing.family).or_default());
         }
-        let mut input = vec![(Port::Data(rt.input.0.clone()), Vec::new())];
-        for port in stage.ports() {
-            let bytes = match &port {
-                Port::Timers(_, f) => by_family.remove(f.as_str()).unwrap_or_default(),
-                Port::Data(_) => Vec::new(),
-            };
-            input.push((port, bytes));
-        }
-        if let Some(family) = by_family.keys().next() {
-            return Err(format!("a timer of family '{family}', which the stage does not declare").into());
-        }
+        let input = rt.input(Vec::new(), by_family)?;
         let mut keyed = Keyed::new(stage, Cells::Env(env));
         let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
         if !residuals.is_empty() {
