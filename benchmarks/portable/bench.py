@@ -98,11 +98,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sdk-workers", type=int, default=2)
     ap.add_argument("--configs", default="direct,weir-loopback,weir-process")
+    ap.add_argument("--streaming", action="store_true",
+                    help="run the Nexmark queries in streaming mode (nexmark_streaming.py: an unbounded "
+                         "replay of the events file) instead of Beam's batch launcher")
+    ap.add_argument("--slices", type=int, default=20, help="event-time slices of a streaming replay")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="weir-portable-bench-")
     text = os.path.join(work, "text.txt")
-    make_text(text, args.wordcount_mb)
+    if args.wordcount_mb > 0:
+        make_text(text, args.wordcount_mb)
     events = os.path.join(work, "events.json")
     subprocess.run([args.nexmark, "--num-events", str(args.nexmark_events), "--export-events", events],
                    check=True, capture_output=True)
@@ -117,10 +122,18 @@ def main():
     configs = args.configs.split(",")
     jobs = [("wordcount %d MB" % args.wordcount_mb,
              lambda out: ["-m", "apache_beam.examples.wordcount", "--input", text, "--output", out])]
+    if args.wordcount_mb <= 0:
+        jobs = []
+    streaming = os.path.join(ROOT, "benchmarks/portable/nexmark_streaming.py")
     for q in args.queries.split(","):
-        jobs.append(("nexmark q%s %d events" % (q, args.nexmark_events),
-                     lambda out, q=q: ["-c", NEXMARK, "--query", q, "--input", events,
-                                       "--num_events", str(args.nexmark_events)]))
+        if args.streaming:
+            jobs.append(("streaming q%s %d events" % (q, args.nexmark_events),
+                         lambda out, q=q: [streaming, "--events", events, "--slices", str(args.slices),
+                                           "--query", q, "--num_events", str(args.nexmark_events)]))
+        else:
+            jobs.append(("nexmark q%s %d events" % (q, args.nexmark_events),
+                         lambda out, q=q: ["-c", NEXMARK, "--query", q, "--input", events,
+                                           "--num_events", str(args.nexmark_events)]))
     times = {(j, c): [] for j, _ in jobs for c in configs}
     planes = {}
     for r in range(args.rounds):
