@@ -256,6 +256,11 @@ impl PBegin {
         self.pipeline.clone()
     }
 
+    /// The pipeline (for a root transform that records a construction error).
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
     /// Applies a root transform.
     pub fn apply<T: PTransform<PBegin>>(&self, name: &str, transform: T) -> T::Output {
         self.pipeline.apply_transform(name, self.clone(), transform)

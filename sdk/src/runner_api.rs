@@ -13,9 +13,10 @@ pub use crate::transforms::group_by_key::kernel as group_kernel;
 
 /// Durable atomic writes, and the names of their temporary files.
 pub use crate::io::atomic::{is_temporary, write_atomic, AtomicWriteError};
+/// ForEachBatch's payload.
+pub use crate::io::commit_sink::CommitSinkPayload;
 /// The exactly-once file sink's payload.
 pub use crate::io::file_sink::FileSinkPayload;
-/// ForEachBatch's payload.
 pub use crate::io::for_each_batch::ForEachBatchPayload;
 /// How a sink claims its output directory for one query.
 pub use crate::io::json_lines::claim_output_dir;

@@ -37,6 +37,8 @@ pub const WRITE_JSON_LINES: &str = "weir:transform:write_json_lines:v1";
 pub const FILE_SINK: &str = "weir:transform:file_sink:v1";
 /// A callback per batch of output (composite; per batch on the micro-batch runner).
 pub const FOR_EACH_BATCH: &str = "weir:transform:for_each_batch:v1";
+/// A sink of an external system that commits each batch exactly once (`WriteCommitted`).
+pub const COMMIT_SINK: &str = "weir:transform:commit_sink:v1";
 /// A splittable DoFn's processing step: restrictions through the DoFn, residuals kept.
 pub const SPLITTABLE_PROCESS: &str = "beam:transform:sdf_process_sized_element_and_restrictions:v1";
 /// Any other composite: runners expand it.

@@ -9,6 +9,7 @@
 use crate::do_fn_runner::guarded;
 use crate::plan::SinkSpec;
 use std::path::Path;
+use weir_sdk::io::CommitSinkWriter;
 use weir_sdk::kernel::Batch;
 use weir_sdk::runner_api::{claim_output_dir, write_atomic, FileSinkPayload, ForEachBatchPayload};
 use weir_sdk::{Error, Result};
@@ -45,6 +46,10 @@ impl SinkSpec {
             SinkSpec::ForEachBatch { step, payload } => {
                 Ok(Box::new(ForEachBatchWriter { step: step.clone(), payload: payload.clone(), staged: Vec::new() }))
             }
+            SinkSpec::Committed { step, payload } => {
+                let writer = guarded(step, "sink", || payload.sink.open(owner))?;
+                Ok(Box::new(CommittedWriter { step: step.clone(), writer, staged: Vec::new() }))
+            }
         }
     }
 
@@ -60,13 +65,17 @@ impl SinkSpec {
                 Ok(file_writer(step, payload, partitions))
             }
             SinkSpec::ForEachBatch { .. } => self.open("", partitions),
+            // Its input all goes to the first process ([`SinkSpec::gathers`]), which opened it.
+            SinkSpec::Committed { step, .. } => {
+                Ok(Box::new(CommittedWriter { step: step.clone(), writer: Box::new(Elsewhere), staged: Vec::new() }))
+            }
         }
     }
 
     /// Whether the sink hands every batch to one callback in the driving process (ForEachBatch,
     /// Collect, Console): a distributed runner then sends all of its input to its first worker.
     pub fn gathers(&self) -> bool {
-        matches!(self, SinkSpec::ForEachBatch { .. })
+        matches!(self, SinkSpec::ForEachBatch { .. } | SinkSpec::Committed { .. })
     }
 }
 
@@ -246,6 +255,41 @@ impl SinkWriter for ForEachBatchWriter {
     }
     fn discard(&mut self) {
         self.staged.clear();
+    }
+}
+
+/// A [`weir_sdk::io::CommitSink`]: each committed batch's whole output, with the batch's id.
+struct CommittedWriter {
+    step: String,
+    writer: Box<dyn CommitSinkWriter>,
+    staged: Vec<Batch>,
+}
+
+impl SinkWriter for CommittedWriter {
+    fn stage(&mut self, _: usize, batch: Batch) -> Result<usize> {
+        let n = batch.len();
+        self.staged.push(batch);
+        Ok(n)
+    }
+    fn commit(&mut self, batch_id: u64, _: Option<&crate::exec::workers::Workers>) -> Result<()> {
+        let batches = std::mem::take(&mut self.staged);
+        if batches.is_empty() {
+            return Ok(());
+        }
+        let writer = &mut self.writer;
+        guarded(&self.step, "sink", || writer.commit(batch_id, batches))
+    }
+    fn discard(&mut self) {
+        self.staged.clear();
+    }
+}
+
+/// The writer of a process that never commits a gathered sink (its first process does).
+struct Elsewhere;
+
+impl CommitSinkWriter for Elsewhere {
+    fn commit(&mut self, _: u64, _: Vec<Batch>) -> weir_sdk::UserResult {
+        Err("a process other than the first was given output of a sink its first process writes".into())
     }
 }
 

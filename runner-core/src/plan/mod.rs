@@ -29,7 +29,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use weir_sdk::graph::{NodeId, PCollectionId, PipelineGraph};
 use weir_sdk::kernel::{CollectionOps, ErasedBoundedSource, ErasedUnboundedSource, TestStreamEvent};
-use weir_sdk::runner_api::{FileSinkPayload, ForEachBatchPayload};
+use weir_sdk::runner_api::{CommitSinkPayload, FileSinkPayload, ForEachBatchPayload};
 
 /// Makes one operator instance (one per partition) of a transform node.
 pub type OperatorFactory = Arc<dyn Fn(&PipelineGraph) -> Box<dyn Operator> + Send + Sync>;
@@ -63,6 +63,14 @@ pub enum SinkSpec {
         step: String,
         /// The callback.
         payload: ForEachBatchPayload,
+    },
+    /// A sink of an external system committing each batch exactly once (`WriteCommitted`:
+    /// Kafka's transactional sink).
+    Committed {
+        /// The step.
+        step: String,
+        /// The sink.
+        payload: CommitSinkPayload,
     },
 }
 

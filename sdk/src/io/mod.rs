@@ -2,6 +2,7 @@
 
 pub mod atomic;
 pub mod bad_records;
+pub mod commit_sink;
 pub mod file_io;
 pub mod file_sink;
 pub mod for_each_batch;
@@ -14,7 +15,8 @@ pub mod source_sdf;
 pub mod streams;
 pub mod text;
 
-pub use bad_records::BadRecordPolicy;
+pub use bad_records::{BadRecordPolicy, BadRecords};
+pub use commit_sink::{CommitSink, CommitSinkWriter, WriteCommitted};
 pub use file_io::{EmptyMatchTreatment, FileIO, FileMetadata, Termination};
 pub use file_sink::{JsonLinesRows, TextLines, WriteFiles};
 pub use for_each_batch::{Collect, CollectHandle, Console, ForEachBatch};

@@ -143,7 +143,7 @@ fn registry(t: &Translation) -> TranslatorRegistry<PlanBuilder> {
         .register(urns::FLATTEN, flatten::FlattenTranslator)
         .register(urns::WINDOW_INTO, window_into::WindowIntoTranslator)
         .register(urns::SPLITTABLE_PROCESS, splittable::SplittableTranslator);
-    let composites: [(&'static str, Box<dyn Translator<PlanBuilder>>); 8] = [
+    let composites: [(&'static str, Box<dyn Translator<PlanBuilder>>); 9] = [
         (urns::READ, Box::new(read::ReadTranslator)),
         (urns::COMBINE_PER_KEY, Box::new(combine_per_key::CombinePerKeyTranslator)),
         (urns::DEDUPLICATE, Box::new(deduplicate::DeduplicateTranslator)),
@@ -151,6 +151,7 @@ fn registry(t: &Translation) -> TranslatorRegistry<PlanBuilder> {
         (urns::WRITE_JSON_LINES, Box::new(write_json_lines::WriteJsonLinesTranslator)),
         (urns::FILE_SINK, Box::new(write_json_lines::WriteJsonLinesTranslator)),
         (urns::FOR_EACH_BATCH, Box::new(for_each_batch::ForEachBatchTranslator)),
+        (urns::COMMIT_SINK, Box::new(for_each_batch::CommitSinkTranslator)),
         (urns::RESHUFFLE, Box::new(reshuffle::ReshuffleTranslator)),
     ];
     for (urn, translator) in composites {

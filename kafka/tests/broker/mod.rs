@@ -1,0 +1,159 @@
+//! A Kafka-compatible broker for the tests: `noida-db` (a Kafka-compatible server with real
+//! transactions), started on 127.0.0.1 on a free port and stopped when dropped.
+//!
+//! The binary is `$WEIR_NOIDA_DB`, else `noida-db` on the PATH, else
+//! `~/.cache/weir-noida/bin/noida-db` (where `.ci/run` installs it with `cargo install
+//! noida-db --version 0.2.3 --locked --no-default-features --features kafka --root
+//! ~/.cache/weir-noida`). A test fails, saying how to install it, when there is none.
+
+#![allow(dead_code)]
+
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::ClientConfig;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Broker {
+    child: Child,
+    pub address: String,
+    _data: tempfile::TempDir,
+}
+
+fn binary() -> PathBuf {
+    if let Ok(p) = std::env::var("WEIR_NOIDA_DB") {
+        return PathBuf::from(p);
+    }
+    if let Ok(path) = std::env::var("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let c = dir.join("noida-db");
+            if c.is_file() {
+                return c;
+            }
+        }
+    }
+    let home = std::env::var("HOME").unwrap_or_default();
+    let cached = PathBuf::from(home).join(".cache/weir-noida/bin/noida-db");
+    assert!(
+        cached.is_file(),
+        "no Kafka-compatible broker: install it with `cargo install noida-db --version 0.2.3 --locked \
+         --no-default-features --features kafka --root ~/.cache/weir-noida` (or set WEIR_NOIDA_DB)"
+    );
+    cached
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+impl Broker {
+    pub fn start() -> Broker {
+        Self::start_on(free_port(), tempfile::tempdir().unwrap())
+    }
+
+    /// A broker on `port` keeping its data in `data` (a restart on the same data keeps the
+    /// topics).
+    pub fn start_on(port: u16, data: tempfile::TempDir) -> Broker {
+        let child = Command::new(binary())
+            .args(["start", "--only", "kafka", "--host", "127.0.0.1", "--kafka-port", &port.to_string(), "--data-dir"])
+            .arg(data.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start noida-db");
+        let address = format!("127.0.0.1:{port}");
+        let began = Instant::now();
+        while TcpStream::connect(&address).is_err() {
+            assert!(began.elapsed() < Duration::from_secs(30), "the broker did not listen on {address}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Broker { child, address, _data: data }
+    }
+
+    /// Stops the broker, keeping its data directory for a restart.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self._data, tempfile::tempdir().unwrap())
+    }
+
+    pub fn connection(&self) -> weir_kafka::Connection {
+        weir_kafka::Connection::new(&self.address)
+    }
+
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        self.connection().create_topic(topic, partitions).unwrap();
+    }
+
+    /// Produces `records` (key, value, partition) and waits until they are all written.
+    pub fn produce(&self, topic: &str, records: &[(Option<String>, String, i32)]) {
+        let producer: BaseProducer =
+            ClientConfig::new().set("bootstrap.servers", &self.address).set("linger.ms", "5").create().unwrap();
+        for (k, v, p) in records {
+            let mut r: BaseRecord<'_, String, String> = BaseRecord::to(topic).payload(v).partition(*p);
+            if let Some(k) = k {
+                r = r.key(k);
+            }
+            let mut r = Some(r);
+            while let Some(rec) = r.take() {
+                if let Err((_, back)) = producer.send(rec) {
+                    producer.poll(Duration::from_millis(10));
+                    r = Some(back);
+                }
+            }
+        }
+        producer.flush(Duration::from_secs(30)).unwrap();
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every record of `topic` a `read_committed` consumer sees now: (partition, offset, value).
+pub fn read_all(address: &str, topic: &str, isolation: &str) -> Vec<(i32, i64, String)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::Message;
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", address)
+        .set("group.id", format!("check-{}", rand_id()))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("isolation.level", isolation)
+        .create()
+        .unwrap();
+    let meta = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+    let partitions = meta.topics()[0].partitions().len() as i32;
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    let mut ends = Vec::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning).unwrap();
+        ends.push(consumer.fetch_watermarks(topic, p, Duration::from_secs(10)).unwrap().1);
+    }
+    consumer.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let mut idle = Instant::now();
+    while idle.elapsed() < Duration::from_secs(2) {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                idle = Instant::now();
+                out.push((m.partition(), m.offset(), String::from_utf8_lossy(m.payload().unwrap_or_default()).into()));
+            }
+            Some(Err(e)) => panic!("{e}"),
+            None => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+pub fn rand_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos());
+    h.finish()
+}

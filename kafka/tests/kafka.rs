@@ -1,0 +1,242 @@
+//! KafkaIO against a real Kafka-compatible broker (`noida-db`, started by each test on
+//! 127.0.0.1): bounded reads on every runner, the transactional sink's exactly-once protocol,
+//! bad records, an unreachable broker, and an unbounded read with windows.
+
+mod broker;
+
+use broker::Broker;
+use std::sync::Arc;
+use std::time::Duration;
+use weir_kafka::{Json, KafkaIO, KafkaRecord, StartOffset, TimestampPolicy};
+use weir_sdk::batch::Batch;
+use weir_sdk::io::{BadRecordPolicy, Collect, CollectHandle};
+use weir_sdk::prelude::*;
+use weir_sdk::windowed_value::WindowedValue;
+
+fn options(runner: &str) -> PipelineOptions {
+    weir::register();
+    let mut args = vec!["--runner", runner];
+    if runner == "timely" {
+        args.extend(["--workers", "2"]);
+    }
+    PipelineOptions::from_args(args).unwrap()
+}
+
+fn records(n: usize) -> Vec<(Option<String>, String, i32)> {
+    (0..n).map(|i| (Some(format!("k{}", i % 5)), format!("v{i}"), (i % 3) as i32)).collect()
+}
+
+#[test]
+fn a_bounded_read_gives_every_record_once_on_every_runner() {
+    let broker = Broker::start();
+    broker.create_topic("events", 3);
+    broker.produce("events", &records(300));
+    for runner in ["direct", "microbatch", "timely"] {
+        let p = Pipeline::new(options(runner));
+        let got = CollectHandle::new();
+        p.apply(
+            "Read",
+            KafkaIO::read::<Option<String>, String>()
+                .with_bootstrap_servers(&broker.address)
+                .with_topic("events")
+                .from_earliest()
+                .to_latest(),
+        )
+        .apply("Collect", Collect::into(&got));
+        p.run().and_then(|r| r.wait_until_finish(None)).unwrap_or_else(|e| panic!("{runner}: {e}"));
+        let mut items: Vec<KafkaRecord<Option<String>, String>> = got.items();
+        items.sort_by_key(|r| (r.partition, r.offset));
+        assert_eq!(items.len(), 300, "{runner}");
+        for r in &items {
+            let i: usize = r.value[1..].parse().unwrap();
+            assert_eq!(r.partition, (i % 3) as i32, "{runner}: {r:?}");
+            assert_eq!(r.key.as_deref(), Some(format!("k{}", i % 5).as_str()));
+            assert_eq!(r.offset, (i / 3) as i64, "{runner}: {r:?}");
+        }
+    }
+}
+
+#[test]
+fn the_transactional_sink_writes_each_batch_once() {
+    let broker = Broker::start();
+    broker.create_topic("out", 2);
+    let sink = KafkaIO::write::<String, String>().with_bootstrap_servers(&broker.address).with_topic("out").sink();
+    let batch = |xs: &[&str]| {
+        Batch::new(
+            xs.iter().map(|x| WindowedValue::timestamped(KV::new(x.to_string(), x.to_string()), 0)).collect::<Vec<_>>(),
+        )
+    };
+    let mut w = sink.open("query one").unwrap();
+    w.commit(0, vec![batch(&["a", "b"])]).unwrap();
+    // A replay of batch 0 (the runner crashed before its checkpoint recorded the commit).
+    w.commit(0, vec![batch(&["a", "b"])]).unwrap();
+    w.commit(1, vec![batch(&["c"])]).unwrap();
+    drop(w);
+    // A restarted run of the same query replays batch 1, then goes on.
+    let mut again = sink.open("query one").unwrap();
+    again.commit(1, vec![batch(&["c"])]).unwrap();
+    again.commit(2, vec![batch(&["d"])]).unwrap();
+    // Another query (no checkpoint in common) writes its own batch 0.
+    sink.open("query two").unwrap().commit(0, vec![batch(&["e"])]).unwrap();
+    let mut values: Vec<String> =
+        broker::read_all(&broker.address, "out", "read_committed").into_iter().map(|r| r.2).collect();
+    values.sort();
+    assert_eq!(values, ["a", "b", "c", "d", "e"]);
+}
+
+#[test]
+fn a_pipeline_writes_to_kafka_and_reads_it_back() {
+    let broker = Broker::start();
+    broker.create_topic("words", 2);
+    for runner in ["direct", "microbatch", "timely"] {
+        let topic = format!("words-{runner}");
+        broker.create_topic(&topic, 2);
+        let p = Pipeline::new(options(runner));
+        let words: Vec<String> = (0..50).map(|i| format!("w{i}")).collect();
+        p.apply("Words", Create::of(words.clone())).apply(
+            "Write",
+            KafkaIO::write::<(), String>().with_bootstrap_servers(&broker.address).with_topic(&topic).values(),
+        );
+        p.run().and_then(|r| r.wait_until_finish(None)).unwrap_or_else(|e| panic!("{runner}: {e}"));
+        let mut got: Vec<String> =
+            broker::read_all(&broker.address, &topic, "read_committed").into_iter().map(|r| r.2).collect();
+        got.sort();
+        let mut want = words;
+        want.sort();
+        assert_eq!(got, want, "{runner}");
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Bid {
+    price: u64,
+}
+
+#[test]
+fn a_record_that_does_not_decode_fails_naming_where_or_is_skipped() {
+    let broker = Broker::start();
+    broker.create_topic("bids", 1);
+    let recs: Vec<(Option<String>, String, i32)> =
+        vec![(None, r#"{"price":1}"#.into(), 0), (None, "not json".into(), 0), (None, r#"{"price":3}"#.into(), 0)];
+    broker.produce("bids", &recs);
+    let read = |policy: BadRecordPolicy| {
+        let p = Pipeline::new(options("microbatch"));
+        let got = CollectHandle::new();
+        p.apply(
+            "Read",
+            KafkaIO::read::<Vec<u8>, Json<Bid>>()
+                .with_bootstrap_servers(&broker.address)
+                .with_topic("bids")
+                .from_earliest()
+                .to_latest()
+                .with_bad_records(policy),
+        )
+        .apply("Prices", Map::new(|r: KafkaRecord<Vec<u8>, Json<Bid>>| r.value.0.price))
+        .apply("Collect", Collect::into(&got));
+        let result = p.run().and_then(|r| r.wait_until_finish(None).map(|_| r.metrics()));
+        (result, got.items())
+    };
+    let (failed, _) = read(BadRecordPolicy::Fail);
+    let Err(e) = failed else { panic!("a bad record fails the read") };
+    let e = e.to_string();
+    assert!(e.contains("Kafka topic bids, partition 0, offset 1") && e.contains("not json"), "{e}");
+    let (skipped, mut prices) = read(BadRecordPolicy::Skip);
+    let metrics = skipped.unwrap();
+    prices.sort();
+    assert_eq!(prices, [1, 3]);
+    let bad: i64 = metrics
+        .all_metrics()
+        .counters
+        .iter()
+        .filter(|c| c.key.name.name == "bad-records")
+        .map(|c| c.committed.unwrap_or(c.attempted))
+        .sum();
+    assert_eq!(bad, 1);
+}
+
+#[test]
+fn an_unreachable_broker_fails_the_read_and_the_write_naming_it() {
+    let address = format!("127.0.0.1:{}", broker::free_port());
+    let p = Pipeline::new(options("microbatch"));
+    p.apply(
+        "Read",
+        KafkaIO::read::<Vec<u8>, Vec<u8>>()
+            .with_bootstrap_servers(&address)
+            .with_topic("nothing")
+            .with_timeout(Duration::from_secs(2)),
+    )
+    .apply("Collect", Collect::into(&CollectHandle::new()));
+    let began = std::time::Instant::now();
+    let Err(e) = p.run().and_then(|r| r.wait_until_finish(None)) else { panic!("no broker") };
+    let e = e.to_string();
+    assert!(e.contains(&address) && e.contains("cannot reach Kafka"), "{e}");
+    assert!(began.elapsed() < Duration::from_secs(30), "{:?}", began.elapsed());
+    let sink = KafkaIO::write::<String, String>()
+        .with_bootstrap_servers(&address)
+        .with_topic("out")
+        .with_timeout(Duration::from_secs(2))
+        .sink();
+    let Err(e) = sink.open("q") else { panic!("no broker") };
+    let e = e.to_string();
+    assert!(e.contains(&address), "{e}");
+}
+
+#[test]
+fn an_unbounded_read_windows_by_create_time_and_ends_windows_as_partitions_go_idle() {
+    let broker = Broker::start();
+    broker.create_topic("clicks", 2);
+    // Two windows of 10 s, by the records' create times (set by the producer below).
+    let p = Pipeline::new(options("microbatch"));
+    let got: CollectHandle<(i64, i64)> = CollectHandle::new();
+    p.apply(
+        "Read",
+        KafkaIO::read::<Vec<u8>, String>()
+            .with_bootstrap_servers(&broker.address)
+            .with_topic("clicks")
+            .with_start(StartOffset::Earliest)
+            .with_timestamp_policy(TimestampPolicy::Custom {
+                timestamp: Arc::new(|r: &KafkaRecord<Vec<u8>, String>| r.value.parse::<i64>().unwrap_or(0)),
+                max_delay: Duration::ZERO,
+            }),
+    )
+    .apply("Window", Window::into(FixedWindows::of(Duration::from_secs(10))))
+    .apply("One", Map::new(|_r: KafkaRecord<Vec<u8>, String>| KV::new(0i64, 1i64)))
+    .apply("Count", Sum::per_key())
+    .apply("WithStart", WithWindowStart)
+    .apply("Collect", Collect::into(&got));
+    let result = p.run().unwrap();
+    let recs: Vec<(Option<String>, String, i32)> = (0..40).map(|i| (None, (i * 500).to_string(), i % 2)).collect();
+    broker.produce("clicks", &recs);
+    let began = std::time::Instant::now();
+    while got.items().len() < 2 && began.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    result.cancel().unwrap();
+    let mut items = got.items();
+    items.sort();
+    assert_eq!(items, [(0, 20), (10_000, 20)]);
+}
+
+/// Each count with its window's start.
+#[derive(Clone)]
+struct WithWindowStart;
+
+impl PTransform<PCollection<KV<i64, i64>>> for WithWindowStart {
+    type Output = PCollection<(i64, i64)>;
+    fn expand(self, input: PCollection<KV<i64, i64>>) -> PCollection<(i64, i64)> {
+        input.apply("Start", ParDo::of(StartFn))
+    }
+}
+
+#[derive(Clone)]
+struct StartFn;
+
+impl DoFn for StartFn {
+    type In = KV<i64, i64>;
+    type Out = (i64, i64);
+    fn process(&mut self, kv: KV<i64, i64>, ctx: &mut ProcessContext<'_, (i64, i64)>) -> UserResult {
+        let start = ctx.window().interval().map(|w| w.start).unwrap_or(-1);
+        ctx.output((start, kv.value));
+        Ok(())
+    }
+}
