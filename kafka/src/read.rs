@@ -599,6 +599,10 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
     fn finalizes_bundles(&self) -> bool {
         self.shared.group.is_some()
     }
+    /// A batch reads at most `--max-batch-size` records over the partitions.
+    fn reads_a_source(&self) -> bool {
+        true
+    }
 
     fn process(
         &mut self,

@@ -240,3 +240,118 @@ impl DoFn for StartFn {
         Ok(())
     }
 }
+
+/// The child of the kill test: copies topic `in` to topic `out` (each value, tagged) on the
+/// micro-batch runner with a checkpoint, until it is killed. Runs only when the kill test
+/// starts this test binary with `WEIR_KAFKA_CHILD=BROKER,CHECKPOINT_DIR`.
+#[test]
+fn kill_test_child() {
+    let Ok(args) = std::env::var("WEIR_KAFKA_CHILD") else { return };
+    let (address, checkpoint) = args.split_once(',').unwrap();
+    weir::register();
+    let options = PipelineOptions::from_args([
+        "--runner",
+        "microbatch",
+        "--checkpoint-dir",
+        checkpoint,
+        "--max-batch-size",
+        "100",
+        "--trigger-interval-ms",
+        "20",
+    ])
+    .unwrap();
+    let p = Pipeline::new(options);
+    p.apply(
+        "Read",
+        KafkaIO::read::<Vec<u8>, String>()
+            .with_bootstrap_servers(address)
+            .with_topic("in")
+            .from_earliest()
+            .with_poll_interval(Duration::from_millis(20)),
+    )
+    // A millisecond a record, so that the kills fall while it copies.
+    .apply(
+        "Tag",
+        Map::new(|r: KafkaRecord<Vec<u8>, String>| {
+            std::thread::sleep(Duration::from_millis(1));
+            format!("{}@{}-{}", r.value, r.partition, r.offset)
+        }),
+    )
+    .apply("Write", KafkaIO::write::<(), String>().with_bootstrap_servers(address).with_topic("out").values());
+    let r = p.run().unwrap();
+    let e = r.wait_until_finish(None);
+    panic!("the copy ended: {e:?}");
+}
+
+/// SIGKILLs of a running copy from topic to topic at random points, each followed by a restart
+/// from the checkpoint, give the output of an uninterrupted run: every record once, none lost.
+#[test]
+fn a_killed_copy_resumes_from_its_checkpoint_exactly_once() {
+    kill_rounds(4);
+}
+
+/// The long form: `cargo test -p weir-kafka --test kafka -- --ignored`.
+#[test]
+#[ignore]
+fn ten_kills_of_a_copy_lose_and_duplicate_nothing() {
+    kill_rounds(10);
+}
+
+fn kill_rounds(rounds: usize) {
+    let broker = Broker::start();
+    broker.create_topic("in", 3);
+    broker.create_topic("out", 2);
+    let n = 3000;
+    let input: Vec<(Option<String>, String, i32)> = (0..n).map(|i| (None, format!("r{i}"), (i % 3) as i32)).collect();
+    broker.produce("in", &input[..n / 2]);
+    let checkpoint = tempfile::tempdir().unwrap();
+    let child = || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "kill_test_child", "--nocapture", "--test-threads", "1"])
+            .env("WEIR_KAFKA_CHILD", format!("{},{}", broker.address, checkpoint.path().display()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut seed = broker::rand_id();
+    for round in 0..rounds {
+        if round == rounds / 2 {
+            broker.produce("in", &input[n / 2..]);
+        }
+        let mut c = child();
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(300 + (seed >> 33) % 1200));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        let copied = broker::read_all(&broker.address, "out", "read_committed").len();
+        eprintln!("round {round}: killed with {copied} records copied");
+    }
+    if rounds < 2 {
+        broker.produce("in", &input[n / 2..]);
+    }
+    // The killed runs made progress (so the kills fell mid-run), and left work to do.
+    let before = broker::read_all(&broker.address, "out", "read_committed").len();
+    eprintln!("{before} of {n} records copied before the last run");
+    assert!(before > 0, "no killed run wrote anything");
+    let mut c = child();
+    let began = std::time::Instant::now();
+    while began.elapsed() < Duration::from_secs(90)
+        && broker::read_all(&broker.address, "out", "read_committed").len() < n
+    {}
+    // Anything more it would write comes now.
+    std::thread::sleep(Duration::from_secs(1));
+    c.kill().unwrap();
+    c.wait().unwrap();
+    let got: Vec<String> =
+        broker::read_all(&broker.address, "out", "read_committed").into_iter().map(|r| r.2).collect();
+    let mut counts = std::collections::BTreeMap::new();
+    for v in &got {
+        *counts.entry(v.split('@').next().unwrap().to_string()).or_insert(0) += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(twice.is_empty(), "written more than once: {twice:?}");
+    let missing: Vec<_> = input.iter().map(|r| &r.1).filter(|v| !counts.contains_key(*v)).collect();
+    assert!(missing.is_empty(), "lost {} records: {:?}", missing.len(), &missing[..missing.len().min(10)]);
+    assert_eq!(got.len(), n);
+}

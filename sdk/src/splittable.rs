@@ -605,6 +605,14 @@ pub trait SplittableDoFn: Clone + Send + 'static {
     fn finalizes_bundles(&self) -> bool {
         false
     }
+    /// Whether the DoFn is a source's reader (Kafka's partitions): a batch (epoch) of the
+    /// micro-batch and timely runners then claims no more of its positions than
+    /// `--max-batch-size` allows a source, as a Read's, and checkpoints the rest for the next
+    /// (Spark's `maxOffsetsPerTrigger`). Otherwise a batch claims up to
+    /// `weir_runner_core`'s budget per call, and runs residuals due at once in the same batch.
+    fn reads_a_source(&self) -> bool {
+        false
+    }
     /// Called once per instance before any element.
     fn setup(&mut self) -> UserResult {
         Ok(())
@@ -696,6 +704,8 @@ pub struct SplittablePayload {
     pub fn_name: &'static str,
     /// Whether the DoFn registers callbacks to run after commits.
     pub finalizes_bundles: bool,
+    /// Whether the DoFn reads a source ([`SplittableDoFn::reads_a_source`]).
+    pub reads_a_source: bool,
 }
 
 struct Work<F: SplittableDoFn> {
@@ -1017,6 +1027,7 @@ impl<F: SplittableDoFn> PTransform<PCollection<ElementAndRestriction<F::In, F::R
         let p = input.pipeline().clone();
         let unbounded = self.0.unbounded_per_element();
         let finalizes_bundles = self.0.finalizes_bundles();
+        let reads_a_source = self.0.reads_a_source();
         let proto = Mutex::new(self.0);
         let factory: SplittableFactory = Arc::new(move || {
             let fn_ = proto.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -1028,6 +1039,7 @@ impl<F: SplittableDoFn> PTransform<PCollection<ElementAndRestriction<F::In, F::R
                 factory,
                 fn_name: std::any::type_name::<F>(),
                 finalizes_bundles,
+                reads_a_source,
             })),
         );
         let b = if unbounded { Boundedness::Unbounded } else { output_boundedness(&p, &[input.id()]) };

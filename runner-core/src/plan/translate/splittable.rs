@@ -23,7 +23,7 @@ impl Translator<PlanBuilder> for SplittableTranslator {
         // metrics and errors name the step the user applied.
         let read = read_of(node, graph);
         let step = read.unwrap_or(&node.full_name).to_string();
-        let reads_a_source = read.is_some();
+        let reads_a_source = read.is_some() || p.reads_a_source;
         let (payload, output, name) = (p.clone(), node.outputs[0], step.clone());
         let factory = Arc::new(move |g: &PipelineGraph| {
             Box::new(
