@@ -21,7 +21,7 @@
 //!
 //! ## Reading
 //!
-//! [`KafkaIO::read`] is a splittable DoFn per topic partition (see [`read`]): partitions are
+//! [`KafkaIO::read`] is a splittable DoFn per topic partition (see [`mod@read`]): partitions are
 //! found, and found again while an unbounded read runs; each is read over a range of offsets
 //! that grows. The offsets still to read are the restrictions the runner checkpoints, so a
 //! query restarted from its checkpoint reads every record exactly once; the read never
@@ -43,7 +43,7 @@
 //! [`KafkaIO::write`] writes `KV`s (and [`KafkaWrite::values`] values) through
 //! [`KafkaEncode`]. On the micro-batch and timely runners each batch (epoch) is one Kafka
 //! transaction, committed with the batch, exactly once across crashes and restarts (see
-//! [`write`]); on the direct runner each bundle is one. Without transactions the sink is at
+//! [`mod@write`]); on the direct runner each bundle is one. Without transactions the sink is at
 //! least once.
 //!
 //! ## Faults
