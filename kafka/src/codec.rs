@@ -3,6 +3,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use weir_sdk::coders::Element;
 
 /// A type a record's key or value decodes into (Kafka's `Deserializer`). `None` is a null key or
@@ -14,8 +15,8 @@ pub trait KafkaDecode: Element {
 
 /// A type a record's key or value encodes from (Kafka's `Serializer`). `None` writes a null.
 pub trait KafkaEncode: Element {
-    /// The bytes to write.
-    fn encode(&self) -> Result<Option<Vec<u8>>, String>;
+    /// The bytes to write: borrowed when the value holds them already (bytes, text).
+    fn encode(&self) -> Result<Option<Cow<'_, [u8]>>, String>;
 }
 
 impl KafkaDecode for Vec<u8> {
@@ -26,8 +27,8 @@ impl KafkaDecode for Vec<u8> {
 }
 
 impl KafkaEncode for Vec<u8> {
-    fn encode(&self) -> Result<Option<Vec<u8>>, String> {
-        Ok(Some(self.clone()))
+    fn encode(&self) -> Result<Option<Cow<'_, [u8]>>, String> {
+        Ok(Some(Cow::Borrowed(self)))
     }
 }
 
@@ -39,8 +40,8 @@ impl KafkaDecode for String {
 }
 
 impl KafkaEncode for String {
-    fn encode(&self) -> Result<Option<Vec<u8>>, String> {
-        Ok(Some(self.clone().into_bytes()))
+    fn encode(&self) -> Result<Option<Cow<'_, [u8]>>, String> {
+        Ok(Some(Cow::Borrowed(self.as_bytes())))
     }
 }
 
@@ -52,7 +53,7 @@ impl<T: KafkaDecode> KafkaDecode for Option<T> {
 }
 
 impl<T: KafkaEncode> KafkaEncode for Option<T> {
-    fn encode(&self) -> Result<Option<Vec<u8>>, String> {
+    fn encode(&self) -> Result<Option<Cow<'_, [u8]>>, String> {
         match self {
             Some(v) => v.encode(),
             None => Ok(None),
@@ -73,8 +74,8 @@ impl<T: Element + DeserializeOwned> KafkaDecode for Json<T> {
 }
 
 impl<T: Element + Serialize> KafkaEncode for Json<T> {
-    fn encode(&self) -> Result<Option<Vec<u8>>, String> {
-        serde_json::to_vec(&self.0).map(Some).map_err(|e| format!("cannot write JSON: {e}"))
+    fn encode(&self) -> Result<Option<Cow<'_, [u8]>>, String> {
+        serde_json::to_vec(&self.0).map(|v| Some(Cow::Owned(v))).map_err(|e| format!("cannot write JSON: {e}"))
     }
 }
 

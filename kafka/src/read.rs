@@ -428,7 +428,7 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for WatchPartitions<K, V> {
     type Restriction = Growth;
     type Tracker = GrowthTracker;
     fn initial_restriction(&self, _: &String) -> UserResult<Growth> {
-        Ok(Growth { seen: BTreeSet::new(), polls: 0, started: None, last_new: None, done: false })
+        Ok(Growth::default())
     }
     fn new_tracker(&self, _: &String, g: Growth) -> GrowthTracker {
         GrowthTracker::new(g)

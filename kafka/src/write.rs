@@ -100,7 +100,7 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWrite<K, V> {
 pub struct KafkaWriteValues<V>(KafkaWrite<(), V>);
 
 impl KafkaEncode for () {
-    fn encode(&self) -> Result<Option<Vec<u8>>, String> {
+    fn encode(&self) -> Result<Option<std::borrow::Cow<'_, [u8]>>, String> {
         Ok(None)
     }
 }
@@ -227,7 +227,8 @@ struct KafkaWriter<K, V> {
     partitioner: Option<KafkaPartitioner<K, V>>,
     producer: BaseProducer<Deliveries>,
     /// With transactions: a consumer of the sink's group, whose offset on the topic's first
-    /// partition is the next batch id to write.
+    /// partition is the next batch id to write. It is asked before every batch: the broker
+    /// holds the truth, also after a commit whose outcome the writer never learnt.
     marker: Option<BaseConsumer>,
     id: String,
 }
@@ -250,11 +251,11 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWriter<K, V> {
             for wv in downcast_batch::<KV<K, V>>(b)? {
                 let key = wv.value.key.encode().map_err(|e| format!("Kafka topic {}: key: {e}", self.topic))?;
                 let value = wv.value.value.encode().map_err(|e| format!("Kafka topic {}: value: {e}", self.topic))?;
-                let mut record: BaseRecord<'_, Vec<u8>, Vec<u8>> = BaseRecord::to(&self.topic);
-                if let Some(k) = key.as_ref() {
+                let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(&self.topic);
+                if let Some(k) = key.as_deref() {
                     record = record.key(k);
                 }
-                if let Some(v) = value.as_ref() {
+                if let Some(v) = value.as_deref() {
                     record = record.payload(v);
                 }
                 if let Some(f) = &self.partitioner {

@@ -44,11 +44,10 @@ impl SinkSpec {
                 Ok(file_writer(step, payload, partitions))
             }
             SinkSpec::ForEachBatch { step, payload } => {
-                Ok(Box::new(ForEachBatchWriter { step: step.clone(), payload: payload.clone(), staged: Vec::new() }))
+                Ok(WholeBatchWriter::boxed(step, Box::new(Callback(payload.clone()))))
             }
             SinkSpec::Committed { step, payload } => {
-                let writer = guarded(step, "sink", || payload.sink.open(owner))?;
-                Ok(Box::new(CommittedWriter { step: step.clone(), writer, staged: Vec::new() }))
+                Ok(WholeBatchWriter::boxed(step, guarded(step, "sink", || payload.sink.open(owner))?))
             }
         }
     }
@@ -66,9 +65,7 @@ impl SinkSpec {
             }
             SinkSpec::ForEachBatch { .. } => self.open("", partitions),
             // Its input all goes to the first process ([`SinkSpec::gathers`]), which opened it.
-            SinkSpec::Committed { step, .. } => {
-                Ok(Box::new(CommittedWriter { step: step.clone(), writer: Box::new(Elsewhere), staged: Vec::new() }))
-            }
+            SinkSpec::Committed { step, .. } => Ok(WholeBatchWriter::boxed(step, Box::new(Elsewhere))),
         }
     }
 
@@ -232,40 +229,22 @@ impl FileWriter {
     }
 }
 
-/// ForEachBatch, Collect and Console: the callback once per committed batch, with all of its
-/// elements; a replayed batch calls it again with the same id.
-struct ForEachBatchWriter {
-    step: String,
-    payload: ForEachBatchPayload,
-    staged: Vec<Batch>,
-}
-
-impl SinkWriter for ForEachBatchWriter {
-    fn stage(&mut self, _: usize, batch: Batch) -> Result<usize> {
-        let n = batch.len();
-        self.staged.push(batch);
-        Ok(n)
-    }
-    fn commit(&mut self, batch_id: u64, _: Option<&crate::exec::workers::Workers>) -> Result<()> {
-        let batches = std::mem::take(&mut self.staged);
-        if batches.is_empty() {
-            return Ok(());
-        }
-        guarded(&self.step, "sink", || self.payload.kernel.write(batch_id, batches))
-    }
-    fn discard(&mut self) {
-        self.staged.clear();
-    }
-}
-
-/// A [`weir_sdk::io::CommitSink`]: each committed batch's whole output, with the batch's id.
-struct CommittedWriter {
+/// A sink handed each committed batch's whole output with the batch's id: ForEachBatch,
+/// Collect and Console (a replayed batch calls the callback again with the same id), and a
+/// [`weir_sdk::io::CommitSink`] (which skips what it committed before).
+struct WholeBatchWriter {
     step: String,
     writer: Box<dyn CommitSinkWriter>,
     staged: Vec<Batch>,
 }
 
-impl SinkWriter for CommittedWriter {
+impl WholeBatchWriter {
+    fn boxed(step: &str, writer: Box<dyn CommitSinkWriter>) -> Box<dyn SinkWriter> {
+        Box::new(WholeBatchWriter { step: step.to_string(), writer, staged: Vec::new() })
+    }
+}
+
+impl SinkWriter for WholeBatchWriter {
     fn stage(&mut self, _: usize, batch: Batch) -> Result<usize> {
         let n = batch.len();
         self.staged.push(batch);
@@ -281,6 +260,15 @@ impl SinkWriter for CommittedWriter {
     }
     fn discard(&mut self) {
         self.staged.clear();
+    }
+}
+
+/// ForEachBatch's callback, as a writer of whole batches.
+struct Callback(ForEachBatchPayload);
+
+impl CommitSinkWriter for Callback {
+    fn commit(&mut self, batch_id: u64, batches: Vec<Batch>) -> weir_sdk::UserResult {
+        self.0.kernel.write(batch_id, batches)
     }
 }
 

@@ -268,8 +268,9 @@ impl DoFn for MatchOnce {
 }
 
 /// What a continuous match has done: the files it output, its polls, and when it started and
-/// last found a new file: the restriction of a continuous match, checkpointed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// last found a new file: the restriction of a continuous match, checkpointed. The default is
+/// a watch that has not polled yet.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Growth {
     /// The paths output so far.
     pub seen: BTreeSet<String>,
@@ -384,7 +385,7 @@ impl SplittableDoFn for Watch {
     type Restriction = Growth;
     type Tracker = GrowthTracker;
     fn initial_restriction(&self, _: &String) -> UserResult<Growth> {
-        Ok(Growth { seen: BTreeSet::new(), polls: 0, started: None, last_new: None, done: false })
+        Ok(Growth::default())
     }
     fn new_tracker(&self, _: &String, g: Growth) -> GrowthTracker {
         GrowthTracker::new(g)
