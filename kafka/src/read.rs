@@ -461,6 +461,10 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for WatchPartitions<K, V> {
         ctx.set_watermark(now)?;
         Ok(ProcessContinuation::resume().with_resume_delay(self.0.discovery))
     }
+    /// What it finds changes as partitions are added: a replayed batch repeats its polls.
+    fn reads_a_source(&self) -> bool {
+        true
+    }
 }
 
 /// A consumer assigned to one partition, and where it is.

@@ -18,7 +18,6 @@ use crate::codec::KafkaEncode;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use rdkafka::{ClientContext, Message, Offset, TopicPartitionList};
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use weir_sdk::batch::downcast_batch;
@@ -36,11 +35,25 @@ pub struct KafkaWrite<K, V> {
     topic: String,
     transactions: bool,
     partitioner: Option<KafkaPartitioner<K, V>>,
+    input_timestamp: bool,
 }
 
 impl<K: KafkaEncode, V: KafkaEncode> KafkaWrite<K, V> {
     pub(crate) fn new() -> Self {
-        KafkaWrite { conn: Connection::new(""), topic: String::new(), transactions: true, partitioner: None }
+        KafkaWrite {
+            conn: Connection::new(""),
+            topic: String::new(),
+            transactions: true,
+            partitioner: None,
+            input_timestamp: false,
+        }
+    }
+    /// Gives each record its element's event time as its create time (Beam's
+    /// `withInputTimestamp`), so a read with [`crate::TimestampPolicy::CreateTime`] sees the
+    /// event times again. Without it the producer stamps the time it sends.
+    pub fn with_input_timestamp(mut self) -> Self {
+        self.input_timestamp = true;
+        self
     }
     /// The brokers, `host:port[,host:port...]`.
     pub fn with_bootstrap_servers(mut self, servers: &str) -> Self {
@@ -83,6 +96,7 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWrite<K, V> {
             topic: self.topic,
             transactions: self.transactions,
             partitioner: self.partitioner,
+            input_timestamp: self.input_timestamp,
         })
     }
     /// Writes values only, with no key (Beam's `values()`).
@@ -92,6 +106,7 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWrite<K, V> {
             topic: self.topic,
             transactions: self.transactions,
             partitioner: None,
+            input_timestamp: self.input_timestamp,
         })
     }
 }
@@ -127,6 +142,7 @@ impl<K: KafkaEncode, V: KafkaEncode> PTransform<PCollection<KV<K, V>>> for Kafka
             topic: self.topic,
             transactions: self.transactions,
             partitioner: self.partitioner,
+            input_timestamp: self.input_timestamp,
         };
         input.apply("Commit", WriteCommitted::to(Arc::new(sink)))
     }
@@ -137,6 +153,7 @@ struct KafkaSink<K, V> {
     topic: String,
     transactions: bool,
     partitioner: Option<KafkaPartitioner<K, V>>,
+    input_timestamp: bool,
 }
 
 impl<K: KafkaEncode, V: KafkaEncode> CommitSink for KafkaSink<K, V> {
@@ -148,9 +165,11 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSink for KafkaSink<K, V> {
     fn open(&self, owner: &str) -> UserResult<Box<dyn CommitSinkWriter>> {
         // The sink's identity: the same for every run of a checkpointed query, another for
         // every other run.
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (owner, &self.topic, &self.conn.bootstrap_servers).hash(&mut h);
-        let id = format!("weir-sink-{:016x}", h.finish());
+        // A hash stable across builds: a restart by a newer build must find the same marker.
+        let h = [owner, &self.topic, &self.conn.bootstrap_servers]
+            .iter()
+            .fold(weir_sdk::kernel::FNV1A_BASIS, |h, part| weir_sdk::kernel::fnv1a(fnv1a_sep(h), part.as_bytes()));
+        let id = format!("weir-sink-{h:016x}");
         let timeout_ms = self.conn.timeout.as_millis().to_string();
         let mut settings = vec![("message.timeout.ms", timeout_ms.as_str()), ("enable.idempotence", "true")];
         if self.transactions {
@@ -174,11 +193,18 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSink for KafkaSink<K, V> {
             topic: self.topic.clone(),
             partitions,
             partitioner: self.partitioner.clone(),
+            input_timestamp: self.input_timestamp,
             producer,
             marker,
             id,
         }))
     }
+}
+
+/// A separator between the parts of a hashed identity, so that ("ab", "c") and ("a", "bc")
+/// differ.
+fn fnv1a_sep(h: u64) -> u64 {
+    weir_sdk::kernel::fnv1a(h, &[0xff])
 }
 
 /// The topic's partition count; an error naming the topic when the brokers neither have it
@@ -225,6 +251,7 @@ struct KafkaWriter<K, V> {
     topic: String,
     partitions: i32,
     partitioner: Option<KafkaPartitioner<K, V>>,
+    input_timestamp: bool,
     producer: BaseProducer<Deliveries>,
     /// With transactions: a consumer of the sink's group, whose offset on the topic's first
     /// partition is the next batch id to write. It is asked before every batch: the broker
@@ -257,6 +284,10 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWriter<K, V> {
                 }
                 if let Some(v) = value.as_deref() {
                     record = record.payload(v);
+                }
+                // Kafka's timestamps are milliseconds since the epoch, not negative.
+                if self.input_timestamp && (0..weir_sdk::time::MAX_TIMESTAMP).contains(&wv.timestamp) {
+                    record = record.timestamp(wv.timestamp);
                 }
                 if let Some(f) = &self.partitioner {
                     let p = f(&wv.value.key, &wv.value.value, self.partitions);

@@ -64,9 +64,22 @@ struct Args {
     results_format: String,
     /// Write the events to FILE and exit: Beam's JSON lines, or CSV or Parquet by the name's
     /// extension (`.csv`, `.parquet`), one row per event with the union of the Person, Auction
-    /// and Bid fields.
+    /// and Bid fields. `kafka://HOST:PORT/TOPIC` publishes them to a Kafka topic instead, a JSON
+    /// line per record, with its event time as the record's create time.
     #[arg(long = "export-events", value_name = "FILE")]
     export_events: Option<PathBuf>,
+    /// Read events from a Kafka topic, `HOST:PORT/TOPIC` (as --export-events publishes them,
+    /// one JSON line per record; Beam's --sourceType=KAFKA). In batch, and in streaming with
+    /// --trigger available-now, the partitions are read to their ends as the run starts; with
+    /// another trigger they are read as they grow until the run is stopped. Offsets live in the
+    /// --checkpoint-dir, so a restarted query reads every event once.
+    #[arg(long = "events-kafka", value_name = "HOST:PORT/TOPIC", conflicts_with_all = ["events_file", "events_glob", "events_dir"])]
+    events_kafka: Option<crate::kafka::KafkaTopic>,
+    /// Write each result to a Kafka topic, `HOST:PORT/TOPIC`, as the JSON line --results writes
+    /// (Beam's --sinkType=KAFKA): one transaction per batch (epoch), so a read_committed consumer
+    /// sees each result once, across restarts from --checkpoint-dir too.
+    #[arg(long = "results-kafka", value_name = "HOST:PORT/TOPIC")]
+    results_kafka: Option<crate::kafka::KafkaTopic>,
     /// Read events from FILE instead of generating them: Beam's JSON lines, or CSV or Parquet by
     /// the name's extension (the tables --export-events writes, or DuckDB and Spark make). The
     /// name is taken as it is; see --events-glob for several files.
@@ -251,6 +264,13 @@ impl Serialize for ResultLine {
             st.serialize_field("value", &self.value)?;
         }
         st.end()
+    }
+}
+
+/// A result line is a Kafka record's value as it is a results file's line.
+impl weir_kafka::KafkaEncode for ResultLine {
+    fn encode(&self) -> Result<Option<std::borrow::Cow<'_, [u8]>>, String> {
+        serde_json::to_vec(self).map(|v| Some(v.into())).map_err(|e| format!("a {} result: {e}", self.query))
     }
 }
 
@@ -444,6 +464,10 @@ fn read_events(
             FileIO::match_pattern(pattern).with_empty_match_treatment(EmptyMatchTreatment::Disallow),
         );
         files.apply("Events", read_event_files(&args.on_malformed))
+    } else if let Some(topic) = &args.events_kafka {
+        let trigger = options.get::<weir::core::streaming::StreamingOptions>().trigger;
+        let bounded = !args.streaming || trigger == weir::core::streaming::StreamingTrigger::AvailableNow;
+        crate::kafka::read_events(p, topic, bounded, &args.on_malformed)
     } else if args.streaming {
         p.apply("Events", ReadUnbounded::from(UnboundedEventSource::new(config)))
     } else {
@@ -487,7 +511,7 @@ fn apply_target(
             } else {
                 None
             };
-            if args.results.is_none() && model.is_none() {
+            if args.results.is_none() && args.results_kafka.is_none() && model.is_none() {
                 // A benchmark run: results are counted, not rendered (Beam's DEVNULL sink).
                 results.discard();
             } else {
@@ -512,6 +536,10 @@ fn apply_target(
                     } else {
                         lines.apply("WriteResults", WriteJsonLines::to(dir).overwrite(args.overwrite));
                     }
+                }
+                if let Some(topic) = &args.results_kafka {
+                    let lines = records.apply("ToKafkaLines", ParDo::of(ToLine { query: query.name().to_string() }));
+                    crate::kafka::write_values(lines, topic);
                 }
                 if let Some(model) = model {
                     let rule = comparison(query);
@@ -745,9 +773,16 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     if let Some(path) = &args.export_events {
         let config = apply_overrides(&NexmarkConfig::default(), &overrides)?;
         config.validate().map_err(|e| e.to_string())?;
-        let n = export_events(&config, path)
-            .map_err(|e| Failure::Runtime(format!("--export-events {}: {e}", path.display())))?;
-        println!("wrote {n} events to {}", path.display());
+        let shown = path.display().to_string();
+        let n = if shown.starts_with("kafka://") {
+            let topic: crate::kafka::KafkaTopic =
+                shown.parse().map_err(|e| Failure::Usage(format!("--export-events: {e}")))?;
+            crate::kafka::export_events(&config, &topic)
+                .map_err(|e| Failure::Runtime(format!("--export-events {shown}: {e}")))?
+        } else {
+            export_events(&config, path).map_err(|e| Failure::Runtime(format!("--export-events {shown}: {e}")))?
+        };
+        println!("wrote {n} events to {shown}");
         return Ok(0);
     }
     let confs = configurations(&args, &overrides)?;
@@ -842,7 +877,10 @@ fn configurations(args: &Args, overrides: &NexmarkConfig) -> Result<Vec<(Nexmark
     // rate limited: all of its events are available at once.
     let once = args.pipeline.get::<weir::core::streaming::StreamingOptions>().trigger
         == weir::core::streaming::StreamingTrigger::Once;
-    let generated = args.events_file.is_none() && args.events_glob.is_none() && args.events_dir.is_none();
+    let generated = args.events_file.is_none()
+        && args.events_glob.is_none()
+        && args.events_dir.is_none()
+        && args.events_kafka.is_none();
     let endless = confs.iter().any(|(c, _)| c.num_events == 0 && !c.is_rate_limited);
     if args.streaming && once && generated && endless {
         return Err("--num-events 0 (endless events, not rate limited) with --trigger once: every event is available \

@@ -11,6 +11,7 @@ pub mod event_files;
 pub mod generator;
 pub mod java_random;
 pub mod json;
+pub mod kafka;
 pub mod launcher;
 pub mod model;
 pub mod models;

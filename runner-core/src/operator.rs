@@ -29,6 +29,30 @@ pub struct OpContext<'a> {
     pub draining: bool,
 }
 
+/// What one unit of work of a source-reading operator decided at run time
+/// ([`Operator::take_journal`]).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Journal {
+    /// Each restriction run, in order, with the positions it claimed.
+    pub runs: Vec<weir_sdk::splittable::ClaimRun>,
+    /// The watermark hold after the unit; `None` when nothing was pending.
+    pub hold: Option<Timestamp>,
+}
+
+impl Journal {
+    /// The journal of a node from its partitions': every run, and the least hold.
+    pub fn merge(parts: impl IntoIterator<Item = Journal>) -> Journal {
+        parts.into_iter().fold(Journal::default(), |mut all, j| {
+            all.runs.extend(j.runs);
+            all.hold = match (all.hold, j.hold) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            all
+        })
+    }
+}
+
 /// An executable primitive.
 pub trait Operator: Send {
     /// Processes one bundle of main input; returns one batch per output.
@@ -95,6 +119,19 @@ pub trait Operator: Send {
     /// expansion checkpoints the rest for the next batch, as a native read would stop there.
     /// Other operators ignore it.
     fn limit_claims(&mut self, _per_call: usize) {}
+    /// What the unit of work just run decided at run time that a replay of it must repeat:
+    /// a source's reads (the positions a Kafka partition held when it was polled) and the
+    /// watermark hold they left. Runners take it after every unit and log it before the unit's
+    /// output commits. `None` for operators whose units replay alike by themselves.
+    fn take_journal(&mut self) -> Option<Journal> {
+        None
+    }
+    /// Keeps a journal of every unit of work from now on, for [`Operator::take_journal`] (a
+    /// runner that takes it after every unit).
+    fn keep_journal(&mut self) {}
+    /// Makes the next unit of work repeat `journal` (a merge of every partition's for the
+    /// node), a replay of a logged unit whose output a sink may already hold.
+    fn replay_journal(&mut self, _journal: &Journal) {}
     /// The operator's state as encoded entries (entry key, value), for checkpoints: one per key
     /// and window, plus an entry with the empty key for operator-wide data. Empty for stateless
     /// operators. State stores diff entries between batches to write deltas.

@@ -41,6 +41,9 @@ pub struct SplittableOperator {
     /// `after_commit` callbacks sealed with an epoch ([`Operator::seal`]), waiting for its
     /// commit, in epoch order.
     sealed: std::collections::VecDeque<(u64, Vec<weir_sdk::splittable::Finalizer>)>,
+    /// A replay's logged hold: the operator holds exactly there until the unit ends, whatever
+    /// its restrictions' estimates now say (a partition found since holds no lower).
+    replay_hold: Option<Option<Timestamp>>,
 }
 
 impl SplittableOperator {
@@ -56,6 +59,7 @@ impl SplittableOperator {
             budget: BUDGET,
             reads_a_source: false,
             sealed: Default::default(),
+            replay_hold: None,
         }
     }
 
@@ -149,7 +153,34 @@ impl Operator for SplittableOperator {
     }
 
     fn hold(&self) -> Option<Timestamp> {
-        self.work.hold()
+        match self.replay_hold {
+            Some(logged) => logged,
+            None => self.work.hold(),
+        }
+    }
+
+    /// A source's runs are journaled: what it holds when polled changes, so a replay repeats
+    /// the logged reads rather than read again.
+    fn keep_journal(&mut self) {
+        if self.reads_a_source {
+            self.work.record_runs();
+        }
+    }
+
+    fn take_journal(&mut self) -> Option<crate::operator::Journal> {
+        if !self.reads_a_source {
+            return None;
+        }
+        let hold = self.hold();
+        self.replay_hold = None;
+        Some(crate::operator::Journal { runs: self.work.take_runs(), hold })
+    }
+
+    fn replay_journal(&mut self, journal: &crate::operator::Journal) {
+        if self.reads_a_source {
+            self.work.replay_runs(journal.runs.clone());
+            self.replay_hold = Some(journal.hold);
+        }
     }
 
     /// Every `after_commit` callback registered so far runs.

@@ -85,7 +85,8 @@ impl<'a> Executor<'a> {
             // tracker that does not split honestly loses or repeats output.
             let split =
                 options.shuffle.then(|| options.seed ^ (nodes.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            let share_options = ShareOptions { claims_per_call: None, one_at_a_time: true, split_randomly: split };
+            let share_options =
+                ShareOptions { claims_per_call: None, one_at_a_time: true, split_randomly: split, journal: false };
             let i = nodes.len();
             let share = (!n.is_source()).then(|| NodeShare::new(graph, plan, i, None, 0, share_options));
             nodes.push(Runtime {

@@ -40,6 +40,11 @@ pub(crate) struct OffsetEntry {
     pub start_clock: Option<Timestamp>,
     /// See `start_clock`.
     pub clock: Option<Timestamp>,
+    /// What the batch's source-reading operators (Kafka's partitions) decided as it ran: added
+    /// to the entry once the batch has run, before its sinks commit, so a replay of a batch
+    /// whose output a sink already holds reads exactly the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub journals: Vec<weir_runner_core::checkpoint::log::NodeJournal>,
 }
 
 /// A commit log entry: every node's (input, output) watermark after the batch, and the batch
@@ -225,6 +230,7 @@ mod tests {
                 sources: vec![SourceOffsets { name: "Read".into(), start: Value::Null, end: serde_json::json!([1, 2]), counts: vec![3, 4] }],
                 start_clock: None,
                 clock: Some(5),
+                journals: Vec::new(),
             };
             let body = serde_json::to_string(&entry).unwrap();
             for mut bytes in [envelope(&body), body.into_bytes()] {

@@ -750,12 +750,17 @@ pub const KEY_GROUPS: usize = 4096;
 /// bits (small integers) would all share a group; the finalizer mixes every input bit into every
 /// output bit.
 pub fn key_group(key: &[u8]) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (fmix64(h) % KEY_GROUPS as u64) as usize
+    (fmix64(fnv1a(FNV1A_BASIS, key)) % KEY_GROUPS as u64) as usize
+}
+
+/// FNV-1a's offset basis: the hash of no bytes.
+pub const FNV1A_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Hash `h` (FNV-1a, 64 bits) continued over `bytes`: stable across processes, platforms and
+/// versions, as what checkpoints and brokers keep needs (a key group, a restriction's
+/// fingerprint, a sink's transactional id).
+pub fn fnv1a(h: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(h, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// The partition of an encoded key among `n`: its key group's, groups assigned to partitions in

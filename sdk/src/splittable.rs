@@ -417,12 +417,15 @@ pub struct Claims<'a, T: RestrictionTracker> {
     /// Outputs made in this call: the budget bounds them too, so a claim that outputs much (a
     /// Parquet row group) checkpoints the rest before the output grows without bound.
     emitted: &'a std::cell::Cell<usize>,
+    /// A replay: the budget is exactly the claims the logged run made, outputs aside.
+    exact: bool,
 }
 
 impl<T: RestrictionTracker> Claims<'_, T> {
     /// Claims `position` (see [`RestrictionTracker::try_claim`]); `false` means stop.
     pub fn try_claim(&mut self, position: T::Position) -> bool {
-        if !self.checkpointed && self.claimed.max(self.emitted.get()) >= self.budget {
+        let spent = if self.exact { self.claimed } else { self.claimed.max(self.emitted.get()) };
+        if !self.checkpointed && spent >= self.budget {
             // This call had its share: the rest waits for the next one.
             self.checkpointed = true;
             if let Some(r) = self.tracker.try_split(0.0) {
@@ -689,6 +692,42 @@ pub trait ErasedSplittable: Send {
     /// The callbacks the calls since the last take registered ([`SdfContext::after_commit`]):
     /// the runner runs them once it has committed the output of those calls.
     fn take_finalizers(&mut self) -> Vec<Finalizer>;
+    /// Records from now on which restrictions the calls run and how much each claims, for
+    /// [`ErasedSplittable::take_runs`]: a source's reads are decided at run time (what a Kafka
+    /// partition holds when it is polled), so a runner logs them to replay a batch exactly.
+    fn record_runs(&mut self);
+    /// The runs recorded since the last take, in order.
+    fn take_runs(&mut self) -> Vec<ClaimRun>;
+    /// Makes the next calls repeat `runs` rather than schedule their own, until the next
+    /// [`ErasedSplittable::take_runs`]: each logged run's restriction is found among the pending
+    /// ones (by fingerprint) and claims exactly as many positions again, waiting up to
+    /// [`REPLAY_PATIENCE`] for positions that are not there yet; no other restriction runs.
+    /// Runs whose restriction is not (yet) pending are left for later calls: a call may come
+    /// before the input that queues it, and a rescaled restart gives every partition the runs
+    /// of all.
+    fn replay_runs(&mut self, runs: Vec<ClaimRun>);
+}
+
+/// One run of one restriction in a call, as a replay repeats it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimRun {
+    /// A fingerprint of the element and restriction run (FNV-1a of their encoding).
+    pub restriction: u64,
+    /// The positions it claimed.
+    pub claims: usize,
+}
+
+/// How long a replayed run waits for the positions its logged run claimed (a broker slow to
+/// hand back records it holds) before the replay fails.
+pub const REPLAY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// A replayed run that could not claim what its logged run did.
+fn short_replay(claimed: usize, logged: usize) -> UserError {
+    format!(
+        "replaying a logged batch: the restriction claimed {claimed} positions where the logged run claimed \
+         {logged} (the source no longer holds what it read, or gave it back too slowly)"
+    )
+    .into()
 }
 
 /// Makes fresh [`ErasedSplittable`]s (one per partition).
@@ -727,11 +766,58 @@ struct SplittableKernel<F: SplittableDoFn> {
     random: Option<rand::rngs::SmallRng>,
     /// Callbacks of the calls since the last commit.
     finalizers: Vec<Finalizer>,
+    /// The runs since the last take, when recording ([`ErasedSplittable::record_runs`]).
+    runs: Option<Vec<ClaimRun>>,
+    /// Logged runs still to repeat, when replaying ([`ErasedSplittable::replay_runs`]).
+    replay: Option<Vec<ClaimRun>>,
 }
 
 impl<F: SplittableDoFn> SplittableKernel<F> {
     fn new(fn_: F) -> Self {
-        SplittableKernel { fn_, pending: Default::default(), next_id: 0, random: None, finalizers: Vec::new() }
+        SplittableKernel {
+            fn_,
+            pending: Default::default(),
+            next_id: 0,
+            random: None,
+            finalizers: Vec::new(),
+            runs: None,
+            replay: None,
+        }
+    }
+
+    /// The fingerprint of a pending restriction, as runs are logged by.
+    fn fingerprint_of(&self, w: &Work<F>) -> Result<u64, UserError> {
+        let pair = ElementAndRestriction { element: w.element.clone(), restriction: w.restriction.clone() };
+        let mut bytes = Vec::new();
+        ElementCoder::<ElementAndRestriction<F::In, F::Restriction>>::new().encode(&pair, &mut bytes)?;
+        Ok(crate::kernel::fnv1a(crate::kernel::FNV1A_BASIS, &bytes))
+    }
+
+    /// Repeats the logged runs whose restrictions are pending, in order, until none is left
+    /// that can run; returns how many ran.
+    fn replay(&mut self, now: Timestamp, out: &mut Vec<Batch>) -> Result<usize, UserError> {
+        let mut ran = 0;
+        loop {
+            let Some(runs) = self.replay.as_ref().filter(|r| !r.is_empty()) else { return Ok(ran) };
+            let mut prints = Vec::with_capacity(self.pending.len());
+            for w in &self.pending {
+                prints.push(self.fingerprint_of(w)?);
+            }
+            let found = runs
+                .iter()
+                .enumerate()
+                .find_map(|(i, r)| prints.iter().position(|&p| p == r.restriction).map(|at| (i, at, *r)));
+            let Some((i, at, run)) = found else { return Ok(ran) };
+            if let Some(r) = self.replay.as_mut() {
+                r.remove(i);
+            }
+            let Some(w) = self.pending.remove(at) else { return Ok(ran) };
+            let mut rows = Chunks(Vec::new());
+            let processed = self.process_one(w, now, &mut run.claims.clone(), &mut rows, Some(run));
+            out.extend(rows.0.into_iter().map(Batch::new));
+            processed?;
+            ran += 1;
+        }
     }
 
     fn push(&mut self, mut w: Work<F>) {
@@ -740,14 +826,62 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
         self.pending.push_back(w);
     }
 
-    /// Processes one restriction, queueing its residuals.
+    /// Processes one restriction, queueing its residuals. A replay (`exact`, the logged run)
+    /// claims exactly as much as the logged run did: the DoFn is called again on what is left
+    /// while it stops short to wait for more.
     fn process_one(
         &mut self,
         mut w: Work<F>,
         now: Timestamp,
         budget: &mut usize,
         out: &mut Chunks<F::Out>,
+        exact: Option<ClaimRun>,
     ) -> UserResult {
+        let print = match (&self.runs, exact) {
+            (_, Some(run)) => Some(run.restriction),
+            (Some(_), None) => Some(self.fingerprint_of(&w)?),
+            (None, None) => None,
+        };
+        let deadline = std::time::Instant::now() + REPLAY_PATIENCE;
+        let mut total = 0;
+        loop {
+            let (continuation, claimed, residuals, mut tracker) =
+                self.call(&mut w, now, budget, out, exact.is_some())?;
+            total += claimed;
+            match exact {
+                Some(run) if total < run.claims && !matches!(continuation, ProcessContinuation::Stop) => {
+                    // Stopped short to wait for positions the logged run found: call again on
+                    // the rest, after a pause.
+                    if !residuals.is_empty() || std::time::Instant::now() > deadline {
+                        return Err(short_replay(total, run.claims));
+                    }
+                    let Some(rest) = tracker.try_split(0.0) else { return Err(short_replay(total, run.claims)) };
+                    w.restriction = rest;
+                    *budget = run.claims - total;
+                    std::thread::sleep(std::time::Duration::from_millis(if claimed == 0 { 20 } else { 0 }));
+                    continue;
+                }
+                Some(run) if total < run.claims => return Err(short_replay(total, run.claims)),
+                _ => {}
+            }
+            if let (Some(runs), Some(restriction)) = (self.runs.as_mut(), print) {
+                runs.push(ClaimRun { restriction, claims: total });
+            }
+            return self.requeue(w, now, continuation, residuals, tracker);
+        }
+    }
+
+    /// One call of the DoFn's `process` on `w`: its continuation, its claims, the residuals
+    /// split off, and the tracker as it left it. Output goes to `out`; the budget is spent.
+    #[allow(clippy::type_complexity)]
+    fn call(
+        &mut self,
+        w: &mut Work<F>,
+        now: Timestamp,
+        budget: &mut usize,
+        out: &mut Chunks<F::Out>,
+        exact: bool,
+    ) -> Result<(ProcessContinuation, usize, Vec<F::Restriction>, F::Tracker), UserError> {
         let mut tracker = self.fn_.new_tracker(&w.element, w.restriction.clone());
         let mut residuals = Vec::new();
         w.estimator.observe_time(now);
@@ -760,9 +894,10 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
                 claimed: 0,
                 budget: *budget,
                 checkpointed: false,
-                random: self.random.as_mut(),
+                random: if exact { None } else { self.random.as_mut() },
                 residuals: &mut residuals,
                 emitted: &emitted,
+                exact,
             };
             let mut ctx = SdfContext {
                 timestamp: w.timestamp,
@@ -779,6 +914,20 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
             (c, claims.claimed)
         };
         *budget = budget.saturating_sub(claimed.max(emitted.get()).max(1));
+        self.finalizers.append(&mut registered);
+        Ok((continuation, claimed, residuals, tracker))
+    }
+
+    /// Queues what is left of `w` after its last call: the residuals, due at once or after the
+    /// delay asked for.
+    fn requeue(
+        &mut self,
+        mut w: Work<F>,
+        now: Timestamp,
+        continuation: ProcessContinuation,
+        mut residuals: Vec<F::Restriction>,
+        mut tracker: F::Tracker,
+    ) -> UserResult {
         // Residuals are due at once (the earliest time there is), or after the delay asked for.
         let resume_at = match continuation {
             ProcessContinuation::Stop => MIN_TIMESTAMP,
@@ -803,7 +952,6 @@ impl<F: SplittableDoFn> SplittableKernel<F> {
         tracker.check_done().map_err(|e| -> UserError {
             format!("the restriction tracker is not done after process returned {continuation:?}: {e}").into()
         })?;
-        self.finalizers.append(&mut registered);
         w.estimator.observe_time(now);
         // Residuals go before the rest of the queue's later work, in the order split off
         // (each a later part than the one before it).
@@ -850,7 +998,7 @@ pub fn process_restriction<F: SplittableDoFn>(
     let mut out = Chunks(Vec::new());
     while let Some(w) = kernel.pending.pop_front() {
         let mut left = budget.max(1);
-        kernel.process_one(w, MIN_TIMESTAMP, &mut left, &mut out)?;
+        kernel.process_one(w, MIN_TIMESTAMP, &mut left, &mut out, None)?;
         for w in &mut kernel.pending {
             w.resume_at = MIN_TIMESTAMP;
         }
@@ -887,6 +1035,9 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
         })
     }
     fn run(&mut self, now: Timestamp, budget: usize, out: &mut Vec<Batch>) -> Result<usize, UserError> {
+        if self.replay.is_some() {
+            return self.replay(now, out);
+        }
         let mut rows = Chunks(Vec::new());
         let mut budget = budget.max(1);
         let mut ran = 0;
@@ -900,7 +1051,7 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
                 continue;
             }
             ran += 1;
-            let processed = self.process_one(w, now, &mut budget, &mut rows);
+            let processed = self.process_one(w, now, &mut budget, &mut rows, None);
             out.extend(std::mem::take(&mut rows.0).into_iter().map(Batch::new));
             processed?;
         }
@@ -979,6 +1130,16 @@ impl<F: SplittableDoFn> ErasedSplittable for SplittableKernel<F> {
     }
     fn take_finalizers(&mut self) -> Vec<Finalizer> {
         std::mem::take(&mut self.finalizers)
+    }
+    fn record_runs(&mut self) {
+        self.runs.get_or_insert_with(Vec::new);
+    }
+    fn take_runs(&mut self) -> Vec<ClaimRun> {
+        self.replay = None;
+        self.runs.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+    fn replay_runs(&mut self, runs: Vec<ClaimRun>) {
+        self.replay = Some(runs);
     }
     fn truncate_for_drain(&mut self) -> usize {
         let before = self.pending.len();

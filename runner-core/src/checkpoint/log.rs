@@ -24,6 +24,16 @@ pub struct SourceOffsets {
     pub counts: Vec<usize>,
 }
 
+/// One node's journal in an offset log: what its source-reading operator decided while the
+/// batch ran, so that a replay repeats it ([`crate::operator::Operator::take_journal`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct NodeJournal {
+    /// The plan node.
+    pub name: String,
+    /// Its partitions' journals, merged.
+    pub journal: crate::operator::Journal,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Envelope {
     version: u32,

@@ -210,6 +210,9 @@ pub struct ShareOptions {
     pub one_at_a_time: bool,
     /// Split splittable DoFns at random claims, with this seed (the direct runner).
     pub split_randomly: Option<u64>,
+    /// Source-reading operators keep a journal of each unit of work, which the runner takes
+    /// after every unit ([`NodeShare::take_journals`]) to log it.
+    pub journal: bool,
 }
 
 impl NodeShare {
@@ -234,6 +237,9 @@ impl NodeShare {
                 }
                 if let Some(seed) = o.split_randomly {
                     op.split_randomly(seed);
+                }
+                if o.journal {
+                    op.keep_journal();
                 }
                 Some(op)
             })
@@ -501,6 +507,23 @@ impl NodeShare {
             out.push(MemberCheckpoint { node: self.members[k], watermarks: self.wms[k], file });
         }
         Ok(out)
+    }
+
+    /// Every member's journal of the unit of work just run ([`Operator::take_journal`]), by
+    /// plan node.
+    pub fn take_journals(&mut self) -> Vec<(usize, crate::operator::Journal)> {
+        let members = &self.members;
+        self.ops.iter_mut().enumerate().filter_map(|(k, op)| Some((members[k], op.take_journal()?))).collect()
+    }
+
+    /// Makes plan node `node`'s operator (if the share runs it) repeat `journal` in the next
+    /// unit of work.
+    pub fn replay_journal(&mut self, node: usize, journal: &crate::operator::Journal) {
+        if let Some(k) = self.members.iter().position(|&m| m == node) {
+            if let Some(op) = self.ops.get_mut(k) {
+                op.replay_journal(journal);
+            }
+        }
     }
 
     /// Every member's state entries now (for a retry from the last commit).

@@ -14,6 +14,7 @@ impl Engine {
     /// go to `metrics`.
     pub(super) fn commit(&mut self, metrics: &mut UnitMetrics) -> Result<u64> {
         let t = Instant::now();
+        self.log_journals()?;
         if self.checkpoint.is_none() {
             self.commit_sinks(metrics)?;
             return Ok(t.elapsed().as_millis() as u64);

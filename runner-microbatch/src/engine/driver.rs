@@ -79,6 +79,8 @@ impl Engine {
         let t = Instant::now();
         if replay.is_none() {
             self.wal_commit(&read, report.start_clock)?;
+        } else {
+            self.replay_journals();
         }
         report.wal_ms = t.elapsed().as_millis() as u64;
         self.last_trigger = Some(started);

@@ -109,6 +109,9 @@ pub(crate) struct Engine {
     checkpoint: Option<Checkpoint>,
     /// A logged but uncommitted batch to re-run with exactly its offsets.
     replay: Option<OffsetEntry>,
+    /// The running batch's offset log entry as logged (with the journals of its
+    /// source-reading operators once it has run, or as a replay found them).
+    logged: Option<OffsetEntry>,
     /// The last committed batch that wrote full state snapshots (`None`: none yet).
     last_snapshot: Option<u64>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
@@ -200,6 +203,7 @@ impl Engine {
             last_trigger: None,
             checkpoint: None,
             replay: None,
+            logged: None,
             last_snapshot: None,
             state_bytes: HashMap::new(),
             state_loaded_from_files: false,
@@ -296,7 +300,7 @@ fn new_partition(
     p: usize,
     claims: usize,
 ) -> Partition {
-    let options = ShareOptions { claims_per_call: Some(claims), ..Default::default() };
+    let options = ShareOptions { claims_per_call: Some(claims), journal: true, ..Default::default() };
     let mut part: Partition = (0..plan.nodes.len()).map(|_| None).collect();
     let followers: std::collections::HashSet<usize> = chains.iter().flat_map(|c| c[1..].iter().copied()).collect();
     for (i, spec) in plan.nodes.iter().enumerate() {

@@ -54,6 +54,7 @@ impl Engine {
                 self.clock.set_test_time(c);
             }
             self.batch_id = entry.batch_id;
+            self.logged = Some(entry.clone());
             self.replay = Some(entry);
         }
         self.checkpoint = Some(cp);

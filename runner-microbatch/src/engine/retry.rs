@@ -62,6 +62,8 @@ impl Engine {
             }
         }
         self.retry_base = base;
+        // A retry after the batch's reads were logged repeats them.
+        self.replay_journals();
         if let Some(input) = input {
             for (i, (pending, sides)) in input.iter().enumerate() {
                 self.nodes[i].pending = pending.clone();

@@ -62,14 +62,12 @@ impl<T: Element> BoundedSource for CreateSource<T> {
         // The values themselves, hashed: a Create of other values reads other data.
         let coder = ElementCoder::<T>::new();
         let mut buf = Vec::new();
-        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        let mut hash = crate::kernel::FNV1A_BASIS;
         for v in &self.values[self.start..self.end] {
             buf.clear();
             buf.extend_from_slice(&v.timestamp.to_le_bytes());
             let _ = coder.encode(&v.value, &mut buf);
-            for b in &buf {
-                hash = (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3);
-            }
+            hash = crate::kernel::fnv1a(hash, &buf);
         }
         format!("Create<{}>({} values, fnv1a {hash:016x})", std::any::type_name::<T>(), self.end - self.start)
     }

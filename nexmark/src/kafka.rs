@@ -1,0 +1,130 @@
+//! Nexmark on Kafka, as Beam's `--sourceType=KAFKA` and `--sinkType=KAFKA`: events published to
+//! a topic as the JSON lines the events files hold (`--export-events kafka://HOST:PORT/TOPIC`),
+//! queries that read them from there (`--events-kafka`), and results written to a topic
+//! (`--results-kafka`), each the JSON line the results files hold, exactly once.
+
+use crate::generator::split_events;
+use crate::model::Event;
+use crate::sources::OnMalformed;
+use crate::NexmarkConfig;
+use std::time::Duration;
+use weir_kafka::{KafkaDecode, KafkaEncode, KafkaIO, KafkaRecord, TimestampPolicy};
+use weir_sdk::kernel::Batch;
+use weir_sdk::prelude::*;
+use weir_sdk::windowed_value::WindowedValue;
+
+/// A topic on some brokers: `HOST:PORT[,HOST:PORT...]/TOPIC`, or the same after `kafka://`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaTopic {
+    /// The bootstrap servers.
+    pub servers: String,
+    /// The topic.
+    pub topic: String,
+}
+
+impl std::str::FromStr for KafkaTopic {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let rest = s.strip_prefix("kafka://").unwrap_or(s);
+        match rest.split_once('/') {
+            Some((servers, topic))
+                if !servers.is_empty()
+                    && !topic.is_empty()
+                    && !topic.contains('/')
+                    && servers.split(',').all(|h| {
+                        h.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+                    }) =>
+            {
+                Ok(KafkaTopic { servers: servers.to_string(), topic: topic.to_string() })
+            }
+            _ => {
+                Err(format!("{s:?} is not a Kafka topic: HOST:PORT/TOPIC (several brokers: HOST:PORT,HOST:PORT/TOPIC)"))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for KafkaTopic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "kafka://{}/{}", self.servers, self.topic)
+    }
+}
+
+/// A record's value is one event in Beam's JSON form.
+impl KafkaDecode for Event {
+    fn decode(bytes: Option<&[u8]>) -> Result<Self, String> {
+        crate::json::parse(bytes.ok_or("a null value, not an event")?)
+    }
+}
+
+/// Publishes the events of `config` to `to`, in split order, as the JSON lines an events file
+/// holds, each with its event time as the record's create time; returns how many. The records
+/// go through KafkaIO's write, in blocks, with the idempotent producer.
+pub fn export_events(config: &NexmarkConfig, to: &KafkaTopic) -> Result<u64, String> {
+    const BLOCK: usize = 10_000;
+    let sink = KafkaIO::write::<(), String>()
+        .with_bootstrap_servers(&to.servers)
+        .with_topic(&to.topic)
+        .without_transactions()
+        .with_input_timestamp()
+        .sink();
+    let mut writer = sink.open("nexmark export").map_err(|e| e.to_string())?;
+    let mut n = 0u64;
+    let mut block = Vec::with_capacity(BLOCK);
+    let mut events = split_events(config).map(|next| next.event).peekable();
+    let mut id = 0;
+    while events.peek().is_some() {
+        block.extend(
+            events.by_ref().take(BLOCK).map(|e| WindowedValue::timestamped(KV::new((), e.to_json()), e.date_time())),
+        );
+        n += block.len() as u64;
+        writer.commit(id, vec![Batch::new(std::mem::take(&mut block))]).map_err(|e| e.to_string())?;
+        id += 1;
+    }
+    Ok(n)
+}
+
+/// The events in `from`, each at its own event time: the partitions up to their ends as the
+/// read starts when `bounded` (a batch run, or a streaming one with `--trigger available-now`),
+/// and on as they grow otherwise. The watermark is the least event time over the partitions
+/// (the export writes each in event-time order); a record that is not an event goes through
+/// `on_malformed`, named by topic, partition and offset.
+pub fn read_events(p: &Pipeline, from: &KafkaTopic, bounded: bool, on_malformed: &OnMalformed) -> PCollection<Event> {
+    let read = KafkaIO::read::<Vec<u8>, Event>()
+        .with_bootstrap_servers(&from.servers)
+        .with_topic(&from.topic)
+        .from_earliest()
+        .with_timestamp_policy(TimestampPolicy::Custom {
+            timestamp: std::sync::Arc::new(|r: &KafkaRecord<Vec<u8>, Event>| r.value.date_time()),
+            max_delay: Duration::ZERO,
+        })
+        .with_bad_records(on_malformed.clone());
+    let read = if bounded { read.to_latest() } else { read };
+    p.apply("ReadKafka", read).apply("Events", Map::new(|r: KafkaRecord<Vec<u8>, Event>| r.value))
+}
+
+/// Writes `values` to `to`, one record each, in one Kafka transaction per batch (epoch), so
+/// that a `read_committed` consumer sees each once.
+pub fn write_values<V: KafkaEncode>(values: PCollection<V>, to: &KafkaTopic) {
+    values.apply(
+        "WriteKafka",
+        KafkaIO::write::<(), V>().with_bootstrap_servers(&to.servers).with_topic(&to.topic).values(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_topics_and_refuses_what_is_not_one() {
+        let t: KafkaTopic = "kafka://127.0.0.1:9092/events".parse().unwrap();
+        assert_eq!(t, KafkaTopic { servers: "127.0.0.1:9092".into(), topic: "events".into() });
+        let t: KafkaTopic = "a:1,b:2/results".parse().unwrap();
+        assert_eq!(t.servers, "a:1,b:2");
+        for bad in ["events", "host/events", "host:x/events", "host:9092/", ":9092/t", "h:1/t/u"] {
+            let e = bad.parse::<KafkaTopic>().unwrap_err();
+            assert!(e.contains("HOST:PORT/TOPIC"), "{e}");
+        }
+    }
+}
