@@ -50,7 +50,8 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWrite<K, V> {
     }
     /// Gives each record its element's event time as its create time (Beam's
     /// `withInputTimestamp`), so a read with [`crate::TimestampPolicy::CreateTime`] sees the
-    /// event times again. Without it the producer stamps the time it sends.
+    /// event times again. Without it the producer stamps the time it sends. Brokers delete
+    /// records older than a topic's retention (7 days by default) by these times.
     pub fn with_input_timestamp(mut self) -> Self {
         self.input_timestamp = true;
         self

@@ -65,7 +65,7 @@ struct Args {
     /// Write the events to FILE and exit: Beam's JSON lines, or CSV or Parquet by the name's
     /// extension (`.csv`, `.parquet`), one row per event with the union of the Person, Auction
     /// and Bid fields. `kafka://HOST:PORT/TOPIC` publishes them to a Kafka topic instead, a JSON
-    /// line per record, with its event time as the record's create time.
+    /// line per record (a query reads each event's time from the event).
     #[arg(long = "export-events", value_name = "FILE")]
     export_events: Option<PathBuf>,
     /// Read events from a Kafka topic, `HOST:PORT/TOPIC` (as --export-events publishes them,

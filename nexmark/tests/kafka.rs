@@ -1,0 +1,153 @@
+//! Nexmark on Kafka, end to end, against a real Kafka-compatible broker (`noida-db`, started on
+//! 127.0.0.1): events published with `--export-events kafka://…`, queries reading them with
+//! `--events-kafka` and writing results with `--results-kafka`, in batch and in streaming, and a
+//! streaming query SIGKILLed at random points and resumed from its checkpoint, whose results a
+//! `read_committed` consumer then sees exactly as an uninterrupted run's.
+
+#[path = "../../kafka/tests/broker/mod.rs"]
+mod broker;
+mod common;
+
+use broker::Broker;
+use common::{nexmark, text};
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EVENTS: &str = "40000";
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Publishes the events to topic `events` (3 partitions).
+fn export(broker: &Broker) {
+    broker.create_topic("events", 3);
+    let o = nexmark(
+        &strings(&["--num-events", EVENTS, "--export-events", &format!("kafka://{}/events", broker.address)]),
+        &[],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains(&format!("wrote {EVENTS} events")), "{}", text(&o));
+}
+
+/// The result lines of topic `topic`, read committed, with how often each appears.
+fn results(broker: &Broker, topic: &str) -> BTreeMap<String, usize> {
+    let mut lines = BTreeMap::new();
+    for (_, _, v) in broker::read_all(&broker.address, topic, "read_committed") {
+        *lines.entry(v).or_insert(0) += 1;
+    }
+    lines
+}
+
+/// A query over the events topic, writing results to topic `to`.
+fn query(broker: &Broker, q: &str, to: &str, extra: &[&str]) -> Vec<String> {
+    let mut a = strings(&["--query", q, "--num-events", EVENTS, "--max-batch-size", "2000"]);
+    a.extend(strings(&["--events-kafka", &format!("{}/events", broker.address)]));
+    a.extend(strings(&["--results-kafka", &format!("{}/{to}", broker.address)]));
+    a.extend(strings(extra));
+    a
+}
+
+/// The same query over the events file and over the topic, in batch and in streaming, gives the
+/// same results; those written to Kafka are the JSON lines a results file holds.
+#[test]
+fn queries_read_events_from_kafka_and_write_results_to_kafka() {
+    let broker = Broker::start();
+    export(&broker);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("events.json");
+    let o =
+        nexmark(&strings(&["--num-events", EVENTS, "--export-events", file.to_str().unwrap()]), &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let from_file = dir.path().join("results");
+    let o = nexmark(
+        &strings(&["--query", "5", "--events-file", file.to_str().unwrap(), "--results", from_file.to_str().unwrap()]),
+        &[],
+    )
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let expected = common::results(&from_file);
+    assert!(!expected.is_empty());
+    for (topic, extra) in [("batch", &[][..]), ("streaming", &["--streaming"][..])] {
+        broker.create_topic(topic, 1);
+        let o = nexmark(&query(&broker, "5", topic, extra), &[]).output().unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert_eq!(results(&broker, topic), expected, "{topic}");
+    }
+}
+
+/// Runs `args` and SIGKILLs it after `after`; whether the kill landed before it finished.
+fn run_and_kill(args: &[String], after: Duration) -> bool {
+    let mut child = nexmark(args, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while start.elapsed() < after {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            assert!(status.success(), "a run failed on its own: {err}");
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for pid in common::children(child.id()).into_iter().chain([child.id()]) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    !child.wait().unwrap().success()
+}
+
+/// A streaming query from Kafka to Kafka, SIGKILLed `kills` times at random points and resumed
+/// from its checkpoint each time, leaves in its results topic exactly what an uninterrupted
+/// run writes: each result once, none lost.
+fn killed_and_resumed(q: &str, runner: &[&str], kills: usize) {
+    let broker = Broker::start();
+    export(&broker);
+    broker.create_topic("reference", 1);
+    let streaming = [&["--streaming"][..], runner].concat();
+    let o = nexmark(&query(&broker, q, "reference", &streaming), &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let expected = results(&broker, "reference");
+    assert!(expected.len() > 3, "too small a reference: {expected:?}");
+    broker.create_topic("results", 1);
+    let cp = tempfile::tempdir().unwrap();
+    let cp = cp.path().join("cp").display().to_string();
+    let args = query(&broker, q, "results", &[&streaming[..], &["--checkpoint-dir", &cp]].concat());
+    let mut seed = broker::rand_id();
+    let mut landed = 0;
+    for _ in 0..kills {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        if run_and_kill(&args, Duration::from_millis(150 + (seed >> 33) % 1500)) {
+            landed += 1;
+        }
+    }
+    let o = nexmark(&args, &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let got = results(&broker, "results");
+    if got != expected {
+        let diff: Vec<String> = expected
+            .keys()
+            .chain(got.keys())
+            .filter(|k| got.get(*k) != expected.get(*k))
+            .take(6)
+            .map(|k| format!("{k}: {:?} times, expected {:?}", got.get(k), expected.get(k)))
+            .collect();
+        panic!("after {landed} kills mid-run: {diff:#?}");
+    }
+    assert!(landed > 0, "no kill landed mid-run");
+}
+
+#[test]
+fn a_killed_streaming_query_from_kafka_to_kafka_resumes_exactly_once_on_microbatch() {
+    killed_and_resumed("5", &["--runner", "microbatch", "--parallelism", "2"], 4);
+}
+
+/// The long form: `cargo test -p weir-nexmark --test kafka -- --ignored`.
+#[test]
+#[ignore]
+fn ten_kills_of_a_streaming_query_from_kafka_to_kafka_lose_and_duplicate_nothing() {
+    killed_and_resumed("5", &["--runner", "microbatch", "--parallelism", "2"], 10);
+    killed_and_resumed("3", &["--runner", "microbatch", "--parallelism", "2"], 10);
+}
