@@ -242,23 +242,23 @@ impl DoFn for StartFn {
 }
 
 /// The child of the kill test: copies topic `in` to topic `out` (each value, tagged) on the
-/// micro-batch runner with a checkpoint, until it is killed. Runs only when the kill test
-/// starts this test binary with `WEIR_KAFKA_CHILD=BROKER,CHECKPOINT_DIR`.
+/// micro-batch runner (or another) with a checkpoint, until it is killed. Runs only when the
+/// kill test starts this test binary with `WEIR_KAFKA_CHILD=BROKER,CHECKPOINT_DIR[,RUNNER]`.
 #[test]
 fn kill_test_child() {
     let Ok(args) = std::env::var("WEIR_KAFKA_CHILD") else { return };
-    let (address, checkpoint) = args.split_once(',').unwrap();
+    let mut parts = args.split(',');
+    let (address, checkpoint) = (parts.next().unwrap(), parts.next().unwrap());
+    let runner = parts.next().unwrap_or("microbatch");
     weir::register();
-    let options = PipelineOptions::from_args([
-        "--runner",
-        "microbatch",
-        "--checkpoint-dir",
-        checkpoint,
-        "--max-batch-size",
-        "100",
-        "--trigger-interval-ms",
-        "20",
-    ])
+    let mut args = vec!["--runner", runner];
+    if runner == "timely" {
+        args.extend(["--workers", "2"]);
+    }
+    let options = PipelineOptions::from_args(
+        [&args[..], &["--checkpoint-dir", checkpoint, "--max-batch-size", "100", "--trigger-interval-ms", "20"]]
+            .concat(),
+    )
     .unwrap();
     let p = Pipeline::new(options);
     p.apply(
@@ -302,6 +302,16 @@ fn ten_kills_of_a_copy_lose_and_duplicate_nothing() {
 /// sink skips the replay, so a replay that read more would lose the difference.
 #[test]
 fn a_batch_replayed_after_its_sink_committed_reads_what_it_read_before() {
+    replayed_after_the_sink_committed("microbatch");
+}
+
+/// The same on a timely cluster of 2 workers: each epoch's reads are journaled per worker.
+#[test]
+fn an_epoch_replayed_after_its_sink_committed_reads_what_it_read_before() {
+    replayed_after_the_sink_committed("timely");
+}
+
+fn replayed_after_the_sink_committed(runner: &str) {
     let broker = Broker::start();
     broker.create_topic("in", 3);
     broker.create_topic("out", 1);
@@ -311,7 +321,7 @@ fn a_batch_replayed_after_its_sink_committed_reads_what_it_read_before() {
     let child = |crash: Option<&str>| {
         let mut c = std::process::Command::new(std::env::current_exe().unwrap());
         c.args(["--exact", "kill_test_child", "--nocapture", "--test-threads", "1"])
-            .env("WEIR_KAFKA_CHILD", format!("{},{}", broker.address, checkpoint.path().display()))
+            .env("WEIR_KAFKA_CHILD", format!("{},{},{runner}", broker.address, checkpoint.path().display()))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         if let Some(at) = crash {

@@ -34,6 +34,7 @@ use weir_runner_core::checkpoint::protocol::{self, commit_key, state_key, Logged
 use weir_runner_core::checkpoint::state_files::{apply, decode_file, StateFile};
 use weir_runner_core::exec::source::{reshare, reshare_counts};
 use weir_runner_core::fingerprint::Fingerprint;
+use weir_runner_core::operator::Journal;
 use weir_sdk::time::Timestamp;
 use weir_sdk::Result;
 
@@ -140,6 +141,9 @@ pub(crate) struct WorkerResume {
     pub members: HashMap<String, Vec<RestoredMember>>,
     /// How many workers wrote the state.
     pub written_by: usize,
+    /// Per replayed epoch and node, the journals its source-reading operators logged on every
+    /// worker, merged: a replay repeats exactly those reads.
+    pub journals: HashMap<(u64, String), Journal>,
 }
 
 /// A cluster's checkpoint, as one process sees it.
@@ -165,6 +169,12 @@ fn offsets_key(epoch: u64, worker: usize) -> String {
 fn worker_state_key(epoch: u64, worker: usize) -> String {
     format!("{}/{worker}", state_key(epoch))
 }
+fn journal_key(epoch: u64, worker: usize, node: usize) -> String {
+    format!("{}/{JOURNAL}{node}.json", worker_state_key(epoch, worker))
+}
+
+/// How a journal's file name in a worker's state folder begins.
+const JOURNAL: &str = "journal-";
 
 impl EpochLog {
     /// Opens the checkpoint at `spec` for process `process` of a pipeline with `fingerprint`.
@@ -222,6 +232,31 @@ impl EpochLog {
         self.cp.loc.put(&format!("{}/{}", worker_state_key(epoch, worker), f.file), bytes)
     }
 
+    /// Logs what the source-reading operators of worker `worker`'s share of node `node` (a chain's
+    /// head) decided as they ran `epoch`: before the epoch's output can reach a sink.
+    pub(crate) fn write_journals(&self, epoch: u64, worker: usize, node: usize, j: &[log::NodeJournal]) -> Result<()> {
+        self.cp.write(&journal_key(epoch, worker, node), &j.to_vec())
+    }
+
+    /// The journals every one of `workers` logged for `epoch`, merged by node.
+    fn journals_of(&self, epoch: u64, workers: usize) -> Result<HashMap<String, Journal>> {
+        let mut by_node: HashMap<String, Vec<Journal>> = HashMap::new();
+        for w in 0..workers {
+            let folder = worker_state_key(epoch, w);
+            for name in self.cp.loc.list(&folder)? {
+                if !name.starts_with(JOURNAL) || !name.ends_with(".json") {
+                    continue;
+                }
+                let key = format!("{folder}/{name}");
+                let Some(js) = self.cp.read::<Vec<log::NodeJournal>>(&key, "a journal")? else { continue };
+                for j in js {
+                    by_node.entry(j.name).or_default().push(j.journal);
+                }
+            }
+        }
+        Ok(by_node.into_iter().map(|(n, js)| (n, Journal::merge(js))).collect())
+    }
+
     /// Records that worker `m.worker` has finished epoch `m.epoch`.
     pub(crate) fn write_manifest(&self, m: &WorkerManifest) -> Result<()> {
         self.cp.write(&format!("{}/manifest.json", worker_state_key(m.epoch, m.worker)), m)
@@ -274,6 +309,9 @@ impl EpochLog {
         // epoch reads.
         let mut e = self.start;
         while let Some(o) = self.logged_for(e, worker)? {
+            for (node, j) in self.journals_of(e, o.workers)? {
+                r.journals.insert((e, node), j);
+            }
             r.replays.push(o);
             e += 1;
         }
@@ -410,6 +448,13 @@ impl EpochLog {
             let mut indices: Vec<usize> = self.cp.loc.list(&folder)?.iter().filter_map(|n| n.parse().ok()).collect();
             indices.sort_unstable();
             for i in indices.into_iter().filter(|i| i % self.peers == worker) {
+                // What a worker wrote of an epoch not replayed is recomputed: a journal left
+                // there must not steer the run that reaches the epoch again.
+                for name in self.cp.loc.list(&worker_state_key(l, i))? {
+                    if name.starts_with(JOURNAL) {
+                        self.cp.loc.delete_all(&format!("{}/{name}", worker_state_key(l, i)))?;
+                    }
+                }
                 let key = offsets_key(l, i);
                 let Some(o) = self.cp.read::<WorkerOffsets>(&key, "an offset log entry")? else { continue };
                 if o.workers != self.peers {

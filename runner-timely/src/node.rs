@@ -10,8 +10,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
+use weir_runner_core::checkpoint::log::NodeJournal;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::node::{Input, NodeShare, ShareOptions, Unit, UnitMetrics};
+use weir_runner_core::operator::Journal;
 use weir_runner_core::plan::topology::Slot;
 use weir_runner_core::plan::Role;
 use weir_runner_core::watermark::Watermarks;
@@ -158,6 +160,9 @@ pub(crate) struct NodeWorker {
     /// With a checkpoint: the worker's account of what its nodes wrote per epoch, for its
     /// manifests.
     pending: Option<Pending>,
+    /// Per replayed epoch, the journals logged for the members' source-reading operators (by
+    /// member node): the epoch repeats their reads.
+    replays: HashMap<u64, Vec<(usize, Journal)>>,
 }
 
 /// Per epoch, the members a worker's nodes checkpointed, until the epoch's manifest is written.
@@ -173,7 +178,11 @@ impl NodeWorker {
         pending: Option<Pending>,
     ) -> Self {
         let node = &process.plan.nodes[i];
-        let options = ShareOptions { claims_per_call: Some(process.claims_per_call()), ..Default::default() };
+        let options = ShareOptions {
+            claims_per_call: Some(process.claims_per_call()),
+            journal: process.checkpoint.is_some(),
+            ..Default::default()
+        };
         let mut share = NodeShare::new(&process.graph, &process.plan, i, chain, me, options);
         if share.members().iter().all(|&m| process.inert[m]) {
             share.set_inert();
@@ -192,7 +201,19 @@ impl NodeWorker {
             let at = if process.inert[producer] { MAX_TIMESTAMP } else { MIN_TIMESTAMP };
             upstream.insert(producer as u32, vec![at; process.peers]);
         }
-        NodeWorker { process, i, me, share, last_epoch: None, upstream, clock: None, main_ops, side_ops, pending }
+        NodeWorker {
+            process,
+            i,
+            me,
+            share,
+            last_epoch: None,
+            upstream,
+            clock: None,
+            main_ops,
+            side_ops,
+            pending,
+            replays: HashMap::new(),
+        }
     }
 
     /// Restores the members' state and watermarks from a checkpoint (taking them out of
@@ -217,6 +238,32 @@ impl NodeWorker {
             self.share.restore(k, entries, Some(Watermarks::restored(input, output)))?;
         }
         Ok(())
+    }
+
+    /// Takes the journals logged for the members in the epochs to replay.
+    pub(crate) fn replay_journals(&mut self, journals: &mut HashMap<(u64, String), Journal>) {
+        let members = self.share.members().to_vec();
+        let names: Vec<String> = members.iter().map(|&m| self.process.plan.nodes[m].name.clone()).collect();
+        let mine: Vec<(u64, String)> = journals.keys().filter(|(_, n)| names.contains(n)).cloned().collect();
+        for key in mine {
+            if let Some(j) = journals.remove(&key) {
+                let m = members[names.iter().position(|n| *n == key.1).unwrap_or(0)];
+                self.replays.entry(key.0).or_default().push((m, j));
+            }
+        }
+    }
+
+    /// Logs the journals of the epoch just run (a replay's were logged by the run it repeats).
+    fn log_journals(&mut self, epoch: u64, replayed: bool) -> Result<()> {
+        let journals = self.share.take_journals();
+        let Some(log) = self.process.checkpoint.as_ref().filter(|_| !replayed && !journals.is_empty()) else {
+            return Ok(());
+        };
+        let named: Vec<NodeJournal> = journals
+            .into_iter()
+            .map(|(m, journal)| NodeJournal { name: self.process.plan.nodes[m].name.clone(), journal })
+            .collect();
+        log.write_journals(epoch, self.me, self.i, &named)
     }
 
     /// Checkpoints every member after `epoch`: its state file (a snapshot or what changed)
@@ -308,7 +355,12 @@ impl NodeWorker {
             draining: process.drained.load(std::sync::atomic::Ordering::SeqCst),
         };
         let mut metrics = UnitMetrics::default();
+        let replay = self.replays.remove(&epoch);
+        for (m, j) in replay.iter().flatten() {
+            self.share.replay_journal(*m, j);
+        }
         let done = self.share.run(main, sides, &unit, &mut metrics);
+        let done = done.and_then(|d| self.log_journals(epoch, replay.is_some()).map(|()| d));
         if done.is_ok() {
             NodeShare::gauges(&[&self.share], now, &mut metrics);
         }

@@ -291,6 +291,8 @@ impl Process {
                             slot.writer.stage(w, b)?;
                         }
                         slot.writer.commit(epoch, None)?;
+                        weir_sdk::testing::fault::set_batch(epoch);
+                        weir_sdk::testing::fault::point("sink-commit");
                     }
                     Ok(())
                 })()

@@ -187,6 +187,7 @@ fn run_resumed(e: &mut Epochs<'_>) -> Result<()> {
         Some(log) => log.resume(e.me).and_then(|mut r| {
             for node in &nodes {
                 node.borrow_mut().restore(&mut r.members, r.written_by)?;
+                node.borrow_mut().replay_journals(&mut r.journals);
             }
             Ok(r)
         }),
