@@ -79,22 +79,51 @@ impl Connection {
 impl Connection {
     /// Creates `topic` with `partitions` partitions (one replica each) unless it exists.
     pub fn create_topic(&self, topic: &str, partitions: i32) -> Result<(), String> {
-        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-        use rdkafka::client::DefaultClientContext;
-        let admin: AdminClient<DefaultClientContext> = self
+        use rdkafka::admin::{NewTopic, TopicReplication};
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let (admin, options) = self.admin()?;
+        let results =
+            futures_executor::block_on(admin.create_topics([&new], &options)).map_err(|e| self.unreachable(e))?;
+        self.admin_results(results, "create topic", &[rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists])
+    }
+
+    /// Grows `topic` to `partitions` partitions (Kafka's `CreatePartitions`): a running read
+    /// finds the new ones at its next discovery.
+    pub fn add_partitions(&self, topic: &str, partitions: usize) -> Result<(), String> {
+        let new = rdkafka::admin::NewPartitions::new(topic, partitions);
+        let (admin, options) = self.admin()?;
+        let results =
+            futures_executor::block_on(admin.create_partitions([&new], &options)).map_err(|e| self.unreachable(e))?;
+        self.admin_results(results, "add partitions to topic", &[])
+    }
+
+    fn admin(
+        &self,
+    ) -> Result<
+        (rdkafka::admin::AdminClient<rdkafka::client::DefaultClientContext>, rdkafka::admin::AdminOptions),
+        String,
+    > {
+        let admin = self
             .client_config(&[])
             .create()
             .map_err(|e| format!("cannot make a Kafka admin client for {}: {e}", self.bootstrap_servers))?;
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-        let options = AdminOptions::new().operation_timeout(Some(self.timeout)).request_timeout(Some(self.timeout));
-        let results =
-            futures_executor::block_on(admin.create_topics([&new], &options)).map_err(|e| self.unreachable(e))?;
+        let options = rdkafka::admin::AdminOptions::new()
+            .operation_timeout(Some(self.timeout))
+            .request_timeout(Some(self.timeout));
+        Ok((admin, options))
+    }
+
+    /// An error naming the first topic the brokers refused `what` for (other than `fine`).
+    fn admin_results(
+        &self,
+        results: Vec<rdkafka::admin::TopicResult>,
+        what: &str,
+        fine: &[rdkafka::types::RDKafkaErrorCode],
+    ) -> Result<(), String> {
         for r in results {
-            match r {
-                Ok(_) => {}
-                Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                Err((name, e)) => {
-                    return Err(format!("Kafka at {}: cannot create topic {name}: {e}", self.bootstrap_servers))
+            if let Err((name, e)) = r {
+                if !fine.contains(&e) {
+                    return Err(format!("Kafka at {}: cannot {what} {name}: {e}", self.bootstrap_servers));
                 }
             }
         }

@@ -315,13 +315,18 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWriter<K, V> {
                             record = r;
                             self.producer.poll(Duration::from_millis(10));
                         }
-                        Err((e, _)) => return Err(format!("Kafka topic {}: {e}", self.topic).into()),
+                        Err((e, _)) => return Err(format!("{}: {e}", self.place()).into()),
                     }
                 }
                 sent += 1;
             }
         }
         Ok(sent)
+    }
+
+    /// Where the writer writes, for errors: the brokers and the topic.
+    fn place(&self) -> String {
+        format!("Kafka at {}, topic {}", self.conn.bootstrap_servers, self.topic)
     }
 
     fn delivery_error(&self) -> Option<String> {
@@ -337,7 +342,7 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSinkWriter for KafkaWriter<K, V> {
             self.send_all(batches)?;
             self.producer.flush(self.conn.timeout).map_err(|e| self.conn.unreachable(e))?;
             return match self.delivery_error() {
-                Some(e) => Err(format!("Kafka topic {}: {e}", self.topic).into()),
+                Some(e) => Err(format!("{}: {e}", self.place()).into()),
                 None => Ok(()),
             };
         };
@@ -346,8 +351,7 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSinkWriter for KafkaWriter<K, V> {
             tracing::info!("Kafka topic {}: batch {batch_id} was committed before; not writing it again", self.topic);
             return Ok(());
         }
-        let tx =
-            |e: rdkafka::error::KafkaError| format!("Kafka topic {} ({}), batch {batch_id}: {e}", self.topic, self.id);
+        let tx = |e: rdkafka::error::KafkaError| format!("{} ({}), batch {batch_id}: {e}", self.place(), self.id);
         self.producer.begin_transaction().map_err(tx)?;
         let written = (|| -> UserResult {
             self.send_all(batches)?;

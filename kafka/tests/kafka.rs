@@ -56,6 +56,48 @@ fn a_bounded_read_gives_every_record_once_on_every_runner() {
     }
 }
 
+/// Records kcat produced on 3 partitions are read with their keys, values, partitions and
+/// create times, on the micro-batch runner and on 2 timely workers.
+#[test]
+fn records_produced_by_kcat_are_read_with_keys_values_partitions_and_timestamps() {
+    let broker = Broker::start();
+    broker.create_topic("kcat", 3);
+    let before = weir_sdk::time::now_millis();
+    for p in 0..3 {
+        let lines: Vec<String> = (0..50).map(|i| format!("key{p}-{i}:value{p}-{i}")).collect();
+        broker::kcat_produce(&broker.address, "kcat", p, &lines);
+    }
+    let after = weir_sdk::time::now_millis();
+    for runner in ["microbatch", "timely"] {
+        let p = Pipeline::new(options(runner));
+        let got = CollectHandle::new();
+        p.apply(
+            "Read",
+            KafkaIO::read::<String, String>()
+                .with_bootstrap_servers(&broker.address)
+                .with_topic("kcat")
+                .from_earliest()
+                .to_latest()
+                .with_timestamp_policy(TimestampPolicy::CreateTime { max_delay: Duration::ZERO }),
+        )
+        .apply("Collect", Collect::into(&got));
+        p.run().and_then(|r| r.wait_until_finish(None)).unwrap_or_else(|e| panic!("{runner}: {e}"));
+        let mut items: Vec<KafkaRecord<String, String>> = got.items();
+        items.sort_by_key(|r| (r.partition, r.offset));
+        assert_eq!(items.len(), 150, "{runner}");
+        for r in &items {
+            let (part, i) = (r.partition, r.offset);
+            assert_eq!(r.key, format!("key{part}-{i}"), "{runner}: {r:?}");
+            assert_eq!(r.value, format!("value{part}-{i}"), "{runner}: {r:?}");
+            assert_eq!(r.timestamp_type, weir_kafka::KafkaTimestampType::CreateTime, "{runner}: {r:?}");
+            assert!(
+                (before - 1000..=after + 1000).contains(&r.timestamp),
+                "{runner}: {r:?} not made in [{before}, {after}]"
+            );
+        }
+    }
+}
+
 #[test]
 fn the_transactional_sink_writes_each_batch_once() {
     let broker = Broker::start();
@@ -241,6 +283,42 @@ impl DoFn for StartFn {
     }
 }
 
+/// Partitions added to a topic while an unbounded read runs are found and read.
+#[test]
+fn partitions_added_while_a_read_runs_are_read() {
+    let broker = Broker::start();
+    broker.create_topic("grow", 1);
+    let p = Pipeline::new(options("microbatch"));
+    let got: CollectHandle<KafkaRecord<Vec<u8>, String>> = CollectHandle::new();
+    p.apply(
+        "Read",
+        KafkaIO::read::<Vec<u8>, String>()
+            .with_bootstrap_servers(&broker.address)
+            .with_topic("grow")
+            .from_earliest()
+            .with_partition_discovery_interval(Duration::from_millis(200)),
+    )
+    .apply("Collect", Collect::into(&got));
+    let result = p.run().unwrap();
+    let wait_for = |n: usize| {
+        let began = std::time::Instant::now();
+        while got.items().len() < n && began.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    broker.produce("grow", &(0..10).map(|i| (None, format!("a{i}"), 0)).collect::<Vec<_>>());
+    wait_for(10);
+    broker.connection().add_partitions("grow", 3).unwrap();
+    broker.produce("grow", &(0..20).map(|i| (None, format!("b{i}"), 1 + i % 2)).collect::<Vec<_>>());
+    wait_for(30);
+    result.cancel().unwrap();
+    let mut by_partition = std::collections::BTreeMap::new();
+    for r in got.items() {
+        *by_partition.entry(r.partition).or_insert(0) += 1;
+    }
+    assert_eq!(by_partition, [(0, 10), (1, 10), (2, 10)].into_iter().collect());
+}
+
 /// The child of the kill test: copies topic `in` to topic `out` (each value, tagged) on the
 /// micro-batch runner (or another) with a checkpoint, until it is killed. Runs only when the
 /// kill test starts this test binary with `WEIR_KAFKA_CHILD=BROKER,CHECKPOINT_DIR[,RUNNER]`.
@@ -250,6 +328,7 @@ fn kill_test_child() {
     let mut parts = args.split(',');
     let (address, checkpoint) = (parts.next().unwrap(), parts.next().unwrap());
     let runner = parts.next().unwrap_or("microbatch");
+    let timeout = Duration::from_secs(parts.next().map_or(30, |s| s.parse().unwrap()));
     weir::register();
     let mut args = vec!["--runner", runner];
     if runner == "timely" {
@@ -267,6 +346,7 @@ fn kill_test_child() {
             .with_bootstrap_servers(address)
             .with_topic("in")
             .from_earliest()
+            .with_timeout(timeout)
             .with_poll_interval(Duration::from_millis(20)),
     )
     // A millisecond a record, so that the kills fall while it copies.
@@ -277,7 +357,10 @@ fn kill_test_child() {
             format!("{}@{}-{}", r.value, r.partition, r.offset)
         }),
     )
-    .apply("Write", KafkaIO::write::<(), String>().with_bootstrap_servers(address).with_topic("out").values());
+    .apply(
+        "Write",
+        KafkaIO::write::<(), String>().with_bootstrap_servers(address).with_topic("out").with_timeout(timeout).values(),
+    );
     let r = p.run().unwrap();
     let e = r.wait_until_finish(None);
     panic!("the copy ended: {e:?}");
@@ -349,6 +432,56 @@ fn replayed_after_the_sink_committed(runner: &str) {
     assert_copied_once(&input, &broker);
 }
 
+/// The broker stopped while a checkpointed copy runs, and started again on the same data: the
+/// copy either rides it out (the client reconnects) or fails loudly, naming the broker, and a
+/// restart from its checkpoint finishes it; either way every record is copied once.
+#[test]
+fn a_broker_lost_mid_run_is_survived_or_fails_loudly_and_resumes_exactly_once() {
+    let port = broker::free_port();
+    let mut broker = Broker::start_on(port, tempfile::tempdir().unwrap());
+    broker.create_topic("in", 3);
+    broker.create_topic("out", 1);
+    let input: Vec<(Option<String>, String, i32)> = (0..1500i32).map(|i| (None, format!("r{i}"), i % 3)).collect();
+    broker.produce("in", &input);
+    let checkpoint = tempfile::tempdir().unwrap();
+    let address = broker.address.clone();
+    let child = || {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "kill_test_child", "--nocapture", "--test-threads", "1"])
+            .env("WEIR_KAFKA_CHILD", format!("{address},{},microbatch,5", checkpoint.path().display()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut c = child();
+    std::thread::sleep(Duration::from_millis(800));
+    let data = broker.stop();
+    std::thread::sleep(Duration::from_secs(3));
+    broker = Broker::start_on(port, data);
+    // The child ends only if it failed: it names the broker it lost.
+    let began = std::time::Instant::now();
+    let mut failed = None;
+    while began.elapsed() < Duration::from_secs(40)
+        && broker::read_all(&broker.address, "out", "read_committed").len() < input.len()
+    {
+        if let Some(status) = c.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(c.stderr.as_mut().unwrap(), &mut err).unwrap();
+            assert!(!status.success());
+            assert!(err.contains(&address), "the failure does not name the broker: {err}");
+            failed = Some(err);
+            c = child();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = c.kill();
+    let _ = c.wait();
+    eprintln!("the copy {}", if failed.is_some() { "failed and was restarted" } else { "rode out the outage" });
+    assert_copied_once(&input, &broker);
+}
+
 /// Topic `out` holds every value of `input` exactly once.
 fn assert_copied_once(input: &[(Option<String>, String, i32)], broker: &Broker) {
     let got: Vec<String> =
@@ -362,6 +495,12 @@ fn assert_copied_once(input: &[(Option<String>, String, i32)], broker: &Broker) 
     let missing: Vec<_> = input.iter().map(|r| &r.1).filter(|v| !counts.contains_key(*v)).collect();
     assert!(missing.is_empty(), "lost {} records: {:?}", missing.len(), &missing[..missing.len().min(10)]);
     assert_eq!(got.len(), input.len());
+    // The same, as an outside client sees it, reading committed records only.
+    let mut seen = broker::kcat_read_committed(&broker.address, "out");
+    let mut got = got;
+    seen.sort();
+    got.sort();
+    assert_eq!(seen, got, "kcat reads other records than the test's consumer");
 }
 
 fn kill_rounds(rounds: usize) {

@@ -71,8 +71,15 @@ impl Broker {
         Broker { child, address, _data: data }
     }
 
-    /// Stops the broker, keeping its data directory for a restart.
+    /// Stops the broker as an operator would (SIGINT, then SIGKILL after 10 s), keeping its data
+    /// directory for a restart. noida-db writes its data out as it stops; a SIGKILL loses what
+    /// it acknowledged since it last did.
     pub fn stop(mut self) -> tempfile::TempDir {
+        let _ = Command::new("kill").args(["-INT", &self.child.id().to_string()]).status();
+        let began = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() && began.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::mem::replace(&mut self._data, tempfile::tempdir().unwrap())
@@ -149,6 +156,40 @@ pub fn read_all(address: &str, topic: &str, isolation: &str) -> Vec<(i32, i64, S
     }
     out.sort();
     out
+}
+
+/// `kcat` (Debian's package): the outside client the tests produce and consume with.
+pub fn kcat() -> Command {
+    let found =
+        std::env::var("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join("kcat").is_file())).unwrap_or(false);
+    assert!(found, "no kcat on the PATH: install Debian's package (`apt-get install kcat`)");
+    Command::new("kcat")
+}
+
+/// Produces `lines` (`KEY:VALUE` each) to partition `partition` of `topic` with kcat.
+pub fn kcat_produce(address: &str, topic: &str, partition: i32, lines: &[String]) {
+    use std::io::Write;
+    let mut c = kcat()
+        .args(["-b", address, "-P", "-t", topic, "-p", &partition.to_string(), "-K", ":"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    drop(stdin);
+    assert!(c.wait().unwrap().success(), "kcat could not produce to {topic}");
+}
+
+/// Every value of `topic` as kcat reads it with `isolation.level=read_committed`, to the end.
+pub fn kcat_read_committed(address: &str, topic: &str) -> Vec<String> {
+    let o = kcat()
+        .args(["-b", address, "-C", "-t", topic, "-e", "-q", "-X", "isolation.level=read_committed", "-f", "%s\n"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "kcat could not read {topic}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).lines().map(String::from).collect()
 }
 
 pub fn rand_id() -> u64 {
