@@ -347,6 +347,35 @@ pub fn split_events(config: &NexmarkConfig) -> impl Iterator<Item = NextEvent> {
     GeneratorConfig::standard(config).split(i64::from(config.num_event_generators)).into_iter().flat_map(Generator::new)
 }
 
+/// The events of the split generators merged into one stream in event-time order (ties in
+/// split order): the parallel timelines as an unbounded source delivers them, and as a topic
+/// must hold them for a reader whose watermark follows each partition's latest event time
+/// (split order goes back in time at every split).
+pub fn events_in_time_order(config: &NexmarkConfig) -> impl Iterator<Item = NextEvent> {
+    use std::cmp::Reverse;
+    let mut splits: Vec<Generator> = GeneratorConfig::standard(config)
+        .split(i64::from(config.num_event_generators))
+        .into_iter()
+        .map(Generator::new)
+        .collect();
+    let mut heads = std::collections::BinaryHeap::new();
+    let mut next: Vec<Option<NextEvent>> = splits.iter_mut().map(Iterator::next).collect();
+    for (i, n) in next.iter().enumerate() {
+        if let Some(n) = n {
+            heads.push(Reverse((n.event_timestamp, i)));
+        }
+    }
+    std::iter::from_fn(move || {
+        let Reverse((_, i)) = heads.pop()?;
+        let out = next[i].take();
+        next[i] = splits[i].next();
+        if let Some(n) = &next[i] {
+            heads.push(Reverse((n.event_timestamp, i)));
+        }
+        out
+    })
+}
+
 fn generate_event(c: &GeneratorConfig, events_so_far: i64, event_id: i64, timestamp: i64) -> Event {
     let mut random = JavaRandom::new(event_id);
     let rem = event_id % PROPORTION_DENOMINATOR;

@@ -3,7 +3,7 @@
 //! queries that read them from there (`--events-kafka`), and results written to a topic
 //! (`--results-kafka`), each the JSON line the results files hold, exactly once.
 
-use crate::generator::split_events;
+use crate::generator::events_in_time_order;
 use crate::model::Event;
 use crate::sources::OnMalformed;
 use crate::NexmarkConfig;
@@ -57,8 +57,9 @@ impl KafkaDecode for Event {
     }
 }
 
-/// Publishes the events of `config` to `to`, in split order, as the JSON lines an events file
-/// holds; returns how many. The records go through KafkaIO's write, in blocks, with the
+/// Publishes the events of `config` to `to`, in event-time order (the split generators'
+/// timelines merged, so that each partition's times only grow and a read's watermark drops
+/// none as late), as the JSON lines an events file holds; returns how many. The records go through KafkaIO's write, in blocks, with the
 /// idempotent producer. They keep the time they were sent as their create time: the events'
 /// own times are years old (unless `--use-wallclock-event-time`), and brokers delete records
 /// older than the topic's retention, so a read takes each event's time from its value.
@@ -72,7 +73,7 @@ pub fn export_events(config: &NexmarkConfig, to: &KafkaTopic) -> Result<u64, Str
     let mut writer = sink.open("nexmark export").map_err(|e| e.to_string())?;
     let mut n = 0u64;
     let mut block = Vec::with_capacity(BLOCK);
-    let mut events = split_events(config).map(|next| next.event).peekable();
+    let mut events = events_in_time_order(config).map(|next| next.event).peekable();
     let mut id = 0;
     while events.peek().is_some() {
         block.extend(

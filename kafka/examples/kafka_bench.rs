@@ -1,0 +1,172 @@
+//! Kafka benchmarks for Weir, against a running broker (`benchmarks/kafka/bench.sh` starts one
+//! and runs them side by side with kcat):
+//!
+//! ```text
+//! kafka_bench topic   BROKER TOPIC PARTITIONS        create a topic
+//! kafka_bench read    BROKER TOPIC [OPTIONS...]      read the topic to its end, as bytes: records/s
+//! kafka_bench latency BROKER RATE SECONDS [OPTIONS...]
+//!     produce RATE records/s to topic `lat-in` for SECONDS while a checkpointed Weir query
+//!     copies them to `lat-out` exactly once; a read_committed consumer of `lat-out` measures each
+//!     record's time from produce to committed copy: p50, p99 and max
+//! ```
+//! OPTIONS are pipeline options (`--runner timely --workers 2`, `--max-batch-size N`, ...).
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{ClientConfig, Message};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weir_kafka::{KafkaIO, KafkaRecord};
+use weir_sdk::prelude::*;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: kafka_bench topic BROKER TOPIC PARTITIONS | read BROKER TOPIC [OPTIONS...] | latency BROKER \
+                 RATE SECONDS [OPTIONS...]";
+    let result = match args.first().map(String::as_str) {
+        Some("topic") if args.len() == 4 => topic(&args[1], &args[2], &args[3]),
+        Some("read") if args.len() >= 3 => read(&args[1], &args[2], &args[3..]),
+        Some("latency") if args.len() >= 4 => latency(&args[1], &args[2], &args[3], &args[4..]),
+        _ => Err(usage.to_string()),
+    };
+    if let Err(e) = result {
+        eprintln!("kafka_bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn topic(broker: &str, topic: &str, partitions: &str) -> Result<(), String> {
+    let n: i32 = partitions.parse().map_err(|e| format!("PARTITIONS {partitions}: {e}"))?;
+    weir_kafka::Connection::new(broker).create_topic(topic, n)
+}
+
+fn options(extra: &[String]) -> Result<PipelineOptions, String> {
+    weir::register();
+    PipelineOptions::from_args(extra.iter().map(String::as_str)).map_err(|e| e.to_string())
+}
+
+/// Reads the whole topic as bytes and counts the records.
+fn read(broker: &str, topic: &str, extra: &[String]) -> Result<(), String> {
+    let p = Pipeline::new(options(extra)?);
+    let count = weir_sdk::io::CollectHandle::new();
+    p.apply(
+        "Read",
+        KafkaIO::read::<Vec<u8>, Vec<u8>>()
+            .with_bootstrap_servers(broker)
+            .with_topic(topic)
+            .from_earliest()
+            .to_latest(),
+    )
+    .apply("Count", Count::globally())
+    .apply("Collect", weir_sdk::io::Collect::into(&count));
+    let began = Instant::now();
+    p.run().and_then(|r| r.wait_until_finish(None)).map_err(|e| e.to_string())?;
+    let secs = began.elapsed().as_secs_f64();
+    let n: i64 = count.items().iter().sum();
+    println!("weir read {n} records in {secs:.3} s: {:.0} records/s", n as f64 / secs);
+    Ok(())
+}
+
+/// Produce at a steady rate, copy with a checkpointed query, and time each record's trip.
+fn latency(broker: &str, rate: &str, seconds: &str, extra: &[String]) -> Result<(), String> {
+    let rate: u64 = rate.parse().map_err(|e| format!("RATE {rate}: {e}"))?;
+    let seconds: u64 = seconds.parse().map_err(|e| format!("SECONDS {seconds}: {e}"))?;
+    let conn = weir_kafka::Connection::new(broker);
+    conn.create_topic("lat-in", 3)?;
+    conn.create_topic("lat-out", 1)?;
+    let checkpoint = std::env::temp_dir().join(format!("kafka-bench-{}", std::process::id()));
+    let mut args: Vec<String> = extra.to_vec();
+    args.extend(["--checkpoint-dir".into(), checkpoint.display().to_string()]);
+    args.extend(["--trigger".into(), "processing-time".into()]);
+    let p = Pipeline::new(options(&args)?);
+    p.apply(
+        "Read",
+        KafkaIO::read::<Vec<u8>, String>()
+            .with_bootstrap_servers(broker)
+            .with_topic("lat-in")
+            .from_earliest()
+            .with_poll_interval(Duration::from_millis(5)),
+    )
+    .apply("Value", Map::new(|r: KafkaRecord<Vec<u8>, String>| r.value))
+    .apply("Write", KafkaIO::write::<(), String>().with_bootstrap_servers(broker).with_topic("lat-out").values());
+    let running = p.run().map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let consumer = {
+        let (broker, stop) = (broker.to_string(), stop.clone());
+        std::thread::spawn(move || consume(&broker, &stop))
+    };
+    let total = rate * seconds;
+    let produced = produce(broker, rate, total)?;
+    // Everything produced arrives within a while, or the copy is too slow for the rate.
+    std::thread::sleep(Duration::from_secs(5));
+    stop.store(true, Ordering::SeqCst);
+    let mut trips = consumer.join().map_err(|_| "the consumer panicked")?;
+    running.cancel().map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&checkpoint);
+    if trips.is_empty() {
+        return Err("nothing was copied".into());
+    }
+    trips.sort_unstable();
+    let at = |q: f64| trips[((trips.len() - 1) as f64 * q) as usize];
+    println!(
+        "latency at {rate} records/s for {seconds} s: {} of {produced} copied; p50 {} ms, p99 {} ms, max {} ms",
+        trips.len(),
+        at(0.5),
+        at(0.99),
+        trips[trips.len() - 1]
+    );
+    Ok(())
+}
+
+/// Produces `total` records at `rate` per second, each value the time it was sent, ms.
+fn produce(broker: &str, rate: u64, total: u64) -> Result<u64, String> {
+    let producer: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("linger.ms", "1")
+        .create()
+        .map_err(|e| e.to_string())?;
+    let began = Instant::now();
+    for i in 0..total {
+        let due = began + Duration::from_secs_f64(i as f64 / rate as f64);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let value = weir_sdk::time::now_millis().to_string();
+        let mut record = Some(BaseRecord::<(), String>::to("lat-in").payload(&value));
+        while let Some(r) = record.take() {
+            if let Err((_, back)) = producer.send(r) {
+                producer.poll(Duration::from_millis(1));
+                record = Some(back);
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).map_err(|e| e.to_string())?;
+    Ok(total)
+}
+
+/// Reads `lat-out` committed records until `stop`: each one's time since it was produced, ms.
+fn consume(broker: &str, stop: &AtomicBool) -> Vec<i64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker)
+        .set("group.id", format!("kafka-bench-{}", std::process::id()))
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("isolation.level", "read_committed")
+        .create()
+        .expect("a consumer");
+    consumer.subscribe(&["lat-out"]).expect("subscribed");
+    let mut trips = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(50)) {
+            let now = weir_sdk::time::now_millis();
+            if let Some(sent) =
+                m.payload().and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.parse::<i64>().ok())
+            {
+                trips.push(now - sent);
+            }
+        }
+    }
+    trips
+}
