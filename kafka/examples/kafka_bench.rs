@@ -51,10 +51,8 @@ fn options(extra: &[String]) -> Result<PipelineOptions, String> {
     PipelineOptions::from_args(extra.iter().map(String::as_str)).map_err(|e| e.to_string())
 }
 
-/// Reads the whole topic as bytes and counts the records.
-fn read(broker: &str, topic: &str, extra: &[String]) -> Result<(), String> {
-    let p = Pipeline::new(options(extra)?);
-    let count = weir_sdk::io::CollectHandle::new();
+/// The topic's records to its end, as bytes.
+fn read_all(p: &Pipeline, broker: &str, topic: &str) -> PCollection<KafkaRecord<Vec<u8>, Vec<u8>>> {
     p.apply(
         "Read",
         KafkaIO::read::<Vec<u8>, Vec<u8>>()
@@ -63,12 +61,22 @@ fn read(broker: &str, topic: &str, extra: &[String]) -> Result<(), String> {
             .from_earliest()
             .to_latest(),
     )
-    .apply("Count", Count::globally())
-    .apply("Collect", weir_sdk::io::Collect::into(&count));
+}
+
+/// Runs `p` to its end, counting the elements of `counted`: how many, and the seconds it took.
+fn run_counting<T: weir_sdk::coders::Element>(p: &Pipeline, counted: PCollection<T>) -> Result<(i64, f64), String> {
+    let count = weir_sdk::io::CollectHandle::new();
+    counted.apply("Count", Count::globally()).apply("Collect", weir_sdk::io::Collect::into(&count));
     let began = Instant::now();
     p.run().and_then(|r| r.wait_until_finish(None)).map_err(|e| e.to_string())?;
-    let secs = began.elapsed().as_secs_f64();
-    let n: i64 = count.items().iter().sum();
+    Ok((count.items().iter().sum(), began.elapsed().as_secs_f64()))
+}
+
+/// Reads the whole topic as bytes and counts the records.
+fn read(broker: &str, topic: &str, extra: &[String]) -> Result<(), String> {
+    let p = Pipeline::new(options(extra)?);
+    let records = read_all(&p, broker, topic);
+    let (n, secs) = run_counting(&p, records)?;
     println!("weir read {n} records in {secs:.3} s: {:.0} records/s", n as f64 / secs);
     Ok(())
 }
@@ -92,24 +100,10 @@ fn copy(broker: &str, topic: &str, extra: &[String]) -> Result<(), String> {
     let out = format!("{topic}-copy-{}", weir_sdk::time::now_millis());
     weir_kafka::Connection::new(broker).create_topic(&out, 1)?;
     let p = Pipeline::new(options);
-    let count = weir_sdk::io::CollectHandle::new();
-    let values = p
-        .apply(
-            "Read",
-            KafkaIO::read::<Vec<u8>, Vec<u8>>()
-                .with_bootstrap_servers(broker)
-                .with_topic(topic)
-                .from_earliest()
-                .to_latest(),
-        )
-        .apply("Value", Map::new(|r: KafkaRecord<Vec<u8>, Vec<u8>>| r.value));
+    let values = read_all(&p, broker, topic).apply("Value", Map::new(|r: KafkaRecord<Vec<u8>, Vec<u8>>| r.value));
     values.apply("Write", KafkaIO::write::<(), Vec<u8>>().with_bootstrap_servers(broker).with_topic(&out).values());
-    values.apply("Count", Count::globally()).apply("Collect", weir_sdk::io::Collect::into(&count));
-    let began = Instant::now();
-    p.run().and_then(|r| r.wait_until_finish(None)).map_err(|e| e.to_string())?;
-    let secs = began.elapsed().as_secs_f64();
+    let (n, secs) = run_counting(&p, values)?;
     let _ = std::fs::remove_dir_all(&checkpoint);
-    let n: i64 = count.items().iter().sum();
     println!("weir copied {n} records exactly once in {secs:.3} s: {:.0} records/s", n as f64 / secs);
     Ok(())
 }

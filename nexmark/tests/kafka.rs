@@ -9,10 +9,9 @@ mod broker;
 mod common;
 
 use broker::Broker;
-use common::{nexmark, text};
+use common::{nexmark, run_and_kill, text};
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const EVENTS: &str = "40000";
 
@@ -78,25 +77,6 @@ fn queries_read_events_from_kafka_and_write_results_to_kafka() {
         assert!(o.status.success(), "{}", text(&o));
         assert_eq!(results(&broker, topic), expected, "{topic}");
     }
-}
-
-/// Runs `args` and SIGKILLs it after `after`; whether the kill landed before it finished.
-fn run_and_kill(args: &[String], after: Duration) -> bool {
-    let mut child = nexmark(args, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let start = Instant::now();
-    while start.elapsed() < after {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            assert!(status.success(), "a run failed on its own: {err}");
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    for pid in common::children(child.id()).into_iter().chain([child.id()]) {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    }
-    !child.wait().unwrap().success()
 }
 
 /// A streaming query from Kafka to Kafka, SIGKILLed `kills` times at random points and resumed

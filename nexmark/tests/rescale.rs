@@ -6,10 +6,9 @@
 //! split as they were, their splits dealt anew to the workers.
 
 mod common;
-use common::{children, nexmark, results, text};
+use common::{nexmark, results, run_and_kill, text};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a runner runs at 2, then 4, then 1 partitions (workers).
 struct Layouts {
@@ -34,26 +33,6 @@ fn args(q: &str, results: &Path, runner: &str, layout: &[&str], extra: &[&str]) 
     a.push(results.display().to_string());
     a.extend(layout.iter().chain(extra).map(|s| s.to_string()));
     a
-}
-
-/// Runs `args` and SIGKILLs it after `after`; whether the kill landed before it finished.
-fn run_and_kill(args: &[String], after: Duration) -> bool {
-    let mut child = nexmark(args, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let start = Instant::now();
-    while start.elapsed() < after {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
-            assert!(status.success(), "a run failed on its own: {err}");
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // The whole cluster at once: its other processes, then the launcher.
-    for pid in children(child.id()).into_iter().chain([child.id()]) {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    }
-    !child.wait().unwrap().success()
 }
 
 fn resumes_at_other_parallelisms(q: &str, l: &Layouts) {

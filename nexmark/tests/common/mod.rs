@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The launcher with `args` and `env`, without the crash and log settings of the test's own
 /// environment.
@@ -50,4 +51,26 @@ pub fn children(pid: u32) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Runs the launcher with `args` and SIGKILLs it, with a cluster's other processes, after
+/// `after`; whether the kill landed before it finished (a run that ends first must succeed).
+#[allow(dead_code)]
+pub fn run_and_kill(args: &[String], after: Duration) -> bool {
+    let mut child = nexmark(args, &[]).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while start.elapsed() < after {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            assert!(status.success(), "a run failed on its own: {err}");
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The whole cluster at once: its other processes, then the launcher.
+    for pid in children(child.id()).into_iter().chain([child.id()]) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    !child.wait().unwrap().success()
 }
