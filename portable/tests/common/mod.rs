@@ -89,9 +89,47 @@ impl Drop for JobServer {
 
 /// Runs `python` on `args`; its exit status and its standard output and error.
 pub fn python(python: &str, args: &[String]) -> (bool, String, String) {
-    let out = std::process::Command::new(python).args(args).output().expect("python runs");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    use std::io::Read;
+    let mut child = std::process::Command::new(python)
+        .args(args)
+        // A fatal signal makes Python print every thread's traceback (faulthandler).
+        .env("PYTHONFAULTHANDLER", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    // A client that does not end within PYTHON_LIMIT is aborted, and the test fails with where
+    // each of its threads waited, rather than hang the suite.
+    let began = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if began.elapsed() > PYTHON_LIMIT {
+            let _ = std::process::Command::new("kill").args(["-ABRT", &child.id().to_string()]).status();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (out, mut err) = (out.join().unwrap(), err.join().unwrap());
+    if status.is_none() {
+        err.push_str(&format!("\n(the Python client did not end within {} s and was aborted)", PYTHON_LIMIT.as_secs()));
+    }
+    (status.is_some_and(|s| s.success()), out, err)
 }
+
+/// How long one Python client of the tests may run.
+const PYTHON_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The lines of every file starting with `prefix`, sorted.
 pub fn lines_of(prefix: &std::path::Path) -> Vec<String> {
