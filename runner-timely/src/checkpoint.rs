@@ -238,7 +238,10 @@ impl EpochLog {
         self.cp.write(&journal_key(epoch, worker, node), &j.to_vec())
     }
 
-    /// The journals every one of `workers` logged for `epoch`, merged by node.
+    /// The journals every one of `workers` logged for `epoch`, merged by node. A node whose
+    /// journal some worker did not log is left out: that worker never finished the epoch, so no
+    /// sink has its output, and the replay reads afresh. (Merging only the others' would hold
+    /// the watermark where they left it, past the missing worker's unread records.)
     fn journals_of(&self, epoch: u64, workers: usize) -> Result<HashMap<String, Journal>> {
         let mut by_node: HashMap<String, Vec<Journal>> = HashMap::new();
         for w in 0..workers {
@@ -254,7 +257,7 @@ impl EpochLog {
                 }
             }
         }
-        Ok(by_node.into_iter().map(|(n, js)| (n, Journal::merge(js))).collect())
+        Ok(by_node.into_iter().filter(|(_, js)| js.len() == workers).map(|(n, js)| (n, Journal::merge(js))).collect())
     }
 
     /// Records that worker `m.worker` has finished epoch `m.epoch`.
@@ -472,5 +475,32 @@ impl EpochLog {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal(claims: usize, hold: Option<Timestamp>) -> Vec<log::NodeJournal> {
+        let runs = vec![weir_sdk::splittable::ClaimRun { restriction: claims as u64, claims }];
+        vec![log::NodeJournal { name: "Read".into(), journal: Journal { runs, hold } }]
+    }
+
+    /// An epoch's journal is replayed only when every worker that ran the epoch logged its own:
+    /// a worker that died before logging never finished the epoch, and merging only the others'
+    /// would hold the watermark past its unread records.
+    #[test]
+    fn a_journal_some_worker_did_not_log_is_not_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = dir.path().display().to_string();
+        let log = EpochLog::open(&spec, Fingerprint::default(), "q".into(), (0, 2), 3, 10).unwrap();
+        log.write_journals(4, 0, 7, &journal(5, Some(100))).unwrap();
+        assert!(log.journals_of(4, 2).unwrap().is_empty());
+        log.write_journals(4, 1, 7, &journal(3, Some(40))).unwrap();
+        let merged = log.journals_of(4, 2).unwrap();
+        let j = &merged["Read"];
+        assert_eq!(j.hold, Some(40));
+        assert_eq!(j.runs.iter().map(|r| r.claims).sum::<usize>(), 8);
     }
 }
