@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use weir_sdk::io::{Read, ReadUnbounded, WriteJsonLines};
+use weir_sdk::io::{Read, ReadUnbounded, WriteFiles};
 use weir_sdk::metrics::{DistributionResult, MetricQueryResults};
 use weir_sdk::testing::assert_that;
 use weir_sdk::{
@@ -267,10 +267,45 @@ impl Serialize for ResultLine {
     }
 }
 
+impl ResultLine {
+    /// Appends the line's JSON (what `serde_json` writes for it), without the newline. The
+    /// value is a [`crate::queries::BeamJson`] rendering, so it is copied as it is instead of
+    /// parsed again to check it.
+    fn write_json(&self, out: &mut String) {
+        out.push_str("{\"query\":");
+        crate::json::write_str(out, &self.query);
+        out.push_str(",\"timestamp\":");
+        crate::json::write_int(out, self.timestamp);
+        out.push_str(",\"value\":");
+        out.push_str(&self.value);
+        out.push('}');
+    }
+}
+
+/// Result lines as a results file holds them: one JSON object per line, written in one buffer
+/// of the right size.
+struct ResultLines;
+
+impl weir_sdk::io::RowFormat<ResultLine> for ResultLines {
+    fn extension(&self) -> &str {
+        "jsonl"
+    }
+    fn render(&self, rows: &[&ResultLine]) -> Result<Vec<u8>, weir_sdk::UserError> {
+        let mut out = String::with_capacity(rows.iter().map(|r| r.query.len() + r.value.len() + 56).sum());
+        for r in rows {
+            r.write_json(&mut out);
+            out.push('\n');
+        }
+        Ok(out.into_bytes())
+    }
+}
+
 /// A result line is a Kafka record's value as it is a results file's line.
 impl weir_kafka::KafkaEncode for ResultLine {
     fn encode(&self) -> Result<Option<std::borrow::Cow<'_, [u8]>>, String> {
-        serde_json::to_vec(self).map(|v| Some(v.into())).map_err(|e| format!("a {} result: {e}", self.query))
+        let mut out = String::with_capacity(self.query.len() + self.value.len() + 56);
+        self.write_json(&mut out);
+        Ok(Some(out.into_bytes().into()))
     }
 }
 
@@ -534,7 +569,7 @@ fn apply_target(
                             weir_parquet::ParquetIO::write::<ResultRow>(dir).overwrite(args.overwrite),
                         );
                     } else {
-                        lines.apply("WriteResults", WriteJsonLines::to(dir).overwrite(args.overwrite));
+                        lines.apply("WriteResults", WriteFiles::to(dir, ResultLines).overwrite(args.overwrite));
                     }
                 }
                 if let Some(topic) = &args.results_kafka {
@@ -1084,6 +1119,9 @@ mod tests {
     #[test]
     fn result_lines_are_beams_objects_in_json_and_text_in_the_coder() {
         let line = ResultLine { query: "SELECTION".into(), timestamp: 5, value: "{\"auction\":1,\"price\":2}".into() };
+        let mut written = String::new();
+        line.write_json(&mut written);
+        assert_eq!(written, serde_json::to_string(&line).unwrap());
         let json = serde_json::to_string(&line).unwrap();
         assert_eq!(json, "{\"query\":\"SELECTION\",\"timestamp\":5,\"value\":{\"auction\":1,\"price\":2}}");
         assert_eq!(serde_json::from_str::<ResultLine>(&json).unwrap(), line);

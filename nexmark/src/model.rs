@@ -97,12 +97,7 @@ enum BeamJsonEvent {
 impl Event {
     /// Beam's `toString()`: the inner object's JSON, instants as epoch milliseconds.
     pub fn to_json(&self) -> String {
-        let json = match self {
-            Event::Person(p) => serde_json::to_string(p),
-            Event::Auction(a) => serde_json::to_string(a),
-            Event::Bid(b) => serde_json::to_string(b),
-        };
-        json.expect("Nexmark events are plain data and always serialise")
+        crate::json::to_string(|out| crate::json::write_event(out, self))
     }
 
     /// Parses one line of Beam's JSON form (a Person, Auction or Bid object).

@@ -113,7 +113,23 @@ macro_rules! serde_beam_json {
 
 pub(crate) use serde_beam_json;
 
-serde_beam_json!(Bid, crate::model::Person, crate::model::Auction);
+impl BeamJson for Bid {
+    fn to_beam_json(&self) -> String {
+        crate::json::to_string(|out| crate::json::write_bid(out, self))
+    }
+}
+
+impl BeamJson for crate::model::Person {
+    fn to_beam_json(&self) -> String {
+        crate::json::to_string(|out| crate::json::write_person(out, self))
+    }
+}
+
+impl BeamJson for crate::model::Auction {
+    fn to_beam_json(&self) -> String {
+        crate::json::to_string(|out| crate::json::write_auction(out, self))
+    }
+}
 
 impl BeamJson for Event {
     fn to_beam_json(&self) -> String {

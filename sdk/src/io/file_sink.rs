@@ -88,9 +88,14 @@ impl<T: Element> RowFormat<T> for JsonLinesRows {
     }
     fn render(&self, rows: &[&T]) -> Result<Vec<u8>, UserError> {
         let mut out = Vec::new();
-        for r in rows {
+        for (i, r) in rows.iter().enumerate() {
             serde_json::to_writer(&mut out, r)?;
             out.push(b'\n');
+            if i == 0 {
+                // Room for the rest at the first line's length: a file of many lines is not
+                // copied into a buffer twice its size again and again as it grows.
+                out.reserve(out.len().saturating_mul(rows.len() - 1));
+            }
         }
         Ok(out)
     }

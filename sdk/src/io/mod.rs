@@ -18,7 +18,7 @@ pub mod text;
 pub use bad_records::{BadRecordPolicy, BadRecords};
 pub use commit_sink::{CommitSink, CommitSinkWriter, WriteCommitted};
 pub use file_io::{EmptyMatchTreatment, FileIO, FileMetadata, Termination};
-pub use file_sink::{JsonLinesRows, TextLines, WriteFiles};
+pub use file_sink::{JsonLinesRows, RowFormat, TextLines, WriteFiles};
 pub use for_each_batch::{Collect, CollectHandle, Console, ForEachBatch};
 pub use generate_sequence::GenerateSequence;
 pub use json_lines::WriteJsonLines;
