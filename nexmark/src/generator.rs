@@ -310,11 +310,14 @@ impl Generator {
         let wallclock_base = *self.wallclock_base_time.get_or_insert_with(weir_sdk::time::now_millis);
         let k = self.events_so_far;
         let c = &self.config;
-        let event_timestamp = c.timestamp_for_event(c.next_event_number(k));
+        let number = c.next_event_number(k);
+        let event_timestamp = c.timestamp_for_event(number);
+        // Without reordering (the default) the three event numbers are one, and so their times.
+        let time_of = |n: i64| if n == number { event_timestamp } else { c.timestamp_for_event(n) };
         let adjusted = c.next_adjusted_event_number(k);
-        let adjusted_timestamp = c.timestamp_for_event(adjusted);
-        let watermark = c.timestamp_for_event(c.next_event_number_for_watermark(k));
-        let wallclock_timestamp = wallclock_base + c.wallclock_offset_ms(c.next_event_number(k), event_timestamp);
+        let adjusted_timestamp = time_of(adjusted);
+        let watermark = time_of(c.next_event_number_for_watermark(k));
+        let wallclock_timestamp = wallclock_base + c.wallclock_offset_ms(number, event_timestamp);
         let event_id = c.first_event_id + adjusted;
         let event = generate_event(c, k, event_id, adjusted_timestamp);
         self.events_so_far += 1;
@@ -434,33 +437,47 @@ fn next_base0_auction_id(event_id: i64, random: &mut JavaRandom, config: &Nexmar
 }
 
 fn next_string(random: &mut JavaRandom, max_length: i32) -> String {
-    let len = 3 + random.next_int_bounded(max_length - 3);
-    let mut s = String::with_capacity(len as usize);
-    for _ in 0..len {
-        if random.next_int_bounded(13) == 0 {
-            s.push(' ');
-        } else {
-            s.push(char::from(b'a' + random.next_int_bounded(26) as u8));
-        }
+    let len = (3 + random.next_int_bounded(max_length - 3)) as usize;
+    // Drawn into a buffer, then trimmed and copied once.
+    let mut stack = [0u8; 128];
+    let mut heap = Vec::new();
+    let bytes = if len <= stack.len() {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0);
+        &mut heap[..]
+    };
+    for b in bytes.iter_mut() {
+        *b = if random.next_int_bounded(13) == 0 { b' ' } else { b'a' + random.next_int_bounded(26) as u8 };
     }
-    s.trim_matches(' ').to_string()
+    let text = simdutf8::basic::from_utf8(bytes).expect("the characters are ASCII");
+    text.trim_matches(' ').to_string()
 }
 
 fn next_exact_string(random: &mut JavaRandom, length: i32) -> Arc<str> {
-    // Built in a reused buffer, then copied once into the shared string.
-    thread_local!(static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) });
-    SCRATCH.with(|scratch| {
-        let mut bytes = scratch.borrow_mut();
-        bytes.clear();
-        let length = length.max(0) as usize;
-        for _ in 0..length / 6 {
-            bytes.extend_from_slice(&six_chars(random.next_int()));
+    let length = length.max(0) as usize;
+    // Built on the stack when it fits (every default size does), then copied once into the
+    // shared string: no buffer to look up, grow or check per draw.
+    let mut stack = [0u8; 192];
+    let mut heap = Vec::new();
+    let bytes = if length <= stack.len() {
+        &mut stack[..length]
+    } else {
+        heap.resize(length, 0);
+        &mut heap[..]
+    };
+    let mut chunks = bytes.chunks_exact_mut(6);
+    for chunk in &mut chunks {
+        chunk.copy_from_slice(&six_chars(random.next_int()));
+    }
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        let six = six_chars(random.next_int());
+        for (to, from) in rest.iter_mut().zip(six) {
+            *to = from;
         }
-        if !length.is_multiple_of(6) {
-            bytes.extend_from_slice(&six_chars(random.next_int())[..length % 6]);
-        }
-        Arc::from(std::str::from_utf8(&bytes).expect("the characters are ASCII"))
-    })
+    }
+    Arc::from(simdutf8::basic::from_utf8(bytes).expect("the characters are ASCII"))
 }
 
 /// Beam's six characters of one draw: `'a' + rnd % 26`, then `rnd /= 26`, six times, in Java's
