@@ -6,6 +6,8 @@ Runs Nexmark queries over one exported events file (Beam's JSON lines) on:
 - Weir, batch (results counted) and streaming (results written as JSON lines), through the
   Nexmark launcher: `nexmark --events-file FILE --query N [--streaming --results DIR]`;
 - DuckDB (pip `duckdb`): `read_json` into a table, then the query into a table (load + query);
+- DataFusion (pip `datafusion`): the file registered as a table of the events' schema, then the
+  query collected into Arrow batches (the file is read by the query);
 - Spark (pip `pyspark`, a Java runtime), batch: `spark.read.json` and the query in Spark SQL,
   written to the `noop` sink; and Structured Streaming: a file stream source, the query in the
   DataFrame API, written as JSON files with `Trigger.AvailableNow`.
@@ -14,6 +16,7 @@ Every engine gets the same number of cores (`--cores`, default 2):
 
 - Weir `--parallelism C`;
 - DuckDB `SET threads = C`;
+- DataFusion `target_partitions = C` (its threads follow);
 - Spark `local[C]`, with `spark.sql.shuffle.partitions = C`.
 
 The queries have Beam's semantics, and each engine's result count must equal Weir batch's, or
@@ -38,7 +41,8 @@ windows.
 `--format csv|parquet` has every engine's batch read DuckDB's CSV or Parquet table of the export
 instead (`--table-by weir`: the launcher's own `--export-events` file); Spark's streaming cells
 still read the JSON lines. `--queries ingest` times reading the
-file alone: Weir's `--generator-only` (every event read and counted), DuckDB's load into a table.
+file alone: Weir's `--generator-only` (every event read and counted), DuckDB's load into a table,
+DataFusion's every column of every row collected.
 
 Usage:
     python3 benchmarks/peers/peers.py --num-events 1000000          # export, then all engines
@@ -95,6 +99,13 @@ SQL = {
 def duckdb_sql(q):
     return SQL[q].format(div="//").replace("explode(array(", "unnest([").replace(
         "- 5000)) AS ws", "- 5000]) AS ws")
+
+
+def datafusion_sql(q):
+    # Identifiers keep their case (see `datafusion_batch`); integer `/` divides as DuckDB's `//`.
+    if q == INGEST:
+        return "SELECT * FROM events"
+    return SQL[q].format(div="/").replace("explode(array(", "unnest(make_array(")
 
 
 def spark_sql(q):
@@ -161,6 +172,30 @@ def duckdb_batch(args, q, work):
     n = con.execute(f"SELECT count(*) FROM {'events' if q == INGEST else 'r'}").fetchone()[0]
     con.close()
     return secs, n
+
+
+# --- DataFusion -------------------------------------------------------------------------------
+
+def datafusion_batch(args, q, work):
+    import pyarrow as pa
+    from datafusion import SessionConfig, SessionContext
+    config = (SessionConfig().with_target_partitions(args.cores)
+              .set("datafusion.sql_parser.enable_ident_normalization", "false"))
+    ctx = SessionContext(config)
+    kinds = {"BIGINT": pa.int64(), "VARCHAR": pa.string()}
+    schema = pa.schema([(n, kinds[t]) for n, t in FIELDS])
+    extension = os.path.splitext(args.input)[1] or ""
+
+    def run():
+        if args.format == "parquet":
+            ctx.register_parquet("events", args.input, file_extension=extension)
+        elif args.format == "csv":
+            ctx.register_csv("events", args.input, schema=schema, has_header=True, file_extension=extension)
+        else:
+            ctx.register_json("events", args.input, schema=schema, file_extension=extension)
+        return ctx.sql(datafusion_sql(q)).collect()
+    secs, batches = timed(run)
+    return secs, sum(b.num_rows for b in batches)
 
 
 # --- Spark ------------------------------------------------------------------------------------
@@ -260,7 +295,8 @@ class Spark:
 # --- The table --------------------------------------------------------------------------------
 
 COLUMNS = [("weir", "batch", "Weir batch"), ("weir", "streaming", "Weir streaming"),
-           ("duckdb", "batch", "DuckDB (load + query)"), ("spark", "batch", "Spark batch"),
+           ("duckdb", "batch", "DuckDB (load + query)"), ("datafusion", "batch", "DataFusion"),
+           ("spark", "batch", "Spark batch"),
            ("spark", "streaming", "Spark Structured Streaming")]
 
 
@@ -270,7 +306,7 @@ def main():
     ap.add_argument("--num-events", type=int, default=1_000_000, help="events to export without --events")
     ap.add_argument("--nexmark", default=None, help="the launcher binary (default: target/release/nexmark)")
     ap.add_argument("--queries", default=",".join(map(str, QUERIES)))
-    ap.add_argument("--engines", default="weir,duckdb,spark")
+    ap.add_argument("--engines", default="weir,duckdb,datafusion,spark")
     ap.add_argument("--modes", default="batch,streaming")
     ap.add_argument("--cores", type=int, default=2, help="cores every engine may use")
     ap.add_argument("--rounds", type=int, default=1, help="runs of each cell; the median is shown")
@@ -313,7 +349,8 @@ def main():
 
     runners = {("weir", "batch"): lambda q: weir_batch(args, q, work),
                ("weir", "streaming"): lambda q: weir_streaming(args, q, work),
-               ("duckdb", "batch"): lambda q: duckdb_batch(args, q, work)}
+               ("duckdb", "batch"): lambda q: duckdb_batch(args, q, work),
+               ("datafusion", "batch"): lambda q: datafusion_batch(args, q, work)}
     cells = [(e, m, title) for e, m, title in COLUMNS if e in engines and m in modes]
     results, failed = {}, False
     # Engine by engine, so that no engine's idle threads (Spark's JVM) run beside another's.
@@ -339,6 +376,7 @@ def main():
 
     header = ["q"] + [title for _, _, title in cells]
     ratios = [("duckdb", "batch", "weir", "batch", "DuckDB / Weir batch"),
+              ("datafusion", "batch", "weir", "batch", "DataFusion / Weir batch"),
               ("spark", "batch", "weir", "batch", "Spark / Weir batch"),
               ("spark", "streaming", "weir", "streaming", "Spark SS / Weir streaming")]
     ratios = [r for r in ratios if r[0] in engines and r[2] in engines and r[1] in modes and r[3] in modes]
