@@ -436,48 +436,48 @@ fn next_base0_auction_id(event_id: i64, random: &mut JavaRandom, config: &Nexmar
     min_auction + next_long(random, max_auction - min_auction + 1 + AUCTION_ID_LEAD)
 }
 
+/// Runs `fill` on `len` bytes of scratch space: on the stack when they fit (every default size
+/// does), so that a string is drawn with no buffer to look up, grow or check per draw, then
+/// copied once into what it becomes.
+fn with_scratch<R>(len: usize, fill: impl FnOnce(&mut [u8]) -> R) -> R {
+    let mut stack = [0u8; 192];
+    if len <= stack.len() {
+        fill(&mut stack[..len])
+    } else {
+        fill(&mut vec![0u8; len])
+    }
+}
+
+/// The scratch bytes as text: every character drawn is ASCII.
+fn ascii(bytes: &[u8]) -> &str {
+    simdutf8::basic::from_utf8(bytes).expect("the characters are ASCII")
+}
+
 fn next_string(random: &mut JavaRandom, max_length: i32) -> String {
     let len = (3 + random.next_int_bounded(max_length - 3)) as usize;
-    // Drawn into a buffer, then trimmed and copied once.
-    let mut stack = [0u8; 128];
-    let mut heap = Vec::new();
-    let bytes = if len <= stack.len() {
-        &mut stack[..len]
-    } else {
-        heap.resize(len, 0);
-        &mut heap[..]
-    };
-    for b in bytes.iter_mut() {
-        *b = if random.next_int_bounded(13) == 0 { b' ' } else { b'a' + random.next_int_bounded(26) as u8 };
-    }
-    let text = simdutf8::basic::from_utf8(bytes).expect("the characters are ASCII");
-    text.trim_matches(' ').to_string()
+    with_scratch(len, |bytes| {
+        for b in bytes.iter_mut() {
+            *b = if random.next_int_bounded(13) == 0 { b' ' } else { b'a' + random.next_int_bounded(26) as u8 };
+        }
+        ascii(bytes).trim_matches(' ').to_string()
+    })
 }
 
 fn next_exact_string(random: &mut JavaRandom, length: i32) -> Arc<str> {
-    let length = length.max(0) as usize;
-    // Built on the stack when it fits (every default size does), then copied once into the
-    // shared string: no buffer to look up, grow or check per draw.
-    let mut stack = [0u8; 192];
-    let mut heap = Vec::new();
-    let bytes = if length <= stack.len() {
-        &mut stack[..length]
-    } else {
-        heap.resize(length, 0);
-        &mut heap[..]
-    };
-    let mut chunks = bytes.chunks_exact_mut(6);
-    for chunk in &mut chunks {
-        chunk.copy_from_slice(&six_chars(random.next_int()));
-    }
-    let rest = chunks.into_remainder();
-    if !rest.is_empty() {
-        let six = six_chars(random.next_int());
-        for (to, from) in rest.iter_mut().zip(six) {
-            *to = from;
+    with_scratch(length.max(0) as usize, |bytes| {
+        let mut chunks = bytes.chunks_exact_mut(6);
+        for chunk in &mut chunks {
+            chunk.copy_from_slice(&six_chars(random.next_int()));
         }
-    }
-    Arc::from(simdutf8::basic::from_utf8(bytes).expect("the characters are ASCII"))
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let six = six_chars(random.next_int());
+            for (to, from) in rest.iter_mut().zip(six) {
+                *to = from;
+            }
+        }
+        Arc::from(ascii(bytes))
+    })
 }
 
 /// Beam's six characters of one draw: `'a' + rnd % 26`, then `rnd /= 26`, six times, in Java's
