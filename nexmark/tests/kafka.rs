@@ -9,7 +9,7 @@ mod broker;
 mod common;
 
 use broker::Broker;
-use common::{nexmark, run_and_kill, text};
+use common::{differences, nexmark, run_and_kill, text};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -107,13 +107,7 @@ fn killed_and_resumed(q: &str, runner: &[&str], kills: usize) {
     assert!(o.status.success(), "{}", text(&o));
     let got = results(&broker, "results");
     if got != expected {
-        let diff: Vec<String> = expected
-            .keys()
-            .chain(got.keys())
-            .filter(|k| got.get(*k) != expected.get(*k))
-            .take(6)
-            .map(|k| format!("{k}: {:?} times, expected {:?}", got.get(k), expected.get(k)))
-            .collect();
+        let diff = differences(&expected, &got);
         panic!("after {landed} kills mid-run: {diff:#?}");
     }
     assert!(landed > 0, "no kill landed mid-run");

@@ -6,7 +6,7 @@
 //! split as they were, their splits dealt anew to the workers.
 
 mod common;
-use common::{nexmark, results, run_and_kill, text};
+use common::{differences, nexmark, results, run_and_kill, text};
 use std::path::Path;
 use std::time::Duration;
 
@@ -55,13 +55,7 @@ fn resumes_at_other_parallelisms(q: &str, l: &Layouts) {
         assert!(o.status.success(), "{}", text(&o));
         let got = results(&out);
         if got != expected {
-            let diff: Vec<String> = expected
-                .keys()
-                .chain(got.keys())
-                .filter(|k| got.get(*k) != expected.get(*k))
-                .take(6)
-                .map(|k| format!("{k}: {:?} times, expected {:?}", got.get(k), expected.get(k)))
-                .collect();
+            let diff = differences(&expected, &got);
             panic!(
                 "resumed at 4 then 1 (killed at 4: {killed_at_four}) on {}: {} result lines, expected {}; {diff:#?}",
                 l.runner,

@@ -6,7 +6,7 @@
 //! through the same protocol, and is tested here on the same server.
 
 mod common;
-use common::{children, nexmark, results, text};
+use common::{children, differences, nexmark, results, text};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -118,7 +118,8 @@ fn twenty_random_kills_of_either_process_recover_exactly_once() {
     let mut seed = 0x5eed_7173;
     while kills < 20 {
         kills += run_with_kills(&a, &[], 20 - kills, seed);
-        assert_eq!(results(&out), expected, "after {kills} kills");
+        let got = results(&out);
+        assert!(got == expected, "after {kills} kills: {:#?}", differences(&expected, &got));
         std::fs::remove_dir_all(&cp).unwrap();
         std::fs::remove_dir_all(&out).unwrap();
         seed += 1;
@@ -269,7 +270,8 @@ fn s3_checkpoints_recover_exactly_once_and_are_checked() {
     let a = query_args("8", &out, &["--checkpoint-dir", "s3://weir/q8"]);
     let kills = run_with_kills(&a, &env, 4, 0x53);
     assert!(kills > 0, "no run was killed");
-    assert_eq!(results(&out), expected, "after {kills} kills");
+    let got = results(&out);
+    assert!(got == expected, "after {kills} kills: {:#?}", differences(&expected, &got));
     // Nothing was written locally under the URL's name.
     assert!(!Path::new("s3:").exists());
     // Another pipeline is refused, naming the URL.
@@ -377,7 +379,8 @@ fn micro_batch_s3_checkpoints_recover_exactly_once() {
     let a = on_micro_batch(query_args("8", &out, &["--checkpoint-dir", "s3://weir/mb8"]));
     let kills = run_with_kills(&a, &env, 4, 0x3b);
     assert!(kills > 0, "no run was killed");
-    assert_eq!(results(&out), expected, "after {kills} kills");
+    let got = results(&out);
+    assert!(got == expected, "after {kills} kills: {:#?}", differences(&expected, &got));
     assert!(!Path::new("s3:").exists());
     let other = on_micro_batch(query_args("5", &dir.path().join("other"), &["--checkpoint-dir", "s3://weir/mb8"]));
     let o = nexmark(&other, &env).output().unwrap();

@@ -38,6 +38,17 @@ pub fn results(dir: &Path) -> BTreeMap<String, usize> {
     lines
 }
 
+/// The first few result lines whose count differs from the expected one, each with both counts.
+pub fn differences(expected: &BTreeMap<String, usize>, got: &BTreeMap<String, usize>) -> Vec<String> {
+    expected
+        .keys()
+        .chain(got.keys())
+        .filter(|k| got.get(*k) != expected.get(*k))
+        .take(6)
+        .map(|k| format!("{k}: {:?} times, expected {:?}", got.get(k), expected.get(k)))
+        .collect()
+}
+
 /// The children of process `pid` (a local cluster's other processes, started by the launcher).
 pub fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
