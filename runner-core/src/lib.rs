@@ -45,5 +45,6 @@ pub mod translate;
 pub mod trigger;
 pub mod ui;
 pub mod watermark;
+pub mod window_aggregation;
 
 pub use weir_sdk::error::{Error, Result};

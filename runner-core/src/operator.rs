@@ -15,6 +15,7 @@ use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
 use weir_sdk::kernel::{AssignKernel, Batch, NoSideInputs};
 use weir_sdk::metrics::scoped_container;
 use weir_sdk::time::Timestamp;
+use weir_sdk::window_fn::WindowingStrategy;
 use weir_sdk::Result;
 
 /// What an operator call may use.
@@ -283,7 +284,12 @@ impl GroupOperator {
     /// A grouping operator for `node`, whose input is windowed by `node`'s input strategy.
     pub fn new(node: &TransformNode, graph: &PipelineGraph, values: Values) -> Self {
         let strategy = graph.pcollection(node.inputs[0]).windowing.clone();
-        GroupOperator { engine: GroupAlsoByWindow::new(&node.full_name, strategy, values) }
+        Self::new_for(&node.full_name, strategy, values)
+    }
+
+    /// A grouping operator for the step `step`, whose input is windowed by `strategy`.
+    pub fn new_for(step: &str, strategy: WindowingStrategy, values: Values) -> Self {
+        GroupOperator { engine: GroupAlsoByWindow::new(step, strategy, values) }
     }
 
     /// The same operator taking partial accumulators (combiner lifting); see

@@ -866,6 +866,52 @@ pub trait CombineKernel: Send + Sync {
     /// [lifted row](lifted_value) per key and window to `out`, stamped with the earliest
     /// input's timestamp.
     fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<(), UserError>;
+    /// An empty [`CombineTable`] of this combine: Combine.perKey as a hash aggregation, for
+    /// runners that aggregate windows that never merge and fire once.
+    fn table(&self) -> Box<dyn CombineTable>;
+}
+
+/// Takes the groups of a [`CombineTable`] one by one: encoded key, window, number of inputs and
+/// encoded accumulator.
+pub type TableEntries<'a> = dyn FnMut(&[u8], Window, u64, Vec<u8>) + 'a;
+
+/// A combine's accumulators per key and window, typed: Combine.perKey as a hash aggregation on
+/// (window, key), as Flink's and Spark's window aggregations run, for windows that never merge
+/// and fire once, when the watermark passes their end. Keys are held encoded (as the exchange
+/// encodes them, so an exchanged row is looked up without decoding), accumulators typed: an
+/// input is added, or a partial accumulator merged, without encoding or decoding any state.
+/// Windows are kept in the order of their ends, so the windows a watermark releases are the
+/// first ones. A runner holds no trigger, pane or hold state per window: every pane is the
+/// window's one pane, at its end.
+pub trait CombineTable: Send {
+    /// Adds a batch of `KV<K, In>`, or of encoded rows (inputs, or [lifted](lifted_value)
+    /// partial accumulators). Rows whose window `expired` says has expired are not added;
+    /// returns how many inputs they held.
+    fn add(&mut self, input: Batch, expired: &mut dyn FnMut(&Window) -> bool) -> Result<u64, UserError>;
+    /// The window held whose maximum timestamp is the earliest.
+    fn first_window(&self) -> Option<Window>;
+    /// Takes every group of the first window ([`CombineTable::first_window`]) and appends them
+    /// to `out` as `KV<K, Out>` at the window's maximum timestamp with `pane`, in bundles of at
+    /// most `limit` (the last bundle of `out`, when it has room, is filled first). Returns the
+    /// number of groups taken.
+    fn fire_first(&mut self, pane: PaneInfo, limit: usize, out: &mut Vec<Batch>) -> Result<usize, UserError>;
+    /// An empty batch of `KV<K, Out>`.
+    fn empty(&self) -> Batch;
+    /// Number of groups (key and window) held.
+    fn len(&self) -> usize;
+    /// Whether no group is held.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Approximate bytes held.
+    fn bytes(&self) -> usize;
+    /// Number of groups added to since the previous call, each counted once.
+    fn take_updated(&mut self) -> u64;
+    /// Every group, for checkpoints: its encoded key, window, the number of inputs it combines
+    /// and its encoded accumulator.
+    fn entries(&self, out: &mut TableEntries<'_>) -> Result<(), CoderError>;
+    /// Restores a group written by [`CombineTable::entries`].
+    fn restore(&mut self, key: &[u8], window: Window, count: u64, acc: &[u8]) -> Result<(), CoderError>;
 }
 
 /// The value of a lifted row: the number of inputs it combines (8 bytes, little-endian), then

@@ -207,6 +207,19 @@ pub enum ReadVia {
     Splittable,
 }
 
+/// How runners run a Combine.perKey whose windows never merge and fire once, at their end (the
+/// default trigger, no allowed lateness, outputs at the end of the window):
+/// `--window-aggregation`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WindowAggregation {
+    /// As a hash aggregation per key and window with typed accumulators, each window fired
+    /// whole when the watermark passes its end (Flink's and Spark's window aggregation).
+    #[default]
+    Hash,
+    /// On the general GroupAlsoByWindow engine, as every other grouping: the same panes.
+    General,
+}
+
 /// The options every pipeline has.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 struct CoreOptions {
@@ -223,6 +236,9 @@ struct CoreOptions {
     /// when not given).
     #[arg(long = "read-via", value_enum)]
     read_via: Option<ReadVia>,
+    /// How a Combine.perKey whose windows each fire once, at their end, runs.
+    #[arg(long = "window-aggregation", value_enum, default_value = "hash")]
+    window_aggregation: WindowAggregation,
     #[command(flatten)]
     metrics: MetricsOptions,
     #[command(flatten)]
@@ -241,6 +257,8 @@ pub struct PipelineOptions {
     pub explain: bool,
     /// How sources are read; `None`: the runner's default.
     pub read_via: Option<ReadVia>,
+    /// How a Combine.perKey whose windows each fire once, at their end, runs.
+    pub window_aggregation: WindowAggregation,
     /// When and where metrics are pushed.
     pub metrics: MetricsOptions,
     /// The live page of a streaming query.
@@ -269,6 +287,7 @@ impl Default for PipelineOptions {
             job_name: "weir-job".into(),
             explain: false,
             read_via: None,
+            window_aggregation: WindowAggregation::Hash,
             metrics: MetricsOptions::default(),
             ui: UiOptions::default(),
             groups: Groups::default(),
@@ -307,6 +326,7 @@ impl clap::FromArgMatches for PipelineOptions {
             job_name: core.job_name,
             explain: core.explain,
             read_via: core.read_via,
+            window_aggregation: core.window_aggregation,
             metrics: core.metrics,
             ui: core.ui,
             groups,

@@ -6,6 +6,8 @@
 
 /// The co-group's payload, and how it tags and encodes each input for the exchange.
 pub use crate::transforms::co_group_by_key::{CoGroupByKeyPayload, UnionEncoder};
+/// The combining kernel of a `CombineFn` over `KV<K, In>` elements.
+pub use crate::transforms::combine::kernel as combine_kernel;
 /// Deduplicate's payload and its kernel.
 pub use crate::transforms::deduplicate::{DedupKernel, DeduplicatePayload};
 /// The grouping kernel of `KV<K, V>` elements.

@@ -911,8 +911,11 @@ mod tests {
                 .add_elements(vec![TimestampedValue::new(2i64, 6)]),
         );
         let graph = p.graph();
-        let plan =
-            translate(&graph, &Translation { runner: "test", natives: Natives::All, lift_combines: false }).unwrap();
+        let plan = translate(
+            &graph,
+            &Translation { runner: "test", natives: Natives::All, lift_combines: false, window_aggregation: true },
+        )
+        .unwrap();
         let node = plan.nodes.iter().find(|n| matches!(n.role, Role::Source(_))).unwrap();
         let Role::Source(spec) = &node.role else { unreachable!("found above") };
         SourceState::of(&node.name, spec, graph.pcollection(node.outputs[0]).ops.clone())

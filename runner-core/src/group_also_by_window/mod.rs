@@ -42,6 +42,8 @@ use key_map::*;
 use panes::*;
 use timers::*;
 
+pub use snapshot::rescale_keyed;
+
 /// How values are kept per key and window.
 #[derive(Clone)]
 pub enum Values {

@@ -28,20 +28,9 @@ impl GroupAlsoByWindow {
         Ok(out)
     }
 
-    /// Spreads state as `old.len()` partitions wrote it over `n`, by key; each new partition's
-    /// bookkeeping is the old ones' merged: the lowest watermarks, the latest processing time,
-    /// the drops summed.
+    /// Spreads state as `old.len()` partitions wrote it over `n` (see [`rescale_keyed`]).
     pub fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
-        crate::checkpoint::spread_keyed(&self.step, old, n, |metas| {
-            type Meta = (Timestamp, Timestamp, Timestamp, u64, u64);
-            let mut merged: Meta = (MAX_TIMESTAMP, MAX_TIMESTAMP, MIN_TIMESTAMP, 0, 0);
-            for m in metas {
-                let (i, o, pt, late, closed): Meta = crate::checkpoint::decode(&self.step, &m)?;
-                let a = merged;
-                merged = (a.0.min(i), a.1.min(o), a.2.max(pt), a.3 + late, a.4 + closed);
-            }
-            crate::checkpoint::encode(&self.step, &merged)
-        })
+        rescale_keyed(&self.step, old, n)
     }
 
     /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
@@ -78,4 +67,25 @@ impl GroupAlsoByWindow {
         self.recount_bytes();
         Ok(())
     }
+}
+
+/// Spreads the state of a grouping step as `old.len()` partitions wrote it over `n`, by key;
+/// each new partition's engine-wide entry is the old ones' merged: the lowest watermarks, the
+/// latest processing time, the drops summed. The layout of both grouping engines (the general
+/// one and [`crate::window_aggregation`]).
+pub fn rescale_keyed(
+    step: &str,
+    old: Vec<crate::checkpoint::Entries>,
+    n: usize,
+) -> Result<Vec<crate::checkpoint::Entries>> {
+    crate::checkpoint::spread_keyed(step, old, n, |metas| {
+        type Meta = (Timestamp, Timestamp, Timestamp, u64, u64);
+        let mut merged: Meta = (MAX_TIMESTAMP, MAX_TIMESTAMP, MIN_TIMESTAMP, 0, 0);
+        for m in metas {
+            let (i, o, pt, late, closed): Meta = crate::checkpoint::decode(step, &m)?;
+            let a = merged;
+            merged = (a.0.min(i), a.1.min(o), a.2.max(pt), a.3 + late, a.4 + closed);
+        }
+        crate::checkpoint::encode(step, &merged)
+    })
 }

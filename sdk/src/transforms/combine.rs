@@ -18,6 +18,8 @@ use std::marker::PhantomData;
 
 pub use crate::combine_fn::CombineFn;
 
+mod table;
+
 /// Entry points of the Combine family.
 pub struct Combine;
 
@@ -187,6 +189,11 @@ impl<K: Element, F: CombineFn> CombinePerKey<K, F> {
     }
 }
 
+/// The combining kernel of `fn_` over `KV<K, F::In>`, as Combine.perKey's payload carries it.
+pub fn kernel<K: Element, F: CombineFn>(fn_: F) -> std::sync::Arc<dyn CombineKernel> {
+    std::sync::Arc::new(CombineKernelImpl::<K, F>::new(fn_))
+}
+
 /// The typed combining kernel of a `CombineFn` keyed by `K`.
 pub(crate) struct CombineKernelImpl<K, F: CombineFn> {
     fn_: F,
@@ -236,6 +243,10 @@ impl<K: Element, F: CombineFn> CombineKernel for CombineKernelImpl<K, F> {
 
     fn partial(&self, inputs: Vec<Batch>, out: &mut EncodedKvBatch) -> Result<(), UserError> {
         self.combine_partially(inputs, out)
+    }
+
+    fn table(&self) -> Box<dyn crate::kernel::CombineTable> {
+        Box::new(table::Table::new(self))
     }
 
     fn extract(&self, groups: Vec<EncodedGroup>) -> Result<Batch, UserError> {

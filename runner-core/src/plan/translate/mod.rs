@@ -55,12 +55,31 @@ pub struct Translation {
     /// Whether Combine.perKey combines its input partially before the exchange when that does
     /// not change its output.
     pub lift_combines: bool,
+    /// Whether Combine.perKey runs as a hash aggregation per key and window
+    /// ([`crate::window_aggregation`]) where that gives the same panes as the general engine
+    /// (`--window-aggregation`).
+    pub window_aggregation: bool,
+}
+
+impl Translation {
+    /// The translation a runner named `runner` makes of a pipeline with `options`: `natives`
+    /// native, combines lifted when `lift_combines`, window aggregations as the options say.
+    pub fn of(
+        runner: &'static str,
+        natives: Natives,
+        lift_combines: bool,
+        options: &weir_sdk::options::PipelineOptions,
+    ) -> Self {
+        let window_aggregation = options.window_aggregation == weir_sdk::options::WindowAggregation::Hash;
+        Translation { runner, natives, lift_combines, window_aggregation }
+    }
 }
 
 /// What translators add nodes to.
 pub struct PlanBuilder {
     nodes: Vec<PhysicalNode>,
     lift_combines: bool,
+    window_aggregation: bool,
 }
 
 impl PlanBuilder {
@@ -72,6 +91,11 @@ impl PlanBuilder {
     /// Whether combines may be lifted.
     pub fn lift_combines(&self) -> bool {
         self.lift_combines
+    }
+
+    /// Whether combines may run as window aggregations.
+    pub fn window_aggregation(&self) -> bool {
+        self.window_aggregation
     }
 }
 
@@ -169,7 +193,11 @@ fn registry(t: &Translation) -> TranslatorRegistry<PlanBuilder> {
 
 /// Translates `graph` into the physical plan, as `translation` asks.
 pub fn translate(graph: &PipelineGraph, translation: &Translation) -> Result<PhysicalPlan> {
-    let mut b = PlanBuilder { nodes: Vec::new(), lift_combines: translation.lift_combines };
+    let mut b = PlanBuilder {
+        nodes: Vec::new(),
+        lift_combines: translation.lift_combines,
+        window_aggregation: translation.window_aggregation,
+    };
     registry(translation).translate(graph, &mut b)?;
     Ok(PhysicalPlan { nodes: b.nodes })
 }

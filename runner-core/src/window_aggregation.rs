@@ -1,0 +1,345 @@
+//! The window aggregation: Combine.perKey as a hash aggregation on (window, key), the fast path
+//! of the common case, as Flink's and Spark's window aggregations run.
+//!
+//! When the windows never merge, the trigger is the default one (or the watermark alone), the
+//! allowed lateness is zero and the output time is the end of the window, every window fires
+//! exactly once: one on-time pane, the first and the last, at the window's end, once the input
+//! watermark passes it. Then no window needs a trigger machine, pane counters, a watermark hold
+//! of its own or timers: the combine's typed [`CombineTable`] keeps one accumulator per key in
+//! each window, the windows in the order of their ends, and a watermark fires the first
+//! windows whole. The output watermark is held at the earliest end of a window held. Input for
+//! a window that has already expired is dropped as late, as the general engine drops it.
+//!
+//! Everything else runs on the general engine ([`crate::group_also_by_window`]); the
+//! conformance suite runs the same pipelines on both (`--window-aggregation general`) and
+//! requires the same panes.
+
+use crate::group_also_by_window::{DropCounts, StateChanges, FIRED_BUNDLE};
+use crate::operator::{OpContext, Operator};
+use crate::watermark::Watermarks;
+use std::sync::Arc;
+use weir_sdk::graph::{PipelineGraph, TransformNode};
+use weir_sdk::kernel::{Batch, CombineKernel, CombineTable};
+use weir_sdk::metrics::scoped_container;
+use weir_sdk::pane::PaneInfo;
+use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::trigger::{TimestampCombiner, Trigger};
+use weir_sdk::window_fn::WindowingStrategy;
+use weir_sdk::{Error, Result, WithStepExt};
+
+/// Whether a Combine.perKey over input windowed by `strategy` runs as a window aggregation with
+/// the same panes as the general engine: windows that never merge, each firing once (the
+/// default trigger or the watermark alone, no allowed lateness), at its end.
+pub fn applies(strategy: &WindowingStrategy) -> bool {
+    !strategy.needs_merge()
+        && strategy.allowed_lateness_ms == 0
+        && strategy.timestamp_combiner == TimestampCombiner::EndOfWindow
+        && matches!(strategy.trigger, Trigger::Default | Trigger::AfterWatermark { early: None, late: None })
+}
+
+/// The operator of a window aggregation (see the module documentation).
+pub struct WindowAggregation {
+    step: String,
+    strategy: WindowingStrategy,
+    kernel: Arc<dyn CombineKernel>,
+    table: Box<dyn CombineTable>,
+    watermarks: Watermarks,
+    processing_time: Timestamp,
+    dropped: DropCounts,
+    /// Groups fired since the last [`Operator::take_state_changes`].
+    removed: u64,
+}
+
+/// The engine-wide part of the state: input and output watermarks, processing time, and the
+/// late and closed drops (the general engine's layout).
+type Meta = (Timestamp, Timestamp, Timestamp, u64, u64);
+
+impl WindowAggregation {
+    /// The aggregation of the Combine.perKey `node` with `kernel`, whose input strategy
+    /// [`applies`].
+    pub fn new(node: &TransformNode, graph: &PipelineGraph, kernel: Arc<dyn CombineKernel>) -> Self {
+        Self::of(&node.full_name, graph.pcollection(node.inputs[0]).windowing.clone(), kernel)
+    }
+
+    /// The aggregation of the step `step` whose input is windowed by `strategy`.
+    pub fn of(step: &str, strategy: WindowingStrategy, kernel: Arc<dyn CombineKernel>) -> Self {
+        WindowAggregation {
+            step: step.to_string(),
+            strategy,
+            table: kernel.table(),
+            kernel,
+            watermarks: Watermarks::new(),
+            processing_time: MIN_TIMESTAMP,
+            dropped: DropCounts::default(),
+            removed: 0,
+        }
+    }
+
+    fn add(&mut self, bundles: Vec<Batch>) -> Result<()> {
+        let (strategy, input) = (&self.strategy, self.watermarks.input());
+        let mut expired = |w: &weir_sdk::window::Window| strategy.gc_time(w) < input;
+        for b in bundles {
+            self.dropped.late += self.table.add(b, &mut expired).with_step(&self.step)?;
+        }
+        Ok(())
+    }
+
+    /// Moves the input watermark, fires every window it releases (each in bundles of at most
+    /// `limit` groups), then moves the output watermark to the earliest end still held.
+    fn advance_to(
+        &mut self,
+        input_watermark: Timestamp,
+        processing_time: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Batch>> {
+        self.processing_time = self.processing_time.max(processing_time);
+        let before = self.watermarks.output();
+        self.watermarks.advance(input_watermark, None, Some(before));
+        let input = self.watermarks.input();
+        let mut out = Vec::new();
+        while let Some(window) = self.table.first_window() {
+            // Ends are in order, and so are the garbage-collection times (capped ends).
+            if self.strategy.gc_time(&window) >= input {
+                break;
+            }
+            let fired =
+                self.table.fire_first(PaneInfo::ON_TIME_AND_ONLY_FIRING, limit, &mut out).with_step(&self.step)?;
+            self.removed += fired as u64;
+        }
+        let hold = self.hold();
+        self.watermarks.advance(input_watermark, None, hold);
+        Ok(out)
+    }
+}
+
+impl Operator for WindowAggregation {
+    fn process(&mut self, input: Batch, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        self.processing_time = self.processing_time.max(ctx.processing_time);
+        self.add(vec![input])?;
+        Ok(vec![self.table.empty()])
+    }
+    fn process_bundles(&mut self, bundles: Vec<Batch>, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        self.processing_time = self.processing_time.max(ctx.processing_time);
+        self.add(bundles)?;
+        Ok(vec![Vec::new()])
+    }
+    fn advance(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        let mut fired = self.advance_to(input_watermark, ctx.processing_time, usize::MAX)?;
+        Ok(vec![fired.pop().unwrap_or_else(|| self.table.empty())])
+    }
+    fn advance_bundles(&mut self, input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Vec<Batch>>> {
+        let _scope = scoped_container(ctx.metrics.clone());
+        Ok(vec![self.advance_to(input_watermark, ctx.processing_time, FIRED_BUNDLE)?])
+    }
+    fn hold(&self) -> Option<Timestamp> {
+        self.table.first_window().map(|w| w.max_timestamp())
+    }
+    fn dropped(&self) -> DropCounts {
+        self.dropped
+    }
+    fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out = Vec::with_capacity(self.table.len() + 1);
+        let meta: Meta = (
+            self.watermarks.input(),
+            self.watermarks.output(),
+            self.processing_time,
+            self.dropped.late,
+            self.dropped.closed,
+        );
+        out.push((Vec::new(), crate::checkpoint::encode(&self.step, &meta)?));
+        let mut failed = None;
+        self.table
+            .entries(&mut |key, window, count, acc| {
+                let entry = crate::checkpoint::entry_key(&self.step, key, &window)
+                    .and_then(|k| Ok((k, crate::checkpoint::encode(&self.step, &(count, acc))?)));
+                match entry {
+                    Ok(e) => out.push(e),
+                    Err(e) => failed = failed.take().or(Some(e)),
+                }
+            })
+            .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    }
+    fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
+        crate::group_also_by_window::rescale_keyed(&self.step, old, n)
+    }
+    fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        // Restoring replaces what is held.
+        self.table = self.kernel.table();
+        self.removed = 0;
+        for (entry, value) in entries {
+            if entry.is_empty() {
+                let (input, output, pt, late, closed): Meta = crate::checkpoint::decode(&self.step, &value)?;
+                self.watermarks = Watermarks::restored(input, output);
+                self.processing_time = pt;
+                self.dropped = DropCounts { late, closed };
+                continue;
+            }
+            let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
+            let (count, acc): (u64, Vec<u8>) = crate::checkpoint::decode(&self.step, &value)?;
+            self.table
+                .restore(&key, window, count, &acc)
+                .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+        }
+        Ok(())
+    }
+    fn state_rows(&self) -> usize {
+        self.table.len()
+    }
+    fn state_bytes(&self) -> usize {
+        self.table.bytes()
+    }
+    fn take_state_changes(&mut self) -> StateChanges {
+        StateChanges { updated: self.table.take_updated(), removed: std::mem::take(&mut self.removed) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group_also_by_window::Values;
+    use crate::metrics::MetricsContainerImpl;
+    use crate::operator::GroupOperator;
+    use rand::{Rng, SeedableRng};
+    use weir_sdk::kernel::EncodedKvBatch;
+    use weir_sdk::transforms::combiners::SumFn;
+    use weir_sdk::window::{IntervalWindow, Window};
+    use weir_sdk::window_fn::{FixedWindows, SlidingWindows};
+    use weir_sdk::windowed_value::WindowedValue;
+    use weir_sdk::KV;
+
+    type Out = (String, i64, Window, Timestamp, PaneInfo);
+
+    fn outputs(batches: Vec<Batch>) -> Vec<Out> {
+        let mut out: Vec<Out> = batches
+            .into_iter()
+            .flat_map(|b| *b.downcast::<Vec<WindowedValue<KV<String, i64>>>>().expect("sums"))
+            .map(|wv| (wv.value.key, wv.value.value, wv.window, wv.timestamp, wv.pane))
+            .collect();
+        out.sort_by(|a, b| (a.2, &a.0, a.1).cmp(&(b.2, &b.0, b.1)));
+        out
+    }
+
+    fn strategies() -> Vec<WindowingStrategy> {
+        let ms = std::time::Duration::from_millis;
+        vec![
+            WindowingStrategy::of(Arc::new(FixedWindows::of(ms(10)))),
+            WindowingStrategy::of(Arc::new(SlidingWindows::of(ms(30)).every(ms(10)))),
+            WindowingStrategy::global(),
+        ]
+    }
+
+    /// Random rows: short and long string keys, each in the windows `strategy` assigns, at
+    /// times around `around` (some behind it: late).
+    fn rows(
+        rng: &mut rand::rngs::StdRng,
+        strategy: &WindowingStrategy,
+        around: i64,
+    ) -> Vec<WindowedValue<KV<String, i64>>> {
+        let mut out = Vec::new();
+        for _ in 0..rng.random_range(0..40) {
+            let key = match rng.random_range(0..6) {
+                0 => format!("a key longer than sixteen bytes {}", rng.random_range(0..3)),
+                k => format!("k{k}"),
+            };
+            let t = around + rng.random_range(-15..40);
+            let mut windows = Vec::new();
+            strategy.window_fn.assign_windows(t, &Window::Global, &mut windows);
+            for window in windows {
+                let value = KV::new(key.clone(), rng.random_range(-5..100));
+                out.push(WindowedValue { value, timestamp: t, window, pane: PaneInfo::NO_FIRING });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_window_aggregation_fires_the_panes_of_the_general_engine() {
+        let metrics = MetricsContainerImpl::new();
+        let ctx = OpContext { processing_time: 0, metrics: &metrics, draining: false };
+        let kernel = weir_sdk::runner_api::combine_kernel::<String, SumFn<i64>>(SumFn::default());
+        for (s, strategy) in strategies().into_iter().enumerate() {
+            assert!(applies(&strategy));
+            for seed in 0..20u64 {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 7 + s as u64);
+                let lifted = rng.random_bool(0.5);
+                let mut general = GroupOperator::new_for("G", strategy.clone(), Values::Combine(kernel.clone()));
+                if lifted {
+                    general = general.lifted();
+                }
+                let mut fast = WindowAggregation::of("G", strategy.clone(), kernel.clone());
+                let mut wm = weir_sdk::time::MIN_TIMESTAMP;
+                for step in 0..30 {
+                    let input = rows(&mut rng, &strategy, wm.max(0));
+                    // The same rows as the exchange delivers them: typed, encoded, or lifted.
+                    let (a, b) = match (lifted, rng.random_range(0..2)) {
+                        (true, _) => {
+                            let mut e = EncodedKvBatch::default();
+                            kernel.partial(vec![Batch::new(input)], &mut e).unwrap();
+                            e.lifted = true;
+                            (Batch::new(e.clone()), Batch::new(e))
+                        }
+                        (false, 0) => (Batch::new(input.clone()), Batch::new(input)),
+                        (false, _) => {
+                            let mut e = EncodedKvBatch::default();
+                            kernel.encode(Batch::new(input), &mut e).unwrap();
+                            (Batch::new(e.clone()), Batch::new(e))
+                        }
+                    };
+                    let want = general.process_bundles(vec![a], &ctx).unwrap().remove(0);
+                    let got = fast.process_bundles(vec![b], &ctx).unwrap().remove(0);
+                    assert_eq!(outputs(got), outputs(want), "seed {seed}, step {step}: nothing fires on input");
+                    if rng.random_bool(0.2) {
+                        // A checkpoint and a restore in between.
+                        let entries = fast.state_entries().unwrap();
+                        fast = WindowAggregation::of("G", strategy.clone(), kernel.clone());
+                        fast.restore_entries(entries).unwrap();
+                    }
+                    wm = match rng.random_range(0..10) {
+                        0 => wm,
+                        9 if step > 20 => weir_sdk::time::MAX_TIMESTAMP,
+                        _ => wm.max(0) + rng.random_range(0..25),
+                    };
+                    let want = general.advance_bundles(wm, &ctx).unwrap().remove(0);
+                    let got = fast.advance_bundles(wm, &ctx).unwrap().remove(0);
+                    assert_eq!(outputs(got), outputs(want), "seed {seed}, step {step}, watermark {wm}");
+                    assert_eq!(
+                        fast.hold().filter(|_| wm > weir_sdk::time::MIN_TIMESTAMP),
+                        general.hold().filter(|_| wm > weir_sdk::time::MIN_TIMESTAMP)
+                    );
+                    assert_eq!(fast.dropped(), general.dropped(), "seed {seed}, step {step}");
+                    assert_eq!(fast.state_rows(), general.state_rows(), "seed {seed}, step {step}");
+                    if wm == weir_sdk::time::MAX_TIMESTAMP {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_windows_that_fire_once_at_their_end_are_aggregated() {
+        let fixed = || WindowingStrategy::of(Arc::new(FixedWindows::of(std::time::Duration::from_millis(10))));
+        assert!(applies(&fixed()));
+        let mut late = fixed();
+        late.allowed_lateness_ms = 1;
+        assert!(!applies(&late), "a late pane may follow");
+        let mut early = fixed();
+        early.trigger = Trigger::AfterWatermark { early: Some(Box::new(Trigger::AfterCount(2))), late: None };
+        assert!(!applies(&early), "early panes");
+        let mut earliest = fixed();
+        earliest.timestamp_combiner = TimestampCombiner::Earliest;
+        assert!(!applies(&earliest), "outputs at the earliest input");
+        let sessions = WindowingStrategy::of(Arc::new(weir_sdk::window_fn::Sessions::with_gap_duration(
+            std::time::Duration::from_millis(10),
+        )));
+        assert!(!applies(&sessions), "merging windows");
+        let _ = IntervalWindow::new(0, 1);
+    }
+}
