@@ -114,8 +114,16 @@ fn counting(py: &str, server: &common::JobServer, start: u64, label: &str) -> st
         .expect("python runs")
 }
 
-/// The counts a client printed, and its whole output.
-fn counts(client: std::process::Child) -> (Vec<u32>, String) {
+/// The counts a client printed, and its whole output. A client still running after a minute
+/// is killed (Beam's Python client can wait forever in `wait_until_finish` once its job server
+/// was SIGKILLed, even with the server's sockets closed); what it printed until then is kept,
+/// so a hung run fails its assertions instead of hanging the suite.
+fn counts(mut client: std::process::Child) -> (Vec<u32>, String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while client.try_wait().expect("the client runs").is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = client.kill();
     let out = client.wait_with_output().expect("the client ends");
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     let n = text.lines().filter_map(|l| l.strip_prefix("N ")).filter_map(|c| c.trim().parse().ok()).collect();
