@@ -71,7 +71,7 @@ fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_ru
         )));
     }
     let natives = Natives::Only(&[weir_sdk::urns::COMBINE_PER_KEY]);
-    translate(graph, &Translation::of(NAME, natives, false, options))
+    translate(graph, &Translation::of(NAME, natives, false, 1, options))
 }
 
 /// Registers the direct runner under the name `direct`.

@@ -91,7 +91,7 @@ impl Runner for MicroBatchRunner {
 fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<weir_runner_core::plan::PhysicalPlan> {
     use weir_runner_core::plan::translate::{translate, Natives, Translation};
     let natives = Natives::all_with_read(options.read_via);
-    translate(graph, &Translation::of(NAME, natives, true, options))
+    translate(graph, &Translation::of(NAME, natives, true, options.get::<MicroBatchOptions>().partitions(), options))
 }
 
 /// Registers the micro-batch runner under the name `microbatch`.

@@ -257,7 +257,7 @@ impl PipelineResult for TimelyQuery {
 fn translate(graph: &PipelineGraph, options: &PipelineOptions) -> Result<PhysicalPlan> {
     use weir_runner_core::plan::translate::{translate, Natives, Translation};
     let natives = Natives::all_with_read(options.read_via);
-    translate(graph, &Translation::of(NAME, natives, true, options))
+    translate(graph, &Translation::of(NAME, natives, true, options.get::<TimelyOptions>().peers(), options))
 }
 
 /// Registers the timely runner under the name `timely`.

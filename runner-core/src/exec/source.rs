@@ -913,7 +913,13 @@ mod tests {
         let graph = p.graph();
         let plan = translate(
             &graph,
-            &Translation { runner: "test", natives: Natives::All, lift_combines: false, window_aggregation: true },
+            &Translation {
+                runner: "test",
+                natives: Natives::All,
+                lift_combines: false,
+                window_aggregation: true,
+                partitions: 1,
+            },
         )
         .unwrap();
         let node = plan.nodes.iter().find(|n| matches!(n.role, Role::Source(_))).unwrap();

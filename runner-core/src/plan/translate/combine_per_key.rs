@@ -29,6 +29,10 @@ impl Translator<PlanBuilder> for CombinePerKeyTranslator {
         let lifted = b.lift_combines() && can_lift_combine(&input.windowing);
         let (id, kernel) = (node.id, p.kernel.clone());
         if b.window_aggregation() && crate::window_aggregation::applies(&input.windowing) {
+            // Lifting pays only where rows move between partitions: in one partition the
+            // table takes the typed input as it is, with no partial accumulators to encode and
+            // merge (the state is the same either way, so a checkpoint resumes at any number).
+            let lifted = lifted && b.partitions() > 1;
             let factory = Arc::new(move |g: &PipelineGraph| {
                 Box::new(WindowAggregation::new(g.node(id), g, kernel.clone())) as Box<dyn Operator>
             });

@@ -59,19 +59,24 @@ pub struct Translation {
     /// ([`crate::window_aggregation`]) where that gives the same panes as the general engine
     /// (`--window-aggregation`).
     pub window_aggregation: bool,
+    /// How many partitions each stateful node runs in (a window aggregation in one partition
+    /// takes its input unlifted).
+    pub partitions: usize,
 }
 
 impl Translation {
-    /// The translation a runner named `runner` makes of a pipeline with `options`: `natives`
-    /// native, combines lifted when `lift_combines`, window aggregations as the options say.
+    /// The translation a runner named `runner` makes of a pipeline with `options` in
+    /// `partitions` partitions: `natives` native, combines lifted when `lift_combines`, window
+    /// aggregations as the options say.
     pub fn of(
         runner: &'static str,
         natives: Natives,
         lift_combines: bool,
+        partitions: usize,
         options: &weir_sdk::options::PipelineOptions,
     ) -> Self {
         let window_aggregation = options.window_aggregation == weir_sdk::options::WindowAggregation::Hash;
-        Translation { runner, natives, lift_combines, window_aggregation }
+        Translation { runner, natives, lift_combines, window_aggregation, partitions }
     }
 }
 
@@ -80,6 +85,7 @@ pub struct PlanBuilder {
     nodes: Vec<PhysicalNode>,
     lift_combines: bool,
     window_aggregation: bool,
+    partitions: usize,
 }
 
 impl PlanBuilder {
@@ -91,6 +97,11 @@ impl PlanBuilder {
     /// Whether combines may be lifted.
     pub fn lift_combines(&self) -> bool {
         self.lift_combines
+    }
+
+    /// How many partitions each stateful node runs in.
+    pub fn partitions(&self) -> usize {
+        self.partitions
     }
 
     /// Whether combines may run as window aggregations.
@@ -197,6 +208,7 @@ pub fn translate(graph: &PipelineGraph, translation: &Translation) -> Result<Phy
         nodes: Vec::new(),
         lift_combines: translation.lift_combines,
         window_aggregation: translation.window_aggregation,
+        partitions: translation.partitions,
     };
     registry(translation).translate(graph, &mut b)?;
     Ok(PhysicalPlan { nodes: b.nodes })
