@@ -117,14 +117,31 @@ fn explain_shows_stages_exchanges_and_native_composites() {
     windowed_counts(&p);
     let plan = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
     assert!(plan.contains("Exchange hashpartitioning(encoded key, 2)"), "{plan}");
-    // Fixed windows and the default timestamp combiner: the combiner is lifted.
+    // Fixed windows, the default trigger and timestamp combiner: a window aggregation, the
+    // combiner lifted (two partitions).
     assert!(
         plan.contains(
-            "GroupAlsoByWindow[combining partial accumulators, combined before the exchange] 'Count' \
+            "WindowAggregation[hash aggregation per key and window, combined before the exchange] 'Count' \
              (native beam:transform:combine_per_key:v1) [stateful]"
         ),
         "{plan}"
     );
+    // On the general engine, the combiner is lifted too.
+    let general = Pipeline::new(options(&["--window-aggregation", "general"]));
+    windowed_counts(&general);
+    let general = MicroBatchRunner.explain(&general.graph(), &general.options()).unwrap();
+    assert!(
+        general.contains(
+            "GroupAlsoByWindow[combining partial accumulators, combined before the exchange] 'Count' \
+             (native beam:transform:combine_per_key:v1) [stateful]"
+        ),
+        "{general}"
+    );
+    // In one partition, the window aggregation takes its input as it is.
+    let one = Pipeline::new(PipelineOptions::from_args(["--runner", "microbatch", "--parallelism", "1"]).unwrap());
+    windowed_counts(&one);
+    let one = MicroBatchRunner.explain(&one.graph(), &one.options()).unwrap();
+    assert!(one.contains("WindowAggregation[hash aggregation per key and window] 'Count'"), "{one}");
     // Sessions merge, so a partial accumulator could span sessions that never merge: not lifted.
     let p = Pipeline::new(options(&[]));
     p.apply("Create", Create::timestamped((0..10i64).map(|i| TimestampedValue::new(KV::new(i % 2, i), i))))
