@@ -14,7 +14,7 @@
 //! conformance suite runs the same pipelines on both (`--window-aggregation general`) and
 //! requires the same panes.
 
-use crate::group_also_by_window::{DropCounts, StateChanges, FIRED_BUNDLE};
+use crate::group_also_by_window::{engine_entry, restore_engine_entry, DropCounts, StateChanges, FIRED_BUNDLE};
 use crate::operator::{OpContext, Operator};
 use crate::watermark::Watermarks;
 use std::sync::Arc;
@@ -49,10 +49,6 @@ pub struct WindowAggregation {
     /// Groups fired since the last [`Operator::take_state_changes`].
     removed: u64,
 }
-
-/// The engine-wide part of the state: input and output watermarks, processing time, and the
-/// late and closed drops (the general engine's layout).
-type Meta = (Timestamp, Timestamp, Timestamp, u64, u64);
 
 impl WindowAggregation {
     /// The aggregation of the Combine.perKey `node` with `kernel`, whose input strategy
@@ -142,14 +138,7 @@ impl Operator for WindowAggregation {
     }
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::with_capacity(self.table.len() + 1);
-        let meta: Meta = (
-            self.watermarks.input(),
-            self.watermarks.output(),
-            self.processing_time,
-            self.dropped.late,
-            self.dropped.closed,
-        );
-        out.push((Vec::new(), crate::checkpoint::encode(&self.step, &meta)?));
+        out.push(engine_entry(&self.step, self.watermarks, self.processing_time, self.dropped)?);
         let mut failed = None;
         self.table
             .entries(&mut |key, window, count, acc| {
@@ -175,10 +164,7 @@ impl Operator for WindowAggregation {
         self.removed = 0;
         for (entry, value) in entries {
             if entry.is_empty() {
-                let (input, output, pt, late, closed): Meta = crate::checkpoint::decode(&self.step, &value)?;
-                self.watermarks = Watermarks::restored(input, output);
-                self.processing_time = pt;
-                self.dropped = DropCounts { late, closed };
+                (self.watermarks, self.processing_time, self.dropped) = restore_engine_entry(&self.step, &value)?;
                 continue;
             }
             let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;

@@ -15,6 +15,18 @@ pub enum Timing {
     Unknown = 3,
 }
 
+impl Timing {
+    /// Beam's name of the timing (`PaneInfo.Timing`): `EARLY`, `ON_TIME`, `LATE` or `UNKNOWN`.
+    pub fn beam_name(self) -> &'static str {
+        match self {
+            Timing::Early => "EARLY",
+            Timing::OnTime => "ON_TIME",
+            Timing::Late => "LATE",
+            Timing::Unknown => "UNKNOWN",
+        }
+    }
+}
+
 /// Beam's `PaneInfo`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PaneInfo {

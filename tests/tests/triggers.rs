@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 use weir_sdk::metrics::MetricsFilter;
-use weir_sdk::pane::Timing;
 use weir_sdk::prelude::*;
 use weir_sdk::window::Window as W;
 use weir_tests::conformance;
@@ -33,12 +32,7 @@ impl DoFn for PaneOf {
     type Out = String;
     fn process(&mut self, kv: KV<String, i64>, ctx: &mut ProcessContext<'_, String>) -> UserResult {
         let p = *ctx.pane();
-        let t = match p.timing {
-            Timing::Early => "EARLY",
-            Timing::OnTime => "ON_TIME",
-            Timing::Late => "LATE",
-            Timing::Unknown => "UNKNOWN",
-        };
+        let t = p.timing.beam_name();
         ctx.output(format!("{} {t} {} {} {} {}", kv.value, p.index, p.non_speculative_index, p.is_first, p.is_last));
         Ok(())
     }

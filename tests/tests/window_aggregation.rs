@@ -8,7 +8,6 @@
 use std::fmt::Debug;
 use std::time::Duration;
 use weir_sdk::options::WindowAggregation;
-use weir_sdk::pane::Timing;
 use weir_sdk::prelude::*;
 use weir_sdk::testing::TestPipeline;
 use weir_sdk::time::GLOBAL_WINDOW_MAX_TIMESTAMP;
@@ -25,12 +24,7 @@ impl<T: Element + Debug> DoFn for RenderOf<T> {
     type Out = String;
     fn process(&mut self, v: T, ctx: &mut ProcessContext<'_, String>) -> UserResult {
         let p = *ctx.pane();
-        let timing = match p.timing {
-            Timing::Early => "EARLY",
-            Timing::OnTime => "ON_TIME",
-            Timing::Late => "LATE",
-            Timing::Unknown => "UNKNOWN",
-        };
+        let timing = p.timing.beam_name();
         let window = match ctx.window() {
             W::Global => "global".to_string(),
             W::Interval(w) => format!("[{},{})", w.start, w.end),

@@ -96,15 +96,6 @@ impl OutputFile {
     }
 }
 
-fn timing_name(t: Timing) -> &'static str {
-    match t {
-        Timing::Early => "EARLY",
-        Timing::OnTime => "ON_TIME",
-        Timing::Late => "LATE",
-        Timing::Unknown => "UNKNOWN",
-    }
-}
-
 fn counter(name: &str) -> Counter {
     Metrics::counter(QueryName::LogToShardedFiles.name(), name).expect("non-empty names")
 }
@@ -216,7 +207,7 @@ impl DoFn for UploadEvents {
     fn process(&mut self, kv: KV<String, Vec<Event>>, ctx: &mut ProcessContext<'_, Self::Out>) -> UserResult {
         let max_timestamp = ctx.window().max_timestamp();
         let pane = *ctx.pane();
-        let timing = timing_name(pane.timing);
+        let timing = pane.timing.beam_name();
         let filename = match &self.output_path {
             None => None,
             Some(dir) => {

@@ -42,7 +42,7 @@ use key_map::*;
 use panes::*;
 use timers::*;
 
-pub use snapshot::rescale_keyed;
+pub use snapshot::{engine_entry, rescale_keyed, restore_engine_entry};
 
 /// How values are kept per key and window.
 #[derive(Clone)]

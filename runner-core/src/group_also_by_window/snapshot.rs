@@ -9,14 +9,7 @@ impl GroupAlsoByWindow {
     /// are derived from the entries on restore.
     pub fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::with_capacity(self.state_size() + 1);
-        let meta = (
-            self.watermarks.input(),
-            self.watermarks.output(),
-            self.processing_time,
-            self.dropped.late,
-            self.dropped.closed,
-        );
-        out.push((Vec::new(), crate::checkpoint::encode(&self.step, &meta)?));
+        out.push(engine_entry(&self.step, self.watermarks, self.processing_time, self.dropped)?);
         for (key, windows) in &self.keys {
             for (window, state) in windows.iter() {
                 out.push((
@@ -43,11 +36,7 @@ impl GroupAlsoByWindow {
         self.tracked = false;
         for (entry, value) in entries {
             if entry.is_empty() {
-                let (input, output, pt, late, closed): (Timestamp, Timestamp, Timestamp, u64, u64) =
-                    crate::checkpoint::decode(&self.step, &value)?;
-                self.watermarks = Watermarks::restored(input, output);
-                self.processing_time = pt;
-                self.dropped = DropCounts { late, closed };
+                (self.watermarks, self.processing_time, self.dropped) = restore_engine_entry(&self.step, &value)?;
                 continue;
             }
             let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
@@ -79,7 +68,6 @@ pub fn rescale_keyed(
     n: usize,
 ) -> Result<Vec<crate::checkpoint::Entries>> {
     crate::checkpoint::spread_keyed(step, old, n, |metas| {
-        type Meta = (Timestamp, Timestamp, Timestamp, u64, u64);
         let mut merged: Meta = (MAX_TIMESTAMP, MAX_TIMESTAMP, MIN_TIMESTAMP, 0, 0);
         for m in metas {
             let (i, o, pt, late, closed): Meta = crate::checkpoint::decode(step, &m)?;
@@ -88,4 +76,25 @@ pub fn rescale_keyed(
         }
         crate::checkpoint::encode(step, &merged)
     })
+}
+
+/// The engine-wide entry of a grouping step's state (under the empty key): its watermarks,
+/// processing time and drops. The layout of both grouping engines.
+type Meta = (Timestamp, Timestamp, Timestamp, u64, u64);
+
+/// Encodes the engine-wide entry of a grouping step (see [`rescale_keyed`]).
+pub fn engine_entry(
+    step: &str,
+    watermarks: Watermarks,
+    processing_time: Timestamp,
+    dropped: DropCounts,
+) -> Result<(Vec<u8>, Vec<u8>)> {
+    let meta: Meta = (watermarks.input(), watermarks.output(), processing_time, dropped.late, dropped.closed);
+    Ok((Vec::new(), crate::checkpoint::encode(step, &meta)?))
+}
+
+/// Decodes an entry written by [`engine_entry`].
+pub fn restore_engine_entry(step: &str, value: &[u8]) -> Result<(Watermarks, Timestamp, DropCounts)> {
+    let (input, output, pt, late, closed): Meta = crate::checkpoint::decode(step, value)?;
+    Ok((Watermarks::restored(input, output), pt, DropCounts { late, closed }))
 }

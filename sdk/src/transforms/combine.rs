@@ -376,13 +376,19 @@ struct PartialGroup<A> {
 
 impl<A> PartialGroup<A> {
     fn key<'a>(&'a self, long_keys: &'a [u8]) -> &'a [u8] {
-        let len = self.len as usize;
-        if len <= 16 {
-            &self.key[..len]
-        } else {
-            let start = u64::from_le_bytes(self.key[..8].try_into().expect("8 bytes")) as usize;
-            &long_keys[start..start + len]
-        }
+        held_key(&self.key, self.len, long_keys)
+    }
+}
+
+/// An encoded key of `len` bytes held in a 16-byte slot: the key itself when it fits, else its
+/// start (8 bytes, little-endian) in the arena `long_keys`.
+fn held_key<'a>(slot: &'a [u8; 16], len: u32, long_keys: &'a [u8]) -> &'a [u8] {
+    let len = len as usize;
+    if len <= 16 {
+        &slot[..len]
+    } else {
+        let start = u64::from_le_bytes(slot[..8].try_into().expect("8 bytes")) as usize;
+        &long_keys[start..start + len]
     }
 }
 

@@ -37,13 +37,7 @@ struct Group<A> {
 
 impl<A> Group<A> {
     fn key<'a>(&'a self, long_keys: &'a [u8]) -> &'a [u8] {
-        let len = self.len as usize;
-        if len <= 16 {
-            &self.key[..len]
-        } else {
-            let start = u64::from_le_bytes(self.key[..8].try_into().expect("8 bytes")) as usize;
-            &long_keys[start..start + len]
-        }
+        super::held_key(&self.key, self.len, long_keys)
     }
 }
 
