@@ -10,9 +10,10 @@
 //! windows whole. The output watermark is held at the earliest end of a window held. Input for
 //! a window that has already expired is dropped as late, as the general engine drops it.
 //!
-//! Everything else runs on the general engine ([`crate::group_also_by_window`]); the
-//! conformance suite runs the same pipelines on both (`--window-aggregation general`) and
-//! requires the same panes.
+//! Everything else runs on the general engine ([`crate::group_also_by_window`]). The tests
+//! below drive both engines with the same random input and require the same panes, holds and
+//! drops; the window aggregation's conformance tests (`tests/tests/window_aggregation.rs`) run
+//! the same pipelines on both (`--window-aggregation general`) on every runner configuration.
 
 use crate::group_also_by_window::{engine_entry, restore_engine_entry, DropCounts, StateChanges, FIRED_BUNDLE};
 use crate::operator::{OpContext, Operator};
