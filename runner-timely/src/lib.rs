@@ -26,6 +26,10 @@
 //!   after the last commit, replaying the logged epochs after it exactly, with the same or
 //!   another number of workers and processes (sources' splits dealt anew, state spread key group
 //!   by key group) (`checkpoint.rs`);
+//! - a run ends once every node's output watermark is at the end of time, or, with the
+//!   available-now trigger and a checkpoint (Spark's incremental batch), once every worker has
+//!   been idle after one same epoch: no worker alone can tell, as work may still be on its way
+//!   to it (`process.rs`, `Process::idle`);
 //! - a lost process, or an error in any worker, stops every process with the error.
 //!
 //! Batch sizes, the trigger and its interval are the streaming options every streaming runner

@@ -149,6 +149,8 @@ pub(crate) struct NodeWorker {
     share: NodeShare,
     /// The last epoch it ran.
     last_epoch: Option<u64>,
+    /// The last epoch in which it received or sent data.
+    last_active: Option<u64>,
     /// Per producer node, what each of its workers last said its output watermark was.
     upstream: HashMap<u32, Vec<Timestamp>>,
     /// The latest processing-time clock a producer sent (TestStream's test clock).
@@ -207,6 +209,7 @@ impl NodeWorker {
             me,
             share,
             last_epoch: None,
+            last_active: None,
             upstream,
             clock: None,
             main_ops,
@@ -344,6 +347,7 @@ impl NodeWorker {
     ) -> Result<()> {
         self.last_epoch = Some(epoch);
         let (main, sides) = self.receive(envelopes)?;
+        let mut active = main.iter().chain(sides.iter().map(|(_, b)| b)).any(|b| !b.is_empty());
         let process = self.process.clone();
         let node = &process.plan.nodes[self.i];
         let side_watermarks: Vec<Timestamp> = node.side_inputs.iter().map(|&pc| self.watermark_of(&[pc])).collect();
@@ -367,6 +371,10 @@ impl NodeWorker {
         // An epoch's metrics count as committed as it runs: timely does not retry epochs.
         metrics.publish(&process.metrics, done.is_ok());
         let done = done?;
+        active |= done.staged.iter().chain(done.outputs.iter().flatten()).any(|b| !b.is_empty());
+        if active {
+            self.last_active = Some(epoch);
+        }
         if let Some(sink) = &process.sinks[self.i] {
             let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
             sink.ran(epoch);
@@ -388,6 +396,11 @@ impl NodeWorker {
     /// Every epoch before `epoch` is committed: the operators run the work that waited for it.
     pub(crate) fn committed_through(&mut self, epoch: u64) {
         self.share.on_committed_through(epoch);
+    }
+
+    /// The last epoch in which this worker's share of the node received or sent data.
+    pub(crate) fn last_active(&self) -> Option<u64> {
+        self.last_active
     }
 
     /// The plan node this is a share of (a chain's head).

@@ -35,6 +35,15 @@ impl SinkSlot {
     }
 }
 
+/// A worker's report, in an incremental run ([`Process::ends_incrementally`]), of the epochs it
+/// has been idle after: every epoch from `since` through `through` (the last it has seen
+/// finished everywhere), when it is idle now; `since` is `None` while it is not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct IdleReport {
+    pub(crate) since: Option<u64>,
+    pub(crate) through: Option<u64>,
+}
+
 /// What a process that was stopped tells the others.
 pub(crate) const STOPPED: &str = "it was stopped (a signal, or a stop or cancel of its job) before the run's end";
 
@@ -83,6 +92,9 @@ pub(crate) struct Process {
     committed: std::sync::atomic::AtomicU64,
     /// Whether an operator runs work after the commits (bundle finalization).
     pub(crate) finalizes: bool,
+    /// An incremental run's account of idle workers ([`Process::idle`]): per worker, its latest
+    /// report.
+    idle: Mutex<Vec<IdleReport>>,
     /// The first error any worker of this process hit.
     failure: Mutex<Option<Error>>,
     /// Whether that error came from another process.
@@ -157,6 +169,7 @@ impl Process {
             acks: Mutex::new((Vec::new(), 0)),
             committed: Default::default(),
             finalizes: false,
+            idle: Mutex::new(vec![IdleReport::default(); peers]),
             checkpoint,
             failure: Mutex::new(None),
             remote_failure: Default::default(),
@@ -200,6 +213,39 @@ impl Process {
         }
         self.set_committed(acks.1);
         Ok(())
+    }
+
+    /// Whether the run ends as Spark's incremental batch does (available-now with a
+    /// checkpoint): once its sources are read to their end and no worker has work left that is
+    /// due in this run; work that waits for the next run (a watched directory's next poll) is
+    /// checkpointed for it.
+    pub(crate) fn ends_incrementally(&self) -> bool {
+        self.streaming.trigger == weir_runner_core::streaming::StreamingTrigger::AvailableNow
+            && self.checkpoint.is_some()
+    }
+
+    /// Takes worker `worker`'s report of how idle it is (the latest report, by the epochs it
+    /// covers, wins).
+    pub(crate) fn idle_report(&self, worker: usize, report: IdleReport) {
+        let mut all = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = all.get_mut(worker).filter(|r| r.through.is_none_or(|t| report.through >= Some(t))) {
+            *r = report;
+        }
+    }
+
+    /// Whether every worker has been idle after one same epoch: nothing read, received or
+    /// sent by any of them in it or since, every source read to its end and no work of its
+    /// own due. Nothing can happen after that epoch any more, on any worker. A worker alone
+    /// cannot tell: work may still be on its way to it (a splittable DoFn's restrictions
+    /// another worker sends), or queued on another worker.
+    pub(crate) fn idle(&self) -> bool {
+        let all = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut since, mut through) = (0, u64::MAX);
+        for r in all.iter() {
+            let (Some(s), Some(t)) = (r.since, r.through) else { return false };
+            (since, through) = (since.max(s), through.min(t));
+        }
+        since <= through
     }
 
     /// The first epoch not known committed here.

@@ -15,7 +15,7 @@
 
 use crate::checkpoint::{WorkerManifest, WorkerOffsets, WorkerResume};
 use crate::node::{progress, route, NodeWorker, Pending};
-use crate::process::Process;
+use crate::process::{IdleReport, Process};
 use crate::progress::{OperatorState, SourceRows, WorkerProgress};
 use crate::wire::Routed;
 use std::cell::RefCell;
@@ -61,6 +61,10 @@ type CommittedBuilder = timely::container::CapacityContainerBuilder<Vec<Committe
 /// Without it a process that failed would stop sending, and the others would wait for it.
 type FailureRecord = (u32, (u32, String));
 type FailureBuilder = timely::container::CapacityContainerBuilder<Vec<FailureRecord>>;
+/// A worker's report of how idle it is, for the first worker of every other process:
+/// `(target, (worker, report))`.
+type IdleRecord = (u32, (u32, IdleReport));
+type IdleBuilder = timely::container::CapacityContainerBuilder<Vec<IdleRecord>>;
 /// A worker's part of an epoch, for worker 0: `(0, (epoch, row))`.
 type ProgressRecord = (u32, (u64, WorkerProgress));
 type ProgressBuilder = timely::container::CapacityContainerBuilder<Vec<ProgressRecord>>;
@@ -85,10 +89,11 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
     let mut acks: InputHandle<u64, AckBuilder> = InputHandle::new();
     let mut failures: InputHandle<u64, FailureBuilder> = InputHandle::new();
     let mut committed: InputHandle<u64, CommittedBuilder> = InputHandle::new();
+    let mut idle: InputHandle<u64, IdleBuilder> = InputHandle::new();
     let pending: Option<Pending> = process.checkpoint.as_ref().map(|_| Default::default());
     let dataflow = worker.next_dataflow_index();
     worker.dataflow::<u64, _, _>(|scope| {
-        side_streams(scope, &process, (&mut metrics, &mut rows, &mut acks, &mut committed, &mut failures));
+        side_streams(scope, &process, (&mut metrics, &mut rows, &mut acks, &mut committed, &mut failures, &mut idle));
         let mut into: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
         // Fused chains run as one operator, the head's, with the tail's outputs.
         let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
@@ -143,6 +148,9 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         last_offsets: None,
         commit_news: (me == 0 && process.finalizes && process.peers > process.workers).then_some(committed),
         told: process.start_epoch(),
+        idle: (process.ends_incrementally() && process.peers > process.workers).then_some(idle),
+        sources_done: false,
+        read_in: None,
     };
     let mut epochs = Epochs {
         worker,
@@ -216,18 +224,19 @@ fn tell_failure(worker: &mut Worker, process: &Process, me: usize, failures: &mu
 }
 
 /// The handles of the side streams beside the plan's: metrics, progress rows,
-/// acknowledgements, commit news and failures.
+/// acknowledgements, commit news, failures and idle reports.
 type SideHandles<'a> = (
     &'a mut InputHandle<u64, MetricsBuilder>,
     &'a mut InputHandle<u64, ProgressBuilder>,
     &'a mut InputHandle<u64, AckBuilder>,
     &'a mut InputHandle<u64, CommittedBuilder>,
     &'a mut InputHandle<u64, FailureBuilder>,
+    &'a mut InputHandle<u64, IdleBuilder>,
 );
 
 /// Builds the side streams beside the plan's in `scope`.
 fn side_streams(scope: timely::dataflow::Scope<'_, u64>, process: &Arc<Process>, handles: SideHandles<'_>) {
-    let (metrics, rows, acks, committed, failures) = handles;
+    let (metrics, rows, acks, committed, failures, idle) = handles;
     // Every process's metrics reach worker 0, which serves the job's.
     let p = process.clone();
     side_stream(scope, metrics, "Metrics", move |(from, results)| p.metrics.set_remote(from as usize, results));
@@ -248,6 +257,9 @@ fn side_streams(scope: timely::dataflow::Scope<'_, u64>, process: &Arc<Process>,
     // A failure anywhere stops every process, with the error.
     let p = process.clone();
     side_stream(scope, failures, "Failures", move |(from, message)| p.fail_remote(from as usize, message));
+    // In an incremental run, how idle each worker is reaches every process.
+    let p = process.clone();
+    side_stream(scope, idle, "Idle", move |(from, report)| p.idle_report(from as usize, report));
 }
 
 /// The timely operator of one worker's share of a node: it stashes what arrives per epoch and
@@ -320,6 +332,10 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
         let started_ms = weir_sdk::time::now_millis();
         let replay = replays.next();
         let read = read_epoch(process, me, inputs, &mut sources, &mut clock, &defer, replay.as_ref())?;
+        ledger.sources_done = read.summary.done;
+        if read.rows > 0 || !read.summary.done {
+            ledger.read_in = Some(epoch);
+        }
         // The epoch's reads are logged before any of its data leaves the worker.
         let mut wal_ms = 0;
         if let Some(log) = &process.checkpoint {
@@ -531,10 +547,9 @@ fn next_epoch(
     let work_due = next_work.is_some_and(|t| t <= now);
     let finished = read.done && ledger.nodes.iter().all(|n| n.borrow().output_watermark() >= MAX_TIMESTAMP);
     // Available-now with a checkpoint is Spark's incremental batch: the run ends once its
-    // sources are read to their end and no work is due at any time of this run; work that waits
-    // for the next run (a watched directory's next poll) is checkpointed for it.
-    let incremental =
-        trigger == StreamingTrigger::AvailableNow && process.checkpoint.is_some() && read.done && next_work.is_none();
+    // sources are read to their end and no work is due at any time of this run on any worker;
+    // work that waits for the next run (a watched directory's next poll) is checkpointed for it.
+    let incremental = process.ends_incrementally() && read.done && next_work.is_none() && process.idle();
     if finished || incremental || (trigger == StreamingTrigger::Once && !work_due) {
         return Ok(None);
     }
@@ -589,6 +604,7 @@ fn finish_epochs(e: &mut Epochs<'_>) -> Result<()> {
         }
     }
     ledger.commit_news.take();
+    ledger.idle.take();
     ledger.rows.take();
     ledger.acks.take();
     // The process's final metrics, then the reports end.
@@ -657,9 +673,40 @@ pub(crate) struct Ledger {
     commit_news: Option<InputHandle<u64, CommittedBuilder>>,
     /// The commits told so far: every epoch before it.
     told: u64,
+    /// In an incremental run of several processes: the reports of how idle this worker is,
+    /// to the other processes.
+    idle: Option<InputHandle<u64, IdleBuilder>>,
+    /// Whether the worker's sources were read to their end at its last read.
+    sources_done: bool,
+    /// The last epoch in which its sources read anything (or were not done).
+    read_in: Option<u64>,
 }
 
 impl Ledger {
+    /// In an incremental run, tells every process how idle this worker is now that it has
+    /// seen every epoch through `through` finished everywhere: idle after every epoch since
+    /// the last one in which it read, received or sent anything, if its sources are read to
+    /// their end and none of its nodes has work of its own due.
+    fn report_idle(&mut self, through: u64) {
+        let p = self.shared.clone();
+        if !p.ends_incrementally() {
+            return;
+        }
+        let nodes = self.nodes.iter().map(|n| n.borrow());
+        let (active, work) =
+            nodes.fold((self.read_in, false), |(a, w), n| (a.max(n.last_active()), w || n.next_work().is_some()));
+        let idle = self.sources_done && !work;
+        let since = active.map_or(p.start_epoch(), |a| a + 1);
+        let report = IdleReport { since: idle.then_some(since), through: Some(through) };
+        p.idle_report(self.me, report);
+        if let Some(handle) = self.idle.as_mut() {
+            for other in (0..p.peers / p.workers.max(1)).filter(|&q| q != p.process_id) {
+                handle.send(((other * p.workers) as u32, (self.me as u32, report)));
+            }
+            deliver(handle);
+        }
+    }
+
     /// Runs the operators' work that waited for the epochs committed so far (bundle
     /// finalization); on worker 0, first tells the other processes of new commits.
     fn run_committed(&mut self) {
@@ -713,6 +760,7 @@ impl Ledger {
             acks.send((0, (self.me as u32, until)));
             deliver(acks);
         }
+        self.report_idle(until - 1);
         let Some(rows) = self.rows.as_mut() else {
             self.next = until;
             return Ok(());

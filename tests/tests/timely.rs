@@ -151,3 +151,47 @@ fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
     got.sort();
     assert_eq!(got, (0..2_100).collect::<Vec<_>>(), "each number once across the restart");
 }
+
+/// A checkpointed run with the available-now trigger ends once every worker has done all the
+/// work there is, not when the worker that reads the sources has (nor the one that reads none):
+/// the splittable DoFn's restrictions spread over both workers, one of them far longer than the
+/// others, and every number is written in the one run, whichever worker holds the long one.
+#[test]
+fn an_available_now_run_with_a_checkpoint_ends_when_every_worker_is_done() {
+    weir_tests::register_runners();
+    for long in 0..4 {
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+        let sizes: Vec<i64> = (0..4).map(|i| if i == long { 700 + i } else { 7 + i }).collect();
+        let options = PipelineOptions::from_args([
+            "--runner",
+            "timely",
+            "--workers",
+            "2",
+            "--max-batch-size",
+            "14",
+            "--checkpoint-dir",
+            cp.to_str().unwrap(),
+        ])
+        .unwrap();
+        let p = Pipeline::new(options);
+        let numbers =
+            weir_sdk::splittable::SplittableParDo::of(weir_tests::SevenAtATime { resume_delay: Duration::ZERO });
+        // One element, read by one worker, and the sizes made from it.
+        let all = sizes.clone();
+        p.apply("One", Create::of(vec![0i64]))
+            .apply("Sizes", FlatMap::new(move |_: i64| all.clone()))
+            .apply("Numbers", numbers)
+            .apply("Render", Map::new(|i: i64| i.to_string()))
+            .apply("Write", weir_sdk::io::WriteJsonLines::to(out.to_str().unwrap()));
+        let query = TimelyRunner.start(p.graph(), &p.options()).unwrap();
+        assert_eq!(query.wait_until_finish(Some(Duration::from_secs(60))).unwrap(), PipelineState::Done);
+        let mut got: Vec<i64> =
+            lines(&out).iter().map(|l| serde_json::from_str::<String>(l).unwrap().parse().unwrap()).collect();
+        got.sort();
+        let mut want: Vec<i64> = sizes.iter().flat_map(|&n| 0..n).collect();
+        want.sort();
+        assert_eq!(got.len(), want.len(), "numbers written in the one run, the long restriction being {long}");
+        assert_eq!(got, want);
+    }
+}
