@@ -511,6 +511,34 @@ fn read_events(
     (events, events_file.cloned())
 }
 
+/// Why the model does not decide `query`'s results in this run, if it does not. The queries
+/// built on Beam's `WinningBids` (4, 6 and 9) give each bid a window of twice the expected
+/// auction duration, merged into its auction's window if the auction comes while the bid's
+/// window is open; in batch every bid is there when the windows merge. The split generators'
+/// timelines run side by side, so a bid early in one timeline may be for an auction late in
+/// the one before it (Beam's generator picks bids' auctions near their event ids): in streaming
+/// that bid's window fires alone once the watermark passes it, as it does on Beam's runners,
+/// and which bids do depends on where the batches end. With one generator, or all events in
+/// one batch, the model holds.
+fn order_dependent(args: &Args, query: crate::QueryName, config: &NexmarkConfig) -> Option<String> {
+    let winning_bids = matches!(
+        query,
+        crate::QueryName::AveragePriceForCategory
+            | crate::QueryName::AverageSellingPriceBySeller
+            | crate::QueryName::WinningBids
+    );
+    let batch = args.pipeline.get::<weir::core::streaming::StreamingOptions>().max_batch_size as i64;
+    let batches = config.num_events == 0 || config.num_events > batch;
+    (args.streaming && winning_bids && config.num_event_generators > 1 && batches).then(|| {
+        format!(
+            "in streaming over {} generators' side-by-side timelines, in more than one batch, which bids \
+             meet their auctions depends on where the batches end (the model holds with \
+             --num-event-generators 1)",
+            config.num_event_generators
+        )
+    })
+}
+
 /// Applies `target` to `events`: the query and, as asked, its results written and checked
 /// against its model; whether a model checks them.
 fn apply_target(
@@ -537,9 +565,12 @@ fn apply_target(
                     Some(f) => events_in_files(f, args.events_file.is_some())?,
                     None => crate::generator::split_events(config).map(|n| n.event).collect(),
                 };
-                let model = expected_for(query, config, &seen);
+                let (model, why) = match order_dependent(args, query, config) {
+                    Some(why) => (None, why),
+                    None => (expected_for(query, config, &seen), "no model to check against".to_string()),
+                };
                 if model.is_none() {
-                    eprintln!("{}: no model to check against; --check skipped", query.name());
+                    eprintln!("{}: {why}; --check skipped", query.name());
                 }
                 modelled = model.is_some();
                 model
