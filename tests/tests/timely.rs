@@ -103,6 +103,13 @@ fn lines(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
+/// The options of a run on two timely workers, checkpointed in `cp`, with `extra` flags.
+fn two_workers_checkpointed(cp: &std::path::Path, extra: &[&str]) -> PipelineOptions {
+    let mut args = vec!["--runner", "timely", "--workers", "2", "--checkpoint-dir", cp.to_str().unwrap()];
+    args.extend(extra);
+    PipelineOptions::from_args(args).unwrap()
+}
+
 /// A splittable DoFn's residuals are part of each epoch's checkpoint: a cluster stopped half way
 /// and started again from its checkpoint directory resumes them, and every number is written
 /// once.
@@ -112,16 +119,7 @@ fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
     let run = || {
-        let options = PipelineOptions::from_args([
-            "--runner",
-            "timely",
-            "--workers",
-            "2",
-            "--checkpoint-dir",
-            cp.to_str().unwrap(),
-        ])
-        .unwrap();
-        let p = Pipeline::new(options);
+        let p = Pipeline::new(two_workers_checkpointed(&cp, &[]));
         p.apply("N", Create::of(vec![2_100i64]))
             .apply(
                 "Numbers",
@@ -163,18 +161,7 @@ fn an_available_now_run_with_a_checkpoint_ends_when_every_worker_is_done() {
         let dir = tempfile::tempdir().unwrap();
         let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
         let sizes: Vec<i64> = (0..4).map(|i| if i == long { 700 + i } else { 7 + i }).collect();
-        let options = PipelineOptions::from_args([
-            "--runner",
-            "timely",
-            "--workers",
-            "2",
-            "--max-batch-size",
-            "14",
-            "--checkpoint-dir",
-            cp.to_str().unwrap(),
-        ])
-        .unwrap();
-        let p = Pipeline::new(options);
+        let p = Pipeline::new(two_workers_checkpointed(&cp, &["--max-batch-size", "14"]));
         let numbers =
             weir_sdk::splittable::SplittableParDo::of(weir_tests::SevenAtATime { resume_delay: Duration::ZERO });
         // One element, read by one worker, and the sizes made from it.
