@@ -433,12 +433,7 @@ impl Suite {
             crate::QueryName::ALL
                 .iter()
                 .map(|&query| {
-                    let small = matches!(
-                        query,
-                        crate::QueryName::AveragePriceForCategory
-                            | crate::QueryName::AverageSellingPriceBySeller
-                            | crate::QueryName::WinningBids
-                    );
+                    let small = query.builds_on_winning_bids();
                     NexmarkConfig {
                         query: Some(query),
                         num_events: if small { 10_000 } else { 100_000 } * multiplier,

@@ -521,15 +521,9 @@ fn read_events(
 /// and which bids do depends on where the batches end. With one generator, or all events in
 /// one batch, the model holds.
 fn order_dependent(args: &Args, query: crate::QueryName, config: &NexmarkConfig) -> Option<String> {
-    let winning_bids = matches!(
-        query,
-        crate::QueryName::AveragePriceForCategory
-            | crate::QueryName::AverageSellingPriceBySeller
-            | crate::QueryName::WinningBids
-    );
     let batch = args.pipeline.get::<weir::core::streaming::StreamingOptions>().max_batch_size as i64;
     let batches = config.num_events == 0 || config.num_events > batch;
-    (args.streaming && winning_bids && config.num_event_generators > 1 && batches).then(|| {
+    (args.streaming && query.builds_on_winning_bids() && config.num_event_generators > 1 && batches).then(|| {
         format!(
             "in streaming over {} generators' side-by-side timelines, in more than one batch, which bids \
              meet their auctions depends on where the batches end (the model holds with \
