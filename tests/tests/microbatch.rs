@@ -5,8 +5,10 @@ use std::time::Duration;
 use weir::microbatch::{MicroBatchRunner, StreamingQueryProgress};
 use weir_sdk::prelude::*;
 
+/// Two threads on two partitions: these tests count batches, splits and exchanges at a known
+/// layout.
 fn options(extra: &[&str]) -> PipelineOptions {
-    let mut args = vec!["--runner", "microbatch", "--parallelism", "2"];
+    let mut args = vec!["--runner", "microbatch", "--parallelism", "2", "--partitions", "2"];
     args.extend_from_slice(extra);
     PipelineOptions::from_args(args).unwrap()
 }
@@ -291,6 +293,27 @@ fn chained_stateful_aggregations_in_streaming_drop_nothing() {
     let dropped =
         result.metrics().query_metrics(&weir_sdk::metrics::MetricsFilter::all().named("weir", "droppedDueToLateness"));
     assert!(dropped.counters.iter().all(|c| c.attempted == 0), "{dropped:?}");
+}
+
+/// Several threads get eight partitions each unless told otherwise, one thread one partition.
+#[test]
+fn partitions_outnumber_threads_by_default() {
+    weir_tests::register_runners();
+    for (flags, partitions) in [
+        (&["--parallelism", "2"][..], 16),
+        (&["--parallelism", "3"][..], 24),
+        (&["--parallelism", "2", "--partitions", "5"][..], 5),
+        (&["--parallelism", "1"][..], 1),
+    ] {
+        let mut args = vec!["--runner", "microbatch"];
+        args.extend_from_slice(flags);
+        let p = Pipeline::new(PipelineOptions::from_args(args).unwrap());
+        windowed_counts(&p);
+        let plan = MicroBatchRunner.explain(&p.graph(), &p.options()).unwrap();
+        let header = format!("{partitions} partitions ==");
+        let exchange = format!("Exchange hashpartitioning(encoded key, {partitions})");
+        assert!(plan.contains(&header) && plan.contains(&exchange), "{flags:?}: {plan}");
+    }
 }
 
 #[test]

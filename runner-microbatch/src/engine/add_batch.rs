@@ -1,9 +1,9 @@
 //! addBatch: the batch's input (the sources' slices) goes to the partitions' inboxes, then every
-//! worker thread takes one partition through the whole plan ([`super::dataflow`]), pushing each
-//! node's output on to its consumers' partitions. The engine thread waits for the partitions,
-//! then commits.
+//! worker thread goes through the whole plan, running each node's partitions as it claims them
+//! ([`super::dataflow`]) and pushing their output on to the consumers' partitions. The engine
+//! thread waits for the partitions, then commits.
 
-use super::dataflow::{run_partitions, BatchFlow, Partition, PartitionOutcome};
+use super::dataflow::{run_partitions, BatchFlow, PartitionOutcome, Shares};
 use super::{Engine, NodeStats};
 use std::sync::Arc;
 use std::time::Instant;
@@ -72,9 +72,9 @@ impl Engine {
         Ok(added)
     }
 
-    /// Runs the batch: the pending input into the partitions' inboxes, every partition on a
-    /// worker through the whole plan, then every node's watermarks and state size as the
-    /// partitions left them.
+    /// Runs the batch: the pending input into the partitions' inboxes, the worker threads
+    /// through the whole plan claiming partitions, then every node's watermarks and state size
+    /// as the partitions left them.
     fn run_partitions(&mut self) -> Ran {
         let now = self.clock.now();
         // The batch is drained when its sources were read drained (logged, so a replay is too).
@@ -102,26 +102,19 @@ impl Engine {
             }
         }
         let flow = Arc::new(flow);
-        // One task per worker thread, each with its share of the partitions (partition `p` on
-        // thread `p % threads`).
+        // One task per worker thread, each claiming partitions node by node.
         let threads = self.workers.threads().min(self.partitions).max(1);
-        let mut tasks: Vec<Vec<(usize, Partition)>> = (0..threads).map(|_| Vec::new()).collect();
-        for (p, part) in std::mem::take(&mut self.parts).into_iter().enumerate() {
-            tasks[p % threads].push((p, part));
-        }
-        let f = flow.clone();
-        let results = self.workers.run(tasks, move |group| run_partitions(&f, group));
-        let mut parts: Vec<Option<Partition>> = (0..self.partitions).map(|_| None).collect();
+        let shares = Arc::new(Shares::new(std::mem::take(&mut self.parts)));
+        let (f, s) = (flow.clone(), shares.clone());
+        let results = self.workers.run(vec![(); threads], move |()| run_partitions(&f, &s));
+        self.parts = shares.take_parts();
         let mut ran = Ran {
             stats: (0..self.nodes.len()).map(|_| NodeStats::default()).collect(),
             sink_rows: 0,
             metrics: UnitMetrics::default(),
             error: None,
         };
-        for (group, outcome) in results {
-            for (p, part) in group {
-                parts[p] = Some(part);
-            }
+        for outcome in results {
             let PartitionOutcome { metrics, stats, read_stats, sink_rows, error } = outcome;
             ran.metrics.append(metrics);
             ran.sink_rows += sink_rows;
@@ -139,7 +132,6 @@ impl Engine {
                 ran.error = error;
             }
         }
-        self.parts = parts.into_iter().flatten().collect();
         // A failed batch's gauges are not reported (it is rolled back or fails the query).
         let mut gauges = UnitMetrics::default();
         self.gather_watermarks(now, &mut gauges);

@@ -1,7 +1,9 @@
-//! One batch as a dataflow over the partitions: each worker thread takes one partition through
-//! the whole plan, node after node in topological order, and pushes what a node outputs
-//! straight to its consumers' partitions through their exchanges, as a timely worker does. No
-//! node's output returns to the engine thread.
+//! One batch as a dataflow over the partitions: each worker thread goes through the whole plan,
+//! node after node in topological order, claims the node's partitions one at a time until none
+//! is left, and pushes what each outputs straight to its consumers' partitions through their
+//! exchanges, as a timely worker does. No node's output returns to the engine thread. With more
+//! partitions than threads, a partition heavier than the others in a batch keeps one thread
+//! while the others take the rest.
 //!
 //! A node's partition runs once every partition of every producer of its inputs has delivered
 //! this batch's output to it (and said so, even when it had nothing), so it sees its whole
@@ -64,7 +66,7 @@ pub(super) struct BatchFlow {
     failed: AtomicBool,
 }
 
-/// What one partition did in a batch.
+/// What the partitions one thread ran did in a batch.
 pub(super) struct PartitionOutcome {
     pub(super) metrics: UnitMetrics,
     /// Per plan node, what its member did here.
@@ -73,7 +75,7 @@ pub(super) struct PartitionOutcome {
     pub(super) read_stats: TsStats,
     /// Rows that reached the plan's leaves here.
     pub(super) sink_rows: i64,
-    /// The partition's own error; `None` when it succeeded or stopped for another's.
+    /// The thread's partitions' own error; `None` when they succeeded or stopped for another's.
     pub(super) error: Option<Error>,
 }
 
@@ -231,15 +233,36 @@ impl Drop for FailOnPanic<'_> {
     }
 }
 
-/// Takes a group of partitions (`(index, partition)`, on one thread) through every node of the
-/// batch, each node for every partition of the group before the next node; gives the
-/// partitions back with what they did. A thread runs several partitions when there are more
-/// partitions than cores: they then take turns on it node by node rather than threads take
-/// turns on a core.
-pub(super) fn run_partitions(
-    flow: &BatchFlow,
-    mut group: Vec<(usize, Partition)>,
-) -> (Vec<(usize, Partition)>, PartitionOutcome) {
+/// Every partition's shares, each behind its own lock, for the threads of a batch to claim
+/// node by node: a thread runs one node's partitions as they come, rather than a fixed group
+/// of them, so that a partition heavier than the others in a batch (a hot key) is balanced by
+/// the others going to the other threads.
+pub(super) struct Shares {
+    /// Per partition, per node.
+    shares: Vec<Vec<Mutex<Option<NodeShare>>>>,
+    /// Per node: the next of its partitions to claim.
+    next: Vec<std::sync::atomic::AtomicUsize>,
+}
+
+impl Shares {
+    pub(super) fn new(parts: Vec<Partition>) -> Self {
+        let nodes = parts.first().map_or(0, Vec::len);
+        let shares = parts.into_iter().map(|part| part.into_iter().map(Mutex::new).collect()).collect();
+        Shares { shares, next: (0..nodes).map(|_| Default::default()).collect() }
+    }
+
+    /// The partitions back, as the batch left them (once every thread is done with them).
+    pub(super) fn take_parts(&self) -> Vec<Partition> {
+        let take = |m: &Mutex<Option<NodeShare>>| m.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.shares.iter().map(|part| part.iter().map(take).collect()).collect()
+    }
+}
+
+/// One thread's work in a batch: for every node in turn, claims its partitions one at a time
+/// and runs each once its input is complete, until none is left to claim. Every partition of a
+/// node is claimed before any thread moves past it, and a node's input comes from nodes before
+/// it, so a claimed partition's input always arrives.
+pub(super) fn run_partitions(flow: &BatchFlow, shares: &Shares) -> PartitionOutcome {
     let _guard = FailOnPanic(flow);
     let mut out = PartitionOutcome {
         metrics: UnitMetrics::default(),
@@ -248,11 +271,13 @@ pub(super) fn run_partitions(
         sink_rows: 0,
         error: None,
     };
-    let nodes = group.first().map_or(0, |(_, part)| part.len());
-    'nodes: for i in 0..nodes {
-        for (p, part) in group.iter_mut() {
-            let Some(share) = part[i].as_mut() else { continue };
-            if let Err(e) = run_node(flow, *p, i, share, &mut out) {
+    'nodes: for (i, next) in shares.next.iter().enumerate() {
+        loop {
+            let p = next.fetch_add(1, Ordering::SeqCst);
+            let Some(part) = shares.shares.get(p) else { break };
+            let mut share = part[i].lock().unwrap_or_else(|e| e.into_inner());
+            let Some(share) = share.as_mut() else { continue };
+            if let Err(e) = run_node(flow, p, i, share, &mut out) {
                 if !matches!(e, Error::Cancelled) || !flow.failed.load(Ordering::SeqCst) {
                     out.error = Some(e);
                 }
@@ -261,7 +286,7 @@ pub(super) fn run_partitions(
             }
         }
     }
-    (group, out)
+    out
 }
 
 /// Runs node `i`'s share on partition `p` once its input is complete, and delivers its output.

@@ -157,6 +157,7 @@ impl Engine {
         let mb = options.get::<MicroBatchOptions>().into_owned();
         let streaming = options.get::<StreamingOptions>().into_owned();
         let partitions = mb.partitions().max(1);
+        let threads = mb.threads().min(partitions).min(cores());
         let plan = Arc::new(plan);
         let topology = Arc::new(Topology::of(&plan));
         let nodes = plan
@@ -193,7 +194,7 @@ impl Engine {
             topology,
             // More threads than cores only take turns on them: the partitions share the
             // threads instead.
-            workers: Workers::new("weir-microbatch-worker", partitions.min(cores()))?,
+            workers: Workers::new("weir-microbatch-worker", threads)?,
             clock,
             batch_id: 0,
             metrics,

@@ -42,11 +42,17 @@ fn main() {
         .iter()
         .map(|s| s.to_string())
         .collect();
-    // Extra options for a test, e.g. "--state-snapshot-interval 3"; two partitions unless they
-    // say otherwise.
+    // Extra options for a test, e.g. "--state-snapshot-interval 3"; two threads unless they say
+    // otherwise, and one partition per thread unless they say otherwise (the tests count
+    // batches and state files at that layout).
     let extra = std::env::var("WEIR_CHILD_OPTIONS").unwrap_or_default();
-    if !extra.contains("--parallelism") {
+    let words: Vec<&str> = extra.split_whitespace().collect();
+    let threads = words.iter().position(|w| *w == "--parallelism").and_then(|i| words.get(i + 1)).copied();
+    if threads.is_none() {
         flags.extend(["--parallelism".to_string(), "2".to_string()]);
+    }
+    if !words.contains(&"--partitions") {
+        flags.extend(["--partitions".to_string(), threads.unwrap_or("2").to_string()]);
     }
     flags.extend(extra.split_whitespace().map(String::from));
     let options = match PipelineOptions::from_args(flags) {
