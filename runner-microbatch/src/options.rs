@@ -1,16 +1,17 @@
 //! The micro-batch runner's own flags: how many threads run a batch, how many partitions a
-//! node runs as, and how often a failed batch is retried. The trigger, batch sizes and the checkpoint are runner-core's
-//! streaming options ([`weir_runner_core::streaming::StreamingOptions`]), shared with the
-//! timely runner.
+//! node runs as, and how often a failed batch is retried. The trigger, batch sizes and the
+//! checkpoint are runner-core's streaming options
+//! ([`weir_runner_core::streaming::StreamingOptions`]), shared with the timely runner.
 
 use weir_runner_core::streaming::StreamingOptions;
 
 /// Partitions per worker thread by default when there are several: enough that the threads
 /// balance a stage whose partitions differ in weight (Nexmark's WinningBids, whose hot auctions
 /// make one partition of two carry 53% of the work), and each partition's state small enough
-/// to stay in cache: on 2 cores, Nexmark q5, q8 and q9 at 4 M events ran 1.7-1.9 times as fast
-/// as one thread with 16 partitions, 1.45-1.7 with 2, and used no more CPU than one thread.
-/// With one thread, extra partitions only cost (5-10% on the same queries).
+/// to stay in cache: on 2 cores, in one side-by-side series, Nexmark q5, q8 and q9 at 4 M events
+/// ran 1.87, 1.73 and 1.80 times as fast as one thread with 16 partitions against 1.71, 1.62 and
+/// 1.46 with 2, using 4% more CPU than one thread where 2 partitions used 19% more. With one
+/// thread, extra partitions only cost (3-10% on the same queries).
 pub const PARTITIONS_PER_THREAD: usize = 8;
 
 /// Options of the micro-batch runner.
@@ -21,8 +22,8 @@ pub struct MicroBatchOptions {
     pub parallelism: usize,
     /// Partitions per stage, which the threads take up one at a time within each stage (0:
     /// one with a parallelism of one, else eight per thread of `--parallelism`, as Spark's
-    /// shuffle partitions outnumber its cores: a partition heavier than the rest in a batch,
-    /// from hot keys, then leaves the other threads the others rather than idle).
+    /// shuffle partitions outnumber its cores: while one thread runs a partition made heavy by
+    /// hot keys, the others run the rest instead of waiting).
     #[arg(long = "partitions", default_value_t = 0, value_parser = weir_sdk::options::count_within(0, 4096))]
     pub partitions: usize,
     /// How often a failed batch is retried from the last committed state before the query

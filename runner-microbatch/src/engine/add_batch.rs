@@ -102,8 +102,9 @@ impl Engine {
             }
         }
         let flow = Arc::new(flow);
-        // One task per worker thread, each claiming partitions node by node.
-        let threads = self.workers.threads().min(self.partitions).max(1);
+        // One task per worker thread (never more threads than partitions), each claiming
+        // partitions node by node.
+        let threads = self.workers.threads();
         let shares = Arc::new(Shares::new(std::mem::take(&mut self.parts)));
         let (f, s) = (flow.clone(), shares.clone());
         let results = self.workers.run(vec![(); threads], move |()| run_partitions(&f, &s));

@@ -15,7 +15,7 @@
 //! batch fails with the first error; the engine retries it from the last commit or fails the
 //! query.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use weir_runner_core::exec::node::{Input, MemberStats, NodeShare, Unit, UnitMetrics};
 use weir_runner_core::exec::sink::SinkWriter;
@@ -241,7 +241,7 @@ pub(super) struct Shares {
     /// Per partition, per node.
     shares: Vec<Vec<Mutex<Option<NodeShare>>>>,
     /// Per node: the next of its partitions to claim.
-    next: Vec<std::sync::atomic::AtomicUsize>,
+    next: Vec<AtomicUsize>,
 }
 
 impl Shares {
