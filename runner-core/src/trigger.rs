@@ -160,6 +160,12 @@ impl TriggerMachine {
         s.nodes.root.finished
     }
 
+    /// Whether [`TriggerMachine::on_elements`] can change a state: whether the trigger counts
+    /// elements or starts a processing-time delay at one.
+    pub fn counts_elements(&self) -> bool {
+        self.nodes.iter().any(|k| matches!(k, Kind::Count(_) | Kind::ProcessingTime { .. }))
+    }
+
     /// Records `n` new elements of the window.
     pub fn on_elements(&self, s: &mut TriggerState, n: i64, ctx: &TriggerContext) {
         self.element(0, s, n, ctx);

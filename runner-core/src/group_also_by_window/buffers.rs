@@ -257,10 +257,11 @@ impl GroupAlsoByWindow {
         }
         self.bytes = self.bytes + ws.values.len() - before;
         ws.count += inputs as usize;
-        ws.added_since_fire += inputs as usize;
+        ws.added(inputs as usize);
         // Element holds: at the (shifted) element time for EARLIEST/LATEST, at the
         // end of the window otherwise; none for data already behind the output watermark.
-        let old_hold = ws.hold;
+        let old_hold = ws.hold();
+        let mut hold = old_hold;
         for &i in idx {
             let h = match combiner {
                 TimestampCombiner::EndOfWindow => eow,
@@ -269,17 +270,21 @@ impl GroupAlsoByWindow {
             if h < output_wm || h > eow {
                 continue;
             }
-            ws.hold = Some(match (ws.hold, combiner) {
+            hold = Some(match (hold, combiner) {
                 (None, _) => h,
                 (Some(o), TimestampCombiner::Latest) => o.max(h),
                 (Some(o), _) => o.min(h),
             });
         }
-        self.machine.on_elements(&mut ws.trigger, inputs as i64, &ctx);
-        let fire = self.machine.should_fire(&ws.trigger, &ctx);
-        let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
-        let old_pt = std::mem::replace(&mut ws.pt_timer, pt);
-        let new_hold = ws.hold;
+        ws.set_hold(hold);
+        if self.counts_elements {
+            self.machine.on_elements(&mut ws.panes_mut(&self.fresh).trigger, inputs as i64, &ctx);
+        }
+        let fire = self.machine.should_fire(ws.trigger(&self.fresh), &ctx);
+        let pt = self.machine.next_processing_time(ws.trigger(&self.fresh), self.processing_time);
+        let old_pt = ws.pt_timer();
+        ws.set_pt_timer(pt, &self.fresh);
+        let new_hold = ws.hold();
         if old_hold == new_hold && old_pt == pt {
             return Ok(fire);
         }

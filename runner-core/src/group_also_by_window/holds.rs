@@ -70,7 +70,7 @@ impl GroupAlsoByWindow {
         for windows in self.keys.values() {
             debug_assert_eq!(windows.closed, windows.iter().filter(|(_, s)| s.closed).count());
             for (_, ws) in windows.iter() {
-                holds.add(ws.hold);
+                holds.add(ws.hold());
             }
         }
         holds

@@ -194,12 +194,7 @@ impl GroupAlsoByWindow {
         let entry = self.keys.entry_ref(key).or_default_entry();
         let Err(at) = entry.get().find(&window) else { return };
         let k = entry.key().clone();
-        let ws = WindowState {
-            non_speculative_index: -1,
-            updated_in: self.epoch,
-            trigger: self.machine.new_state(),
-            ..Default::default()
-        };
+        let ws = WindowState::new(self.epoch);
         self.changes.updated += 1;
         self.bytes += state_bytes(key, &ws);
         entry.into_mut().insert_at(at, window, ws);
@@ -215,7 +210,7 @@ impl GroupAlsoByWindow {
             self.keys.remove(key);
         }
         if self.tracked {
-            self.holds.remove(ws.hold);
+            self.holds.remove(ws.hold());
         }
         self.forget(k, window, &ws);
         Some(ws)
@@ -228,7 +223,7 @@ impl GroupAlsoByWindow {
         self.changes.removed += 1;
         // Event-time timers are left in place (see the field): merging replaces
         // windows every batch, and removing from the sets cost more than the rest of the merge.
-        if let Some(t) = ws.pt_timer {
+        if let Some(t) = ws.pt_timer() {
             self.processing_timers.remove(&(t, key, *window));
         }
     }

@@ -179,13 +179,13 @@ impl GroupAlsoByWindow {
             // One window with state grew by windows without (a session absorbing new
             // elements): its state is the merged state, only an end-of-window hold moves.
             let mut state = states.pop().unwrap_or_default();
-            if self.strategy.timestamp_combiner == TimestampCombiner::EndOfWindow && state.hold.is_some() {
-                state.hold = Some(merged.max_timestamp());
+            if self.strategy.timestamp_combiner == TimestampCombiner::EndOfWindow && state.hold().is_some() {
+                state.set_hold(Some(merged.max_timestamp()));
             }
             return Ok(state);
         }
-        let mut out = WindowState { non_speculative_index: -1, ..Default::default() };
-        out.trigger = self.machine.merge(&states.iter().map(|s| &s.trigger).collect::<Vec<_>>());
+        let mut out = WindowState::default();
+        let trigger = self.machine.merge(&states.iter().map(|s| s.trigger(&self.fresh)).collect::<Vec<_>>());
         match &self.values {
             Values::Buffer(_) => {
                 // The largest buffer is moved, the others appended to it: a growing session
@@ -209,18 +209,24 @@ impl GroupAlsoByWindow {
             }
         }
         out.count = states.iter().map(|s| s.count).sum();
-        out.added_since_fire = states.iter().map(|s| s.added_since_fire).sum();
-        out.hold = states.iter().filter_map(|s| s.hold).reduce(|a, b| match self.strategy.timestamp_combiner {
+        let mut hold = states.iter().filter_map(|s| s.hold()).reduce(|a, b| match self.strategy.timestamp_combiner {
             TimestampCombiner::Earliest => a.min(b),
             TimestampCombiner::Latest => a.max(b),
             TimestampCombiner::EndOfWindow => merged.max_timestamp(),
         });
-        if self.strategy.timestamp_combiner == TimestampCombiner::EndOfWindow && out.hold.is_some() {
-            out.hold = Some(merged.max_timestamp());
+        if self.strategy.timestamp_combiner == TimestampCombiner::EndOfWindow && hold.is_some() {
+            hold = Some(merged.max_timestamp());
         }
-        out.pane_index = states.iter().map(|s| s.pane_index).max().unwrap_or(0);
-        out.non_speculative_index = states.iter().map(|s| s.non_speculative_index).max().unwrap_or(-1);
-        out.non_early_emitted = states.iter().any(|s| s.non_early_emitted);
+        out.set_hold(hold);
+        let panes = PaneState {
+            added_since_fire: states.iter().map(|s| s.added_since_fire()).sum(),
+            trigger,
+            pane_index: states.iter().map(|s| s.pane_index()).max().unwrap_or(0),
+            non_speculative_index: states.iter().map(|s| s.non_speculative_index()).max().unwrap_or(-1),
+            non_early_emitted: states.iter().any(|s| s.non_early_emitted()),
+            pt_timer: None,
+        };
+        out.set_panes(panes, &self.fresh);
         Ok(out)
     }
 
@@ -229,10 +235,11 @@ impl GroupAlsoByWindow {
     /// early, and time only moves on), and a session or auction window that absorbs new
     /// elements every batch does not queue them again every batch.
     pub(super) fn install(&mut self, key: &[u8], window: Window, mut state: WindowState, queued: bool) {
-        state.pt_timer = self.machine.next_processing_time(&state.trigger, self.processing_time);
+        let pt = self.machine.next_processing_time(state.trigger(&self.fresh), self.processing_time);
+        state.set_pt_timer(pt, &self.fresh);
         state.updated_in = self.epoch;
         self.changes.updated += 1;
-        let (hold, pt) = (state.hold, state.pt_timer);
+        let hold = state.hold();
         self.bytes += state_bytes(key, &state);
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
@@ -240,7 +247,7 @@ impl GroupAlsoByWindow {
         if let Some(old) = windows.get(&window) {
             self.bytes -= state_bytes(&k, old);
             if self.tracked {
-                self.holds.remove(old.hold);
+                self.holds.remove(old.hold());
             }
         }
         if self.tracked {

@@ -10,8 +10,10 @@
 //! watermark is recomputed, so an on-time pane is never late downstream.
 //!
 //! The engine is cut along Beam's lines, a file each: the `key_map` (keys and their windows'
-//! states), the grouping `buffers`, `merging` windows, `panes`, watermark `holds`, `timers`, and
-//! the `snapshot` for checkpoints. This file holds the engine's state and its entry points.
+//! states), a window's `state` (64 bytes until its trigger or panes move: most windows fire
+//! once or never), the grouping `buffers`, `merging` windows, `panes`, watermark `holds`,
+//! `timers`, and the `snapshot` for checkpoints. This file holds the engine's state and its
+//! entry points.
 
 use crate::trigger::{TriggerContext, TriggerMachine, TriggerState};
 use crate::watermark::Watermarks;
@@ -34,15 +36,18 @@ mod key_map;
 mod merging;
 mod panes;
 mod snapshot;
+mod state;
 mod timers;
 
 use buffers::*;
 use holds::*;
 use key_map::*;
 use panes::*;
+use state::*;
 use timers::*;
 
 pub use snapshot::{engine_entry, rescale_keyed, restore_engine_entry};
+pub use state::WindowState;
 
 /// How values are kept per key and window.
 #[derive(Clone)]
@@ -51,30 +56,6 @@ pub enum Values {
     Buffer(Arc<dyn GroupKernel>),
     /// Keep one accumulator (Combine.perKey).
     Combine(Arc<dyn CombineKernel>),
-}
-
-/// The state of one key and window.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct WindowState {
-    /// Buffered values, encoded back to back, or the encoded accumulator.
-    pub values: Vec<u8>,
-    /// Number of values buffered (or added to the accumulator) since the last clear.
-    pub count: usize,
-    /// Number of values added since the last firing: whether the next pane is non-empty (in
-    /// accumulating mode the buffer also holds earlier panes' values).
-    pub added_since_fire: usize,
-    /// The element hold: the timestamp the next pane will carry.
-    pub hold: Option<Timestamp>,
-    trigger: TriggerState,
-    pane_index: i64,
-    non_speculative_index: i64,
-    non_early_emitted: bool,
-    /// The trigger finished: later data for the window is dropped until it expires.
-    pub closed: bool,
-    pt_timer: Option<Timestamp>,
-    /// The change epoch in which this state was last counted as updated.
-    #[serde(skip)]
-    updated_in: u64,
 }
 
 /// State rows (one per key and window) changed since the last count: Spark's
@@ -104,6 +85,12 @@ pub struct GroupAlsoByWindow {
     step: String,
     strategy: WindowingStrategy,
     machine: TriggerMachine,
+    /// The pane state of a window that has not fired, which most windows share (see
+    /// [`WindowState`]).
+    fresh: PaneState,
+    /// Whether elements can change a window's trigger state (a count, a processing-time
+    /// delay): if not, adding elements leaves it alone.
+    counts_elements: bool,
     values: Values,
     keys: hashbrown::HashMap<Key, KeyWindows>,
     /// Number of key-window states in `keys`.
@@ -148,9 +135,12 @@ pub const FIRED_BUNDLE: usize = 4096;
 impl GroupAlsoByWindow {
     /// An empty engine for the step `step` with the input's windowing strategy.
     pub fn new(step: &str, strategy: WindowingStrategy, values: Values) -> Self {
+        let machine = TriggerMachine::new(&strategy.trigger);
         GroupAlsoByWindow {
             step: step.to_string(),
-            machine: TriggerMachine::new(&strategy.trigger),
+            fresh: PaneState::fresh(machine.new_state()),
+            counts_elements: machine.counts_elements(),
+            machine,
             strategy,
             values,
             keys: hashbrown::HashMap::new(),

@@ -9,6 +9,7 @@ pub(super) struct PaneContext<'a> {
     pub(super) watermarks: Watermarks,
     pub(super) epoch: u64,
     pub(super) changes: &'a mut StateChanges,
+    pub(super) fresh: &'a PaneState,
 }
 
 /// Emits a pane of the window whose state is `ws` and releases its hold.
@@ -26,32 +27,33 @@ pub(super) fn emit_pane(
         c.changes.updated += 1;
     }
     let eow = window.max_timestamp();
-    let timing = if output_wm > eow || ws.non_early_emitted {
+    let mut panes = ws.panes(c.fresh);
+    let timing = if output_wm > eow || panes.non_early_emitted {
         Timing::Late
     } else if input_wm <= eow {
         Timing::Early
     } else {
         Timing::OnTime
     };
-    let non_empty = ws.added_since_fire > 0;
-    ws.added_since_fire = 0;
+    let non_empty = panes.added_since_fire > 0;
+    panes.added_since_fire = 0;
     let needed = non_empty
         || (timing == Timing::OnTime && strategy.on_time_behavior == OnTimeBehavior::FireAlways)
         || (is_final && strategy.closing_behavior == ClosingBehavior::FireAlways);
-    let released = ws.hold.take();
+    let released = ws.take_hold();
     if needed {
-        let non_speculative_index = if timing == Timing::Early { -1 } else { ws.non_speculative_index + 1 };
+        let non_speculative_index = if timing == Timing::Early { -1 } else { panes.non_speculative_index + 1 };
         let pane = PaneInfo {
-            is_first: ws.pane_index == 0,
+            is_first: panes.pane_index == 0,
             is_last: is_final,
             timing,
-            index: ws.pane_index,
+            index: panes.pane_index,
             non_speculative_index,
         };
-        ws.pane_index += 1;
+        panes.pane_index += 1;
         if timing != Timing::Early {
-            ws.non_speculative_index = non_speculative_index;
-            ws.non_early_emitted = true;
+            panes.non_speculative_index = non_speculative_index;
+            panes.non_early_emitted = true;
         }
         let timestamp = match released {
             Some(h) if h <= eow => h,
@@ -68,6 +70,7 @@ pub(super) fn emit_pane(
         ws.values.clear();
         ws.count = 0;
     }
+    ws.set_panes(panes, c.fresh);
 }
 
 impl GroupAlsoByWindow {
@@ -75,7 +78,7 @@ impl GroupAlsoByWindow {
     pub(super) fn maybe_fire(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
         let ctx = self.ctx(&window);
         let fire = match self.keys.get(key).and_then(|w| w.get(&window)) {
-            Some(ws) => !ws.closed && self.machine.should_fire(&ws.trigger, &ctx),
+            Some(ws) => !ws.closed && self.machine.should_fire(ws.trigger(&self.fresh), &ctx),
             None => false,
         };
         if fire {
@@ -89,8 +92,8 @@ impl GroupAlsoByWindow {
     pub(super) fn fire(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
         let ctx = self.ctx(&window);
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
-        self.machine.on_fire(&mut ws.trigger, &ctx);
-        let finished = self.machine.is_finished(&ws.trigger);
+        self.machine.on_fire(&mut ws.panes_mut(&self.fresh).trigger, &ctx);
+        let finished = self.machine.is_finished(ws.trigger(&self.fresh));
         self.emit(key, window, finished, out)?;
         if finished {
             self.close(key, window);
@@ -104,7 +107,9 @@ impl GroupAlsoByWindow {
             self.bytes -= ws.values.len();
             ws.values = Vec::new();
             ws.count = 0;
-            if let Some(t) = ws.pt_timer.take() {
+            let pt = ws.pt_timer();
+            ws.set_pt_timer(None, &self.fresh);
+            if let Some(t) = pt {
                 self.processing_timers.remove(&(t, self.arc_key(key), window));
             }
         }
@@ -120,17 +125,18 @@ impl GroupAlsoByWindow {
     ) -> Result<()> {
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
         self.bytes -= ws.values.len();
-        let hold = ws.hold;
+        let hold = ws.hold();
         let mut ctx = PaneContext {
             strategy: &self.strategy,
             watermarks: self.watermarks,
             epoch: self.epoch,
             changes: &mut self.changes,
+            fresh: &self.fresh,
         };
         emit_pane(&mut ctx, ws, key, window, is_final, out);
         self.bytes += ws.values.len();
         if self.tracked {
-            self.holds.change(hold, ws.hold);
+            self.holds.change(hold, ws.hold());
         }
         Ok(())
     }

@@ -14,7 +14,7 @@ impl GroupAlsoByWindow {
             for (window, state) in windows.iter() {
                 out.push((
                     crate::checkpoint::entry_key(&self.step, key, window)?,
-                    crate::checkpoint::encode(&self.step, state)?,
+                    crate::checkpoint::encode(&self.step, &state.repr(&self.fresh))?,
                 ));
             }
         }
@@ -41,8 +41,9 @@ impl GroupAlsoByWindow {
             }
             let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
             let key: Key = Key::from(&key[..]);
-            let state: WindowState = crate::checkpoint::decode(&self.step, &value)?;
-            let (closed, pt_timer) = (state.closed, state.pt_timer);
+            let repr: OwnedStateRepr = crate::checkpoint::decode(&self.step, &value)?;
+            let state = WindowState::from_repr(repr, &self.fresh);
+            let (closed, pt_timer) = (state.closed, state.pt_timer());
             if self.keys.entry(key.clone()).or_default().insert(window, state) {
                 self.windows += 1;
             }

@@ -19,7 +19,7 @@ impl GroupAlsoByWindow {
             }
             self.processing_timers.remove(&(t, key.clone(), window));
             if let Some(ws) = self.keys.get_mut(&key).and_then(|w| w.get_mut(&window)) {
-                ws.pt_timer = None;
+                ws.set_pt_timer(None, &self.fresh);
             }
             self.maybe_fire(&key, window, out)?;
             self.refresh_pt_timer(&key, window);
@@ -86,15 +86,15 @@ impl GroupAlsoByWindow {
             if ws.closed {
                 return;
             }
-            let pt = self.machine.next_processing_time(&ws.trigger, self.processing_time);
-            if pt != ws.pt_timer {
-                if let Some(t) = ws.pt_timer {
+            let pt = self.machine.next_processing_time(ws.trigger(&self.fresh), self.processing_time);
+            if pt != ws.pt_timer() {
+                if let Some(t) = ws.pt_timer() {
                     self.processing_timers.remove(&(t, k.clone(), window));
                 }
                 if let Some(t) = pt {
                     self.processing_timers.insert((t, k, window));
                 }
-                ws.pt_timer = pt;
+                ws.set_pt_timer(pt, &self.fresh);
             }
         }
     }
@@ -122,14 +122,15 @@ impl GroupAlsoByWindow {
             // The last pane of an expiring window removes the row: not also an update.
             ws.updated_in = self.epoch;
             let ctx = self.ctx(&window);
-            if self.machine.should_fire(&ws.trigger, &ctx) {
-                self.machine.on_fire(&mut ws.trigger, &ctx);
+            if self.machine.should_fire(ws.trigger(&self.fresh), &ctx) {
+                self.machine.on_fire(&mut ws.panes_mut(&self.fresh).trigger, &ctx);
             }
             let mut c = PaneContext {
                 strategy: &self.strategy,
                 watermarks: self.watermarks,
                 epoch: self.epoch,
                 changes: &mut self.changes,
+                fresh: &self.fresh,
             };
             emit_pane(&mut c, &mut ws, key, window, true, out);
         }
