@@ -27,6 +27,13 @@ pub trait WindowFn: Send + Sync + Debug + 'static {
     fn merge_windows(&self, _windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
         Vec::new()
     }
+    /// For merging functions: whether windows merge exactly when they overlap as intervals
+    /// ([`merge_overlapping_interval_windows`], as sessions do). A key's active windows are then
+    /// disjoint, and new windows merge only with the active windows they overlap, so a runner
+    /// need not show [`WindowFn::merge_windows`] the others.
+    fn merges_overlapping_intervals(&self) -> bool {
+        false
+    }
     /// The timestamp an element at `timestamp` contributes to grouped output in `window`
     /// (before the timestamp combiner). Sliding windows move it forward so that later windows
     /// are not held back by earlier ones.
@@ -298,6 +305,9 @@ impl WindowFn for Sessions {
     }
     fn merge_windows(&self, windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
         merge_overlapping_interval_windows(windows)
+    }
+    fn merges_overlapping_intervals(&self) -> bool {
+        true
     }
     fn is_compatible(&self, other: &dyn WindowFn) -> bool {
         other.as_any().is::<Sessions>()

@@ -167,6 +167,33 @@ impl KeyWindows {
     pub(super) fn iter(&self) -> impl Iterator<Item = (&Window, &WindowState)> {
         self.windows.iter().map(|(w, s)| (w, s))
     }
+    /// The windows whose state is not closed and that intersect `[lo, hi)`, in order, for a
+    /// window function whose windows merge exactly when they overlap (sessions), so that the
+    /// active windows are disjoint intervals: walking back from the last window starting before
+    /// `hi`, the first active one that ends by `lo` is the last to look at. A key with years of
+    /// sessions does not list them all each time it gets a new one. Returns false, listing
+    /// nothing, if the key has a window that is not an interval.
+    pub(super) fn active_overlapping(&self, lo: Timestamp, hi: Timestamp, out: &mut Vec<Window>) -> bool {
+        // Windows order by kind first: all are intervals if the first and last are.
+        let interval = |w: Option<&(Window, WindowState)>| w.is_none_or(|(w, _)| matches!(w, Window::Interval(_)));
+        if !interval(self.windows.front()) || !interval(self.windows.back()) {
+            return false;
+        }
+        let upper = self.windows.partition_point(|(w, _)| w.interval().is_some_and(|iv| iv.start < hi));
+        let from = out.len();
+        for (w, s) in self.windows.range(..upper).rev() {
+            let Some(iv) = w.interval() else { continue };
+            if s.closed {
+                continue;
+            }
+            if iv.end <= lo {
+                break;
+            }
+            out.push(*w);
+        }
+        out[from..].reverse();
+        true
+    }
     /// The windows whose state is not closed.
     pub(super) fn active(&self, out: &mut Vec<Window>) {
         if self.closed == 0 {

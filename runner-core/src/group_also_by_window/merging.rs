@@ -96,7 +96,11 @@ impl GroupAlsoByWindow {
         let existing = self.keys.get(key);
         m.active.clear();
         if let Some(ws) = existing {
-            ws.active(&mut m.active);
+            // Sessions: only the active windows the new ones may overlap.
+            let hull = if self.strategy.window_fn.merges_overlapping_intervals() { interval_hull(new) } else { None };
+            if !hull.is_some_and(|(lo, hi)| ws.active_overlapping(lo, hi, &mut m.active)) {
+                ws.active(&mut m.active);
+            }
         }
         let old = m.active.len();
         // New windows without state (fresh) are merged with the active ones.
@@ -263,4 +267,12 @@ impl GroupAlsoByWindow {
             self.processing_timers.insert((t, k, window));
         }
     }
+}
+
+/// The earliest start and latest end of `windows`, if all are intervals.
+fn interval_hull(windows: &[Window]) -> Option<(Timestamp, Timestamp)> {
+    windows.iter().try_fold((Timestamp::MAX, Timestamp::MIN), |(lo, hi), w| {
+        let iv = w.interval()?;
+        Some((lo.min(iv.start), hi.max(iv.end)))
+    })
 }

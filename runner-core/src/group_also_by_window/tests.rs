@@ -378,3 +378,70 @@ fn checkpoints_hold_window_states_in_their_full_layout() {
     again.sort();
     assert_eq!(again, entries);
 }
+
+/// Sessions, but showing `merge_windows` every active window of a key (as any other merging
+/// function is shown them), for comparing with the sessions' own path.
+#[derive(Debug)]
+struct SessionsShownAll(weir_sdk::window_fn::Sessions);
+
+impl weir_sdk::window_fn::WindowFn for SessionsShownAll {
+    fn assign_windows(&self, t: Timestamp, window: &Window, out: &mut Vec<Window>) {
+        self.0.assign_windows(t, window, out)
+    }
+    fn is_merging(&self) -> bool {
+        true
+    }
+    fn is_compatible(&self, other: &dyn weir_sdk::window_fn::WindowFn) -> bool {
+        other.as_any().is::<SessionsShownAll>()
+    }
+    fn merge_windows(&self, windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
+        self.0.merge_windows(windows)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// Sessions merge new windows with only the active windows they may overlap: the same
+    /// panes, timings and drops as merging with every active window, through triggers that
+    /// close windows, firings, late data and expiry.
+    #[test]
+    fn sessions_merged_with_the_windows_they_overlap_fire_as_if_merged_with_all(
+        steps in proptest::collection::vec(
+            (proptest::collection::vec((0i64..3, 0i64..100, 0i64..400), 0..16), 0i64..50),
+            1..10,
+        ),
+        trigger in 0usize..3,
+    ) {
+        use weir_sdk::trigger::Trigger;
+        let gap = std::time::Duration::from_millis(10);
+        let run = |window_fn: Arc<dyn weir_sdk::window_fn::WindowFn>| -> (Fired, DropCounts) {
+            let mut strategy = WindowingStrategy::of(window_fn);
+            strategy.allowed_lateness_ms = 30;
+            strategy.trigger = match trigger {
+                0 => Trigger::Default,
+                // Closes each session at its second element: later ones are dropped.
+                1 => Trigger::AfterCount(2),
+                _ => Trigger::Repeatedly(Box::new(Trigger::AfterCount(3))),
+            };
+            strategy.accumulation_mode = AccumulationMode::Discarding;
+            let mut gaw = GroupAlsoByWindow::new("G", strategy.clone(), Values::Buffer(weir_sdk::runner_api::group_kernel::<i64, i64>()));
+            let (mut out, mut watermark) = (Vec::new(), MIN_TIMESTAMP);
+            for (rows, advance) in &steps {
+                out.push(gaw.process(windowed_input(&strategy, rows), 0).unwrap());
+                watermark = watermark.max(0) + advance;
+                out.push(gaw.advance(watermark, 0).unwrap());
+            }
+            out.push(gaw.advance(MAX_TIMESTAMP, 0).unwrap());
+            (fired_of(out), gaw.dropped())
+        };
+        let sessions = weir_sdk::window_fn::Sessions::with_gap_duration(gap);
+        let (own, own_dropped) = run(Arc::new(sessions));
+        let (all, all_dropped) = run(Arc::new(SessionsShownAll(sessions)));
+        proptest::prop_assert_eq!(own, all);
+        proptest::prop_assert_eq!(own_dropped, all_dropped);
+    }
+}
