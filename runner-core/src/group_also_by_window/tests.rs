@@ -327,37 +327,19 @@ fn a_window_that_has_not_fired_keeps_no_pane_state_of_its_own() {
 
 #[test]
 fn checkpoints_hold_window_states_in_their_full_layout() {
-    // The layout every checkpoint written so far holds: a restored state reads it whole.
-    #[derive(Serialize)]
-    struct Full {
-        values: Vec<u8>,
-        count: usize,
-        added_since_fire: usize,
-        hold: Option<Timestamp>,
-        trigger: TriggerState,
-        pane_index: i64,
-        non_speculative_index: i64,
-        non_early_emitted: bool,
-        closed: bool,
-        pt_timer: Option<Timestamp>,
-    }
+    // The layout every checkpoint written so far holds, field after field (postcard writes a
+    // struct as the tuple of its fields): values, count, added since the last firing, hold,
+    // trigger, pane index, non-speculative index, whether a non-early pane was emitted,
+    // closed, processing-time timer. A restored state reads it whole.
+    type Full = (Vec<u8>, usize, usize, Option<Timestamp>, TriggerState, i64, i64, bool, bool, Option<Timestamp>);
     let mut gaw = engine();
     gaw.process(input(&[(1, 10, 3), (2, 20, 12)]), 0).unwrap();
     gaw.advance(10, 0).unwrap();
     let fresh = gaw.machine.new_state();
     let mut fired = fresh.clone();
     gaw.machine.on_fire(&mut fired, &TriggerContext { input_watermark: 10, processing_time: 0, window_max: 9 });
-    let expected = |values: Vec<u8>, count, added, hold, trigger, pane_index, nsi, non_early| Full {
-        values,
-        count,
-        added_since_fire: added,
-        hold,
-        trigger,
-        pane_index,
-        non_speculative_index: nsi,
-        non_early_emitted: non_early,
-        closed: false,
-        pt_timer: None,
+    let expected = |values: Vec<u8>, count, added, hold, trigger, pane_index, nsi, non_early| -> Full {
+        (values, count, added, hold, trigger, pane_index, nsi, non_early, false, None)
     };
     let twenty = postcard::to_stdvec(&20i64).unwrap();
     let mut entries = gaw.state_entries().unwrap();
