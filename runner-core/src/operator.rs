@@ -190,15 +190,15 @@ impl ParDoOperator {
     fn run(&mut self, input: Option<Batch>, retry: bool, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let ready = self
             .pushback
-            .ready(&self.sides, input, retry)
+            .ready_batches(&self.sides, input, retry)
             .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
         if ready.is_empty() {
             return Ok(self.runner.empty_outputs());
         }
         if self.sides.is_empty() {
-            return self.runner.process_bundle(vec![ready], &NoSideInputs, ctx.metrics);
+            return self.runner.process_bundle(ready, &NoSideInputs, ctx.metrics);
         }
-        self.runner.process_bundle(vec![ready], &self.sides, ctx.metrics)
+        self.runner.process_bundle(ready, &self.sides, ctx.metrics)
     }
 }
 

@@ -160,15 +160,29 @@ impl Pushback {
     }
 
     /// The part of `input` (plus earlier waiting elements when `retry`) whose side windows are
-    /// ready; the rest waits.
+    /// ready, in one batch; the rest waits.
     pub fn ready(&mut self, sides: &SideInputs, input: Option<Batch>, retry: bool) -> Result<Batch, UserError> {
+        let ready = self.ready_batches(sides, input, retry)?;
+        Ok(self.ops.concat(ready))
+    }
+
+    /// [`Pushback::ready`] as the batches it is made of, none empty: what waited for the end of
+    /// a bounded input (every element of a ParDo whose side input is ready only then) is not
+    /// copied into one batch first.
+    pub fn ready_batches(
+        &mut self,
+        sides: &SideInputs,
+        input: Option<Batch>,
+        retry: bool,
+    ) -> Result<Vec<Batch>, UserError> {
         let mut ready: Vec<Batch> = Vec::new();
         if sides.is_empty() {
             ready.extend(input);
             if retry {
                 ready.extend(std::mem::take(&mut self.waiting).into_values().flat_map(|w| w.batches));
             }
-            return Ok(self.ops.concat(ready));
+            ready.retain(|b| !b.is_empty());
+            return Ok(ready);
         }
         if retry {
             let windows: Vec<Window> = self.waiting.keys().copied().collect();
@@ -211,7 +225,8 @@ impl Pushback {
                 }
             }
         }
-        Ok(self.ops.concat(ready))
+        ready.retain(|b| !b.is_empty());
+        Ok(ready)
     }
 
     /// The waiting elements, encoded.
