@@ -23,8 +23,8 @@
 //! beginning of time until they are exhausted, then jump to the end; batch size is bounded by
 //! `--max-batch-size` (records per batch across a source's splits), so memory is bounded by
 //! state, not by input. Every node runs as `--partitions` partitions (by default eight per
-//! thread when there are several), which a pool of `--parallelism` long-lived worker threads
-//! takes up one at a time. A source whose reader knows how many elements it has left
+//! worker thread when there are several), which a pool of `--parallelism` long-lived worker
+//! threads (at most one per core) takes up one at a time. A source whose reader knows how many elements it has left
 //! (GenerateSequence, Create) and that feeds a fused chain is read lazily, as Spark's `getBatch`
 //! is: the batch's counts are planned and logged first, and the chain reads the elements in
 //! cache-sized pieces.

@@ -21,9 +21,10 @@ pub struct MicroBatchOptions {
     #[arg(long = "parallelism", default_value_t = 0, value_parser = weir_sdk::options::count_within(0, 1024))]
     pub parallelism: usize,
     /// Partitions per stage, which the threads take up one at a time within each stage (0:
-    /// one with a parallelism of one, else eight per thread of `--parallelism`, as Spark's
-    /// shuffle partitions outnumber its cores: while one thread runs a partition made heavy by
-    /// hot keys, the others run the rest instead of waiting).
+    /// one with one worker thread, else eight per worker thread, as Spark's shuffle partitions
+    /// outnumber its cores: while one thread runs a partition made heavy by hot keys, the
+    /// others run the rest instead of waiting). The threads counted are those that run:
+    /// `--parallelism`, at most one per core.
     #[arg(long = "partitions", default_value_t = 0, value_parser = weir_sdk::options::count_within(0, 4096))]
     pub partitions: usize,
     /// How often a failed batch is retried from the last committed state before the query
@@ -38,14 +39,21 @@ impl MicroBatchOptions {
         if self.parallelism > 0 {
             self.parallelism
         } else {
-            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            cores()
         }
     }
 
-    /// The number of partitions: `--partitions`, else one for one thread and
-    /// [`PARTITIONS_PER_THREAD`] per thread for more.
+    /// The worker threads that run a batch: [`MicroBatchOptions::threads`], at most one per
+    /// core (more would only take turns on the cores).
+    pub fn running_threads(&self) -> usize {
+        self.threads().min(cores())
+    }
+
+    /// The number of partitions: `--partitions`, else one for one running thread and
+    /// [`PARTITIONS_PER_THREAD`] per running thread for more (so `--parallelism 4` on 2 cores
+    /// runs as `--parallelism 2` does, not with the smaller partitions of 4 threads' worth).
     pub fn partitions(&self) -> usize {
-        match (self.partitions, self.threads()) {
+        match (self.partitions, self.running_threads()) {
             (0, 1) => 1,
             (0, threads) => threads * PARTITIONS_PER_THREAD,
             (partitions, _) => partitions,
@@ -57,4 +65,9 @@ impl MicroBatchOptions {
     pub fn claims_per_call(&self, streaming: &StreamingOptions) -> usize {
         streaming.share_of_batch(self.partitions())
     }
+}
+
+/// The cores this process may run on.
+fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }

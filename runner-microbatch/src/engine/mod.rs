@@ -157,7 +157,7 @@ impl Engine {
         let mb = options.get::<MicroBatchOptions>().into_owned();
         let streaming = options.get::<StreamingOptions>().into_owned();
         let partitions = mb.partitions().max(1);
-        let threads = mb.threads().min(partitions).min(cores());
+        let threads = mb.running_threads().min(partitions);
         let plan = Arc::new(plan);
         let topology = Arc::new(Topology::of(&plan));
         let nodes = plan
@@ -285,11 +285,6 @@ impl Engine {
     pub(crate) fn processing_timer_due(&self) -> bool {
         self.next_processing_timer().is_some_and(|t| t < self.clock.now())
     }
-}
-
-/// The cores this process may run on.
-fn cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 /// Partition `p`'s shares: one per node that is not a source and not a fused chain's follower
