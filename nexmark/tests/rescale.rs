@@ -16,8 +16,16 @@ struct Layouts {
     at: [&'static [&'static str]; 3],
 }
 
-const MICROBATCH: Layouts =
-    Layouts { runner: "microbatch", at: [&["--parallelism", "2"], &["--parallelism", "4"], &["--parallelism", "1"]] };
+/// The partitions are pinned: by default they follow the threads that run, which a machine with
+/// fewer cores than 4 caps.
+const MICROBATCH: Layouts = Layouts {
+    runner: "microbatch",
+    at: [
+        &["--parallelism", "2", "--partitions", "2"],
+        &["--parallelism", "4", "--partitions", "4"],
+        &["--parallelism", "1", "--partitions", "1"],
+    ],
+};
 
 const TIMELY: Layouts = Layouts {
     runner: "timely",
