@@ -12,7 +12,9 @@ pub(super) struct PaneContext<'a> {
     pub(super) fresh: &'a PaneState,
 }
 
-/// Emits a pane of the window whose state is `ws` and releases its hold.
+/// Emits a pane of the window whose state is `ws` and releases its hold. Returns the window's
+/// pane state after the pane, for a window that stays to keep ([`WindowState::set_panes`]); an
+/// expiring one drops it with the window, no allocation made for it.
 pub(super) fn emit_pane(
     c: &mut PaneContext<'_>,
     ws: &mut WindowState,
@@ -20,7 +22,7 @@ pub(super) fn emit_pane(
     window: Window,
     is_final: bool,
     out: &mut Vec<EncodedGroup>,
-) {
+) -> PaneState {
     let (input_wm, output_wm, strategy) = (c.watermarks.input(), c.watermarks.output(), c.strategy);
     if ws.updated_in != c.epoch {
         ws.updated_in = c.epoch;
@@ -70,7 +72,7 @@ pub(super) fn emit_pane(
         ws.values.clear();
         ws.count = 0;
     }
-    ws.set_panes(panes, c.fresh);
+    panes
 }
 
 impl GroupAlsoByWindow {
@@ -133,7 +135,8 @@ impl GroupAlsoByWindow {
             changes: &mut self.changes,
             fresh: &self.fresh,
         };
-        emit_pane(&mut ctx, ws, key, window, is_final, out);
+        let panes = emit_pane(&mut ctx, ws, key, window, is_final, out);
+        ws.set_panes(panes, &self.fresh);
         self.bytes += ws.values.len();
         if self.tracked {
             self.holds.change(hold, ws.hold());

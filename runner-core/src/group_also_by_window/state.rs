@@ -48,6 +48,17 @@ pub(super) struct PaneState {
 }
 
 impl PaneState {
+    /// Whether this is the pane state of a window that has not fired and holds `count` values:
+    /// what a window keeping none of its own stands for.
+    fn is_fresh(&self, count: usize, fresh: &PaneState) -> bool {
+        self.added_since_fire == count
+            && self.pane_index == fresh.pane_index
+            && self.non_speculative_index == fresh.non_speculative_index
+            && self.non_early_emitted == fresh.non_early_emitted
+            && self.pt_timer == fresh.pt_timer
+            && self.trigger == fresh.trigger
+    }
+
     /// The pane state of a window that has not fired: `trigger` is the machine's fresh state.
     pub(super) fn fresh(trigger: TriggerState) -> Self {
         PaneState {
@@ -149,25 +160,20 @@ impl WindowState {
 
     /// Keeps `panes` as the window's pane state, or none if it is a fresh window's.
     pub(super) fn set_panes(&mut self, panes: PaneState, fresh: &PaneState) {
+        if panes.is_fresh(self.count, fresh) {
+            self.panes = None;
+            return;
+        }
         match &mut self.panes {
             Some(p) => **p = panes,
             None => self.panes = Some(Box::new(panes)),
         }
-        self.settle(fresh);
     }
 
     /// Lets go of the window's own pane state where it is the same as a fresh window's.
     pub(super) fn settle(&mut self, fresh: &PaneState) {
-        if let Some(p) = &self.panes {
-            let fresh_like = p.added_since_fire == self.count
-                && p.pane_index == fresh.pane_index
-                && p.non_speculative_index == fresh.non_speculative_index
-                && p.non_early_emitted == fresh.non_early_emitted
-                && p.pt_timer == fresh.pt_timer
-                && p.trigger == fresh.trigger;
-            if fresh_like {
-                self.panes = None;
-            }
+        if self.panes.as_ref().is_some_and(|p| p.is_fresh(self.count, fresh)) {
+            self.panes = None;
         }
     }
 

@@ -121,10 +121,8 @@ impl GroupAlsoByWindow {
         if !ws.closed {
             // The last pane of an expiring window removes the row: not also an update.
             ws.updated_in = self.epoch;
-            let ctx = self.ctx(&window);
-            if self.machine.should_fire(ws.trigger(&self.fresh), &ctx) {
-                self.machine.on_fire(&mut ws.panes_mut(&self.fresh).trigger, &ctx);
-            }
+            // No trigger is asked or told of this pane: the state goes with the window, and a
+            // pane reads none of the trigger's state.
             let mut c = PaneContext {
                 strategy: &self.strategy,
                 watermarks: self.watermarks,
@@ -132,6 +130,7 @@ impl GroupAlsoByWindow {
                 changes: &mut self.changes,
                 fresh: &self.fresh,
             };
+            // The window is gone: its pane state after this last pane is not kept.
             emit_pane(&mut c, &mut ws, key, window, true, out);
         }
     }
