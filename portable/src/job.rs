@@ -91,6 +91,14 @@ struct Log {
     /// The job's own process, while it runs in one.
     process: Option<Arc<Mutex<std::process::Child>>>,
     cancel_requested: bool,
+    /// When the job ended, once it has.
+    ended: Option<std::time::Instant>,
+}
+
+/// What a job was given, kept until it ends: the pipeline and its plan.
+struct Submitted {
+    pipeline: rapi::Pipeline,
+    plan: PortablePlan,
 }
 
 /// A job the server knows.
@@ -99,11 +107,11 @@ pub struct Job {
     pub id: String,
     /// Its name.
     pub name: String,
-    /// The pipeline as submitted.
-    pub pipeline: rapi::Pipeline,
     /// Its options as submitted.
     pub options: prost_types::Struct,
-    plan: PortablePlan,
+    /// The pipeline and its plan, until the job ends: a finished job keeps only its state,
+    /// messages and metrics, so the server's memory does not grow with every job it ran.
+    submitted: Mutex<Option<Arc<Submitted>>>,
     log: Mutex<Log>,
     /// The number of events so far, for the streams waiting on more.
     changed: watch::Sender<usize>,
@@ -129,12 +137,12 @@ impl Job {
         options: prost_types::Struct,
     ) -> Result<Arc<Job>, crate::plan::PlanError> {
         let plan = plan(&pipeline)?;
+        crate::plan::check_environments(&plan)?;
         let job = Arc::new(Job {
             id,
             name,
-            pipeline,
             options,
-            plan,
+            submitted: Mutex::new(Some(Arc::new(Submitted { pipeline, plan }))),
             log: Mutex::new(Log::default()),
             changed: watch::channel(0).0,
             metrics: Arc::default(),
@@ -159,6 +167,20 @@ impl Job {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn submitted(&self) -> Option<Arc<Submitted>> {
+        self.submitted.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The pipeline as submitted, until the job ends.
+    pub fn pipeline(&self) -> Option<rapi::Pipeline> {
+        self.submitted().map(|s| s.pipeline.clone())
+    }
+
+    /// When the job ended, if it has.
+    pub fn ended(&self) -> Option<std::time::Instant> {
+        self.lock().ended
+    }
+
     fn push(&self, mut log: MutexGuard<'_, Log>, event: Event) {
         log.events.push(event);
         let n = log.events.len();
@@ -176,6 +198,9 @@ impl Job {
         if is_terminal(log.state) {
             log.result = None;
             log.server = None;
+            log.ended = Some(std::time::Instant::now());
+            // A run still going holds its own reference until it returns.
+            *self.submitted.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
         self.push(log, Event::State(japi::JobStateEvent { state: state as i32, timestamp: Some(now()) }));
     }
@@ -338,8 +363,9 @@ impl Job {
     }
 
     fn run(&self, config: &RunConfig) -> Result<PipelineState, String> {
+        let submitted = self.submitted().ok_or_else(|| format!("job '{}' has ended before it ran", self.id))?;
         if config.separate_process {
-            return self.run_in_process_group(config);
+            return self.run_in_process_group(config, &submitted.pipeline);
         }
         let say = |m: String| self.message(Importance::JobMessageBasic, m);
         let started = |result: Arc<dyn PipelineResult>, server: Arc<FnServer>| {
@@ -357,7 +383,7 @@ impl Job {
             }
         };
         let run = Run {
-            plan: &self.plan,
+            plan: &submitted.plan,
             options: &self.options,
             job: &self.id,
             name: &self.name,
@@ -372,11 +398,11 @@ impl Job {
     /// the job from the file, starts its own harnesses and runs its part; the first reports
     /// to this one on its standard output, and every one leaves its harness metrics in a file
     /// beside the job's.
-    fn run_in_process_group(&self, config: &RunConfig) -> Result<PipelineState, String> {
+    fn run_in_process_group(&self, config: &RunConfig, pipeline: &rapi::Pipeline) -> Result<PipelineState, String> {
         let dir = tempfile::tempdir().map_err(|e| format!("cannot make a directory for the job: {e}"))?;
         let file = dir.path().join(format!("{}.binpb", self.id));
         let request = japi::PrepareJobRequest {
-            pipeline: Some(self.pipeline.clone()),
+            pipeline: Some(pipeline.clone()),
             pipeline_options: Some(self.options.clone()),
             job_name: self.name.clone(),
         };

@@ -21,23 +21,98 @@ use crate::job::{Event, Job, RunConfig};
 use crate::proto::job_management::v1 as japi;
 use japi::job_service_server::{JobService, JobServiceServer};
 
-/// The job service's state: every job it was given.
+/// How many finished jobs the service remembers by default, as Beam's job service does.
+pub const MAX_FINISHED_JOBS: usize = 10;
+
+/// How many bytes a GetJobs answer may take: gRPC's default message limit (4 MiB) less room for
+/// the frame.
+const GET_JOBS_BYTES: usize = (4 << 20) - (64 << 10);
+
+/// The job service's state: the jobs not yet started or running, and the newest finished ones.
 pub struct Jobs {
     jobs: Mutex<HashMap<String, Arc<Job>>>,
     next: AtomicU64,
     config: Arc<RunConfig>,
+    max_finished: usize,
 }
 
 impl Jobs {
-    /// A service running jobs as `config` says.
+    /// A service running jobs as `config` says, remembering [`MAX_FINISHED_JOBS`] finished ones.
     pub fn new(config: RunConfig) -> Self {
-        Jobs { jobs: Mutex::new(HashMap::new()), next: AtomicU64::new(1), config: Arc::new(config) }
+        Self::remembering(config, MAX_FINISHED_JOBS)
+    }
+
+    /// A service running jobs as `config` says, remembering the `max_finished` newest finished
+    /// jobs (their state, messages and metrics; a job frees its pipeline when it ends).
+    pub fn remembering(config: RunConfig, max_finished: usize) -> Self {
+        Jobs { jobs: Mutex::new(HashMap::new()), next: AtomicU64::new(1), config: Arc::new(config), max_finished }
     }
 
     fn job(&self, id: &str) -> Result<Arc<Job>, Status> {
         let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        jobs.get(id).cloned().ok_or_else(|| Status::not_found(format!("no job '{id}'")))
+        jobs.get(id).cloned().ok_or_else(|| {
+            Status::not_found(format!(
+                "no job '{id}' (the job server remembers the {} newest finished jobs)",
+                self.max_finished
+            ))
+        })
     }
+
+    /// Forgets the finished jobs past the newest `max_finished`.
+    fn forget_old(&self) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut finished: Vec<(std::time::Instant, String)> =
+            jobs.iter().filter_map(|(id, j)| j.ended().map(|at| (at, id.clone()))).collect();
+        if finished.len() <= self.max_finished {
+            return;
+        }
+        finished.sort();
+        let forget = finished.len() - self.max_finished;
+        for (_, id) in finished.into_iter().take(forget) {
+            jobs.remove(&id);
+            tracing::debug!("forgot finished job {id}");
+        }
+    }
+
+    /// The jobs, newest first.
+    fn all(&self) -> Vec<Arc<Job>> {
+        self.forget_old();
+        let mut jobs: Vec<Arc<Job>> = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
+        let number = |j: &Job| j.id.trim_start_matches("job-").parse::<u64>().unwrap_or(0);
+        jobs.sort_by_key(|j| std::cmp::Reverse(number(j)));
+        jobs
+    }
+}
+
+/// The jobs' infos for GetJobs, within gRPC's message limit: a job whose options would pass it
+/// is listed without them (and the log says so).
+fn job_infos(jobs: &[Arc<Job>]) -> Vec<japi::JobInfo> {
+    use prost::Message;
+    let mut infos = Vec::with_capacity(jobs.len());
+    let mut bytes = 0;
+    for j in jobs {
+        let mut info = japi::JobInfo {
+            job_id: j.id.clone(),
+            job_name: j.name.clone(),
+            pipeline_options: Some(j.options.clone()),
+            state: j.state().state,
+        };
+        if bytes + info.encoded_len() + 8 > GET_JOBS_BYTES {
+            tracing::warn!("GetJobs lists job {} without its pipeline options, which pass the message limit", j.id);
+            info.pipeline_options = None;
+        }
+        if bytes + info.encoded_len() + 8 > GET_JOBS_BYTES {
+            tracing::warn!(
+                "GetJobs lists the {} newest jobs of {}: the rest pass the message limit",
+                infos.len(),
+                jobs.len()
+            );
+            break;
+        }
+        bytes += info.encoded_len() + 8;
+        infos.push(info);
+    }
+    infos
 }
 
 type EventStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -79,6 +154,7 @@ impl JobService for Jobs {
         let name = if r.job_name.is_empty() { id.clone() } else { r.job_name };
         let job = Job::prepare(id.clone(), name, pipeline, r.pipeline_options.unwrap_or_default())
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        self.forget_old();
         self.jobs.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), job);
         tracing::info!("prepared {id}");
         Ok(Response::new(japi::PrepareJobResponse {
@@ -96,17 +172,7 @@ impl JobService for Jobs {
     }
 
     async fn get_jobs(&self, _: Request<japi::GetJobsRequest>) -> Result<Response<japi::GetJobsResponse>, Status> {
-        let jobs: Vec<Arc<Job>> = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect();
-        let job_info = jobs
-            .iter()
-            .map(|j| japi::JobInfo {
-                job_id: j.id.clone(),
-                job_name: j.name.clone(),
-                pipeline_options: Some(j.options.clone()),
-                state: j.state().state,
-            })
-            .collect();
-        Ok(Response::new(japi::GetJobsResponse { job_info }))
+        Ok(Response::new(japi::GetJobsResponse { job_info: job_infos(&self.all()) }))
     }
 
     async fn get_state(
@@ -121,7 +187,14 @@ impl JobService for Jobs {
         request: Request<japi::GetJobPipelineRequest>,
     ) -> Result<Response<japi::GetJobPipelineResponse>, Status> {
         let job = self.job(&request.into_inner().job_id)?;
-        Ok(Response::new(japi::GetJobPipelineResponse { pipeline: Some(job.pipeline.clone()) }))
+        let pipeline = job.pipeline().ok_or_else(|| {
+            Status::failed_precondition(format!(
+                "job '{}' has ended ({}), and the job server keeps no pipeline of a finished job",
+                job.id,
+                crate::job::state_name(job.state().state)
+            ))
+        })?;
+        Ok(Response::new(japi::GetJobPipelineResponse { pipeline: Some(pipeline) }))
     }
 
     async fn cancel(

@@ -176,6 +176,19 @@ fn unsupported(t: &rapi::PTransform, why: impl Into<String>) -> PlanError {
     PlanError::Unsupported { transform: t.unique_name.clone(), urn: urn(t).to_string(), why: why.into() }
 }
 
+/// PCollection `pc` as its user knows it: its name and the step that makes it (`'Win.None'
+/// (the output of 'Win/WindowInto(WindowIntoFn)')`), not the proto's id.
+pub fn pc_name(c: &rapi::Components, pc: &str) -> String {
+    let name = c.pcollections.get(pc).map(|p| p.unique_name.as_str()).filter(|n| !n.is_empty()).unwrap_or(pc);
+    // The innermost step that outputs it: a leaf, or else any composite.
+    let makers = c.transforms.values().filter(|t| t.outputs.values().any(|o| o == pc));
+    let maker = makers.min_by_key(|t| (!t.subtransforms.is_empty(), std::cmp::Reverse(t.unique_name.len())));
+    match maker {
+        Some(t) => format!("'{name}' (the output of '{}')", t.unique_name),
+        None => format!("'{name}'"),
+    }
+}
+
 /// The leaf transforms under `ids`, depth first in the pipeline's order: a composite the runner
 /// implements (Reshuffle) counts as a leaf.
 fn leaves<'a>(c: &'a rapi::Components, ids: &'a [String], out: &mut Vec<&'a str>) -> Result<(), PlanError> {
@@ -210,7 +223,7 @@ fn passes_values_unchanged(c: &rapi::Components, t: &rapi::PTransform) -> bool {
 
 /// Whether coders `a` and `b` write values alike: the same coder, or the same URNs, payloads
 /// and components all the way down.
-fn same_coder(c: &rapi::Components, a: &str, b: &str) -> bool {
+pub(crate) fn same_coder(c: &rapi::Components, a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
@@ -241,7 +254,10 @@ fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, PlanError> {
         (!p.on_window_expiration_timer_family_spec.is_empty(), "window expiration callbacks"),
     ];
     if let Some((_, what)) = lacking.iter().find(|(needed, _)| *needed) {
-        return Err(unsupported(t, format!("{what} are not supported by Weir's portable runner yet")));
+        return Err(unsupported(
+            t,
+            format!("{what} are not supported by Weir's portable runner yet: run this step on another runner"),
+        ));
     }
     for (id, spec) in sorted_map(&p.state_specs) {
         let protocol = spec.protocol.as_ref().map_or("", |f| f.urn.as_str());
@@ -294,9 +310,16 @@ fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &str) -> Resu
         .ok_or_else(|| PlanError::Malformed(format!("no windowing strategy '{}'", p.windowing_strategy_id)))?;
     let window_fn = ws.window_fn.as_ref().map_or("", |f| f.urn.as_str());
     if !WINDOW_FNS.contains(&window_fn) {
-        return Err(unsupported(t, format!("the window function {window_fn} of {pc} is known only to the SDK")));
+        return Err(unsupported(
+            t,
+            format!(
+                "PCollection {} is windowed by {window_fn}, a window function known only to the SDK; Weir runs \
+                 GlobalWindows, FixedWindows, SlidingWindows and Sessions: window it into one of those",
+                pc_name(c, pc)
+            ),
+        ));
     }
-    crate::windowing::strategy(ws).map_err(|e| unsupported(t, format!("the windowing of {pc}: {e}")))?;
+    crate::windowing::strategy(ws).map_err(|e| unsupported(t, format!("the windowing of {}: {e}", pc_name(c, pc))))?;
     Ok(p.windowing_strategy_id.clone())
 }
 
@@ -308,10 +331,11 @@ pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, PlanError> {
     Ok(PortablePlan { pipeline: expanded, stages })
 }
 
-/// `pipeline` with each TestStream whose elements are encoded in a coder other than its
-/// output's (Beam Python encodes them with the stream's own coder) writing a PCollection in
+/// `pipeline` with each TestStream output whose elements are encoded in a coder other than the
+/// output's (Beam Python encodes them with the stream's own coder) written as a PCollection in
 /// that coder instead, which the harness turns into the output (the SDK decodes and encodes:
-/// Weir never does), assigning the windows the output has: those of the stream.
+/// Weir never does), assigning the windows the output has: those of the stream. A stream of
+/// several tagged outputs has each of them so.
 fn transcode_test_streams(mut p: rapi::Pipeline) -> Result<rapi::Pipeline, PlanError> {
     let c = p.components.as_mut().ok_or_else(|| PlanError::Malformed("no components".into()))?;
     let mut ids: Vec<String> =
@@ -321,41 +345,52 @@ fn transcode_test_streams(mut p: rapi::Pipeline) -> Result<rapi::Pipeline, PlanE
         let t = c.transforms[&id].clone();
         let payload = rapi::TestStreamPayload::decode(t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]))
             .map_err(|e| unsupported(&t, format!("a TestStream payload that does not decode: {e}")))?;
-        let [(tag, out)] = sorted(&t.outputs)[..] else { continue };
-        if c.pcollections.get(out).is_none_or(|pc| pc.coder_id == payload.coder_id) {
-            continue;
+        let mut encodes = Vec::new();
+        for (tag, out) in sorted(&t.outputs) {
+            if c.pcollections.get(out).is_none_or(|pc| same_coder(c, &pc.coder_id, &payload.coder_id)) {
+                continue;
+            }
+            // The SDK's environment: that of a transform reading the stream, or any.
+            let readers = c.transforms.values().filter(|x| x.inputs.values().any(|i| i == out));
+            let env = readers.chain(c.transforms.values()).map(|x| x.environment_id.clone()).find(|e| !e.is_empty());
+            let Some(env) = env else {
+                return Err(unsupported(
+                    &t,
+                    "elements in a coder other than its output's, and no SDK to re-encode them",
+                ));
+            };
+            let encoded = crate::sdf::pcollection_like(c, out, "_encoded", &payload.coder_id)?;
+            // The payload is the windowing strategy, whose first field is the window function as
+            // a `WindowIntoPayload`'s is (Beam Python reads a strategy, other SDKs the payload).
+            let ws = c.pcollections.get(out).and_then(|pc| c.windowing_strategies.get(&pc.windowing_strategy_id));
+            let assign = ws.cloned().unwrap_or_default();
+            let encode_id = crate::sdf::fresh(&c.transforms, &format!("{id}/Encode/{tag}"));
+            let encode = rapi::PTransform {
+                unique_name: format!("{}/Encode/{tag}", t.unique_name),
+                spec: Some(rapi::FunctionSpec { urn: urns::WINDOW_INTO.into(), payload: assign.encode_to_vec() }),
+                inputs: HashMap::from([("in".to_string(), encoded.clone())]),
+                outputs: HashMap::from([("out".to_string(), out.clone())]),
+                environment_id: env,
+                ..Default::default()
+            };
+            c.transforms.insert(encode_id.clone(), encode);
+            encodes.push((tag.clone(), encoded, encode_id));
         }
-        // The SDK's environment: that of a transform reading the stream, or any.
-        let readers = c.transforms.values().filter(|x| x.inputs.values().any(|i| i == out));
-        let env = readers.chain(c.transforms.values()).map(|x| x.environment_id.clone()).find(|e| !e.is_empty());
-        let Some(env) = env else {
-            return Err(unsupported(&t, "elements in a coder other than its output's, and no SDK to re-encode them"));
-        };
-        let encoded = crate::sdf::pcollection_like(c, out, "_encoded", &payload.coder_id)?;
-        // The payload is the windowing strategy, whose first field is the window function as
-        // a `WindowIntoPayload`'s is (Beam Python reads a strategy, other SDKs the payload).
-        let ws = c.pcollections.get(out).and_then(|pc| c.windowing_strategies.get(&pc.windowing_strategy_id));
-        let assign = ws.cloned().unwrap_or_default();
-        let encode_id = crate::sdf::fresh(&c.transforms, &format!("{id}/Encode"));
-        let encode = rapi::PTransform {
-            unique_name: format!("{}/Encode", t.unique_name),
-            spec: Some(rapi::FunctionSpec { urn: urns::WINDOW_INTO.into(), payload: assign.encode_to_vec() }),
-            inputs: HashMap::from([("in".to_string(), encoded.clone())]),
-            outputs: HashMap::from([("out".to_string(), out.clone())]),
-            environment_id: env,
-            ..Default::default()
-        };
-        let tag = tag.clone();
-        c.transforms.insert(encode_id.clone(), encode);
-        if let Some(x) = c.transforms.get_mut(&id) {
-            x.outputs.insert(tag, encoded);
+        if encodes.is_empty() {
+            continue;
         }
         let list = match c.transforms.values_mut().find(|x| x.subtransforms.contains(&id)) {
             Some(parent) => &mut parent.subtransforms,
             None => &mut p.root_transform_ids,
         };
-        if let Some(at) = list.iter().position(|x| x == &id) {
-            list.insert(at + 1, encode_id);
+        let at = list.iter().position(|x| x == &id).map_or(list.len(), |at| at + 1);
+        for (k, (_, _, encode_id)) in encodes.iter().enumerate() {
+            list.insert(at + k, encode_id.clone());
+        }
+        if let Some(x) = c.transforms.get_mut(&id) {
+            for (tag, encoded, _) in encodes {
+                x.outputs.insert(tag, encoded);
+            }
         }
     }
     Ok(p)
@@ -401,6 +436,28 @@ fn stages_of(pipeline: &rapi::Pipeline) -> Result<Vec<Stage>, PlanError> {
     Ok(planned)
 }
 
+/// Checks that Weir can start every environment a stage of `plan` runs in (LOOPBACK, EXTERNAL
+/// or PROCESS): a job server refuses any other at Prepare, naming a transform that needs it,
+/// rather than when the job runs.
+pub fn check_environments(plan: &PortablePlan) -> Result<(), PlanError> {
+    let c = plan.pipeline.components.as_ref().ok_or_else(|| PlanError::Malformed("no components".into()))?;
+    for stage in &plan.stages {
+        let StageKind::Sdk { environment } = &stage.kind else { continue };
+        let t = stage.transforms.first().and_then(|t| c.transforms.get(t));
+        let Some(t) = t else { return Err(PlanError::Malformed(format!("a stage without transforms: {stage:?}"))) };
+        let env = c.environments.get(environment).ok_or_else(|| {
+            PlanError::Malformed(format!(
+                "transform '{}' runs in environment '{environment}', which the pipeline lacks",
+                t.unique_name
+            ))
+        })?;
+        if let Err(why) = crate::harness::Launch::of(env, "python3") {
+            return Err(unsupported(t, format!("it runs in environment '{environment}': {why}")));
+        }
+    }
+    Ok(())
+}
+
 /// A map's entries by key: a plan is the same in every process that makes it (a cluster's
 /// processes each plan the job, and must agree), whatever order the map keeps.
 fn sorted(m: &HashMap<String, String>) -> Vec<(&String, &String)> {
@@ -409,9 +466,15 @@ fn sorted(m: &HashMap<String, String>) -> Vec<(&String, &String)> {
     v
 }
 
-/// Per PCollection, the leaf that produces it.
+/// Per PCollection, the leaf that produces it. A leaf whose output is its own input (the no-op
+/// Beam's `Create` ends in, in streaming) produces nothing: the PCollection is its producer's.
 fn producers<'a>(all: &[Leaf<'a>]) -> HashMap<&'a str, usize> {
-    all.iter().enumerate().flat_map(|(i, l)| l.t.outputs.values().map(move |pc| (pc.as_str(), i))).collect()
+    all.iter()
+        .enumerate()
+        .flat_map(|(i, l)| {
+            l.t.outputs.values().filter(|pc| !l.main.contains(&pc.as_str())).map(move |pc| (pc.as_str(), i))
+        })
+        .collect()
 }
 
 /// The leaves in an order where each comes after the producers of what it reads.
@@ -495,10 +558,13 @@ impl<'a> Fusion<'a> {
             }
             urns::FLATTEN => StageKind::Flatten,
             urns::TEST_STREAM if test_stream_endpoint(l.t) => {
-                return Err(unsupported(l.t, "a TestStream whose events come from a TestStream service"))
+                return Err(unsupported(
+                    l.t,
+                    "a TestStream whose events come from a TestStream service: give the TestStream its events \
+                     in the pipeline",
+                ))
             }
-            urns::TEST_STREAM if l.t.outputs.len() == 1 => StageKind::TestStream,
-            urns::TEST_STREAM => return Err(unsupported(l.t, "a TestStream of several tagged outputs")),
+            urns::TEST_STREAM => StageKind::TestStream,
             urns::RESHUFFLE | urns::REDISTRIBUTE_ARBITRARILY | urns::REDISTRIBUTE_BY_KEY => StageKind::Reshuffle,
             u if SDK_URNS.contains(&u) && !l.t.environment_id.is_empty() => {
                 if is_stateful(l.t) {
@@ -527,12 +593,26 @@ impl<'a> Fusion<'a> {
         let merging = self.c.windowing_strategies.get(&ws).and_then(|w| w.window_fn.as_ref()).map(|f| f.urn.as_str())
             == Some("beam:window_fn:session_windows:v1");
         if merging {
-            return Err(unsupported(l.t, format!("state and timers in merging windows (the windows of {input})")));
+            return Err(unsupported(
+                l.t,
+                format!(
+                    "state and timers in merging windows (those of PCollection {}): window its input into \
+                     windows that do not merge, or keep the state in a GroupByKey's output instead",
+                    pc_name(self.c, input)
+                ),
+            ));
         }
         let coder = self.coder_of(input);
         let urn = self.c.coders.get(coder).and_then(|c| c.spec.as_ref()).map_or("", |s| s.urn.as_str());
         if urn != "beam:coder:kv:v1" {
-            return Err(unsupported(l.t, format!("a stateful ParDo's input {input} has coder {urn}, not a KV")));
+            return Err(unsupported(
+                l.t,
+                format!(
+                    "a stateful ParDo's input, PCollection {}, has coder {urn}, not a KV: state is kept per key, \
+                     so key the input first (a (key, value) pair)",
+                    pc_name(self.c, input)
+                ),
+            ));
         }
         Ok(())
     }
@@ -611,7 +691,22 @@ impl<'a> Fusion<'a> {
         // Its side inputs must be complete before the stage runs: not from the stage, nor from
         // anything that reads it.
         let sides_ok = l.sides.iter().all(|(_, pc)| self.producer_stage(pc, i).is_none_or(|p| !self.depends_on(p, s)));
-        same_env && sides_ok
+        // Weir reads a bundle's side inputs for the windows of the stage's input: a transform
+        // with side inputs joins a stage only where its elements are still in those windows
+        // (not after a WindowInto in the stage).
+        let windows_ok = l.sides.is_empty() || {
+            let first = self.stages[s].transforms.first().and_then(|t| self.all.iter().find(|x| x.id == t.as_str()));
+            let stage_input = first.and_then(|f| f.main.first().copied());
+            let input_fn = stage_input.and_then(|pc| self.window_fn_of(pc));
+            l.main.first().and_then(|pc| self.window_fn_of(pc)) == input_fn
+        };
+        same_env && sides_ok && windows_ok
+    }
+
+    /// The window function of PCollection `pc`'s windowing.
+    fn window_fn_of(&self, pc: &str) -> Option<&rapi::FunctionSpec> {
+        let ws = self.c.pcollections.get(pc).map(|p| p.windowing_strategy_id.as_str())?;
+        self.c.windowing_strategies.get(ws).and_then(|w| w.window_fn.as_ref())
     }
 
     fn coder_of(&self, pc: &str) -> &str {
@@ -658,9 +753,12 @@ impl<'a> Fusion<'a> {
                 Err(unsupported(
                     t,
                     format!(
-                        "its input {pc} has coder {} and its output {as_pc} coder {}, and Weir cannot re-encode \
-                         values it did not get from an SDK harness",
+                        "its input, PCollection {}, has coder {} and its output {} coder {}, and Weir cannot \
+                         re-encode values it did not get from an SDK harness: give the inputs one coder (a Map \
+                         with an output type hint before the Flatten)",
+                        pc_name(self.c, pc),
                         self.coder_of(pc),
+                        pc_name(self.c, as_pc),
                         self.coder_of(as_pc)
                     ),
                 ))

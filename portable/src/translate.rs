@@ -107,7 +107,8 @@ impl Translator<'_> {
 
     /// The Weir windowing strategy of PCollection `pc`.
     fn strategy(&self, pc: &str) -> Result<weir_sdk::window_fn::WindowingStrategy, TranslateError> {
-        windowing::strategy(self.strategy_proto(pc)?).map_err(|e| err(format!("PCollection '{pc}': {e}")))
+        windowing::strategy(self.strategy_proto(pc)?)
+            .map_err(|e| err(format!("PCollection {}: {e}", crate::plan::pc_name(self.c, pc))))
     }
 
     /// The window coder of PCollection `pc`.
@@ -116,7 +117,10 @@ impl Translator<'_> {
         match self.c.coders.get(id).and_then(|c| c.spec.as_ref()).map(|s| s.urn.as_str()) {
             Some("beam:coder:global_window:v1") => Ok(WindowCoderKind::Global),
             Some("beam:coder:interval_window:v1") => Ok(WindowCoderKind::Interval),
-            other => Err(err(format!("PCollection '{pc}' has windows Weir cannot encode (coder {other:?})"))),
+            other => Err(err(format!(
+                "PCollection {} has windows Weir cannot encode (coder {other:?})",
+                crate::plan::pc_name(self.c, pc)
+            ))),
         }
     }
 
@@ -136,7 +140,8 @@ impl Translator<'_> {
             .pcs
             .get(&(pc.to_string(), as_pc.to_string()))
             .or_else(|| self.pcs.get(&(pc.to_string(), pc.to_string())));
-        made.cloned().ok_or_else(|| err(format!("PCollection '{pc}' is read before it is made")))
+        made.cloned()
+            .ok_or_else(|| err(format!("PCollection {} is read before it is made", crate::plan::pc_name(self.c, pc))))
     }
 
     fn name(&self, stage: &Stage) -> String {
@@ -163,7 +168,7 @@ impl Translator<'_> {
                 vec![self.flatten(stage, out, &name)?]
             }
             StageKind::Reshuffle => vec![self.one_input(stage)?.apply(&name, Reshuffle::via_random_key())],
-            StageKind::TestStream => vec![self.test_stream(stage, &name)?],
+            StageKind::TestStream => self.test_stream(stage, &name)?,
             StageKind::GroupByKey { .. } => vec![self.group_by_key(stage, &name)?],
             StageKind::Sdk { environment } => {
                 for (key, weir) in self.sdk(i, stage, &name, environment)? {
@@ -184,7 +189,9 @@ impl Translator<'_> {
     /// Flatten `stage`'s inputs, each in the coder of `as_pc`.
     fn flatten(&self, stage: &Stage, as_pc: &str, name: &str) -> Result<Bytes, TranslateError> {
         let inputs = stage.inputs.iter().map(|pc| self.input_as(pc, as_pc)).collect::<Result<Vec<_>, _>>()?;
-        Ok(PCollectionList::of(self.p, inputs).apply(name, Flatten::pcollections()))
+        // Beam lets a Flatten's inputs differ in windowing (Python warns): each element keeps
+        // its window, and the output is in the windowing the proto gives it.
+        Ok(PCollectionList::of(self.p, inputs).apply(name, Flatten::into_windowing(self.strategy(as_pc)?)))
     }
 
     fn one_input(&self, stage: &Stage) -> Result<PCollection<Vec<u8>>, TranslateError> {
@@ -194,44 +201,84 @@ impl Translator<'_> {
         }
     }
 
-    /// A TestStream's events played by Weir's TestStream, its elements in the form Weir carries
-    /// them.
-    fn test_stream(&self, stage: &Stage, name: &str) -> Result<PCollection<Vec<u8>>, TranslateError> {
+    /// A TestStream's events played by Weir's TestStreams, one per output (tag), its elements
+    /// in the form Weir carries them; the outputs in the order of `stage.outputs`.
+    ///
+    /// Beam's TestStream keeps a watermark per tag. Each tag's stream here has one event for
+    /// every event of the proto's, its own or a no-op (its watermark again), so all of them
+    /// play in step: the runner plays one event of each per step. The test clock moves in the
+    /// first only.
+    fn test_stream(&self, stage: &Stage, name: &str) -> Result<Vec<Bytes>, TranslateError> {
         use rapi::test_stream_payload::event::Event;
         let id = stage.transforms.first().ok_or_else(|| err(format!("TestStream '{name}' has no transform")))?;
         let t = self.c.transforms.get(id).ok_or_else(|| err(format!("no transform '{id}'")))?;
         let payload = t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]);
         let p = rapi::TestStreamPayload::decode(payload).map_err(|e| err(format!("TestStream '{name}': {e}")))?;
-        let out = stage.outputs.first().ok_or_else(|| err(format!("TestStream '{name}' has no output")))?;
-        let coder = &self.pcollection(out)?.coder_id;
-        if &p.coder_id != coder {
-            return Err(err(format!(
-                "TestStream '{name}' encodes its elements with coder '{}', and its output {out} has coder '{coder}'",
-                p.coder_id
-            )));
+        let mut tags = Vec::with_capacity(stage.outputs.len());
+        for out in &stage.outputs {
+            let tag = t.outputs.iter().find(|(_, pc)| *pc == out).map(|(tag, _)| tag.clone());
+            let tag = tag.ok_or_else(|| err(format!("TestStream '{name}' does not make {out}")))?;
+            let coder = &self.pcollection(out)?.coder_id;
+            if !crate::plan::same_coder(self.c, &p.coder_id, coder) {
+                return Err(err(format!(
+                    "TestStream '{name}' encodes its elements with coder '{}', and its output '{tag}' ({out}) has \
+                     coder '{coder}'",
+                    p.coder_id
+                )));
+            }
+            tags.push(tag);
         }
-        let mut stream = TestStream::<Vec<u8>>::create();
+        // Which output an event is for: its tag's, or the one output there is.
+        let output_of = |tag: &str| -> Result<usize, TranslateError> {
+            match tags.iter().position(|t| t == tag) {
+                Some(i) => Ok(i),
+                None if tags.len() == 1 => Ok(0),
+                None => Err(err(format!(
+                    "TestStream '{name}' has an event for tag '{tag}', which is none of its outputs {tags:?}"
+                ))),
+            }
+        };
+        let mut streams: Vec<TestStream<Vec<u8>>> = tags.iter().map(|_| TestStream::create()).collect();
+        let mut watermarks = vec![weir_sdk::time::MIN_TIMESTAMP; tags.len()];
         for e in p.events.iter().filter_map(|e| e.event.as_ref()) {
-            stream = match e {
+            let (target, mut event) = match e {
                 Event::ElementEvent(add) => {
+                    let coder = &self.pcollection(&stage.outputs[output_of(&add.tag)?])?.coder_id;
                     let mut values = Vec::with_capacity(add.elements.len());
                     for el in &add.elements {
                         let bytes = carried_from_outer(&self.c.coders, coder, &el.encoded_element)
                             .map_err(|e| err(format!("TestStream '{name}': {e}")))?;
                         values.push(TimestampedValue::new(bytes, el.timestamp));
                     }
-                    stream.add_elements(values)
+                    (Some(output_of(&add.tag)?), Played::Elements(values))
                 }
-                Event::WatermarkEvent(w) if w.new_watermark >= MAX_TIMESTAMP => stream.advance_watermark_to_infinity(),
-                Event::WatermarkEvent(w) => stream.advance_watermark_to(w.new_watermark),
+                Event::WatermarkEvent(w) => {
+                    let i = output_of(&w.tag)?;
+                    watermarks[i] = watermarks[i].max(w.new_watermark.min(MAX_TIMESTAMP));
+                    (Some(i), Played::Watermark(watermarks[i]))
+                }
                 Event::ProcessingTimeEvent(d) => {
-                    stream.advance_processing_time(Duration::from_millis(d.advance_duration.max(0) as u64))
+                    (None, Played::Clock(Duration::from_millis(d.advance_duration.max(0) as u64)))
                 }
             };
+            for (i, stream) in streams.iter_mut().enumerate() {
+                let mine = target == Some(i) || (target.is_none() && i == 0);
+                let played = if mine {
+                    std::mem::replace(&mut event, Played::Watermark(watermarks[i]))
+                } else {
+                    Played::Watermark(watermarks[i])
+                };
+                *stream = played.onto(std::mem::replace(stream, TestStream::create()));
+            }
         }
-        let played = self.p.apply(name, stream);
-        played.set_windowing_strategy_internal(self.strategy(out)?);
-        Ok(played)
+        let mut outputs = Vec::with_capacity(tags.len());
+        for ((stream, tag), out) in streams.into_iter().zip(&tags).zip(&stage.outputs) {
+            let step = if tags.len() == 1 { name.to_string() } else { format!("{name}/{tag}") };
+            let played = self.p.apply(&step, stream);
+            played.set_windowing_strategy_internal(self.strategy(out)?);
+            outputs.push(played);
+        }
+        Ok(outputs)
     }
 
     fn group_by_key(&self, stage: &Stage, name: &str) -> Result<PCollection<Vec<u8>>, TranslateError> {
@@ -446,4 +493,25 @@ fn join_group(kv: KV<Vec<u8>, Vec<Vec<u8>>>) -> Vec<u8> {
         out.extend_from_slice(v);
     }
     out
+}
+
+/// One event of a TestStream as one tag's Weir TestStream plays it.
+enum Played {
+    /// Elements of this tag.
+    Elements(Vec<TimestampedValue<Vec<u8>>>),
+    /// The tag's watermark (again, for another tag's event).
+    Watermark(weir_sdk::time::Timestamp),
+    /// A move of the test clock.
+    Clock(Duration),
+}
+
+impl Played {
+    fn onto(self, stream: TestStream<Vec<u8>>) -> TestStream<Vec<u8>> {
+        match self {
+            Played::Elements(values) => stream.add_elements(values),
+            Played::Watermark(w) if w >= MAX_TIMESTAMP => stream.advance_watermark_to_infinity(),
+            Played::Watermark(w) => stream.advance_watermark_to(w),
+            Played::Clock(d) => stream.advance_processing_time(d),
+        }
+    }
 }

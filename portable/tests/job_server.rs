@@ -373,3 +373,58 @@ print("DONE")
     assert!(ok && out.contains("DONE"), "{out}\n{}", &err[err.len().saturating_sub(5000)..]);
     assert!(err.contains("running on Weir's direct runner"), "{}", &err[err.len().saturating_sub(5000)..]);
 }
+
+/// The server remembers only its newest finished jobs (`--max-finished-jobs`), frees a
+/// finished job's pipeline, and lists the rest in GetJobs; a job not yet run stays.
+#[test]
+fn the_server_forgets_old_finished_jobs_and_their_pipelines() {
+    use japi::job_service_client::JobServiceClient;
+    use prost::Message;
+    use weir_portable::proto::job_management::v1 as japi;
+    use weir_portable::proto::pipeline::v1 as rapi;
+    let Some(mut pipeline) = common::submitted(r#"p | beam.Create([1]) | beam.Map(str)"#) else { return };
+    // As Beam's client submits it: LOOPBACK is an EXTERNAL environment (no job here runs).
+    for env in pipeline.components.as_mut().unwrap().environments.values_mut() {
+        env.urn = "beam:env:external:v1".into();
+        let endpoint = rapi::ApiServiceDescriptor { url: "localhost:1".into(), authentication: None };
+        env.payload = rapi::ExternalPayload { endpoint: Some(endpoint), params: Default::default() }.encode_to_vec();
+    }
+    let server = common::JobServer::start(&["--max-finished-jobs", "2"]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut client = JobServiceClient::connect(format!("http://{}", server.endpoint)).await.unwrap();
+        let mut ids = Vec::new();
+        for k in 0..5 {
+            let request = japi::PrepareJobRequest {
+                pipeline: Some(pipeline.clone()),
+                job_name: format!("j{k}"),
+                ..Default::default()
+            };
+            let id = client.prepare(request).await.unwrap().into_inner().preparation_id;
+            // All but the last end (a prepared job cancelled before it runs is CANCELLED).
+            if k < 4 {
+                let state = client.cancel(japi::CancelJobRequest { job_id: id.clone() }).await.unwrap();
+                assert_eq!(state.into_inner().state, japi::job_state::Enum::Cancelled as i32);
+            }
+            ids.push(id);
+        }
+        // Preparing the last forgot the oldest finished beyond two.
+        let listed: Vec<String> = client
+            .get_jobs(japi::GetJobsRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .job_info
+            .into_iter()
+            .map(|j| j.job_id)
+            .collect();
+        assert_eq!(listed, [ids[4].clone(), ids[3].clone(), ids[2].clone()]);
+        let gone = client.get_state(japi::GetJobStateRequest { job_id: ids[0].clone() }).await.unwrap_err();
+        assert_eq!(gone.code(), tonic::Code::NotFound, "{gone}");
+        // A finished job's pipeline is freed; the one not run keeps its own.
+        let freed = client.get_pipeline(japi::GetJobPipelineRequest { job_id: ids[3].clone() }).await.unwrap_err();
+        assert_eq!(freed.code(), tonic::Code::FailedPrecondition, "{freed}");
+        let kept = client.get_pipeline(japi::GetJobPipelineRequest { job_id: ids[4].clone() }).await.unwrap();
+        assert_eq!(kept.into_inner().pipeline, Some(pipeline.clone()));
+    });
+}

@@ -142,3 +142,64 @@ fn every_data_port_speaks_a_wire_form_weir_can_delimit() {
     }
     assert!(ports >= 4, "{ports}");
 }
+
+/// A Docker environment (which cannot start here) is refused when the pipeline is planned, at
+/// Prepare, naming the environment and what to use instead, not when the job runs.
+#[test]
+fn a_docker_environment_is_refused_at_prepare() {
+    let Some(mut p) = common::submitted(r#"p | beam.Create([1]) | "Double" >> beam.Map(lambda x: 2 * x)"#) else {
+        return;
+    };
+    for env in p.components.as_mut().unwrap().environments.values_mut() {
+        env.urn = "beam:env:docker:v1".into();
+        env.payload = Vec::new();
+    }
+    let planned = plan(&p).expect("planned");
+    let err =
+        weir_portable::plan::check_environments(&planned).expect_err("a Docker environment is refused").to_string();
+    assert!(err.contains("beam:env:docker:v1") && err.contains("LOOPBACK, EXTERNAL or PROCESS"), "{err}");
+}
+
+/// Refusals name the user's steps and PCollections, not the proto's ids, and say what to do.
+#[test]
+fn a_refusal_names_the_user_s_step_and_the_way_out() {
+    let Some(p) = common::submitted(
+        r#"
+from apache_beam.transforms import window
+class Odd(window.NonMergingWindowFn):
+    def assign(self, c):
+        return [window.IntervalWindow(0, 10)]
+    def get_window_coder(self):
+        return beam.coders.coders.IntervalWindowCoder()
+(p | beam.Create([("a", 1)]) | "MyWindows" >> beam.WindowInto(Odd()) | "Group" >> beam.GroupByKey())
+"#,
+    ) else {
+        return;
+    };
+    let err = plan(&p).expect_err("a custom window function is refused").to_string();
+    assert!(!err.contains("ref_PCollection"), "{err}");
+    assert!(err.contains("the output of 'MyWindows"), "{err}");
+    assert!(err.contains("window it into one of those"), "{err}");
+}
+
+/// A Flatten of differently windowed inputs is planned (Beam Python warns, and keeps each
+/// element's window), and so is a TestStream of several tagged outputs.
+#[test]
+fn flattens_of_several_windowings_and_test_streams_of_several_outputs_are_planned() {
+    let Some(p) = common::submitted(
+        r#"
+from apache_beam.transforms import window
+from apache_beam.testing.test_stream import TestStream
+s = p | TestStream().add_elements([1], tag="a").add_elements([2], tag="b").advance_watermark_to_infinity(tag="a").advance_watermark_to_infinity(tag="b")
+fixed = s["a"] | "F" >> beam.WindowInto(window.FixedWindows(10))
+sessions = s["b"] | "S" >> beam.WindowInto(window.Sessions(10))
+(fixed, sessions) | beam.Flatten() | beam.Map(str)
+"#,
+    ) else {
+        return;
+    };
+    let plan = plan(&p).expect("planned");
+    let streams: Vec<_> = plan.stages.iter().filter(|s| s.kind == StageKind::TestStream).collect();
+    assert_eq!(streams.len(), 1);
+    assert_eq!(streams[0].outputs.len(), 2, "{:?}", streams[0]);
+}

@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! weir-job-server --job-port 8099 [--job-host 127.0.0.1] [--sdk-workers N] [--python PATH] \
-//!     [--runner microbatch|timely|direct] [Weir's pipeline flags...]
+//!     [--max-finished-jobs N] [--runner microbatch|timely|direct] [Weir's pipeline flags...]
 //! python pipeline.py --runner=PortableRunner --job_endpoint=localhost:8099 --environment_type=LOOPBACK
 //! ```
 //!
@@ -18,7 +18,7 @@ use weir_portable::job::RunConfig;
 use weir_portable::job_service::{bind, serve, Jobs};
 
 const USAGE: &str = "usage: weir-job-server [--job-port PORT] [--job-host HOST] [--sdk-workers N] [--python PATH] \
-[Weir pipeline flags, e.g. --runner microbatch --parallelism 2]\n       weir-job-server --drain JOB_ID [--job-port PORT] \
+[--max-finished-jobs N] [Weir pipeline flags, e.g. --runner microbatch --parallelism 2]\n       weir-job-server --drain JOB_ID [--job-port PORT] \
 [--job-host HOST]";
 
 struct Args {
@@ -28,6 +28,8 @@ struct Args {
     run_job: Option<std::path::PathBuf>,
     /// `--drain JOB_ID`: drain that job of the server at `address`.
     drain: Option<String>,
+    /// `--max-finished-jobs N`: how many finished jobs the server remembers.
+    max_finished: usize,
 }
 
 fn value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String, String> {
@@ -39,6 +41,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut config = RunConfig::default();
     let mut run_job = None;
     let mut drain = None;
+    let mut max_finished = weir_portable::job_service::MAX_FINISHED_JOBS;
     let mut args = raw.peekable();
     while let Some(a) = args.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -56,6 +59,9 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
                 }
             }
             "--python" => config.python = take("--python")?,
+            "--max-finished-jobs" => {
+                max_finished = take("--max-finished-jobs")?.parse().map_err(|e| format!("--max-finished-jobs: {e}"))?
+            }
             "--run-job" => run_job = Some(take("--run-job")?.into()),
             "--drain" => drain = Some(take("--drain")?),
             "-h" | "--help" => return Err(USAGE.into()),
@@ -65,7 +71,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     // Weir's flags are checked now, not at the first job.
     weir_sdk::PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
     config.separate_process = weir_portable::job::several_processes(&config.weir_args);
-    Ok(Args { address: SocketAddr::new(host, port), config, run_job, drain })
+    Ok(Args { address: SocketAddr::new(host, port), config, run_job, drain, max_finished })
 }
 
 fn main() {
@@ -104,7 +110,7 @@ fn main() {
         let bound = listener.local_addr().map_err(|e| e.to_string())?;
         // The address on standard output, for whoever started the server on port 0.
         println!("weir-job-server: the job service listens on {bound}");
-        serve(listener, Jobs::new(args.config)).await
+        serve(listener, Jobs::remembering(args.config, args.max_finished)).await
     });
     if let Err(e) = outcome {
         eprintln!("weir-job-server: {e}");

@@ -59,8 +59,24 @@ def run(argv=None):
             | "SumPerWindow" >> beam.CombinePerKey(sum)
             | "WithWindow" >> beam.ParDo(_WithWindow())
             | "Rewindow" >> beam.WindowInto(window.GlobalWindows()))
+        # Flatten of differently windowed counts (Beam Python warns, and each element keeps
+        # its window), then each with its window.
+        stamped = (
+            p
+            | "More" >> beam.Create([(i, i * 11 % 50) for i in range(30)])
+            | "StampMore" >> beam.Map(lambda e: window.TimestampedValue(("m%d" % (e[0] % 2), 1), e[1])))
+        fixed = stamped | "Fixed" >> beam.WindowInto(window.FixedWindows(20)) | "CountFixed" >> beam.CombinePerKey(sum)
+        sliding = (stamped | "Sliding" >> beam.WindowInto(window.SlidingWindows(20, 10))
+                   | "CountSliding" >> beam.CombinePerKey(sum))
+        sessions = (stamped | "Sessions" >> beam.WindowInto(window.Sessions(3))
+                    | "CountSessions" >> beam.CombinePerKey(sum))
+        mixed = (
+            (fixed, sliding, sessions)
+            | "Mixed" >> beam.Flatten()
+            | "MixedWithWindow" >> beam.ParDo(_WithWindow())
+            | "MixedRewindow" >> beam.WindowInto(window.GlobalWindows()))
         # Flatten, of inputs with different coders (and one windowing, as Beam requires).
-        everything = (grouped, counts, tagged, windowed) | "All" >> beam.Flatten()
+        everything = (grouped, counts, tagged, windowed, mixed) | "All" >> beam.Flatten()
         (everything
          | "Json" >> beam.Map(lambda r: json.dumps(r, sort_keys=True))
          | "Write" >> beam.io.WriteToText(known.output))
