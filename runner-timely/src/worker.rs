@@ -321,6 +321,7 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
         .filter_map(|c| ledger.nodes.iter().find(|n| n.borrow().index() == c).cloned())
         .collect();
     let leader = me == process.first;
+    let synchronous = process.plan.has_test_stream();
     let start = process.start_epoch();
     let mut epoch = start;
     for (_, h) in inputs.iter_mut() {
@@ -376,7 +377,11 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
             h.advance_to(epoch);
         }
         // At most IN_FLIGHT epochs are unfinished: the next one is read while the last runs.
-        let wait_for = epoch.saturating_sub(IN_FLIGHT - 1);
+        // A TestStream is synchronous, as in Beam: its next event is played only once
+        // everything its last one caused has run on every worker (a window a watermark closed
+        // fired, and what waited on it released), so one epoch runs at a time.
+        let in_flight = if synchronous { 1 } else { IN_FLIGHT };
+        let wait_for = epoch.saturating_sub(in_flight - 1);
         let last = epoch - 1;
         step_until(worker, process, || {
             !probe.less_than(&wait_for) && readers.iter().all(|n| n.borrow().last_epoch().is_some_and(|e| e >= last))

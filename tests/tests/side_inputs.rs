@@ -222,6 +222,57 @@ mod wait_on {
         }
     }
 
+    /// Values the Verify step saw, by run token.
+    static VERIFIED: Mutex<Option<HashSet<(u64, i64)>>> = Mutex::new(None);
+
+    /// Two DoFns of Beam's WaitTest.testWindowExpiration (for run `.0`): the signal records
+    /// each value processed; a marker (`(second, -1)`, after the watermark moved to that second) outputs the two values of the window
+    /// before it that were verified by then.
+    #[derive(Clone)]
+    enum Expiration {
+        Signal(u64),
+        Marker(u64),
+    }
+
+    impl DoFn for Expiration {
+        type In = (i64, i64);
+        type Out = i64;
+        fn process(&mut self, e: (i64, i64), ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+            match *self {
+                Expiration::Signal(run) => {
+                    SEEN.lock().unwrap().get_or_insert_with(HashSet::new).insert((run, e.1));
+                    ctx.output(e.1);
+                }
+                Expiration::Marker(run) if e.0 >= 0 => {
+                    let verified = VERIFIED.lock().unwrap().clone().unwrap_or_default();
+                    for v in [e.0 - 1, e.0 - 2] {
+                        if verified.contains(&(run, v)) {
+                            ctx.output(v);
+                        }
+                    }
+                }
+                Expiration::Marker(_) => {}
+            }
+            Ok(())
+        }
+    }
+
+    /// Passes on, and records as verified, each value the signal processed (of run `.0`).
+    #[derive(Clone)]
+    struct Verify(u64);
+
+    impl DoFn for Verify {
+        type In = i64;
+        type Out = i64;
+        fn process(&mut self, e: i64, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+            if SEEN.lock().unwrap().as_ref().is_some_and(|s| s.contains(&(self.0, e))) {
+                VERIFIED.lock().unwrap().get_or_insert_with(HashSet::new).insert((self.0, e));
+                ctx.output(e);
+            }
+            Ok(())
+        }
+    }
+
     /// Fails unless every signal element of the element's window (known in advance, by the
     /// window's start) was seen already.
     #[derive(Clone)]
@@ -338,6 +389,39 @@ mod wait_on {
                 .apply("WaitForSignal", Wait::on(&signal))
                 .apply("Check", ParDo::of(AfterSignal(run)));
             assert_that(&released).contains_in_any_order(vec![2]);
+            p.run();
+        }
+
+        fn wait_on_releases_each_window_before_the_next_event_issue_55(p) {
+            // Beam's WaitTest.testWindowExpiration: 200 values a second apart in 2 s fixed
+            // windows with no allowed lateness; every 2 s the watermark moves to the next window
+            // and a marker follows it. A TestStream is synchronous: by the time the marker is
+            // processed, the Wait has released the window before it and the values in it have
+            // been verified after the Wait, so the marker finds both verified.
+            let run = RUN.fetch_add(1, Ordering::SeqCst);
+            let mut stream = TestStream::create().advance_watermark_to(0);
+            for i in 0..=200i64 {
+                if i > 0 && i % 2 == 0 {
+                    stream = stream
+                        .advance_watermark_to(i * 1000)
+                        .add_elements(vec![TimestampedValue::new((i, -1i64), i * 1000)]);
+                }
+                if i < 200 {
+                    stream = stream.add_elements(vec![TimestampedValue::new((-1i64, i), i * 1000)]);
+                }
+            }
+            let longs = p.apply("Stream", stream.advance_watermark_to_infinity());
+            let fixed = || Window::into(FixedWindows::of(Duration::from_secs(2))).with_allowed_lateness(Duration::ZERO);
+            let signal = longs.apply("Signal", ParDo::of(Expiration::Signal(run))).apply("W2", fixed());
+            let markers_saw = longs.apply("Markers", ParDo::of(Expiration::Marker(run)));
+            let verified = longs
+                .apply("Values", Filter::by(|e: &(i64, i64)| e.0 < 0))
+                .apply("Value", Map::new(|e: (i64, i64)| e.1))
+                .apply("W1", fixed())
+                .apply("WaitForSignal", Wait::on(&signal))
+                .apply("Verify", ParDo::of(Verify(run)));
+            assert_that(&verified).contains_in_any_order((0..200).collect());
+            assert_that(&markers_saw).contains_in_any_order((0..200).collect());
             p.run();
         }
 
