@@ -122,11 +122,17 @@ pub fn strategy(ws: &rapi::WindowingStrategy) -> Result<WindowingStrategy, Strin
         Ok(output_time::Enum::LatestInPane) => TimestampCombiner::Latest,
         Err(_) => return Err(format!("output time {}", ws.output_time)),
     };
+    // Both closing behaviors run as EMIT_IF_NONEMPTY, as on Prism, Beam's portable runner
+    // ("identical without additional trigger firings"): a window's last pane at expiry comes
+    // only when it holds elements not yet fired. Beam Python writes EMIT_ALWAYS into every
+    // strategy (it cannot express the other), and its runners emit no extra pane repeating the
+    // accumulated value at expiry; Beam's Java ReduceFnRunner (on Flink) would.
     s.closing_behavior = match closing_behavior::Enum::try_from(ws.closing_behavior) {
-        Ok(closing_behavior::Enum::EmitAlways) => ClosingBehavior::FireAlways,
-        Ok(closing_behavior::Enum::EmitIfNonempty | closing_behavior::Enum::Unspecified) => {
-            ClosingBehavior::FireIfNonEmpty
-        }
+        Ok(
+            closing_behavior::Enum::EmitAlways
+            | closing_behavior::Enum::EmitIfNonempty
+            | closing_behavior::Enum::Unspecified,
+        ) => ClosingBehavior::FireIfNonEmpty,
         Err(_) => return Err(format!("closing behavior {}", ws.closing_behavior)),
     };
     s.on_time_behavior = match on_time_behavior::Enum::try_from(ws.on_time_behavior) {
