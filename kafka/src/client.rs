@@ -97,6 +97,14 @@ impl Connection {
         self.admin_results(results, "add partitions to topic", &[])
     }
 
+    /// Deletes `topic`.
+    pub fn delete_topic(&self, topic: &str) -> Result<(), String> {
+        let (admin, options) = self.admin()?;
+        let results =
+            futures_executor::block_on(admin.delete_topics(&[topic], &options)).map_err(|e| self.unreachable(e))?;
+        self.admin_results(results, "delete topic", &[])
+    }
+
     fn admin(
         &self,
     ) -> Result<

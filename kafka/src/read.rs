@@ -696,12 +696,7 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
                         // Idle: the watermark follows the clock, as Beam's policies do.
                         ctx.set_watermark(ctx.processing_time().saturating_sub(delay))?;
                     } else if reader.last_ok.elapsed() > shared.conn.timeout {
-                        return Err(format!(
-                            "lost Kafka at {} reading partition {p} at offset {next}: nothing read for {} s",
-                            shared.conn.bootstrap_servers,
-                            shared.conn.timeout.as_secs()
-                        )
-                        .into());
+                        return Err(lost(&shared.conn, &reader.consumer, p, next).into());
                     }
                     if range.to != i64::MAX && range.to <= next {
                         tracker.try_claim(range.to);
@@ -720,6 +715,27 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
             ctx.after_commit(move || commit_to_group(&conn, &group, &p, last + 1));
         }
         Ok(outcome)
+    }
+}
+
+/// Why partition `p` has given nothing for the connection's timeout, reading at `next`: its
+/// topic is gone (deleted) from brokers that still answer, or the brokers are lost.
+fn lost(conn: &Connection, consumer: &BaseConsumer, p: &KafkaPartition, next: i64) -> String {
+    let secs = conn.timeout.as_secs();
+    let wait = conn.timeout.min(Duration::from_secs(2));
+    let gone = consumer.fetch_metadata(Some(&p.topic), wait).ok().map(|m| {
+        let topic = m.topics().iter().find(|t| t.name() == p.topic);
+        topic.is_none_or(|t| t.error().is_some() || t.partitions().iter().all(|x| x.id() != p.partition))
+    });
+    match gone {
+        Some(true) => format!(
+            "topic '{}' is gone from Kafka at {} (deleted?): partition {p} gave nothing at offset {next} for {secs} s",
+            p.topic, conn.bootstrap_servers
+        ),
+        _ => format!(
+            "lost Kafka at {} reading topic '{}', partition {p} at offset {next}: nothing read for {secs} s",
+            conn.bootstrap_servers, p.topic
+        ),
     }
 }
 

@@ -551,3 +551,41 @@ fn kill_rounds(rounds: usize) {
     c.wait().unwrap();
     assert_copied_once(&input, &broker);
 }
+
+/// A topic deleted while a read runs fails the read within its timeout (not twice it), saying
+/// the topic is gone from the broker, which still answers (not that the broker was lost).
+#[test]
+fn a_topic_deleted_mid_read_fails_the_read_naming_it_within_its_timeout() {
+    let broker = Broker::start();
+    broker.create_topic("doomed", 3);
+    broker.produce("doomed", &records(20));
+    let timeout = Duration::from_secs(4);
+    let p = Pipeline::new(options("microbatch"));
+    let got: CollectHandle<KafkaRecord<Vec<u8>, String>> = CollectHandle::new();
+    p.apply(
+        "Read",
+        KafkaIO::read::<Vec<u8>, String>()
+            .with_bootstrap_servers(&broker.address)
+            .with_topic("doomed")
+            .with_start(StartOffset::Earliest)
+            .with_timeout(timeout),
+    )
+    .apply("Collect", Collect::into(&got));
+    let result = p.run().unwrap();
+    let began = std::time::Instant::now();
+    while got.items().len() < 20 && began.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(got.items().len(), 20);
+    broker.connection().delete_topic("doomed").unwrap();
+    let deleted_at = std::time::Instant::now();
+    let e = result
+        .wait_until_finish(Some(Duration::from_secs(120)))
+        .map(|s| format!("{s:?}"))
+        .unwrap_or_else(|e| e.to_string());
+    let took = deleted_at.elapsed();
+    assert!(e.contains("topic 'doomed' is gone") && e.contains(&broker.address), "{e}");
+    // Within the stated timeout, give or take a poll and a batch.
+    assert!(took < timeout * 2, "failed {took:?} after the deletion, with a {timeout:?} timeout: {e}");
+    eprintln!("failed {took:?} after the deletion: {e}");
+}

@@ -448,10 +448,11 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     let modelled = apply_target(args, config, target, &events, events_file.as_ref())?;
     let launched = weir_sdk::time::now_millis();
     let start = Instant::now();
-    let result = p.run().map_err(|e| e.to_string())?;
+    let result = p.run().map_err(|e| kafka_trigger_hint(args, options, e.to_string()))?;
     let ns = target.name();
     let total = if events_file.is_some() || config.num_events <= 0 { None } else { Some(config.num_events as u64) };
-    let (state, interrupted, snapshots) = watch(&*result, ns, total, start)?;
+    let (state, interrupted, snapshots) =
+        watch(&*result, ns, total, start).map_err(|e| kafka_trigger_hint(args, options, e))?;
     let wall = start.elapsed().as_secs_f64();
     if state != PipelineState::Done && !(interrupted.is_some() && state == PipelineState::Cancelled) {
         return Err(format!("the pipeline ended in state {state:?}"));
@@ -459,6 +460,27 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     let run = Finished { result: &*result, launched, wall, interrupted, snapshots, events_file: events_file.as_ref() };
     let perf = perf_of(args, target, options, run);
     Ok(Outcome { perf, interrupted, modelled })
+}
+
+/// `error` with why a checkpoint of a Kafka read may be refused: the trigger decides how the
+/// read runs (to the offsets latest as it starts, or on as the partitions grow), and a
+/// checkpoint resumes only the read that wrote it.
+fn kafka_trigger_hint(args: &Args, options: &PipelineOptions, error: String) -> String {
+    if args.events_kafka.is_none() || !error.contains("written by a different pipeline") || !error.contains("ReadKafka")
+    {
+        return error;
+    }
+    let trigger = options.get::<weir::core::streaming::StreamingOptions>().trigger;
+    let (this, other) = match trigger {
+        weir::core::streaming::StreamingTrigger::AvailableNow => {
+            ("--trigger available-now: the topic up to the offsets latest as the run starts", "processing-time or once")
+        }
+        _ => ("a streaming --trigger other than available-now: the topic on as it grows", "available-now"),
+    };
+    format!(
+        "{error} (with --events-kafka, the trigger decides how the topic is read, and this run reads with {this}; \
+         a checkpoint written with --trigger {other} resumes only with that trigger)"
+    )
 }
 
 /// The events the query reads (the generator, or events files or a directory), and the files'
@@ -691,6 +713,14 @@ fn perf_of(args: &Args, target: Target, options: &PipelineOptions, run: Finished
     if malformed > 0 {
         let file = events_file.map(String::as_str).unwrap_or("the events file");
         errors.push(format!("{malformed} malformed event line(s) in {file} skipped (--on-malformed)"));
+    }
+    // A Kafka read counts the records it skipped as its own.
+    if let Some(topic) = &args.events_kafka {
+        let filter = MetricsFilter::all().named("kafka", "bad-records");
+        let skipped = counter(&result.metrics().query_metrics(&filter), "kafka", "bad-records");
+        if skipped > 0 {
+            errors.push(format!("{skipped} malformed event record(s) in {topic} skipped (--on-malformed)"));
+        }
     }
     let m = result.metrics().query_metrics(&MetricsFilter::all().in_namespace(ns));
     let num_events = counter(&m, ns, "event.elements");

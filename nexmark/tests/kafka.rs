@@ -79,6 +79,50 @@ fn queries_read_events_from_kafka_and_write_results_to_kafka() {
     }
 }
 
+/// Records of the events topic that are not events are skipped by default, and counted in the
+/// summary and the perf record, naming the topic, as malformed lines of an events file are; a
+/// checkpoint of a read over the topic resumes only with the trigger it was written with.
+#[test]
+fn malformed_event_records_are_counted_and_another_trigger_s_checkpoint_is_refused_naming_it() {
+    let broker = Broker::start();
+    export(&broker);
+    broker.produce("events", &[(None, "not an event".into(), 0), (None, "{\"also\": 1}".into(), 1)]);
+    let dir = tempfile::tempdir().unwrap();
+    let perf = dir.path().join("perf.jsonl");
+    let mut a = strings(&["--query", "0", "--num-events", EVENTS, "--perf-file", perf.to_str().unwrap()]);
+    a.extend(strings(&["--events-kafka", &format!("{}/events", broker.address)]));
+    let o = nexmark(&a, &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(out.contains(EVENTS) && out.contains("2 malformed event record(s)"), "{out}");
+    assert!(out.contains(&format!("kafka://{}/events", broker.address)), "{out}");
+    let record: serde_json::Value = serde_json::from_str(std::fs::read_to_string(&perf).unwrap().trim()).unwrap();
+    assert!(record["errors"][0].as_str().unwrap().contains("2 malformed"), "{record}");
+    // A checkpoint written with --trigger available-now (the topic read to its latest offsets)
+    // is refused by a run with --trigger processing-time (read on as it grows), naming the
+    // triggers; the run must not hang either way.
+    let cp = dir.path().join("cp").display().to_string();
+    let mut a = strings(&["--query", "5", "--streaming", "--checkpoint-dir", &cp]);
+    a.extend(strings(&["--events-kafka", &format!("{}/events", broker.address)]));
+    let o = nexmark(&a, &[]).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    a.extend(strings(&["--trigger", "processing-time"]));
+    let mut child = nexmark(&a, &[]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let began = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if began.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("a run over another trigger's checkpoint was not refused within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains("written by a different pipeline") && out.contains("--trigger available-now"), "{out}");
+    assert!(out.contains("the topic on as it grows"), "{out}");
+}
+
 /// A streaming query from Kafka to Kafka, SIGKILLed `kills` times at random points and resumed
 /// from its checkpoint each time, leaves in its results topic exactly what an uninterrupted
 /// run writes: each result once, none lost.
