@@ -198,6 +198,7 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSink for KafkaSink<K, V> {
             producer,
             marker,
             id,
+            last_committed: None,
         }))
     }
 }
@@ -259,18 +260,51 @@ struct KafkaWriter<K, V> {
     /// holds the truth, also after a commit whose outcome the writer never learnt.
     marker: Option<BaseConsumer>,
     id: String,
+    /// The last batch this writer committed, in this run.
+    last_committed: Option<u64>,
 }
 
+/// The metadata of the sink's marker when every batch commits it (output or not): a marker
+/// behind the batch being committed then means the broker lost batches it had acknowledged.
+/// A marker without it (written by an older Weir, which committed only batches with output)
+/// may lag behind legitimately.
+const EVERY_BATCH: &str = "weir:every-batch:v1";
+
 impl<K: KafkaEncode, V: KafkaEncode> KafkaWriter<K, V> {
-    /// The next batch id the sink has not committed.
-    fn committed_through(&self, marker: &BaseConsumer) -> Result<u64, String> {
+    /// The next batch id the sink has not committed, and whether every batch before it was
+    /// committed ([`EVERY_BATCH`]).
+    fn committed_through(&self, marker: &BaseConsumer) -> Result<(u64, bool), String> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&self.topic, 0);
         let got = marker.committed_offsets(tpl, self.conn.timeout).map_err(|e| self.conn.unreachable(e))?;
-        Ok(match got.find_partition(&self.topic, 0).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) if o > 0 => o as u64,
-            _ => 0,
+        let found = got.find_partition(&self.topic, 0);
+        let every = found.as_ref().is_some_and(|e| e.metadata() == EVERY_BATCH);
+        Ok(match found.map(|e| e.offset()) {
+            Some(Offset::Offset(o)) if o > 0 => (o as u64, every),
+            _ => (0, false),
         })
+    }
+
+    /// An error if the broker's record of the sink's commits (`next`, the first batch it does
+    /// not have) has lost batches Weir committed before `batch_id`.
+    fn check_no_gap(&self, batch_id: u64, next: u64, every_batch: bool) -> Result<(), String> {
+        let lost_from = match self.last_committed {
+            // Committed in this run, and forgotten since.
+            Some(last) if next <= last => Some((next, last)),
+            // Every batch commits the marker, so the runner committed those before this one.
+            _ if every_batch && next < batch_id => Some((next, batch_id - 1)),
+            _ => None,
+        };
+        match lost_from {
+            Some((from, to)) => Err(format!(
+                "{} ({}): the broker's record of the sink's commits ends before batch {from}, but batches {from} to \
+                 {to} were committed to it: the broker lost writes it had acknowledged (does it keep what it \
+                 acknowledges?), and their output with them; not writing on",
+                self.place(),
+                self.id
+            )),
+            None => Ok(()),
+        }
     }
 
     fn send_all(&self, batches: Vec<Batch>) -> UserResult<u64> {
@@ -346,7 +380,8 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSinkWriter for KafkaWriter<K, V> {
                 None => Ok(()),
             };
         };
-        let next = self.committed_through(marker)?;
+        let (next, every_batch) = self.committed_through(marker)?;
+        self.check_no_gap(batch_id, next, every_batch)?;
         if next > batch_id {
             tracing::info!("Kafka topic {}: batch {batch_id} was committed before; not writing it again", self.topic);
             return Ok(());
@@ -356,7 +391,9 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSinkWriter for KafkaWriter<K, V> {
         let written = (|| -> UserResult {
             self.send_all(batches)?;
             let mut offsets = TopicPartitionList::new();
-            offsets.add_partition_offset(&self.topic, 0, Offset::Offset(batch_id as i64 + 1)).map_err(tx)?;
+            let mut marked = offsets.add_partition(&self.topic, 0);
+            marked.set_offset(Offset::Offset(batch_id as i64 + 1)).map_err(tx)?;
+            marked.set_metadata(EVERY_BATCH);
             let group = marker.group_metadata().ok_or("the sink's consumer has no group")?;
             self.producer.send_offsets_to_transaction(&offsets, &group, self.conn.timeout).map_err(tx)?;
             self.producer.commit_transaction(self.conn.timeout).map_err(tx)?;
@@ -367,6 +404,12 @@ impl<K: KafkaEncode, V: KafkaEncode> CommitSinkWriter for KafkaWriter<K, V> {
             let _ = self.delivery_error();
             return Err(e);
         }
+        self.last_committed = Some(batch_id);
         Ok(())
+    }
+
+    /// With transactions, every batch commits the marker, output or not.
+    fn every_batch(&self) -> bool {
+        self.marker.is_some()
     }
 }

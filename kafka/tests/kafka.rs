@@ -589,3 +589,53 @@ fn a_topic_deleted_mid_read_fails_the_read_naming_it_within_its_timeout() {
     assert!(took < timeout * 2, "failed {took:?} after the deletion, with a {timeout:?} timeout: {e}");
     eprintln!("failed {took:?} after the deletion: {e}");
 }
+
+/// A broker that loses commits it acknowledged (noida-db SIGKILLed keeps only what it wrote out
+/// in its last second) is noticed: the sink's next commit fails naming the batches lost, in the
+/// run that wrote them and in a restarted one, rather than writing on past the gap. A broker
+/// that kept everything is written on exactly once.
+#[test]
+fn a_broker_that_loses_acknowledged_commits_fails_the_sink_naming_the_gap() {
+    let port = broker::free_port();
+    let broker = Broker::start_on(port, tempfile::tempdir().unwrap());
+    broker.create_topic("out", 1);
+    let sink = KafkaIO::write::<String, String>().with_bootstrap_servers(&broker.address).with_topic("out").sink();
+    let batch = |x: u64| Batch::new(vec![WindowedValue::timestamped(KV::new(x.to_string(), x.to_string()), 0)]);
+    let mut w = sink.open("lossy").unwrap();
+    for b in 0..3 {
+        w.commit(b, vec![batch(b)]).unwrap();
+    }
+    // Batch 3 wrote nothing: every batch commits the marker all the same.
+    w.commit(3, Vec::new()).unwrap();
+    // Written out by the broker, then three more batches it acknowledges, then a SIGKILL
+    // before its next write-out.
+    std::thread::sleep(Duration::from_millis(2500));
+    for b in 4..7 {
+        w.commit(b, vec![batch(b)]).unwrap();
+    }
+    let data = broker.kill();
+    let broker = Broker::start_on(port, data);
+    let kept: Vec<String> =
+        broker::read_all(&broker.address, "out", "read_committed").into_iter().map(|r| r.2).collect();
+    let lost = !kept.contains(&"6".to_string());
+    eprintln!("the broker kept {kept:?}");
+    // The run that committed them, and a restarted one that resumes at batch 7.
+    let outcomes =
+        [w.commit(7, vec![batch(7)]), sink.open("lossy").and_then(|mut again| again.commit(7, vec![batch(7)]))];
+    for outcome in outcomes {
+        match (lost, outcome) {
+            (true, Err(e)) => {
+                let e = e.to_string();
+                assert!(e.contains("lost writes it had acknowledged") && e.contains("to 6"), "{e}");
+            }
+            (false, Ok(())) => {}
+            (lost, outcome) => panic!("lost: {lost} (kept {kept:?}), the commit of batch 7: {outcome:?}"),
+        }
+    }
+    if !lost {
+        let mut values: Vec<String> =
+            broker::read_all(&broker.address, "out", "read_committed").into_iter().map(|r| r.2).collect();
+        values.sort();
+        assert_eq!(values, ["0", "1", "2", "4", "5", "6", "7"]);
+    }
+}

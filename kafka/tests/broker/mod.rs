@@ -85,6 +85,14 @@ impl Broker {
         std::mem::replace(&mut self._data, tempfile::tempdir().unwrap())
     }
 
+    /// Kills the broker (SIGKILL), keeping its data directory for a restart: noida-db loses
+    /// what it acknowledged since it last wrote its data out (it does so once a second).
+    pub fn kill(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self._data, tempfile::tempdir().unwrap())
+    }
+
     pub fn connection(&self) -> weir_kafka::Connection {
         weir_kafka::Connection::new(&self.address)
     }

@@ -252,7 +252,7 @@ impl SinkWriter for WholeBatchWriter {
     }
     fn commit(&mut self, batch_id: u64, _: Option<&crate::exec::workers::Workers>) -> Result<()> {
         let batches = std::mem::take(&mut self.staged);
-        if batches.is_empty() {
+        if batches.is_empty() && !self.writer.every_batch() {
             return Ok(());
         }
         let writer = &mut self.writer;

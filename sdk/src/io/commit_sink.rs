@@ -33,6 +33,14 @@ pub trait CommitSinkWriter: Send {
     /// Writes batch `batch_id`, made of `batches` (of the sink's element type), exactly once:
     /// an id committed before (a replay) writes nothing more.
     fn commit(&mut self, batch_id: u64, batches: Vec<Batch>) -> UserResult;
+
+    /// Whether the writer is handed every batch, with no output too (an empty list), rather
+    /// than only those with output. A writer that records each batch id it committed where it
+    /// may be lost (a broker that acknowledges writes before it keeps them) can then tell a
+    /// gap in that record from batches that wrote nothing, and fail rather than go on.
+    fn every_batch(&self) -> bool {
+        false
+    }
 }
 
 /// The runner-visible payload of [`WriteCommitted`].
