@@ -1,23 +1,110 @@
-//! A Kafka-compatible broker for the tests: `noida-db` (a Kafka-compatible server with real
-//! transactions), started on 127.0.0.1 on a free port and stopped when dropped.
+//! A Kafka broker for the tests, started on 127.0.0.1 on a free port and stopped when dropped:
+//! Apache Kafka itself (KRaft mode, one process both broker and controller) when its jars are
+//! here, else `noida-db` (a Kafka-compatible server with real transactions).
 //!
-//! The binary is `$WEIR_NOIDA_DB`, else `noida-db` on the PATH, else
-//! `~/.cache/weir-noida/bin/noida-db` (where `.ci/run` installs it with `cargo install
-//! noida-db --version 0.2.3 --locked --no-default-features --features kafka --root
-//! ~/.cache/weir-noida`). A test fails, saying how to install it, when there is none.
+//! - Apache Kafka's jars are in `$WEIR_APACHE_KAFKA_LIB`, else `~/.cache/weir-apache-kafka/lib`
+//!   (where `.ci/run` puts them: `mvn -q -f kafka/tests/apache-kafka/pom.xml
+//!   dependency:copy-dependencies -DoutputDirectory=$HOME/.cache/weir-apache-kafka/lib`); it runs
+//!   on the `java` of the PATH. `WEIR_KAFKA_BROKER=noida` picks noida-db even so.
+//! - noida-db is `$WEIR_NOIDA_DB`, else `noida-db` on the PATH, else
+//!   `~/.cache/weir-noida/bin/noida-db` (where `.ci/run` installs it with `cargo install
+//!   noida-db --version 0.2.3 --locked --no-default-features --features kafka --root
+//!   ~/.cache/weir-noida`).
+//!
+//! A test fails, saying how to install them, when there is neither.
 
 #![allow(dead_code)]
 
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::ClientConfig;
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Which broker runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Apache Kafka, in KRaft mode.
+    Apache,
+    /// noida-db.
+    Noida,
+}
+
+impl Kind {
+    /// Apache Kafka when its jars are here (and `WEIR_KAFKA_BROKER` does not say noida).
+    pub fn default_here() -> Kind {
+        let noida = std::env::var("WEIR_KAFKA_BROKER").is_ok_and(|b| b == "noida");
+        if !noida && apache_lib().is_some() {
+            Kind::Apache
+        } else {
+            Kind::Noida
+        }
+    }
+}
+
+/// The directory of Apache Kafka's jars, if they are there.
+fn apache_lib() -> Option<PathBuf> {
+    let dir = match std::env::var("WEIR_APACHE_KAFKA_LIB") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/weir-apache-kafka/lib"),
+    };
+    let has_broker = std::fs::read_dir(&dir)
+        .map(|entries| entries.flatten().any(|e| e.file_name().to_string_lossy().starts_with("kafka_2.13-")))
+        .unwrap_or(false);
+    has_broker.then_some(dir)
+}
+
+/// Starts Apache Kafka on `port` with its data (and configuration) in `data`: formatted on first
+/// use, kept across restarts on the same directory.
+fn start_apache(port: u16, data: &Path) -> Child {
+    let lib = apache_lib().expect("Apache Kafka's jars (see the module's documentation)");
+    let classpath = format!("{}/*", lib.display());
+    // The controller keeps its port across restarts on the same data.
+    let controller_file = data.join("controller-port");
+    let controller = match std::fs::read_to_string(&controller_file) {
+        Ok(p) => p.trim().parse().unwrap(),
+        Err(_) => {
+            let p = free_port();
+            std::fs::write(&controller_file, p.to_string()).unwrap();
+            p
+        }
+    };
+    let logs = data.join("logs");
+    let config = data.join("server.properties");
+    let properties = format!(
+        "process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller}\n\
+         listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+         advertised.listeners=PLAINTEXT://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n\
+         listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n\
+         inter.broker.listener.name=PLAINTEXT\nlog.dirs={}\nnum.partitions=1\n\
+         offsets.topic.replication.factor=1\noffsets.topic.num.partitions=1\n\
+         transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
+         transaction.state.log.num.partitions=1\nshare.coordinator.state.topic.replication.factor=1\n\
+         share.coordinator.state.topic.min.isr=1\ngroup.initial.rebalance.delay.ms=0\n",
+        logs.display()
+    );
+    std::fs::write(&config, properties).unwrap();
+    let java = |main: &str| {
+        let mut c = Command::new("java");
+        c.args(["-Xmx512m", "-Xms64m", "-XX:+UseSerialGC", "-cp", &classpath, main]);
+        c
+    };
+    if !logs.join("meta.properties").is_file() {
+        let o = java("kafka.tools.StorageTool")
+            .args(["format", "-t", "q1Sh-9_ISia_zwGINzRvyQ", "-c"])
+            .arg(&config)
+            .output()
+            .expect("run java (Apache Kafka's storage tool)");
+        assert!(o.status.success(), "formatting Apache Kafka's storage: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    java("kafka.Kafka").arg(&config).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start Apache Kafka")
+}
 
 pub struct Broker {
     child: Child,
     pub address: String,
+    pub kind: Kind,
     _data: tempfile::TempDir,
 }
 
@@ -48,27 +135,64 @@ pub fn free_port() -> u16 {
 }
 
 impl Broker {
+    /// The broker of [`Kind::default_here`].
     pub fn start() -> Broker {
         Self::start_on(free_port(), tempfile::tempdir().unwrap())
     }
 
-    /// A broker on `port` keeping its data in `data` (a restart on the same data keeps the
-    /// topics).
+    /// The broker of [`Kind::default_here`] on `port`, keeping its data in `data` (a restart
+    /// on the same data keeps the topics).
     pub fn start_on(port: u16, data: tempfile::TempDir) -> Broker {
-        let child = Command::new(binary())
-            .args(["start", "--only", "kafka", "--host", "127.0.0.1", "--kafka-port", &port.to_string(), "--data-dir"])
-            .arg(data.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start noida-db");
+        Self::start_kind(Kind::default_here(), port, data)
+    }
+
+    /// A broker of `kind` on `port`, keeping its data in `data`.
+    pub fn start_kind(kind: Kind, port: u16, data: tempfile::TempDir) -> Broker {
+        let child = match kind {
+            Kind::Apache => start_apache(port, data.path()),
+            Kind::Noida => Command::new(binary())
+                .args(["start", "--only", "kafka", "--host", "127.0.0.1", "--kafka-port", &port.to_string()])
+                .arg("--data-dir")
+                .arg(data.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start noida-db"),
+        };
         let address = format!("127.0.0.1:{port}");
+        let mut broker = Broker { child, address, kind, _data: data };
+        broker.wait_until_ready();
+        broker
+    }
+
+    /// Waits until the broker answers a metadata request naming itself (Apache Kafka listens
+    /// before its controller has elected itself).
+    fn wait_until_ready(&mut self) {
         let began = Instant::now();
-        while TcpStream::connect(&address).is_err() {
-            assert!(began.elapsed() < Duration::from_secs(30), "the broker did not listen on {address}");
-            std::thread::sleep(Duration::from_millis(50));
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("the {:?} broker on {} exited at start: {status}", self.kind, self.address);
+            }
+            let listening = TcpStream::connect(&self.address).is_ok();
+            if listening {
+                let consumer: Result<rdkafka::consumer::BaseConsumer, _> =
+                    ClientConfig::new().set("bootstrap.servers", &self.address).create();
+                let ready = consumer.is_ok_and(|c| {
+                    use rdkafka::consumer::Consumer;
+                    c.fetch_metadata(None, Duration::from_secs(2)).is_ok_and(|m| !m.brokers().is_empty())
+                });
+                if ready {
+                    return;
+                }
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(60),
+                "the {:?} broker did not come up on {}",
+                self.kind,
+                self.address
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
-        Broker { child, address, _data: data }
     }
 
     /// Stops the broker as an operator would (SIGINT, then SIGKILL after 10 s), keeping its data
