@@ -77,6 +77,43 @@ const NOT_ON_WEIR: [(&str, &str); 7] = [
     ("test_multi_triggered_gbk_side_input", "side input ready at its first pane"),
 ];
 
+/// Runs Beam's tests `files` (paths inside the `apache_beam` package, `::Class` allowed) with
+/// Beam's `TestPipeline`s pointed at `server` with its options and `extra` ones, less those in
+/// [`NOT_ON_WEIR`]; the summary lines (nothing failed), after checking that every test of
+/// `musts` passed and at least `at_least` did.
+fn beam_tests_on(
+    py: &str,
+    server: &common::JobServer,
+    extra: &[&str],
+    files: &[&str],
+    at_least: usize,
+    musts: &[&str],
+) -> Vec<String> {
+    let found = std::process::Command::new(py)
+        .args(["-c", "import os, apache_beam; print(os.path.dirname(apache_beam.__file__))"])
+        .output()
+        .expect("python runs");
+    let beam = String::from_utf8_lossy(&found.stdout).trim().to_string();
+    let skipped: Vec<String> = NOT_ON_WEIR.iter().map(|(t, _)| format!("not {t}")).collect();
+    let mut options = server.options();
+    options.extend(extra.iter().map(|s| s.to_string()));
+    let mut pytest = std::process::Command::new(py);
+    pytest
+        .args(["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "weir_test_pipeline"])
+        .arg(format!("--test-pipeline-options={}", options.join(" ")))
+        .arg("--test-pipeline-options-override")
+        .args(files.iter().map(|f| format!("{beam}/{f}")))
+        .args(["-k", &skipped.join(" and ")])
+        .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python"));
+    let summary = summary(pytest, &options.join(" "));
+    let passed = summary.iter().filter(|l| l.starts_with("PASSED")).count();
+    assert!(passed >= at_least, "{passed} passed");
+    for must in musts {
+        assert!(summary.iter().any(|l| l.contains(must) && l.starts_with("PASSED")), "{must} did not pass");
+    }
+    summary
+}
+
 /// Beam's tests of user state and timers (`StatefulDoFnOnDirectRunnerTest`, which runs on the
 /// runner a `TestPipeline` is given), of Reshuffle (in every windowing, sessions included) and
 /// of TestStream (`TestStreamTest`, whose streaming `TestPipeline`s are pointed at Weir too),
@@ -85,26 +122,12 @@ const NOT_ON_WEIR: [(&str, &str); 7] = [
 #[test]
 fn beam_s_state_reshuffle_and_test_stream_tests_pass_on_weir() {
     let Some(py) = common::beam_python() else { return };
-    let found = std::process::Command::new(&py)
-        .args(["-c", "import os, apache_beam; print(os.path.dirname(apache_beam.__file__))"])
-        .output()
-        .expect("python runs");
-    let beam = String::from_utf8_lossy(&found.stdout).trim().to_string();
     let server = common::JobServer::start(&["--runner", "timely", "--workers", "2"]);
-    let skipped: Vec<String> = NOT_ON_WEIR.iter().map(|(t, _)| format!("not {t}")).collect();
-    let mut pytest = std::process::Command::new(&py);
-    pytest
-        .args(["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "weir_test_pipeline"])
-        .arg(format!("--test-pipeline-options={}", server.options().join(" ")))
-        .arg("--test-pipeline-options-override")
-        .arg(format!("{beam}/transforms/userstate_test.py::StatefulDoFnOnDirectRunnerTest"))
-        .arg(format!("{beam}/transforms/util_test.py::ReshuffleTest"))
-        .arg(format!("{beam}/testing/test_stream_test.py"))
-        .args(["-k", &skipped.join(" and ")])
-        .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python"));
-    let summary = summary(pytest, "--runner timely --workers 2");
-    let passed = summary.iter().filter(|l| l.starts_with("PASSED")).count();
-    assert!(passed >= 48, "{passed} passed");
+    let files = [
+        "transforms/userstate_test.py::StatefulDoFnOnDirectRunnerTest",
+        "transforms/util_test.py::ReshuffleTest",
+        "testing/test_stream_test.py",
+    ];
     let musts = [
         "test_simple_stateful_dofn_combining",
         "test_gbk_execution_after_watermark_trigger",
@@ -116,9 +139,7 @@ fn beam_s_state_reshuffle_and_test_stream_tests_pass_on_weir() {
         // No extra pane at a window's expiry for Beam Python's EMIT_ALWAYS, as on Prism.
         "test_gbk_execution_no_triggers",
     ];
-    for must in musts {
-        assert!(summary.iter().any(|l| l.contains(must) && l.starts_with("PASSED")), "{must} did not pass");
-    }
+    beam_tests_on(&py, &server, &[], &files, 48, &musts);
 }
 
 /// Beam's side input tests (`SideInputsTest`) in streaming: there Beam Python's `Create` ends in
@@ -126,33 +147,13 @@ fn beam_s_state_reshuffle_and_test_stream_tests_pass_on_weir() {
 #[test]
 fn beam_s_side_input_tests_pass_on_weir_in_streaming() {
     let Some(py) = common::beam_python() else { return };
-    let found = std::process::Command::new(&py)
-        .args(["-c", "import os, apache_beam; print(os.path.dirname(apache_beam.__file__))"])
-        .output()
-        .expect("python runs");
-    let beam = String::from_utf8_lossy(&found.stdout).trim().to_string();
     let server = common::JobServer::start(&[]);
-    let skipped: Vec<String> = NOT_ON_WEIR.iter().map(|(t, _)| format!("not {t}")).collect();
-    let mut options = server.options();
-    options.push("--streaming".into());
-    let mut pytest = std::process::Command::new(&py);
-    pytest
-        .args(["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "weir_test_pipeline"])
-        .arg(format!("--test-pipeline-options={}", options.join(" ")))
-        .arg("--test-pipeline-options-override")
-        .arg(format!("{beam}/transforms/sideinputs_test.py"))
-        .args(["-k", &skipped.join(" and ")])
-        .env("PYTHONPATH", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python"));
-    let summary = summary(pytest, "--streaming");
-    let passed = summary.iter().filter(|l| l.starts_with("PASSED")).count();
-    assert!(passed >= 21, "{passed} passed");
-    for must in [
+    let musts = [
         "test_as_singleton_with_different_defaults",
         "test_empty_singleton_side_input",
         "test_flattened_side_input",
         "test_default_value_singleton_side_input",
         "test_same_fixed_windows",
-    ] {
-        assert!(summary.iter().any(|l| l.contains(must) && l.starts_with("PASSED")), "{must} did not pass");
-    }
+    ];
+    beam_tests_on(&py, &server, &["--streaming"], &["transforms/sideinputs_test.py"], 21, &musts);
 }
