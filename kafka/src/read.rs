@@ -18,6 +18,7 @@
 use crate::client::Connection;
 use crate::codec::KafkaDecode;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
 use rdkafka::message::{Message, OwnedMessage, Timestamp as KafkaTimestamp};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
@@ -381,8 +382,14 @@ impl<K, V> Shared<K, V> {
     }
 
     fn watermarks(&self, p: &KafkaPartition) -> Result<(i64, i64), String> {
+        self.watermarks_within(p, self.conn.timeout)
+    }
+
+    /// The partition's low and high watermarks, asked of the read's lookup consumer (whose
+    /// connection no long-polling fetch holds up), waiting at most `wait`.
+    fn watermarks_within(&self, p: &KafkaPartition, wait: Duration) -> Result<(i64, i64), String> {
         let consumer = self.lookup()?;
-        consumer.fetch_watermarks(&p.topic, p.partition, self.conn.timeout).map_err(|e| self.conn.unreachable(e))
+        consumer.fetch_watermarks(&p.topic, p.partition, wait).map_err(|e| self.conn.unreachable(e))
     }
 }
 
@@ -476,6 +483,10 @@ struct Reader {
     held: Option<OwnedMessage>,
     /// When the consumer last read a record or found the partition's end.
     last_ok: Instant,
+    /// Whether the consumer reached the partition's end and has read nothing since.
+    at_end: bool,
+    /// When the partition's end was last asked for.
+    end_checked: Instant,
 }
 
 /// The second step: reads one partition's restriction of offsets.
@@ -493,6 +504,24 @@ impl<K, V> Clone for ReadPartition<K, V> {
     }
 }
 
+impl<K, V> Drop for ReadPartition<K, V> {
+    fn drop(&mut self) {
+        for reader in std::mem::take(&mut self.readers).into_values() {
+            close_later(reader);
+        }
+    }
+}
+
+/// Closes `reader`'s consumer on a thread of its own: librdkafka takes about 100 ms to close
+/// a client, and a read of many partitions closing them one after the other held the end of a
+/// pipeline up by a second.
+fn close_later(reader: Reader) {
+    let closing = std::thread::Builder::new().name("weir-kafka-close".into()).spawn(move || drop(reader));
+    if let Err(e) = closing {
+        tracing::warn!("cannot close a Kafka consumer on a thread of its own ({e}); closing it here");
+    }
+}
+
 impl<K: KafkaDecode, V: KafkaDecode> ReadPartition<K, V> {
     fn end_of(&self, p: &KafkaPartition) -> Arc<AtomicI64> {
         let mut ends = self.ends.lock().unwrap_or_else(|e| e.into_inner());
@@ -506,12 +535,15 @@ impl<K: KafkaDecode, V: KafkaDecode> ReadPartition<K, V> {
             if r.next == from {
                 return Ok(r);
             }
+            close_later(r);
         }
-        let consumer = self.shared.conn.consumer(&[])?;
+        // The end of the partition comes as an event of the consumer's own fetches.
+        let consumer = self.shared.conn.consumer(&[("enable.partition.eof", "true"), ("fetch.wait.max.ms", "50")])?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(from)).map_err(|e| e.to_string())?;
         consumer.assign(&tpl).map_err(|e| format!("cannot read Kafka partition {p}: {e}"))?;
-        Ok(Reader { consumer, next: from, held: None, last_ok: Instant::now() })
+        let now = Instant::now();
+        Ok(Reader { consumer, next: from, held: None, last_ok: now, at_end: false, end_checked: now })
     }
 
     fn decode(&self, p: &KafkaPartition, m: &OwnedMessage) -> UserResult<Option<KafkaRecord<K, V>>> {
@@ -624,20 +656,21 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
         let delay = shared.policy.max_delay_ms();
         let mut metrics = PartitionMetrics { records: 0, bytes: 0 };
         let mut claimed_to = None;
-        let mut first = true;
         let mut reader = self.take_reader(p, range.from)?;
+        // How long a call waits for records in flight before it hands back its rest.
+        let patience = shared.poll_interval.min(Duration::from_millis(100));
+        let began = Instant::now();
+        let mut wait = shared.poll_interval.min(Duration::from_millis(50));
         let outcome = loop {
             let polled = match reader.held.take() {
                 Some(m) => Some(Ok(m)),
-                None => {
-                    let wait = if first { shared.poll_interval.min(Duration::from_millis(50)) } else { Duration::ZERO };
-                    reader.consumer.poll(wait).map(|r| r.map(|m| m.detach()))
-                }
+                None => reader.consumer.poll(wait).map(|r| r.map(|m| m.detach())),
             };
-            first = false;
+            wait = Duration::ZERO;
             match polled {
                 Some(Ok(m)) => {
                     reader.last_ok = Instant::now();
+                    reader.at_end = false;
                     if m.offset() < reader.next {
                         continue;
                     }
@@ -658,6 +691,13 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
                         ctx.set_watermark(ts.saturating_sub(delay))?;
                     }
                 }
+                // The consumer reached the partition's end (its last stable offset), as the
+                // broker's fetch answer said: no round trip of its own, which would wait behind
+                // the consumer's long-polling fetch.
+                Some(Err(KafkaError::PartitionEOF(_))) => {
+                    reader.last_ok = Instant::now();
+                    reader.at_end = true;
+                }
                 Some(Err(e)) => {
                     if reader.last_ok.elapsed() > shared.conn.timeout {
                         return Err(format!(
@@ -672,42 +712,63 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
                     break ProcessContinuation::resume().with_resume_delay(shared.poll_interval);
                 }
                 None => {
-                    // Nothing more now: has the partition been read to its end? The fetch
-                    // position is past the transactions' markers, which no poll returns.
-                    let fetched = reader.consumer.position().ok().and_then(|tpl| {
-                        match tpl.find_partition(&p.topic, p.partition).map(|e| e.offset()) {
-                            Some(Offset::Offset(o)) => Some(o),
-                            _ => None,
-                        }
-                    });
-                    let next = reader.next.max(fetched.unwrap_or(0));
-                    let wait = shared.conn.timeout.min(Duration::from_secs(2));
-                    let high = reader.consumer.fetch_watermarks(&p.topic, p.partition, wait).map(|w| w.1).ok();
-                    if let Some(h) = high.filter(|h| *h >= 0) {
-                        end.fetch_max(h, Ordering::Relaxed);
-                    }
-                    let caught_up = high.is_some_and(|h| h >= 0 && next >= h);
-                    if caught_up {
-                        reader.last_ok = Instant::now();
-                        if range.to != i64::MAX && next >= range.to {
-                            tracker.try_claim(range.to);
-                            break ProcessContinuation::stop();
-                        }
-                        // Idle: the watermark follows the clock, as Beam's policies do.
-                        ctx.set_watermark(ctx.processing_time().saturating_sub(delay))?;
-                    } else if reader.last_ok.elapsed() > shared.conn.timeout {
-                        return Err(lost(&shared.conn, &reader.consumer, p, next).into());
-                    }
-                    if range.to != i64::MAX && range.to <= next {
+                    // Nothing more now. The fetch position is past the transactions' markers,
+                    // which no poll returns: a bounded range may be done.
+                    let next = reader.next.max(fetch_position(&reader.consumer, p).unwrap_or(0));
+                    if range.to != i64::MAX && next >= range.to {
                         tracker.try_claim(range.to);
                         break ProcessContinuation::stop();
                     }
-                    let wait = if caught_up { shared.poll_interval } else { Duration::from_millis(10) };
-                    break ProcessContinuation::resume().with_resume_delay(wait);
+                    if reader.at_end {
+                        // Caught up. The broker still has the partition (asked at most once a
+                        // second), so the watermark follows the clock, as Beam's policies do.
+                        if reader.end_checked.elapsed() >= Duration::from_secs(1) {
+                            reader.end_checked = Instant::now();
+                            let wait = shared.conn.timeout.min(Duration::from_secs(2));
+                            if let Ok((_, high)) = shared.watermarks_within(p, wait) {
+                                reader.last_ok = Instant::now();
+                                end.fetch_max(high, Ordering::Relaxed);
+                            }
+                        }
+                        end.fetch_max(next, Ordering::Relaxed);
+                        if reader.last_ok.elapsed() > shared.conn.timeout {
+                            return Err(lost(&shared.conn, &reader.consumer, p, next).into());
+                        }
+                        if reader.last_ok.elapsed() < Duration::from_secs(2) {
+                            ctx.set_watermark(ctx.processing_time().saturating_sub(delay))?;
+                        }
+                        break ProcessContinuation::resume().with_resume_delay(shared.poll_interval);
+                    }
+                    if reader.last_ok.elapsed() > shared.conn.timeout {
+                        return Err(lost(&shared.conn, &reader.consumer, p, next).into());
+                    }
+                    // Records in flight: wait for them a little, then hand the rest back.
+                    if began.elapsed() < patience {
+                        wait = Duration::from_millis(5);
+                        continue;
+                    }
+                    break ProcessContinuation::resume().with_resume_delay(Duration::from_millis(1));
                 }
             }
         };
+        // The partition's end, for the backlog: asked at most once a second, of the read's
+        // lookup consumer (whose connection no long-polling fetch holds up).
+        if !reader.at_end && reader.end_checked.elapsed() > Duration::from_secs(1) {
+            reader.end_checked = Instant::now();
+            if let Ok((_, high)) = shared.watermarks_within(p, shared.conn.timeout.min(Duration::from_secs(2))) {
+                end.fetch_max(high, Ordering::Relaxed);
+            }
+        }
         let behind = (end.load(Ordering::Relaxed) - reader.next).max(0);
+        if std::env::var("WEIR_KDBG").is_ok() {
+            eprintln!(
+                "KDBG {} {p} {:?} records {} {:?}",
+                weir_sdk::time::now_millis() % 100000,
+                began.elapsed(),
+                metrics.records,
+                outcome
+            );
+        }
         self.readers.insert(p.clone(), reader);
         metrics.report(p, Some(behind))?;
         if let (Some(group), Some(last)) = (shared.group.clone(), claimed_to) {
@@ -715,6 +776,16 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
             ctx.after_commit(move || commit_to_group(&conn, &group, &p, last + 1));
         }
         Ok(outcome)
+    }
+}
+
+/// Where `consumer`'s fetches of partition `p` are: past the records it returned and the
+/// transaction markers after them.
+fn fetch_position(consumer: &BaseConsumer, p: &KafkaPartition) -> Option<i64> {
+    let tpl = consumer.position().ok()?;
+    match tpl.find_partition(&p.topic, p.partition).map(|e| e.offset()) {
+        Some(Offset::Offset(o)) => Some(o),
+        _ => None,
     }
 }
 
