@@ -227,6 +227,15 @@ fn topic_partitions(conn: &Connection, producer: &BaseProducer<Deliveries>, topi
     }
 }
 
+/// Whether `e` says the group coordinator is not there yet (moving, or loading its log).
+fn coordinator_not_ready(e: &rdkafka::error::KafkaError) -> bool {
+    use rdkafka::types::RDKafkaErrorCode as C;
+    matches!(
+        e.rdkafka_error_code(),
+        Some(C::NotCoordinator | C::CoordinatorLoadInProgress | C::CoordinatorNotAvailable)
+    )
+}
+
 /// Counts the producer's failed deliveries, keeping the first error.
 #[derive(Default)]
 struct Deliveries {
@@ -276,7 +285,19 @@ impl<K: KafkaEncode, V: KafkaEncode> KafkaWriter<K, V> {
     fn committed_through(&self, marker: &BaseConsumer) -> Result<(u64, bool), String> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition(&self.topic, 0);
-        let got = marker.committed_offsets(tpl, self.conn.timeout).map_err(|e| self.conn.unreachable(e))?;
+        // A coordinator that is moving or still loading (a broker's first use of consumer
+        // groups creates their log) answers so for a while: asked again until the timeout.
+        let began = Instant::now();
+        let got = loop {
+            match marker.committed_offsets(tpl.clone(), self.conn.timeout) {
+                Ok(got) => break got,
+                Err(e) if began.elapsed() < self.conn.timeout && coordinator_not_ready(&e) => {
+                    tracing::debug!("{}: {e}; asking again", self.place());
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(self.conn.unreachable(e)),
+            }
+        };
         let found = got.find_partition(&self.topic, 0);
         let every = found.as_ref().is_some_and(|e| e.metadata() == EVERY_BATCH);
         Ok(match found.map(|e| e.offset()) {

@@ -162,7 +162,33 @@ impl Broker {
         let address = format!("127.0.0.1:{port}");
         let mut broker = Broker { child, address, kind, _data: data };
         broker.wait_until_ready();
+        if kind == Kind::Apache {
+            broker.start_transaction_coordinator();
+        }
         broker
+    }
+
+    /// Has Apache Kafka make its transaction log now, as a transactional producer's first
+    /// contact does (a few seconds, loaded): a test that kills a writer at a random point early
+    /// in its run would otherwise kill it before it could write anything.
+    fn start_transaction_coordinator(&self) {
+        let producer: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &self.address)
+            .set("transactional.id", format!("warm-up-{}", rand_id()))
+            .create()
+            .unwrap();
+        producer.init_transactions(Duration::from_secs(60)).expect("Apache Kafka's transaction coordinator starts");
+        // And the group coordinator (its log is made at the first use of consumer groups).
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let consumer: BaseConsumer =
+            ClientConfig::new().set("bootstrap.servers", &self.address).set("group.id", "warm-up").create().unwrap();
+        let began = Instant::now();
+        let mut tpl = rdkafka::TopicPartitionList::new();
+        tpl.add_partition("warm-up", 0);
+        while consumer.committed_offsets(tpl.clone(), Duration::from_secs(10)).is_err() {
+            assert!(began.elapsed() < Duration::from_secs(60), "Apache Kafka's group coordinator did not start");
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// Waits until the broker answers a metadata request naming itself (Apache Kafka listens
