@@ -10,8 +10,9 @@
 //! Epochs follow each other as micro-batches do, with one overlap: a worker reads its sources'
 //! slice of epoch `e` once the probe on the dataflow's leaves shows epoch `e - 2` finished on
 //! every worker (each operator still runs its epochs in order, each over exactly its own
-//! epoch's input and progress). As epochs finish, each process's first worker commits the
-//! process's sinks for them.
+//! epoch's input and progress). A plan that plays a TestStream runs one epoch at a time: Beam's
+//! TestStream is synchronous, its next event played only once its last one's consequences ran.
+//! As epochs finish, each process's first worker commits the process's sinks for them.
 
 use crate::checkpoint::{WorkerManifest, WorkerOffsets, WorkerResume};
 use crate::node::{progress, route, NodeWorker, Pending};
