@@ -489,6 +489,25 @@ struct Reader {
     end_checked: Instant,
 }
 
+impl Reader {
+    /// Asks the broker for partition `p`'s end, at most once a second, of the read's lookup
+    /// consumer (whose connection no long-polling fetch holds up), and raises `end` to it;
+    /// whether the broker answered with it.
+    fn ask_end<K, V>(&mut self, shared: &Shared<K, V>, p: &KafkaPartition, end: &AtomicI64) -> bool {
+        if self.end_checked.elapsed() < Duration::from_secs(1) {
+            return false;
+        }
+        self.end_checked = Instant::now();
+        match shared.watermarks_within(p, shared.conn.timeout.min(Duration::from_secs(2))) {
+            Ok((_, high)) => {
+                end.fetch_max(high, Ordering::Relaxed);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
 /// The second step: reads one partition's restriction of offsets.
 struct ReadPartition<K, V> {
     shared: Arc<Shared<K, V>>,
@@ -538,7 +557,7 @@ impl<K: KafkaDecode, V: KafkaDecode> ReadPartition<K, V> {
             close_later(r);
         }
         // The end of the partition comes as an event of the consumer's own fetches.
-        let consumer = self.shared.conn.consumer(&[("enable.partition.eof", "true"), ("fetch.wait.max.ms", "50")])?;
+        let consumer = self.shared.conn.consumer(&[("enable.partition.eof", "true")])?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(from)).map_err(|e| e.to_string())?;
         consumer.assign(&tpl).map_err(|e| format!("cannot read Kafka partition {p}: {e}"))?;
@@ -722,13 +741,8 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
                     if reader.at_end {
                         // Caught up. The broker still has the partition (asked at most once a
                         // second), so the watermark follows the clock, as Beam's policies do.
-                        if reader.end_checked.elapsed() >= Duration::from_secs(1) {
-                            reader.end_checked = Instant::now();
-                            let wait = shared.conn.timeout.min(Duration::from_secs(2));
-                            if let Ok((_, high)) = shared.watermarks_within(p, wait) {
-                                reader.last_ok = Instant::now();
-                                end.fetch_max(high, Ordering::Relaxed);
-                            }
+                        if reader.ask_end(&shared, p, &end) {
+                            reader.last_ok = Instant::now();
                         }
                         end.fetch_max(next, Ordering::Relaxed);
                         if reader.last_ok.elapsed() > shared.conn.timeout {
@@ -751,24 +765,11 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
                 }
             }
         };
-        // The partition's end, for the backlog: asked at most once a second, of the read's
-        // lookup consumer (whose connection no long-polling fetch holds up).
-        if !reader.at_end && reader.end_checked.elapsed() > Duration::from_secs(1) {
-            reader.end_checked = Instant::now();
-            if let Ok((_, high)) = shared.watermarks_within(p, shared.conn.timeout.min(Duration::from_secs(2))) {
-                end.fetch_max(high, Ordering::Relaxed);
-            }
+        // The partition's end, for the backlog.
+        if !reader.at_end {
+            reader.ask_end(&shared, p, &end);
         }
         let behind = (end.load(Ordering::Relaxed) - reader.next).max(0);
-        if std::env::var("WEIR_KDBG").is_ok() {
-            eprintln!(
-                "KDBG {} {p} {:?} records {} {:?}",
-                weir_sdk::time::now_millis() % 100000,
-                began.elapsed(),
-                metrics.records,
-                outcome
-            );
-        }
         self.readers.insert(p.clone(), reader);
         metrics.report(p, Some(behind))?;
         if let (Some(group), Some(last)) = (shared.group.clone(), claimed_to) {

@@ -529,16 +529,20 @@ fn kill_rounds(rounds: usize) {
             .unwrap()
     };
     let mut seed = broker::rand_id();
+    let mut copied = 0;
     for round in 0..rounds {
         if round == rounds / 2 {
             broker.produce("in", &input[n / 2..]);
         }
         let mut c = child();
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        std::thread::sleep(Duration::from_millis(300 + (seed >> 33) % 1200));
+        // While no run has written anything yet (a loaded machine starts a writer slowly), each
+        // run lives 1.5 s longer than the one before.
+        let slow_start = if copied == 0 { 1500 * round as u64 } else { 0 };
+        std::thread::sleep(Duration::from_millis(300 + (seed >> 33) % 1200 + slow_start));
         c.kill().unwrap();
         c.wait().unwrap();
-        let copied = broker::read_all(&broker.address, "out", "read_committed").len();
+        copied = broker::read_all(&broker.address, "out", "read_committed").len();
         eprintln!("round {round}: killed with {copied} records copied");
     }
     if rounds < 2 {

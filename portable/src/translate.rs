@@ -241,33 +241,34 @@ impl Translator<'_> {
         let mut streams: Vec<TestStream<Vec<u8>>> = tags.iter().map(|_| TestStream::create()).collect();
         let mut watermarks = vec![weir_sdk::time::MIN_TIMESTAMP; tags.len()];
         for e in p.events.iter().filter_map(|e| e.event.as_ref()) {
-            let (target, mut event) = match e {
+            let (target, event) = match e {
                 Event::ElementEvent(add) => {
-                    let coder = &self.pcollection(&stage.outputs[output_of(&add.tag)?])?.coder_id;
+                    let i = output_of(&add.tag)?;
+                    let coder = &self.pcollection(&stage.outputs[i])?.coder_id;
                     let mut values = Vec::with_capacity(add.elements.len());
                     for el in &add.elements {
                         let bytes = carried_from_outer(&self.c.coders, coder, &el.encoded_element)
                             .map_err(|e| err(format!("TestStream '{name}': {e}")))?;
                         values.push(TimestampedValue::new(bytes, el.timestamp));
                     }
-                    (Some(output_of(&add.tag)?), Played::Elements(values))
+                    (Some(i), Played::Elements(values))
                 }
                 Event::WatermarkEvent(w) => {
+                    // As given: a watermark that moves backwards is refused by the TestStream.
                     let i = output_of(&w.tag)?;
-                    watermarks[i] = watermarks[i].max(w.new_watermark.min(MAX_TIMESTAMP));
+                    watermarks[i] = w.new_watermark.min(MAX_TIMESTAMP);
                     (Some(i), Played::Watermark(watermarks[i]))
                 }
                 Event::ProcessingTimeEvent(d) => {
                     (None, Played::Clock(Duration::from_millis(d.advance_duration.max(0) as u64)))
                 }
             };
+            // The event goes to its tag's stream (the clock's to the first); the others play
+            // their watermark again.
+            let mut event = Some(event);
             for (i, stream) in streams.iter_mut().enumerate() {
-                let mine = target == Some(i) || (target.is_none() && i == 0);
-                let played = if mine {
-                    std::mem::replace(&mut event, Played::Watermark(watermarks[i]))
-                } else {
-                    Played::Watermark(watermarks[i])
-                };
+                let mine = target.unwrap_or(0) == i;
+                let played = event.take_if(|_| mine).unwrap_or(Played::Watermark(watermarks[i]));
                 *stream = played.onto(std::mem::replace(stream, TestStream::create()));
             }
         }

@@ -34,29 +34,30 @@ impl<T: Element> PTransform<PCollectionList<T>> for Flatten<T> {
     type Output = PCollection<T>;
     fn expand(self, input: PCollectionList<T>) -> Self::Output {
         let p = input.pipeline().clone();
-        let windowing = match self.windowing {
-            Some(windowing) => windowing,
-            None => {
-                let windowing =
-                    input.get(0).map(|pc| pc.windowing_strategy()).unwrap_or_else(WindowingStrategy::global);
-                for (i, pc) in input.all().iter().enumerate().skip(1) {
-                    let w = pc.windowing_strategy();
-                    if !windowing.is_compatible(&w) {
-                        p.record_error(
-                            &p.current_step(),
-                            format!(
-                                "Flatten of incompatible windowing: input 0 is windowed by {:?} but input {i} by {:?}",
-                                windowing.window_fn, w.window_fn
-                            ),
-                        );
-                    }
-                }
-                windowing
-            }
-        };
+        let windowing = self.windowing.unwrap_or_else(|| common_windowing(&input));
         let ids = input.pcollection_ids();
         let node = p.make_primitive(crate::urns::FLATTEN, Payload::Flatten);
         let b = output_boundedness(&p, &ids);
         p.new_output(node, "out", b, windowing)
     }
+}
+
+/// The windowing of `inputs`' first, recording an error on the pipeline for any input whose
+/// windowing is not compatible with it.
+fn common_windowing<T: Element>(inputs: &PCollectionList<T>) -> WindowingStrategy {
+    let p = inputs.pipeline();
+    let windowing = inputs.get(0).map(|pc| pc.windowing_strategy()).unwrap_or_else(WindowingStrategy::global);
+    for (i, pc) in inputs.all().iter().enumerate().skip(1) {
+        let w = pc.windowing_strategy();
+        if !windowing.is_compatible(&w) {
+            p.record_error(
+                &p.current_step(),
+                format!(
+                    "Flatten of incompatible windowing: input 0 is windowed by {:?} but input {i} by {:?}",
+                    windowing.window_fn, w.window_fn
+                ),
+            );
+        }
+    }
+    windowing
 }
