@@ -19,7 +19,7 @@ use crate::client::Connection;
 use crate::codec::KafkaDecode;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Message, OwnedMessage, Timestamp as KafkaTimestamp};
+use rdkafka::message::{BorrowedMessage, Message, OwnedMessage, Timestamp as KafkaTimestamp};
 use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -565,7 +565,7 @@ impl<K: KafkaDecode, V: KafkaDecode> ReadPartition<K, V> {
         Ok(Reader { consumer, next: from, held: None, last_ok: now, at_end: false, end_checked: now })
     }
 
-    fn decode(&self, p: &KafkaPartition, m: &OwnedMessage) -> UserResult<Option<KafkaRecord<K, V>>> {
+    fn decode(&self, p: &KafkaPartition, m: &Polled<'_>) -> UserResult<Option<KafkaRecord<K, V>>> {
         let (timestamp, timestamp_type) = match m.timestamp() {
             KafkaTimestamp::CreateTime(t) => (t, KafkaTimestampType::CreateTime),
             KafkaTimestamp::LogAppendTime(t) => (t, KafkaTimestampType::LogAppendTime),
@@ -595,6 +595,46 @@ impl<K: KafkaDecode, V: KafkaDecode> ReadPartition<K, V> {
             key,
             value,
         }))
+    }
+}
+
+/// A record of the partition: the one a checkpointed call held back, or one just polled, read
+/// in place in the consumer's buffer (only a held record is copied out).
+enum Polled<'a> {
+    Held(OwnedMessage),
+    Fresh(BorrowedMessage<'a>),
+}
+
+impl Polled<'_> {
+    fn offset(&self) -> i64 {
+        match self {
+            Polled::Held(m) => m.offset(),
+            Polled::Fresh(m) => m.offset(),
+        }
+    }
+    fn key(&self) -> Option<&[u8]> {
+        match self {
+            Polled::Held(m) => m.key(),
+            Polled::Fresh(m) => m.key(),
+        }
+    }
+    fn payload(&self) -> Option<&[u8]> {
+        match self {
+            Polled::Held(m) => m.payload(),
+            Polled::Fresh(m) => m.payload(),
+        }
+    }
+    fn timestamp(&self) -> KafkaTimestamp {
+        match self {
+            Polled::Held(m) => m.timestamp(),
+            Polled::Fresh(m) => m.timestamp(),
+        }
+    }
+    fn owned(self) -> OwnedMessage {
+        match self {
+            Polled::Held(m) => m,
+            Polled::Fresh(m) => m.detach(),
+        }
     }
 }
 
@@ -682,8 +722,8 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
         let mut wait = shared.poll_interval.min(Duration::from_millis(50));
         let outcome = loop {
             let polled = match reader.held.take() {
-                Some(m) => Some(Ok(m)),
-                None => reader.consumer.poll(wait).map(|r| r.map(|m| m.detach())),
+                Some(m) => Some(Ok(Polled::Held(m))),
+                None => reader.consumer.poll(wait).map(|r| r.map(Polled::Fresh)),
             };
             wait = Duration::ZERO;
             match polled {
@@ -696,7 +736,7 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
                     if !tracker.try_claim(m.offset()) {
                         // Checkpointed (or the end of a bounded range): this record is the
                         // residual's first.
-                        reader.held = Some(m);
+                        reader.held = Some(m.owned());
                         break ProcessContinuation::stop();
                     }
                     reader.next = m.offset() + 1;

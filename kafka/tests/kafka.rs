@@ -308,7 +308,7 @@ fn partitions_added_while_a_read_runs_are_read() {
     };
     broker.produce("grow", &(0..10).map(|i| (None, format!("a{i}"), 0)).collect::<Vec<_>>());
     wait_for(10);
-    broker.connection().add_partitions("grow", 3).unwrap();
+    broker.add_partitions("grow", 3);
     broker.produce("grow", &(0..20).map(|i| (None, format!("b{i}"), 1 + i % 2)).collect::<Vec<_>>());
     wait_for(30);
     result.cancel().unwrap();

@@ -253,22 +253,73 @@ impl Broker {
 
     /// Produces `records` (key, value, partition) and waits until they are all written.
     pub fn produce(&self, topic: &str, records: &[(Option<String>, String, i32)]) {
-        let producer: BaseProducer =
-            ClientConfig::new().set("bootstrap.servers", &self.address).set("linger.ms", "5").create().unwrap();
-        for (k, v, p) in records {
-            let mut r: BaseRecord<'_, String, String> = BaseRecord::to(topic).payload(v).partition(*p);
-            if let Some(k) = k {
-                r = r.key(k);
-            }
-            let mut r = Some(r);
-            while let Some(rec) = r.take() {
-                if let Err((_, back)) = producer.send(rec) {
-                    producer.poll(Duration::from_millis(10));
-                    r = Some(back);
+        // Delivery is checked: a producer whose metadata does not show a partition yet (just
+        // added: Apache Kafka's brokers learn of new partitions asynchronously) fails those
+        // records on delivery, and they are sent again with a new producer.
+        let mut left: Vec<&(Option<String>, String, i32)> = records.iter().collect();
+        let began = Instant::now();
+        while !left.is_empty() {
+            assert!(began.elapsed() < Duration::from_secs(60), "cannot produce {} records to {topic}", left.len());
+            let producer: BaseProducer<Delivered> = ClientConfig::new()
+                .set("bootstrap.servers", &self.address)
+                .set("linger.ms", "5")
+                .create_with_context(Delivered::default())
+                .unwrap();
+            for (i, (k, v, p)) in left.iter().enumerate() {
+                let mut r: BaseRecord<'_, String, String, usize> =
+                    BaseRecord::with_opaque_to(topic, i).payload(v).partition(*p);
+                if let Some(k) = k {
+                    r = r.key(k);
+                }
+                let mut r = Some(r);
+                while let Some(rec) = r.take() {
+                    if let Err((_, back)) = producer.send(rec) {
+                        producer.poll(Duration::from_millis(10));
+                        r = Some(back);
+                    }
                 }
             }
+            producer.flush(Duration::from_secs(30)).unwrap();
+            let failed = std::mem::take(&mut *producer.context().failed.lock().unwrap());
+            left = failed.into_iter().map(|i| left[i]).collect();
+            if !left.is_empty() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
         }
-        producer.flush(Duration::from_secs(30)).unwrap();
+    }
+
+    /// Grows `topic` to `partitions` and waits until the broker's metadata shows them.
+    pub fn add_partitions(&self, topic: &str, partitions: usize) {
+        self.connection().add_partitions(topic, partitions).unwrap();
+        let consumer: rdkafka::consumer::BaseConsumer =
+            ClientConfig::new().set("bootstrap.servers", &self.address).create().unwrap();
+        let began = Instant::now();
+        loop {
+            use rdkafka::consumer::Consumer;
+            let meta = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();
+            if meta.topics()[0].partitions().len() >= partitions {
+                return;
+            }
+            assert!(began.elapsed() < Duration::from_secs(30), "{topic} does not show {partitions} partitions");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A producer context that remembers which records (by index) failed delivery.
+#[derive(Default)]
+struct Delivered {
+    failed: std::sync::Mutex<Vec<usize>>,
+}
+
+impl rdkafka::ClientContext for Delivered {}
+
+impl rdkafka::producer::ProducerContext for Delivered {
+    type DeliveryOpaque = usize;
+    fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, i: usize) {
+        if result.is_err() {
+            self.failed.lock().unwrap().push(i);
+        }
     }
 }
 
