@@ -8,41 +8,45 @@
 //! movement, and the harnesses the user's code.
 //!
 //! Everything a Weir pipeline has, a submitted one has too: a stateful DoFn's state and timers
-//! are Weir's per key and window ([`user_state`]), a splittable DoFn's deferred rest waits in
+//! are Weir's per key and window ([`worker::user_state`]), a splittable DoFn's deferred rest waits in
 //! Weir's state under a timer, so an unbounded source streams, and all of it is in the
 //! runner's checkpoints, so a killed job resumes where it stopped and a drain cuts the sources
 //! short and fires every window.
 //!
-//! The way through the crate, in the order a job takes:
-//! - [`job_service`] and [`job`]: the Job API, and a job's life (Prepare plans it, Run runs it
-//!   on a thread, or in a process group of its own when the runner has several processes);
-//! - [`plan`]: what Weir makes of a submitted pipeline: combiners lifted ([`lift`]),
-//!   splittable DoFns expanded ([`sdf`]), Weir's own transforms, the harness's fused greedily
-//!   into stages, and what Weir lacks refused, naming the transform and URN;
-//! - [`stage`]: a stage as the harness runs it, its `ProcessBundleDescriptor`, with data ports
-//!   whose wire coders let Weir carry any SDK's values as bytes;
-//! - [`translate`] and [`windowing`]: the plan as a Weir pipeline, each PCollection a
-//!   `PCollection<Vec<u8>>` in its proto's windowing, and each fused stage one operator
-//!   ([`operator`]);
-//! - [`user_state`]: a stateful stage's user state and timers, kept in Weir's state and served
-//!   to the harness through the State API and the data stream's timers;
-//! - [`fn_api`], [`harness`] and [`metrics`]: the Fn API's services (control, data, state for
-//!   side inputs, logging), the harnesses started as a pipeline's environment says, and their
-//!   metrics;
-//! - [`proto`]: Beam's protos, compiled from the descriptors of an `apache-beam` wheel (see
-//!   `proto/generate.py`).
+//! The crate is laid out as Beam's portable runners are (Prism, in Beam's Go SDK, most
+//! plainly), one folder per step a job takes, each opening with an essay:
+//!
+//! ```text
+//! jobservices/  the Job API, and a job's life ........... Prepare, Run, state, metrics
+//!     | Prepare
+//! preprocess/   the submitted pipeline made runnable ..... combiners lifted, SDFs expanded,
+//!     |                                                    checks, fusion into stages, each
+//!     |                                                    stage's ProcessBundleDescriptor
+//! translate/    the plan as a Weir pipeline .............. Weir's GroupByKey, Flatten,
+//!     |                                                    Impulse, TestStream, Reshuffle;
+//!     |                                                    each fused stage one operator
+//! worker/       the SDK harnesses and the Fn API ......... control, data, state, logging,
+//!                                                          provision; one bundle's life
+//! ```
+//!
+//! One bundle, from the operator that gathers it to the harness and back: a fused stage's
+//! operator ([`translate::stage`]) gathers elements into a bundle and hands it to the Fn API
+//! server ([`worker`]), which sends the harness a ProcessBundle instruction on its control
+//! stream, the elements on its data stream, serves its state requests (side inputs, and user
+//! state from Weir's keyed state, [`worker::user_state`]), and collects its outputs until the
+//! instruction's answer comes back with the bundle's metrics ([`worker::metrics`]) and any
+//! residuals; the operator then emits the outputs into the Weir pipeline.
+//!
+//! Arrows point down only: `jobservices` uses the three below it, `translate` uses `worker` and
+//! `preprocess`, `worker` uses `preprocess` (the stage descriptors and their wire coders), and
+//! `preprocess` uses none of them. [`proto`] (Beam's protos, compiled from the descriptors of an
+//! `apache-beam` wheel; see `proto/generate.py`) and [`Error`] are beneath all four.
 
-pub mod fn_api;
-pub mod harness;
-pub mod job;
-pub mod job_service;
-pub mod lift;
-pub mod metrics;
-pub mod operator;
-pub mod plan;
+mod error;
+pub mod jobservices;
+pub mod preprocess;
 pub mod proto;
-pub mod sdf;
-pub mod stage;
 pub mod translate;
-pub mod user_state;
-pub mod windowing;
+pub mod worker;
+
+pub use error::Error;

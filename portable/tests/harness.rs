@@ -5,11 +5,12 @@
 
 mod common;
 use std::time::Duration;
-use weir_portable::fn_api::{FnError, FnServer, SideInputs};
-use weir_portable::harness::{Harnesses, Launch};
-use weir_portable::plan::plan;
+use weir_portable::preprocess::descriptor::{describe, StageDescriptor};
+use weir_portable::preprocess::plan;
 use weir_portable::proto::pipeline::v1 as rapi;
-use weir_portable::stage::{describe, StageDescriptor};
+use weir_portable::worker::harness::{Harnesses, Launch};
+use weir_portable::worker::{FnServer, SideInputs};
+use weir_portable::Error;
 use weir_sdk::coders::{BytesCoder, Coder, FullWindowedValue, WindowCoderKind, WindowedValueCoder};
 use weir_sdk::pane::PaneInfo;
 use weir_sdk::window::Window;
@@ -50,7 +51,7 @@ fn stage_with(p: &rapi::Pipeline, name: &str, id: &str, server: &FnServer) -> (S
 }
 
 /// Runs a bundle of the impulse's element through stage `d` on `worker`: its first output.
-fn run(server: &FnServer, worker: &str, d: &StageDescriptor, sides: SideInputs) -> Result<Vec<u8>, FnError> {
+fn run(server: &FnServer, worker: &str, d: &StageDescriptor, sides: SideInputs) -> Result<Vec<u8>, Error> {
     let sinks: Vec<String> = d.outputs.iter().map(|o| o.0.clone()).collect();
     let input = (vec![(d.inputs[0].0.clone(), impulse())], sides);
     let mut out = server.process_bundle(worker, &d.descriptor, input, &sinks, MINUTE)?;
@@ -85,7 +86,7 @@ fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
     let p = common::submitted(r#"p | beam.Impulse() | "Divide" >> beam.Map(lambda _: 1 // 0)"#).unwrap();
     let (d, _) = stage_with(&p, "Divide", "divide", &server);
     let err = run(&server, "worker-1", &d, SideInputs::default()).unwrap_err();
-    assert!(matches!(err, FnError::Bundle { .. }), "{err}");
+    assert!(matches!(err, Error::Bundle { .. }), "{err}");
     assert!(err.to_string().contains("ZeroDivisionError"), "{err}");
 
     // A side input, read through the State API: the iterable of a singleton's one element.
@@ -144,7 +145,7 @@ fn a_harness_process_that_exits_is_named_with_its_status() {
     // A "Python" that exits at once, with status 1.
     let launch = Launch::Process { python: "false".into() };
     let err = Harnesses::start(&launch, &server, &["doomed".into()], Duration::from_secs(30)).err().unwrap();
-    assert!(matches!(err, FnError::Gone { .. }), "{err}");
+    assert!(matches!(err, Error::Gone { .. }), "{err}");
     let text = err.to_string();
     assert!(text.contains("'doomed'") && text.contains("exit status: 1"), "{text}");
 }

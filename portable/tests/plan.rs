@@ -2,8 +2,9 @@
 //! stages, and what cannot run refused at Prepare, naming the transform and the URN.
 
 mod common;
-use weir_portable::plan::{plan, PlanError, StageKind};
+use weir_portable::preprocess::{plan, StageKind};
 use weir_portable::proto::pipeline::v1 as rapi;
+use weir_portable::Error;
 
 /// The unique names of a stage's transforms.
 fn names(p: &rapi::Pipeline, ids: &[String]) -> Vec<String> {
@@ -73,7 +74,7 @@ class Buffer(beam.DoFn):
     };
     let err = plan(&p).expect_err("user state in merging windows is refused");
     match &err {
-        PlanError::Unsupported { transform, urn, why } => {
+        Error::Unsupported { transform, urn, why } => {
             assert_eq!(transform, "Stateful");
             assert_eq!(urn, "beam:transform:pardo:v1");
             assert!(why.contains("state and timers in merging windows"), "{err}");
@@ -117,8 +118,9 @@ class Odd(window.NonMergingWindowFn):
 #[test]
 fn every_data_port_speaks_a_wire_form_weir_can_delimit() {
     use prost::Message;
+    use weir_portable::preprocess::descriptor::describe;
+    use weir_portable::preprocess::wire::Wire;
     use weir_portable::proto::fn_execution::v1::RemoteGrpcPort;
-    use weir_portable::stage::{describe, Wire};
     let Some(p) = common::submitted(
         r#"
 (p | beam.Create([("a", 1), ("b", 2), ("a", 3)]) | "Group" >> beam.GroupByKey()
@@ -159,8 +161,9 @@ fn a_docker_environment_is_refused_at_prepare() {
         env.payload = Vec::new();
     }
     let planned = plan(&p).expect("planned");
-    let err =
-        weir_portable::plan::check_environments(&planned).expect_err("a Docker environment is refused").to_string();
+    let err = weir_portable::jobservices::job::check_environments(&planned)
+        .expect_err("a Docker environment is refused")
+        .to_string();
     assert!(err.contains("beam:env:docker:v1") && err.contains("LOOPBACK, EXTERNAL or PROCESS"), "{err}");
 }
 

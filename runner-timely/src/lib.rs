@@ -40,6 +40,7 @@
 mod checkpoint;
 mod cluster;
 mod handshake;
+mod ledger;
 mod node;
 pub mod options;
 mod process;
@@ -95,23 +96,7 @@ impl TimelyRunner {
         let streaming = options.get::<StreamingOptions>().into_owned();
         let plan = translate(&graph, options)?;
         let mut fingerprint = handshake::fingerprint(&graph, &plan, options);
-        let checkpoint = match &streaming.checkpoint_dir {
-            None => None,
-            Some(dir) => {
-                let log = checkpoint::EpochLog::open(
-                    dir,
-                    // State moves key group by key group: any number of workers resumes it.
-                    weir_runner_core::fingerprint::Fingerprint::of_plan(&graph, &plan).with_key_groups(),
-                    format!("{:016x}", rand::random::<u64>()),
-                    (t.process_id, t.peers()),
-                    streaming.min_batches_to_retain,
-                    streaming.state_snapshot_interval,
-                )?;
-                // Every process must resume from the same epoch.
-                fingerprint.push("checkpoint resumes at epoch", log.start.to_string());
-                Some(log)
-            }
-        };
+        let checkpoint = open_checkpoint(&graph, &plan, &t, &streaming, &mut fingerprint)?;
         let metrics = JobMetrics::with_committed();
         let m = metrics.clone();
         let run_id = format!("{:016x}", rand::random::<u64>());
@@ -163,30 +148,7 @@ impl TimelyRunner {
             }));
             // Taken now, so that a later run in this process starts clean.
             let lost_peer = cluster::lost_process();
-            if let Some(e) = process.take_failure() {
-                if process.stopped_with_the_others() {
-                    return Err(Error::Cancelled);
-                }
-                return Err(e);
-            }
-            let lost = |detail: String| match lost_peer {
-                Some((i, ref why)) => cluster::lost(i, why),
-                None => {
-                    Error::Execution { step: "timely cluster".into(), message: format!("a worker stopped: {detail}") }
-                }
-            };
-            let results = match ran {
-                Ok(Ok(results)) => results,
-                Ok(Err(e)) => return Err(e),
-                Err(panic) => return Err(lost(weir_runner_core::do_fn_runner::panic_message(&*panic))),
-            };
-            for r in results {
-                match r {
-                    Ok(r) => r?,
-                    Err(panic) => return Err(lost(panic)),
-                }
-            }
-            Ok(())
+            outcome(&process, ran, lost_peer)
         };
         let result = Job::spawn("weir-timely", metrics, &job_options, move |job| {
             let stopping = job.clone();
@@ -198,6 +160,62 @@ impl TimelyRunner {
         })?;
         Ok(TimelyQuery { result, progress, run, ui })
     }
+}
+
+/// The epoch log of a checkpointed run (`--checkpoint-dir`), opened at the epoch every process
+/// must resume from (added to the handshake's fingerprint).
+fn open_checkpoint(
+    graph: &PipelineGraph,
+    plan: &weir_runner_core::plan::PhysicalPlan,
+    t: &TimelyOptions,
+    streaming: &StreamingOptions,
+    fingerprint: &mut weir_runner_core::fingerprint::Fingerprint,
+) -> Result<Option<checkpoint::EpochLog>> {
+    let Some(dir) = &streaming.checkpoint_dir else { return Ok(None) };
+    let log = checkpoint::EpochLog::open(
+        dir,
+        // State moves key group by key group: any number of workers resumes it.
+        weir_runner_core::fingerprint::Fingerprint::of_plan(graph, plan).with_key_groups(),
+        format!("{:016x}", rand::random::<u64>()),
+        (t.process_id, t.peers()),
+        streaming.min_batches_to_retain,
+        streaming.state_snapshot_interval,
+    )?;
+    // Every process must resume from the same epoch.
+    fingerprint.push("checkpoint resumes at epoch", log.start.to_string());
+    Ok(Some(log))
+}
+
+/// How a run of this process ended: its first failure (cancelled, when it stopped because
+/// another process did), else a worker that panicked or stopped (naming a lost peer process,
+/// when one was), else success.
+fn outcome(
+    process: &Process,
+    ran: std::thread::Result<Result<Vec<std::result::Result<Result<()>, String>>>>,
+    lost_peer: Option<(usize, String)>,
+) -> Result<()> {
+    if let Some(e) = process.take_failure() {
+        if process.stopped_with_the_others() {
+            return Err(Error::Cancelled);
+        }
+        return Err(e);
+    }
+    let lost = |detail: String| match lost_peer {
+        Some((i, ref why)) => cluster::lost(i, why),
+        None => Error::Execution { step: "timely cluster".into(), message: format!("a worker stopped: {detail}") },
+    };
+    let results = match ran {
+        Ok(Ok(results)) => results,
+        Ok(Err(e)) => return Err(e),
+        Err(panic) => return Err(lost(weir_runner_core::do_fn_runner::panic_message(&*panic))),
+    };
+    for r in results {
+        match r {
+            Ok(r) => r?,
+            Err(panic) => return Err(lost(panic)),
+        }
+    }
+    Ok(())
 }
 
 /// A pipeline running on the timely runner: the job's state and metrics (the whole cluster's

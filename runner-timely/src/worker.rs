@@ -14,10 +14,11 @@
 //! TestStream is synchronous, its next event played only once its last one's consequences ran.
 //! As epochs finish, each process's first worker commits the process's sinks for them.
 
-use crate::checkpoint::{WorkerManifest, WorkerOffsets, WorkerResume};
+use crate::checkpoint::{WorkerOffsets, WorkerResume};
+use crate::ledger::{Ledger, OpenEpoch};
 use crate::node::{progress, route, NodeWorker, Pending};
 use crate::process::{IdleReport, Process};
-use crate::progress::{OperatorState, SourceRows, WorkerProgress};
+use crate::progress::{SourceRows, WorkerProgress};
 use crate::wire::Routed;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -52,23 +53,23 @@ type MetricsRecord = (u32, (u32, MetricQueryResults));
 type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRecord>>;
 /// A worker's acknowledgement, for worker 0, that it has finished every epoch before one (its
 /// state and manifest written, and its process's sinks committed): `(0, (worker, epoch))`.
-type AckRecord = (u32, (u32, u64));
-type AckBuilder = timely::container::CapacityContainerBuilder<Vec<AckRecord>>;
+pub(crate) type AckRecord = (u32, (u32, u64));
+pub(crate) type AckBuilder = timely::container::CapacityContainerBuilder<Vec<AckRecord>>;
 /// Worker 0's news, for the first worker of every other process, that every epoch before one
 /// is committed: `(target, epoch)`.
-type CommittedRecord = (u32, u64);
-type CommittedBuilder = timely::container::CapacityContainerBuilder<Vec<CommittedRecord>>;
+pub(crate) type CommittedRecord = (u32, u64);
+pub(crate) type CommittedBuilder = timely::container::CapacityContainerBuilder<Vec<CommittedRecord>>;
 /// A worker's failure, for every worker of the other processes: `(target, (worker, error))`.
 /// Without it a process that failed would stop sending, and the others would wait for it.
 type FailureRecord = (u32, (u32, String));
 type FailureBuilder = timely::container::CapacityContainerBuilder<Vec<FailureRecord>>;
 /// A worker's report of how idle it is, for the first worker of every other process:
 /// `(target, (worker, report))`.
-type IdleRecord = (u32, (u32, IdleReport));
-type IdleBuilder = timely::container::CapacityContainerBuilder<Vec<IdleRecord>>;
+pub(crate) type IdleRecord = (u32, (u32, IdleReport));
+pub(crate) type IdleBuilder = timely::container::CapacityContainerBuilder<Vec<IdleRecord>>;
 /// A worker's part of an epoch, for worker 0: `(0, (epoch, row))`.
-type ProgressRecord = (u32, (u64, WorkerProgress));
-type ProgressBuilder = timely::container::CapacityContainerBuilder<Vec<ProgressRecord>>;
+pub(crate) type ProgressRecord = (u32, (u64, WorkerProgress));
+pub(crate) type ProgressBuilder = timely::container::CapacityContainerBuilder<Vec<ProgressRecord>>;
 
 /// Runs worker `worker` of the cluster to the end of the pipeline, or until a worker of the
 /// process fails (its error is the process's [`Process::take_failure`]), or a stop or cancel:
@@ -634,7 +635,9 @@ fn side_stream<M: timely::ExchangeData + Clone>(
 
 /// Sends what `handle` holds on now. A side stream's exchange buffers records per target until
 /// its time moves on, so the time moves: the records are the news, not the times.
-fn deliver<D: Clone + 'static>(handle: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<D>>>) {
+pub(crate) fn deliver<D: Clone + 'static>(
+    handle: &mut InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<D>>>,
+) {
     let next = *handle.time() + 1;
     handle.advance_to(next);
 }
@@ -642,161 +645,6 @@ fn deliver<D: Clone + 'static>(handle: &mut InputHandle<u64, timely::container::
 /// The first epoch not finished everywhere (`u64::MAX` once all are).
 fn first_unfinished(probe: &ProbeHandle<u64>) -> u64 {
     probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX))
-}
-
-/// An epoch a worker read and has not reported: when it began, and what its sources read.
-struct OpenEpoch {
-    started: Instant,
-    started_ms: i64,
-    rows: u64,
-    wal_ms: u64,
-    sources: Vec<SourceRows>,
-    max_event_time: Option<i64>,
-}
-
-/// A worker's account of its epochs for the progress reports: when each began and what its
-/// sources read, until the epoch is seen finished everywhere and its row sent to worker 0.
-pub(crate) struct Ledger {
-    rows: Option<InputHandle<u64, ProgressBuilder>>,
-    /// Epochs this worker read and has not reported, with when and how much.
-    open: BTreeMap<u64, OpenEpoch>,
-    /// The first epoch not reported yet.
-    next: u64,
-    nodes: Vec<Rc<RefCell<NodeWorker>>>,
-    me: usize,
-    /// The process, whose checkpoint the manifests go to.
-    shared: Arc<Process>,
-    /// With a checkpoint: what the worker's nodes wrote per epoch, for its manifests.
-    pending: Option<Pending>,
-    /// With a checkpoint: the acknowledgements to worker 0.
-    acks: Option<InputHandle<u64, AckBuilder>>,
-    /// With a checkpoint: the worker's last offset log entry. Once its sources are done, the
-    /// epochs it takes part in without reading are logged with its final positions, so that
-    /// every commit has every worker's offsets.
-    last_offsets: Option<WorkerOffsets>,
-    /// On worker 0 of a cluster whose operators run work after commits: the news of commits to
-    /// the other processes.
-    commit_news: Option<InputHandle<u64, CommittedBuilder>>,
-    /// The commits told so far: every epoch before it.
-    told: u64,
-    /// In an incremental run of several processes: the reports of how idle this worker is,
-    /// to the other processes.
-    idle: Option<InputHandle<u64, IdleBuilder>>,
-    /// Whether the worker's sources were read to their end at its last read.
-    sources_done: bool,
-    /// The last epoch in which its sources read anything (or were not done).
-    read_in: Option<u64>,
-}
-
-impl Ledger {
-    /// In an incremental run, tells every process how idle this worker is now that it has
-    /// seen every epoch through `through` finished everywhere: idle after every epoch since
-    /// the last one in which it read, received or sent anything, if its sources are read to
-    /// their end and none of its nodes has work of its own due.
-    fn report_idle(&mut self, through: u64) {
-        let p = self.shared.clone();
-        if !p.ends_incrementally() {
-            return;
-        }
-        let nodes = self.nodes.iter().map(|n| n.borrow());
-        let (active, work) =
-            nodes.fold((self.read_in, false), |(a, w), n| (a.max(n.last_active()), w || n.next_work().is_some()));
-        let idle = self.sources_done && !work;
-        let since = active.map_or(p.start_epoch(), |a| a + 1);
-        let report = IdleReport { since: idle.then_some(since), through: Some(through) };
-        p.idle_report(self.me, report);
-        if let Some(handle) = self.idle.as_mut() {
-            for other in (0..p.peers / p.workers.max(1)).filter(|&q| q != p.process_id) {
-                handle.send(((other * p.workers) as u32, (self.me as u32, report)));
-            }
-            deliver(handle);
-        }
-    }
-
-    /// Runs the operators' work that waited for the epochs committed so far (bundle
-    /// finalization); on worker 0, first tells the other processes of new commits.
-    fn run_committed(&mut self) {
-        let through = self.shared.committed();
-        if !self.shared.finalizes {
-            return;
-        }
-        if let Some(handle) = self.commit_news.as_mut().filter(|_| through > self.told) {
-            let p = &self.shared;
-            for other in (0..p.peers / p.workers.max(1)).filter(|&q| q != p.process_id) {
-                handle.send(((other * p.workers) as u32, through));
-            }
-            deliver(handle);
-            self.told = through;
-        }
-        for n in &self.nodes {
-            n.borrow_mut().committed_through(through);
-        }
-    }
-
-    /// Closes every epoch before `frontier` that this worker took part in: the ones its
-    /// sources read, and (once they are done) the later ones its operators ran. On the
-    /// process's first worker (`leader`), the process's sinks commit them; with a checkpoint,
-    /// the worker's manifests record them and worker 0 hears they are done here. Each epoch's
-    /// row goes to the progress reports.
-    fn finished(&mut self, frontier: u64, leader: Option<&Process>) -> Result<()> {
-        let seen = self.nodes.iter().filter_map(|n| n.borrow().last_epoch()).max();
-        let last = self.open.keys().next_back().copied().max(seen).map_or(self.next, |e| e + 1);
-        let until = frontier.min(last);
-        if let Some(p) = leader {
-            p.commit_sinks(frontier)?;
-        }
-        self.run_committed();
-        if self.next >= until {
-            return Ok(());
-        }
-        if let Some(pending) = &self.pending {
-            if let Some(log) = &self.shared.checkpoint {
-                for epoch in self.next..until {
-                    if let Some(last) = self.last_offsets.as_ref().filter(|l| l.epoch < epoch) {
-                        let idle = last.idle(epoch);
-                        log.write_offsets(&idle)?;
-                        self.last_offsets = Some(idle);
-                    }
-                    let members = pending.borrow_mut().remove(&epoch).unwrap_or_default();
-                    log.write_manifest(&WorkerManifest { epoch, worker: self.me, members })?;
-                }
-            }
-        }
-        if let Some(acks) = self.acks.as_mut() {
-            acks.send((0, (self.me as u32, until)));
-            deliver(acks);
-        }
-        self.report_idle(until - 1);
-        let Some(rows) = self.rows.as_mut() else {
-            self.next = until;
-            return Ok(());
-        };
-        let (state_rows, state_bytes) =
-            self.nodes.iter().map(|n| n.borrow().state()).fold((0, 0), |(r, b), (x, y)| (r + x, b + y));
-        let operators: Vec<OperatorState> = self.nodes.iter().filter_map(|n| n.borrow().operator_state()).collect();
-        let watermark = self.nodes.iter().filter_map(|n| n.borrow().leaf_watermark()).min().unwrap_or(MAX_TIMESTAMP);
-        for epoch in self.next..until {
-            let open = self.open.remove(&epoch);
-            let row = WorkerProgress {
-                worker: self.me,
-                process: self.shared.process_id,
-                input_rows: open.as_ref().map_or(0, |o| o.rows),
-                duration_ms: open.as_ref().map_or(0, |o| o.started.elapsed().as_millis() as u64),
-                state_rows,
-                state_bytes,
-                started_ms: open.as_ref().map_or_else(weir_sdk::time::now_millis, |o| o.started_ms),
-                wal_commit_ms: open.as_ref().map_or(0, |o| o.wal_ms),
-                watermark,
-                max_event_time: open.as_ref().and_then(|o| o.max_event_time),
-                operators: operators.clone(),
-                sources: open.map(|o| o.sources).unwrap_or_default(),
-            };
-            rows.send((0, (epoch, row)));
-        }
-        deliver(rows);
-        self.next = until;
-        Ok(())
-    }
 }
 
 /// Steps the worker until `ready` holds, or a worker of this process fails (the failure is the

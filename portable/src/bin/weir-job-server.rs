@@ -14,8 +14,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use weir_portable::job::RunConfig;
-use weir_portable::job_service::{bind, serve, Jobs};
+use weir_portable::jobservices::job::RunConfig;
+use weir_portable::jobservices::service::{bind, serve, Jobs};
 
 const USAGE: &str = "usage: weir-job-server [--job-port PORT] [--job-host HOST] [--sdk-workers N] [--python PATH] \
 [--max-finished-jobs N] [Weir pipeline flags, e.g. --runner microbatch --parallelism 2]\n       weir-job-server --drain JOB_ID [--job-port PORT] \
@@ -41,7 +41,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut config = RunConfig::default();
     let mut run_job = None;
     let mut drain = None;
-    let mut max_finished = weir_portable::job_service::MAX_FINISHED_JOBS;
+    let mut max_finished = weir_portable::jobservices::service::MAX_FINISHED_JOBS;
     let mut args = raw.peekable();
     while let Some(a) = args.next() {
         let (flag, inline) = match a.split_once('=') {
@@ -70,7 +70,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     // Weir's flags are checked now, not at the first job.
     weir_sdk::PipelineOptions::from_args(&config.weir_args).map_err(|e| e.to_string())?;
-    config.separate_process = weir_portable::job::several_processes(&config.weir_args);
+    config.separate_process = weir_portable::jobservices::job::several_processes(&config.weir_args);
     Ok(Args { address: SocketAddr::new(host, port), config, run_job, drain, max_finished })
 }
 
@@ -84,10 +84,10 @@ fn main() {
         }
     };
     if let Some(file) = &args.run_job {
-        std::process::exit(weir_portable::job::run_job_file(file, &args.config));
+        std::process::exit(weir_portable::jobservices::job::run_job_file(file, &args.config));
     }
     if let Some(job) = &args.drain {
-        match weir_portable::job_service::drain(args.address, job) {
+        match weir_portable::jobservices::service::drain(args.address, job) {
             Ok(state) => println!("job {job} is {state}"),
             Err(e) => {
                 eprintln!("weir-job-server: {e}");

@@ -201,7 +201,6 @@ impl GroupAlsoByWindow {
         }
         let ctx = self.ctx(&window);
         let output_wm = self.watermarks.output();
-        let eow = window.max_timestamp();
         let combiner = self.strategy.timestamp_combiner;
         let window_fn = self.strategy.window_fn.clone();
         // Lifted rows: the partial accumulators and the inputs they stand for.
@@ -258,25 +257,10 @@ impl GroupAlsoByWindow {
         self.bytes = self.bytes + ws.values.len() - before;
         ws.count += inputs as usize;
         ws.added(inputs as usize);
-        // Element holds: at the (shifted) element time for EARLIEST/LATEST, at the
-        // end of the window otherwise; none for data already behind the output watermark.
+        // Element holds (see `element_hold`).
         let old_hold = ws.hold();
-        let mut hold = old_hold;
-        for &i in idx {
-            let h = match combiner {
-                TimestampCombiner::EndOfWindow => eow,
-                _ => window_fn.output_time(batch.rows[i].timestamp, &window),
-            };
-            if h < output_wm || h > eow {
-                continue;
-            }
-            hold = Some(match (hold, combiner) {
-                (None, _) => h,
-                (Some(o), TimestampCombiner::Latest) => o.max(h),
-                (Some(o), _) => o.min(h),
-            });
-        }
-        ws.set_hold(hold);
+        let times = idx.iter().map(|&i| batch.rows[i].timestamp);
+        ws.set_hold(element_hold(old_hold, times, combiner, window_fn.as_ref(), &window, output_wm));
         if self.counts_elements {
             self.machine.on_elements(&mut ws.panes_mut(&self.fresh).trigger, inputs as i64, &ctx);
         }
@@ -302,4 +286,33 @@ impl GroupAlsoByWindow {
         }
         Ok(fire)
     }
+}
+
+/// A window's element hold after elements at `times` join it, from `hold`: at the (shifted)
+/// element time for EARLIEST/LATEST, at the end of the window otherwise; none for data already
+/// behind the output watermark.
+fn element_hold(
+    mut hold: Option<Timestamp>,
+    times: impl Iterator<Item = Timestamp>,
+    combiner: TimestampCombiner,
+    window_fn: &dyn weir_sdk::window_fn::WindowFn,
+    window: &Window,
+    output_wm: Timestamp,
+) -> Option<Timestamp> {
+    let eow = window.max_timestamp();
+    for t in times {
+        let h = match combiner {
+            TimestampCombiner::EndOfWindow => eow,
+            _ => window_fn.output_time(t, window),
+        };
+        if h < output_wm || h > eow {
+            continue;
+        }
+        hold = Some(match (hold, combiner) {
+            (None, _) => h,
+            (Some(o), TimestampCombiner::Latest) => o.max(h),
+            (Some(o), _) => o.min(h),
+        });
+    }
+    hold
 }

@@ -12,9 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::fn_api::{FnError, FnServer};
 use crate::proto::fn_execution::v1 as fapi;
 use crate::proto::pipeline::v1 as rapi;
+use crate::worker::FnServer;
+use crate::Error;
 use prost::Message;
 
 /// How the harnesses of an environment start.
@@ -59,7 +60,7 @@ pub struct Harnesses {
 impl Harnesses {
     /// Starts a harness for each of `workers` as `launch` says, pointed at `server`, and waits
     /// (up to `timeout`) until each has connected.
-    pub fn start(launch: &Launch, server: &FnServer, workers: &[String], timeout: Duration) -> Result<Self, FnError> {
+    pub fn start(launch: &Launch, server: &FnServer, workers: &[String], timeout: Duration) -> Result<Self, Error> {
         let mut processes = Vec::new();
         let endpoint = || Some(rapi::ApiServiceDescriptor { url: server.address().into(), authentication: None });
         for worker in workers {
@@ -74,7 +75,7 @@ impl Harnesses {
                     };
                     let pool_url = format!("http://{pool}");
                     let refused = |e: String| {
-                        FnError::Launch(format!("the worker pool at {pool} cannot start harness '{worker}': {e}"))
+                        Error::Launch(format!("the worker pool at {pool} cannot start harness '{worker}': {e}"))
                     };
                     let response = server.block_on(async {
                         use fapi::beam_fn_external_worker_pool_client::BeamFnExternalWorkerPoolClient;
@@ -101,7 +102,7 @@ impl Harnesses {
 
 /// Starts harness `worker` as a process of `python`, watched: its exit is reported to `server`
 /// with its status.
-fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mutex<Child>>, FnError> {
+fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mutex<Child>>, Error> {
     let endpoint = format!("url: \"{}\"", server.address());
     let mut child = Command::new(python)
         .args(["-m", "apache_beam.runners.worker.sdk_worker_main"])
@@ -113,7 +114,7 @@ fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mu
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| FnError::Launch(format!("cannot start harness '{worker}' with {python}: {e}")))?;
+        .map_err(|e| Error::Launch(format!("cannot start harness '{worker}' with {python}: {e}")))?;
     let last_words = child.stderr.take().map(|e| keep_last_lines(e, worker));
     let child = Arc::new(Mutex::new(child));
     let (watched, exits, worker) = (child.clone(), server.exits(), worker.to_string());
@@ -133,7 +134,7 @@ fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mu
                 Err(e) => return exits.report(&worker, format!("its process cannot be watched: {e}")),
             }
         })
-        .map_err(|e| FnError::Launch(format!("cannot watch harness process: {e}")))?;
+        .map_err(|e| Error::Launch(format!("cannot watch harness process: {e}")))?;
     Ok(child)
 }
 

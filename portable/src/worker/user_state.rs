@@ -20,9 +20,9 @@ use weir_sdk::state::{KeyedState, StateCell, StateTime, TimeDomain, TimerData, T
 use weir_sdk::time::Timestamp;
 use weir_sdk::window::Window;
 
-use crate::fn_api::{get_response, UserState};
+use crate::preprocess::wire::Wire;
 use crate::proto::fn_execution::v1 as fapi;
-use crate::stage::Wire;
+use crate::worker::{get_response, UserState};
 
 /// What a stateful stage's operator knows of its state and timers.
 #[derive(Debug, Clone)]
@@ -56,24 +56,14 @@ pub struct Residual {
 
 impl StageState {
     /// The timer ports of a bundle: one per timer family.
-    pub fn ports(&self) -> impl Iterator<Item = crate::fn_api::Port> + '_ {
-        self.timer_families.iter().map(|(f, _)| crate::fn_api::Port::Timers(self.transform.clone(), f.clone()))
+    pub fn ports(&self) -> impl Iterator<Item = crate::worker::Port> + '_ {
+        self.timer_families.iter().map(|(f, _)| crate::worker::Port::Timers(self.transform.clone(), f.clone()))
     }
 
     fn domain(&self, family: &str) -> Result<TimeDomain, String> {
         self.timer_families.iter().find(|(f, _)| f == family).map(|(_, d)| *d).ok_or_else(|| {
             format!("a timer of family '{family}', which transform '{}' does not declare", self.transform)
         })
-    }
-}
-
-/// The clock of a timer family's `time_domain`; `None` for one Weir lacks.
-pub fn time_domain(proto: i32) -> Option<TimeDomain> {
-    use crate::proto::pipeline::v1::time_domain::Enum;
-    match Enum::try_from(proto).ok()? {
-        Enum::EventTime => Some(TimeDomain::EventTime),
-        Enum::ProcessingTime => Some(TimeDomain::ProcessingTime),
-        Enum::Unspecified => None,
     }
 }
 

@@ -15,17 +15,7 @@ use rapi::trigger::Trigger as T;
 use weir_sdk::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner, Trigger};
 use weir_sdk::window_fn::{FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn, WindowingStrategy};
 
-/// Window function URNs.
-pub mod urns {
-    /// The global window.
-    pub const GLOBAL: &str = "beam:window_fn:global_windows:v1";
-    /// Fixed windows.
-    pub const FIXED: &str = "beam:window_fn:fixed_windows:v1";
-    /// Sliding windows.
-    pub const SLIDING: &str = "beam:window_fn:sliding_windows:v1";
-    /// Session windows.
-    pub const SESSIONS: &str = "beam:window_fn:session_windows:v1";
-}
+use weir_sdk::urns::window_fns as urns;
 
 fn duration(d: Option<prost_types::Duration>) -> Result<Duration, String> {
     let d = d.unwrap_or_default();

@@ -9,19 +9,10 @@
 
 use std::collections::HashMap;
 
-use crate::plan::{urns, PlanError};
 use crate::proto::pipeline::v1 as rapi;
+use crate::Error;
 use prost::Message;
-
-/// Pairing each element with its initial restriction.
-pub const PAIR_WITH_RESTRICTION: &str = "beam:transform:sdf_pair_with_restriction:v1";
-/// Splitting and sizing restrictions.
-pub const SPLIT_AND_SIZE: &str = "beam:transform:sdf_split_and_size_restrictions:v1";
-/// Processing sized elements and restrictions.
-pub const PROCESS_SIZED: &str = "beam:transform:sdf_process_sized_element_and_restrictions:v1";
-/// Truncating sized restrictions for a drain (an open-ended one is dropped, a bounded one kept,
-/// unless the DoFn says otherwise).
-pub const TRUNCATE_SIZED: &str = "beam:transform:sdf_truncate_sized_restrictions:v1";
+use weir_sdk::urns;
 
 /// `pipeline` and `stage` (a stage whose first transform processes a splittable DoFn's sized
 /// restrictions) with the restrictions truncated first, as a drain runs them: a truncating
@@ -29,26 +20,26 @@ pub const TRUNCATE_SIZED: &str = "beam:transform:sdf_truncate_sized_restrictions
 /// output.
 pub fn truncating(
     pipeline: &rapi::Pipeline,
-    stage: &crate::plan::Stage,
-) -> Result<(rapi::Pipeline, crate::plan::Stage), PlanError> {
+    stage: &crate::preprocess::Stage,
+) -> Result<(rapi::Pipeline, crate::preprocess::Stage), Error> {
     let mut p = pipeline.clone();
-    let c = p.components.as_mut().ok_or_else(|| PlanError::Malformed("no components".into()))?;
+    let c = p.components.as_mut().ok_or_else(|| Error::Malformed("no components".into()))?;
     let (Some(process_id), [input]) = (stage.transforms.first(), stage.inputs.as_slice()) else {
-        return Err(PlanError::Malformed("a splittable DoFn's stage without its process transform".into()));
+        return Err(Error::Malformed("a splittable DoFn's stage without its process transform".into()));
     };
     let process = c
         .transforms
         .get(process_id)
         .cloned()
-        .ok_or_else(|| PlanError::Malformed(format!("no transform '{process_id}'")))?;
+        .ok_or_else(|| Error::Malformed(format!("no transform '{process_id}'")))?;
     let tag = process.inputs.iter().find(|(_, pc)| *pc == input).map(|(t, _)| t.clone());
-    let tag = tag.ok_or_else(|| PlanError::Malformed(format!("transform '{process_id}' does not read {input}")))?;
+    let tag = tag.ok_or_else(|| Error::Malformed(format!("transform '{process_id}' does not read {input}")))?;
     let coder = c.pcollections.get(input).map(|pc| pc.coder_id.clone()).unwrap_or_default();
     let truncated = pcollection_like(c, input, "_truncated", &coder)?;
     let mut truncate = process.clone();
     truncate.unique_name = format!("{}/Truncate", process.unique_name);
     if let Some(s) = truncate.spec.as_mut() {
-        s.urn = TRUNCATE_SIZED.to_string();
+        s.urn = urns::SDF_TRUNCATE_SIZED.to_string();
     }
     truncate.outputs = HashMap::from([("out".to_string(), truncated.clone())]);
     let truncate_id = fresh(&c.transforms, &format!("{process_id}/Truncate"));
@@ -68,7 +59,7 @@ pub(crate) fn fresh<V>(map: &HashMap<String, V>, base: &str) -> String {
 
 fn kv_coder(c: &mut rapi::Components, key: &str, value: &str) -> String {
     let id = fresh(&c.coders, "kv");
-    let spec = rapi::FunctionSpec { urn: "beam:coder:kv:v1".into(), payload: Vec::new() };
+    let spec = rapi::FunctionSpec { urn: urns::coders::KV.into(), payload: Vec::new() };
     c.coders.insert(id.clone(), rapi::Coder { spec: Some(spec), component_coder_ids: vec![key.into(), value.into()] });
     id
 }
@@ -79,9 +70,9 @@ pub(crate) fn pcollection_like(
     like: &str,
     suffix: &str,
     coder: &str,
-) -> Result<String, PlanError> {
+) -> Result<String, Error> {
     let mut pc =
-        c.pcollections.get(like).cloned().ok_or_else(|| PlanError::Malformed(format!("no PCollection '{like}'")))?;
+        c.pcollections.get(like).cloned().ok_or_else(|| Error::Malformed(format!("no PCollection '{like}'")))?;
     pc.coder_id = coder.to_string();
     pc.unique_name = format!("{}{suffix}", pc.unique_name);
     let id = fresh(&c.pcollections, &format!("{like}{suffix}"));
@@ -102,9 +93,9 @@ fn next_splittable(c: &rapi::Components) -> Option<String> {
 }
 
 /// The pipeline with every splittable ParDo expanded.
-pub fn expand(pipeline: &rapi::Pipeline) -> Result<rapi::Pipeline, PlanError> {
+pub fn expand(pipeline: &rapi::Pipeline) -> Result<rapi::Pipeline, Error> {
     let mut p = pipeline.clone();
-    let c = p.components.as_mut().ok_or_else(|| PlanError::Malformed("no components".into()))?;
+    let c = p.components.as_mut().ok_or_else(|| Error::Malformed("no components".into()))?;
     while let Some(id) = next_splittable(c) {
         let parts = expand_one(c, &id)?;
         c.transforms.remove(&id);
@@ -121,19 +112,21 @@ pub fn expand(pipeline: &rapi::Pipeline) -> Result<rapi::Pipeline, PlanError> {
 }
 
 /// The four transforms of splittable ParDo `id`, added to `c`: their ids, in order.
-fn expand_one(c: &mut rapi::Components, id: &str) -> Result<Vec<String>, PlanError> {
+fn expand_one(c: &mut rapi::Components, id: &str) -> Result<Vec<String>, Error> {
     let t = c.transforms[id].clone();
     let payload = rapi::ParDoPayload::decode(t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]))
-        .map_err(|e| PlanError::Malformed(format!("transform '{}': {e}", t.unique_name)))?;
-    let main_tag =
-        t.inputs.keys().find(|k| !payload.side_inputs.contains_key(*k)).cloned().ok_or_else(|| {
-            PlanError::Malformed(format!("splittable ParDo '{}' without a main input", t.unique_name))
-        })?;
+        .map_err(|e| Error::Malformed(format!("transform '{}': {e}", t.unique_name)))?;
+    let main_tag = t
+        .inputs
+        .keys()
+        .find(|k| !payload.side_inputs.contains_key(*k))
+        .cloned()
+        .ok_or_else(|| Error::Malformed(format!("splittable ParDo '{}' without a main input", t.unique_name)))?;
     let main = t.inputs[&main_tag].clone();
     let element_coder = c.pcollections.get(&main).map(|pc| pc.coder_id.clone()).unwrap_or_default();
     let paired_coder = kv_coder(c, &element_coder, &payload.restriction_coder_id);
     let doubles = fresh(&c.coders, "doubles");
-    let spec = rapi::FunctionSpec { urn: "beam:coder:double:v1".into(), payload: Vec::new() };
+    let spec = rapi::FunctionSpec { urn: urns::coders::DOUBLE.into(), payload: Vec::new() };
     c.coders.insert(doubles.clone(), rapi::Coder { spec: Some(spec), component_coder_ids: Vec::new() });
     let sized_coder = kv_coder(c, &paired_coder, &doubles);
     let paired = pcollection_like(c, &main, "_paired", &paired_coder)?;
@@ -152,8 +145,8 @@ fn expand_one(c: &mut rapi::Components, id: &str) -> Result<Vec<String>, PlanErr
         new_id
     };
     let out = |pc: &str| HashMap::from([("out".to_string(), pc.to_string())]);
-    let pair = part(c, "PairWithRestriction", PAIR_WITH_RESTRICTION, &main, out(&paired));
-    let size = part(c, "SplitAndSizeRestriction", SPLIT_AND_SIZE, &paired, out(&split));
+    let pair = part(c, "PairWithRestriction", urns::SDF_PAIR_WITH_RESTRICTION, &main, out(&paired));
+    let size = part(c, "SplitAndSizeRestriction", urns::SDF_SPLIT_AND_SIZE, &paired, out(&split));
     let shuffle = part(c, "Reshuffle", urns::RESHUFFLE, &split, out(&shuffled));
     // Weir runs the reshuffle: it reads only the sized restrictions, no side inputs.
     if let Some(r) = c.transforms.get_mut(&shuffle) {
@@ -161,6 +154,6 @@ fn expand_one(c: &mut rapi::Components, id: &str) -> Result<Vec<String>, PlanErr
         r.spec = Some(rapi::FunctionSpec { urn: urns::RESHUFFLE.into(), payload: Vec::new() });
         r.environment_id.clear();
     }
-    let process = part(c, "Process", PROCESS_SIZED, &shuffled, t.outputs.clone());
+    let process = part(c, "Process", urns::SPLITTABLE_PROCESS, &shuffled, t.outputs.clone());
     Ok(vec![pair, size, shuffle, process])
 }

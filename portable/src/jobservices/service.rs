@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::job::{Event, Job, RunConfig};
+use crate::jobservices::job::{Event, Job, RunConfig};
 use crate::proto::job_management::v1 as japi;
 use japi::job_service_server::{JobService, JobServiceServer};
 
@@ -191,7 +191,7 @@ impl JobService for Jobs {
             Status::failed_precondition(format!(
                 "job '{}' has ended ({}), and the job server keeps no pipeline of a finished job",
                 job.id,
-                crate::job::state_name(job.state().state)
+                crate::jobservices::job::state_name(job.state().state)
             ))
         })?;
         Ok(Response::new(japi::GetJobPipelineResponse { pipeline: Some(pipeline) }))
@@ -271,7 +271,7 @@ impl JobService for Jobs {
         let options = weir_sdk::PipelineOptions::valid_flags()
             .into_iter()
             .map(|flag| japi::PipelineOptionDescriptor {
-                name: crate::job::option_name(&flag),
+                name: crate::jobservices::job::option_name(&flag),
                 r#type: japi::pipeline_option_type::Enum::String as i32,
                 description: format!("Weir's {flag}, for this job (replaces the job server's)"),
                 default_value: String::new(),
@@ -284,7 +284,7 @@ impl JobService for Jobs {
 
 /// Serves the Job API for `jobs` on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, jobs: Jobs) -> Result<(), String> {
-    let incoming = crate::fn_api::without_delay(listener);
+    let incoming = crate::worker::without_delay(listener);
     tonic::transport::Server::builder()
         .add_service(crate::unlimited!(JobServiceServer::new(jobs)))
         .serve_with_incoming(incoming)

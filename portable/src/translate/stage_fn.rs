@@ -2,7 +2,7 @@
 //! input's elements in the stage's wire coder, sends it to an SDK harness, and emits what the
 //! harness hands back, with the timestamps, windows and panes the harness gave them.
 //!
-//! Values cross Weir as the bytes of their wire encoding (see [`crate::stage`]): Weir never
+//! Values cross Weir as the bytes of their wire encoding (see [`crate::preprocess::descriptor`]): Weir never
 //! decodes an SDK's values, it only finds where each ends ([`RawCoder`]). Side inputs are built
 //! per side window from the same bytes ([`SideView`]) and served to the harness through the
 //! State API for the windows of the bundle's elements.
@@ -19,11 +19,12 @@ use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowFn;
 use weir_sdk::windowed_value::WindowedValue;
 
-use crate::fn_api::{BundleOutput, BundleRequest, FnError, FnServer, Port, SideInputs, UserState};
-use crate::metrics::DataPlane;
+use crate::preprocess::wire::Wire;
 use crate::proto::fn_execution::v1 as fapi;
-use crate::stage::Wire;
-use crate::user_state::{Cells, Keyed, Residual, StageState, RESIDUAL_FAMILY};
+use crate::worker::metrics::DataPlane;
+use crate::worker::user_state::{Cells, Keyed, Residual, StageState, RESIDUAL_FAMILY};
+use crate::worker::{BundleOutput, BundleRequest, FnServer, Port, SideInputs, UserState};
+use crate::Error;
 use weir_sdk::state::{KeyedState, StateCell};
 use weir_sdk::time::Timestamp;
 
@@ -62,7 +63,7 @@ pub struct SideView {
     /// Every element's bytes, one after another (an iterable side input).
     pub elements: Arc<Vec<u8>>,
     /// Per key's bytes, its values' bytes one after another (a multimap side input).
-    pub by_key: Arc<crate::fn_api::ByKey>,
+    pub by_key: Arc<crate::worker::ByKey>,
 }
 
 /// Builds [`SideView`]s; for a multimap side input, `kv` finds each element's key.
@@ -123,7 +124,7 @@ pub struct StageRuntime {
     /// Which harness the next bundle goes to.
     pub next: AtomicUsize,
     /// The job's harness metrics, which each bundle's add to.
-    pub metrics: Arc<crate::metrics::JobMetrics>,
+    pub metrics: Arc<crate::worker::metrics::JobMetrics>,
     /// A stateful stage's state and timers.
     pub state: Option<StageState>,
     /// A splittable DoFn's stage as a drain runs it: its restrictions truncated first.
@@ -331,7 +332,7 @@ impl StageFn {
                     return Ok((done, residuals));
                 }
                 // The user's code failed: retrying elsewhere would fail alike.
-                Err(e @ FnError::Bundle { .. }) => return Err(e.to_string().into()),
+                Err(e @ Error::Bundle { .. }) => return Err(e.to_string().into()),
                 Err(e) => {
                     if let Some(k) = keyed.as_deref_mut() {
                         // Undone behind the harnesses' backs: what they cached is stale.

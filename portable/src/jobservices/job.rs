@@ -17,12 +17,13 @@ use tokio::sync::watch;
 use weir_sdk::runner::{PipelineResult, PipelineState};
 use weir_sdk::{Pipeline, PipelineOptions};
 
-use crate::fn_api::FnServer;
-use crate::harness::{Harnesses, Launch};
-use crate::plan::{plan, PortablePlan, StageKind};
+use crate::preprocess::{plan, PortablePlan, StageKind};
 use crate::proto::job_management::v1 as japi;
 use crate::proto::pipeline::v1 as rapi;
 use crate::translate::{translate, Harnessed};
+use crate::worker::harness::{Harnesses, Launch};
+use crate::worker::FnServer;
+use crate::Error;
 
 pub use japi::job_message::MessageImportance as Importance;
 pub use japi::job_state::Enum as JobState;
@@ -116,7 +117,7 @@ pub struct Job {
     /// The number of events so far, for the streams waiting on more.
     changed: watch::Sender<usize>,
     /// The harnesses' metrics.
-    pub metrics: Arc<crate::metrics::JobMetrics>,
+    pub metrics: Arc<crate::worker::metrics::JobMetrics>,
 }
 
 fn now() -> prost_types::Timestamp {
@@ -135,9 +136,9 @@ impl Job {
         name: String,
         pipeline: rapi::Pipeline,
         options: prost_types::Struct,
-    ) -> Result<Arc<Job>, crate::plan::PlanError> {
+    ) -> Result<Arc<Job>, crate::Error> {
         let plan = plan(&pipeline)?;
-        crate::plan::check_environments(&plan)?;
+        check_environments(&plan)?;
         let job = Arc::new(Job {
             id,
             name,
@@ -500,7 +501,7 @@ struct Run<'a> {
     job: &'a str,
     name: &'a str,
     config: &'a RunConfig,
-    metrics: Arc<crate::metrics::JobMetrics>,
+    metrics: Arc<crate::worker::metrics::JobMetrics>,
 }
 
 impl Run<'_> {
@@ -573,7 +574,7 @@ pub fn run_job_file(file: &std::path::Path, config: &RunConfig) -> i32 {
         let request = japi::PrepareJobRequest::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
         let pipeline = request.pipeline.ok_or("a job without a pipeline")?;
         let plan = plan(&pipeline).map_err(|e| e.to_string())?;
-        let metrics = Arc::new(crate::metrics::JobMetrics::default());
+        let metrics = Arc::new(crate::worker::metrics::JobMetrics::default());
         let id = file.file_stem().map_or("job".into(), |n| n.to_string_lossy().to_string());
         let options = request.pipeline_options.clone().unwrap_or_default();
         let run =
@@ -696,6 +697,28 @@ pub fn state_name(state: i32) -> &'static str {
 fn message_time() -> String {
     let t = now();
     format!("{}.{:09}", t.seconds, t.nanos)
+}
+
+/// Checks that Weir can start every environment a stage of `plan` runs in (LOOPBACK, EXTERNAL
+/// or PROCESS): a job server refuses any other at Prepare, naming a transform that needs it,
+/// rather than when the job runs.
+pub fn check_environments(plan: &crate::preprocess::PortablePlan) -> Result<(), Error> {
+    let c = plan.pipeline.components.as_ref().ok_or_else(|| Error::Malformed("no components".into()))?;
+    for stage in &plan.stages {
+        let crate::preprocess::StageKind::Sdk { environment } = &stage.kind else { continue };
+        let t = stage.transforms.first().and_then(|t| c.transforms.get(t));
+        let Some(t) = t else { return Err(Error::Malformed(format!("a stage without transforms: {stage:?}"))) };
+        let env = c.environments.get(environment).ok_or_else(|| {
+            Error::Malformed(format!(
+                "transform '{}' runs in environment '{environment}', which the pipeline lacks",
+                t.unique_name
+            ))
+        })?;
+        if let Err(why) = crate::worker::harness::Launch::of(env, "python3") {
+            return Err(crate::preprocess::unsupported(t, format!("it runs in environment '{environment}': {why}")));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

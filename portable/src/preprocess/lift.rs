@@ -9,13 +9,11 @@
 
 use std::collections::HashMap;
 
-use crate::plan::{urns, PlanError};
 use crate::proto::pipeline::v1 as rapi;
+use crate::Error;
 use prost::Message;
 use rapi::trigger::Trigger as T;
-
-/// Beam's CombinePerKey composite.
-pub const COMBINE_PER_KEY: &str = "beam:transform:combine_per_key:v1";
+use weir_sdk::urns;
 
 /// Whether `t` lets elements be combined before it sees them.
 fn lifts_under(t: Option<&rapi::Trigger>) -> bool {
@@ -34,22 +32,22 @@ fn lifts_under(t: Option<&rapi::Trigger>) -> bool {
     }
 }
 
-fn only<'a>(m: &'a HashMap<String, String>, t: &rapi::PTransform, what: &str) -> Result<&'a str, PlanError> {
+fn only<'a>(m: &'a HashMap<String, String>, t: &rapi::PTransform, what: &str) -> Result<&'a str, Error> {
     match m.values().collect::<Vec<_>>().as_slice() {
         [one] => Ok(one.as_str()),
-        _ => Err(PlanError::Malformed(format!("CombinePerKey '{}' has {} {what}s", t.unique_name, m.len()))),
+        _ => Err(Error::Malformed(format!("CombinePerKey '{}' has {} {what}s", t.unique_name, m.len()))),
     }
 }
 
 fn add_coder(c: &mut rapi::Components, urn: &str, parts: Vec<String>) -> String {
-    let id = crate::sdf::fresh(&c.coders, "lifted");
+    let id = crate::preprocess::sdf::fresh(&c.coders, "lifted");
     let spec = rapi::FunctionSpec { urn: urn.into(), payload: Vec::new() };
     c.coders.insert(id.clone(), rapi::Coder { spec: Some(spec), component_coder_ids: parts });
     id
 }
 
 fn add_pcollection(c: &mut rapi::Components, name: String, coder: String, like: &rapi::PCollection) -> String {
-    let id = crate::sdf::fresh(&c.pcollections, "lifted");
+    let id = crate::preprocess::sdf::fresh(&c.pcollections, "lifted");
     let pc = rapi::PCollection { unique_name: name, coder_id: coder, ..like.clone() };
     c.pcollections.insert(id.clone(), pc);
     id
@@ -57,25 +55,25 @@ fn add_pcollection(c: &mut rapi::Components, name: String, coder: String, like: 
 
 /// The four transforms replacing CombinePerKey `id`, added to `c`, or `None` if its trigger
 /// needs every element.
-fn lift_one(c: &mut rapi::Components, id: &str) -> Result<Option<Vec<String>>, PlanError> {
+fn lift_one(c: &mut rapi::Components, id: &str) -> Result<Option<Vec<String>>, Error> {
     let t = c.transforms[id].clone();
     let input = c.pcollections.get(only(&t.inputs, &t, "input")?).cloned();
     let output = c.pcollections.get(only(&t.outputs, &t, "output")?).cloned();
     let (Some(input), Some(output)) = (input, output) else {
-        return Err(PlanError::Malformed(format!("CombinePerKey '{}' reads or makes no PCollection", t.unique_name)));
+        return Err(Error::Malformed(format!("CombinePerKey '{}' reads or makes no PCollection", t.unique_name)));
     };
     if !lifts_under(c.windowing_strategies.get(&input.windowing_strategy_id).and_then(|w| w.trigger.as_ref())) {
         return Ok(None);
     }
     let payload = t.spec.as_ref().map_or(&[][..], |s| &s.payload[..]);
     let combine = rapi::CombinePayload::decode(payload)
-        .map_err(|e| PlanError::Malformed(format!("CombinePerKey '{}': {e}", t.unique_name)))?;
+        .map_err(|e| Error::Malformed(format!("CombinePerKey '{}': {e}", t.unique_name)))?;
     let key = c.coders.get(&input.coder_id).and_then(|k| k.component_coder_ids.first().cloned());
-    let key = key.ok_or_else(|| PlanError::Malformed(format!("CombinePerKey '{}' reads no KVs", t.unique_name)))?;
+    let key = key.ok_or_else(|| Error::Malformed(format!("CombinePerKey '{}' reads no KVs", t.unique_name)))?;
     let acc = combine.accumulator_coder_id.clone();
-    let key_acc = add_coder(c, "beam:coder:kv:v1", vec![key.clone(), acc.clone()]);
-    let accs = add_coder(c, "beam:coder:iterable:v1", vec![acc]);
-    let key_accs = add_coder(c, "beam:coder:kv:v1", vec![key, accs]);
+    let key_acc = add_coder(c, urns::coders::KV, vec![key.clone(), acc.clone()]);
+    let accs = add_coder(c, urns::coders::ITERABLE, vec![acc]);
+    let key_accs = add_coder(c, urns::coders::KV, vec![key, accs]);
     let precombined = add_pcollection(c, format!("{}/Precombine.out", t.unique_name), key_acc.clone(), &input);
     let grouped = add_pcollection(c, format!("{}/Group.out", t.unique_name), key_accs, &output);
     let merged = add_pcollection(c, format!("{}/Merge.out", t.unique_name), key_acc, &output);
@@ -104,7 +102,7 @@ fn lift_one(c: &mut rapi::Components, id: &str) -> Result<Option<Vec<String>>, P
                 environment_id: env.to_string(),
                 ..Default::default()
             };
-            let new_id = crate::sdf::fresh(&c.transforms, &format!("{id}/{suffix}"));
+            let new_id = crate::preprocess::sdf::fresh(&c.transforms, &format!("{id}/{suffix}"));
             c.transforms.insert(new_id.clone(), x);
             new_id
         };
@@ -118,13 +116,13 @@ fn lift_one(c: &mut rapi::Components, id: &str) -> Result<Option<Vec<String>>, P
 }
 
 /// The pipeline with every CombinePerKey whose trigger allows it lifted.
-pub fn lift(pipeline: &rapi::Pipeline) -> Result<rapi::Pipeline, PlanError> {
+pub fn lift(pipeline: &rapi::Pipeline) -> Result<rapi::Pipeline, Error> {
     let mut p = pipeline.clone();
-    let c = p.components.as_mut().ok_or_else(|| PlanError::Malformed("no components".into()))?;
+    let c = p.components.as_mut().ok_or_else(|| Error::Malformed("no components".into()))?;
     let mut combines: Vec<String> = c
         .transforms
         .iter()
-        .filter(|(_, t)| t.spec.as_ref().is_some_and(|s| s.urn == COMBINE_PER_KEY))
+        .filter(|(_, t)| t.spec.as_ref().is_some_and(|s| s.urn == urns::COMBINE_PER_KEY))
         .map(|(id, _)| id.clone())
         .collect();
     combines.sort();

@@ -1,0 +1,10 @@
+//! The job services: what a Beam SDK's `PortableRunner` talks to, and a job's life.
+//!
+//! - [`service`]: Beam's Job API over gRPC (Prepare, Run, state and message streams, Cancel,
+//!   GetJobMetrics, GetJobs, GetPipeline), and the finished jobs it remembers;
+//! - [`job`]: one job, from Prepare (the pipeline preprocessed, refused with the transform named
+//!   when Weir cannot run it) through Run (on a thread, or a process group of its own when the
+//!   runner has several processes) to its end, with its messages and metrics.
+
+pub mod job;
+pub mod service;

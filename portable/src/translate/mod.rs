@@ -1,0 +1,190 @@
+//! A planned portable pipeline as a Weir pipeline, which any Weir runner then runs.
+//!
+//! Every PCollection of the submitted pipeline that crosses a stage boundary becomes a Weir
+//! `PCollection<Vec<u8>>` of its values' wire bytes (see [`crate::preprocess::wire`]), with its
+//! windowing strategy read from the proto ([`crate::preprocess::windowing`]). One file per
+//! runner-side transform:
+//! - Impulse is Weir's impulse, its one empty byte array in the wire form of Beam's bytes coder,
+//!   Flatten Weir's flatten, and Reshuffle Weir's reshuffle (here);
+//! - [`group_by_key`] splits each KV's bytes into the key's and the value's, groups on the key's
+//!   bytes with Weir's own GroupByKey under the proto's windowing strategy, and writes each group
+//!   back as the key's bytes and an iterable of the values' bytes;
+//! - [`test_stream`] plays a TestStream's events with Weir's TestStreams, one per tagged output;
+//! - [`stage`] makes a fused stage one operator ([`stage_fn::StageFn`]) whose bundles an SDK
+//!   harness runs.
+
+pub mod group_by_key;
+pub mod stage;
+pub mod stage_fn;
+pub mod test_stream;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_sdk::coders::WindowCoderKind;
+use weir_sdk::transforms::flatten::Flatten;
+use weir_sdk::transforms::impulse::Impulse;
+use weir_sdk::transforms::reshuffle::Reshuffle;
+use weir_sdk::{Map, PCollection, PCollectionList, Pipeline};
+
+use crate::preprocess::windowing;
+use crate::preprocess::wire::Wire;
+use crate::preprocess::{PortablePlan, Stage, StageKind};
+use crate::proto::pipeline::v1 as rapi;
+use crate::worker::FnServer;
+use crate::Error;
+
+/// Where the harnesses of each environment are: the Fn API services and their worker ids.
+pub struct Harnessed {
+    /// The services.
+    pub server: Arc<FnServer>,
+    /// Per environment id, its harnesses' worker ids.
+    pub workers: HashMap<String, Vec<String>>,
+    /// How many bytes of input make a bundle at most.
+    pub bundle_bytes: usize,
+    /// How long a bundle may take.
+    pub timeout: Duration,
+    /// Where bundles' metrics go.
+    pub metrics: Arc<crate::worker::metrics::JobMetrics>,
+}
+
+/// Builds the Weir pipeline `plan` stages, into `pipeline`.
+pub fn translate(plan: &PortablePlan, harnessed: &Harnessed, pipeline: &Pipeline) -> Result<(), Error> {
+    let proto = &plan.pipeline;
+    let c = proto.components.as_ref().ok_or_else(|| Error::Translate("no components".into()))?;
+    let mut t = Translator { proto, c, h: harnessed, p: pipeline, pcs: HashMap::new() };
+    for (i, stage) in plan.stages.iter().enumerate() {
+        t.stage(i, stage)?;
+    }
+    Ok(())
+}
+
+/// A PCollection as Weir carries it: its id, and the id of the PCollection whose coder its
+/// values are in.
+type Carried = (String, String);
+
+/// A Weir PCollection of values' wire bytes.
+type Bytes = PCollection<Vec<u8>>;
+
+struct Translator<'a> {
+    proto: &'a rapi::Pipeline,
+    c: &'a rapi::Components,
+    h: &'a Harnessed,
+    p: &'a Pipeline,
+    /// The Weir PCollection of each proto PCollection made so far, by the PCollection and the
+    /// one whose coder its values are in (itself, or a Flatten's output it was written for).
+    pcs: HashMap<Carried, PCollection<Vec<u8>>>,
+}
+
+fn err(what: impl Into<String>) -> Error {
+    Error::Translate(what.into())
+}
+
+impl Translator<'_> {
+    fn pcollection(&self, id: &str) -> Result<&rapi::PCollection, Error> {
+        self.c.pcollections.get(id).ok_or_else(|| err(format!("no PCollection '{id}'")))
+    }
+
+    fn strategy_proto(&self, pc: &str) -> Result<&rapi::WindowingStrategy, Error> {
+        let ws = &self.pcollection(pc)?.windowing_strategy_id;
+        self.c.windowing_strategies.get(ws).ok_or_else(|| err(format!("no windowing strategy '{ws}'")))
+    }
+
+    /// The Weir windowing strategy of PCollection `pc`.
+    fn strategy(&self, pc: &str) -> Result<weir_sdk::window_fn::WindowingStrategy, Error> {
+        windowing::strategy(self.strategy_proto(pc)?)
+            .map_err(|e| err(format!("PCollection {}: {e}", crate::preprocess::pc_name(self.c, pc))))
+    }
+
+    /// The window coder of PCollection `pc`.
+    fn window_coder(&self, pc: &str) -> Result<WindowCoderKind, Error> {
+        let id = &self.strategy_proto(pc)?.window_coder_id;
+        match self.c.coders.get(id).and_then(|c| c.spec.as_ref()).map(|s| s.urn.as_str()) {
+            Some("beam:coder:global_window:v1") => Ok(WindowCoderKind::Global),
+            Some("beam:coder:interval_window:v1") => Ok(WindowCoderKind::Interval),
+            other => Err(err(format!(
+                "PCollection {} has windows Weir cannot encode (coder {other:?})",
+                crate::preprocess::pc_name(self.c, pc)
+            ))),
+        }
+    }
+
+    /// The wire form of PCollection `pc`'s values.
+    fn wire(&self, pc: &str) -> Result<Wire, Error> {
+        Wire::readable(&self.c.coders, &self.pcollection(pc)?.coder_id)
+    }
+
+    fn input(&self, pc: &str) -> Result<PCollection<Vec<u8>>, Error> {
+        self.input_as(pc, pc)
+    }
+
+    /// PCollection `pc` with its values in the coder of `as_pc`.
+    fn input_as(&self, pc: &str, as_pc: &str) -> Result<PCollection<Vec<u8>>, Error> {
+        // The plan has the harness write a second copy only where the coders differ.
+        let made = self
+            .pcs
+            .get(&(pc.to_string(), as_pc.to_string()))
+            .or_else(|| self.pcs.get(&(pc.to_string(), pc.to_string())));
+        made.cloned().ok_or_else(|| {
+            err(format!("PCollection {} is read before it is made", crate::preprocess::pc_name(self.c, pc)))
+        })
+    }
+
+    fn name(&self, stage: &Stage) -> String {
+        let first = stage.transforms.first().map(String::as_str).unwrap_or("stage");
+        self.c.transforms.get(first).map_or(first, |t| t.unique_name.as_str()).to_string()
+    }
+
+    fn stage(&mut self, i: usize, stage: &Stage) -> Result<(), Error> {
+        let name = self.name(stage);
+        let out = match &stage.kind {
+            StageKind::Impulse => {
+                // Beam's bytes coder writes the empty array as its length, 0.
+                let impulse = self.p.apply(&name, Impulse);
+                vec![impulse.apply(&format!("{name}/wire"), Map::new(|_: Vec<u8>| vec![0u8]))]
+            }
+            StageKind::Flatten => {
+                let out = stage.outputs.first().ok_or_else(|| err(format!("Flatten '{name}' has no output")))?;
+                // Its output again in the coder of a later Flatten's output, from its inputs
+                // written so.
+                for (pc, as_pc) in &stage.transcoded {
+                    let made = self.flatten(stage, as_pc, &format!("{name}/as {as_pc}"))?;
+                    self.pcs.insert((pc.clone(), as_pc.clone()), made);
+                }
+                vec![self.flatten(stage, out, &name)?]
+            }
+            StageKind::Reshuffle => vec![self.one_input(stage)?.apply(&name, Reshuffle::via_random_key())],
+            StageKind::TestStream => self.test_stream(stage, &name)?,
+            StageKind::GroupByKey { .. } => vec![self.group_by_key(stage, &name)?],
+            StageKind::Sdk { environment } => {
+                for (key, weir) in self.sdk(i, stage, &name, environment)? {
+                    self.pcs.insert(key, weir);
+                }
+                return Ok(());
+            }
+        };
+        if out.len() != stage.outputs.len() {
+            return Err(err(format!("stage '{name}' makes {} outputs, not {}", out.len(), stage.outputs.len())));
+        }
+        for (pc, weir) in stage.outputs.iter().zip(out) {
+            self.pcs.insert((pc.clone(), pc.clone()), weir);
+        }
+        Ok(())
+    }
+
+    /// Flatten `stage`'s inputs, each in the coder of `as_pc`.
+    fn flatten(&self, stage: &Stage, as_pc: &str, name: &str) -> Result<Bytes, Error> {
+        let inputs = stage.inputs.iter().map(|pc| self.input_as(pc, as_pc)).collect::<Result<Vec<_>, _>>()?;
+        // Beam lets a Flatten's inputs differ in windowing (Python warns): each element keeps
+        // its window, and the output is in the windowing the proto gives it.
+        Ok(PCollectionList::of(self.p, inputs).apply(name, Flatten::into_windowing(self.strategy(as_pc)?)))
+    }
+
+    fn one_input(&self, stage: &Stage) -> Result<PCollection<Vec<u8>>, Error> {
+        match stage.inputs.as_slice() {
+            [pc] => self.input(pc),
+            other => Err(err(format!("stage '{}' reads {} inputs, not one", self.name(stage), other.len()))),
+        }
+    }
+}
