@@ -6,18 +6,8 @@ use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
 use weir_sdk::kernel::{Batch, CollectionOps, ErasedDoFn, SideInputReader};
 use weir_sdk::metrics::scoped_container;
+use weir_sdk::panic::panic_message;
 use weir_sdk::{Error, Result, UserError};
-
-/// The message of a panic payload.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-string payload".to_string()
-    }
-}
 
 /// Runs `f`, turning an error or a panic into an [`Error::Execution`] of `step` that says which
 /// lifecycle method failed.

@@ -66,19 +66,6 @@ impl Fingerprint {
         f
     }
 
-    /// What a checkpoint of `graph` run as `plan` must have been written by to be resumed: the
-    /// pipeline's shape and parameters, the physical nodes and the state format. The runner
-    /// adds the key partitioning ([`Fingerprint::with_key_groups`]).
-    pub fn of_plan(graph: &PipelineGraph, plan: &crate::plan::PhysicalPlan) -> Self {
-        let mut f = Fingerprint::of_graph(graph);
-        for n in &plan.nodes {
-            let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
-            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
-        }
-        f.push("state format", crate::checkpoint::state_files::FORMAT);
-        f
-    }
-
     /// Appends an entry.
     pub fn push(&mut self, what: impl Into<String>, value: impl Into<String>) {
         self.entries.push(Entry { what: what.into(), value: value.into() });

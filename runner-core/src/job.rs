@@ -1,7 +1,7 @@
 //! The job handle behind every runner's `PipelineResult`: state, failure, cancellation, waiting.
 
 use crate::metrics::JobMetrics;
-use crate::pusher::MetricsPusher;
+use crate::pusher::{MetricsPusher, Watched};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -139,10 +139,9 @@ impl Job {
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(j.clone())));
                 j.finish(match outcome {
                     Ok(r) => r,
-                    Err(p) => Err(Error::Internal {
-                        component: "job".into(),
-                        message: crate::do_fn_runner::panic_message(&*p),
-                    }),
+                    Err(p) => {
+                        Err(Error::Internal { component: "job".into(), message: weir_sdk::panic::panic_message(&*p) })
+                    }
                 });
             })
             .map_err(|e| Error::Internal { component: "job".into(), message: format!("cannot start thread: {e}") })?;
@@ -213,5 +212,11 @@ impl PipelineResult for JobResult {
 
     fn metrics(&self) -> MetricResults {
         MetricResults::new(self.metrics.clone())
+    }
+}
+
+impl Watched for Job {
+    fn wait_for_terminal(&self, period: Duration) -> bool {
+        Job::wait_for_terminal(self, period)
     }
 }

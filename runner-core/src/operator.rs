@@ -6,6 +6,7 @@
 //! Operator::hold)`. What an operator *means* lives here; where its data lives and when it runs
 //! is the runner's business.
 
+pub use crate::checkpoint::log::Journal;
 use crate::do_fn_runner::DoFnRunner;
 use crate::group_also_by_window::{DropCounts, GroupAlsoByWindow, StateChanges, Values};
 use crate::metrics::MetricsContainerImpl;
@@ -28,30 +29,6 @@ pub struct OpContext<'a> {
     /// operators with open-ended work of their own (a splittable DoFn's unbounded
     /// restrictions) drop it, so the watermarks can reach the end.
     pub draining: bool,
-}
-
-/// What one unit of work of a source-reading operator decided at run time
-/// ([`Operator::take_journal`]).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Journal {
-    /// Each restriction run, in order, with the positions it claimed.
-    pub runs: Vec<weir_sdk::splittable::ClaimRun>,
-    /// The watermark hold after the unit; `None` when nothing was pending.
-    pub hold: Option<Timestamp>,
-}
-
-impl Journal {
-    /// The journal of a node from its partitions': every run, and the least hold.
-    pub fn merge(parts: impl IntoIterator<Item = Journal>) -> Journal {
-        parts.into_iter().fold(Journal::default(), |mut all, j| {
-            all.runs.extend(j.runs);
-            all.hold = match (all.hold, j.hold) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            all
-        })
-    }
 }
 
 /// An executable primitive.
@@ -313,8 +290,7 @@ pub fn can_lift_combine(strategy: &weir_sdk::window_fn::WindowingStrategy) -> bo
     !strategy.needs_merge() && strategy.timestamp_combiner == weir_sdk::trigger::TimestampCombiner::EndOfWindow
 }
 
-/// Namespace of the metrics Weir reports about pipelines (beyond user metrics).
-pub const SYSTEM_NAMESPACE: &str = "weir";
+pub use crate::system_metrics::SYSTEM_NAMESPACE;
 
 /// Counts, in the step's metrics, what an operator dropped during one call (`before` is
 /// [`Operator::dropped`] before the call); returns how many elements that was.

@@ -7,7 +7,6 @@
 //! receiver that accepts connections and never answers cannot hold the job's exit hostage. A
 //! sink still pushing then is left behind, with a warning.
 
-use crate::job::Job;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -31,10 +30,16 @@ fn push(sink: &mut dyn MetricsSink, source: &dyn MetricsSource) {
         Ok(Err(e)) => tracing::warn!(sink = %sink.name(), error = %e, "metrics push failed; retrying at the next tick"),
         Err(p) => tracing::warn!(
             sink = %sink.name(),
-            error = %crate::do_fn_runner::panic_message(&*p),
+            error = %weir_sdk::panic::panic_message(&*p),
             "metrics sink panicked; retrying at the next tick"
         ),
     }
+}
+
+/// What a pusher watches: whether its job has ended, waiting at most `period` to see.
+pub trait Watched: Send + Sync {
+    /// Whether the job ended within `period`.
+    fn wait_for_terminal(&self, period: Duration) -> bool;
 }
 
 impl MetricsPusher {
@@ -46,7 +51,7 @@ impl MetricsPusher {
         period: Duration,
         timeout: Duration,
         source: Arc<dyn MetricsSource>,
-        job: Arc<Job>,
+        job: Arc<dyn Watched>,
     ) -> Option<Self> {
         if sinks.is_empty() {
             return None;

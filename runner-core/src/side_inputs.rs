@@ -40,13 +40,18 @@ impl SideInputs {
     }
 
     /// Adds side-input data. A window shows its latest pane: elements of a later pane replace
-    /// the earlier pane's (triggered side inputs), elements of the same pane accumulate.
+    /// the earlier pane's (triggered side inputs), elements of the same pane accumulate; with
+    /// [`SideInputSpec::portable_semantics`], every pane's elements accumulate.
     pub fn add(&mut self, index: usize, batch: Batch) {
         let cache = self.cache.get_mut().unwrap_or_else(|e| e.into_inner());
+        let every_pane = self.specs[index].portable_semantics;
         for (window, pane, b) in self.ops[index].group_by_window(batch) {
             cache.remove(&(index, window));
             let entry = self.data[index].entry(window).or_insert((pane, Vec::new()));
-            if pane > entry.0 {
+            if every_pane {
+                entry.0 = entry.0.max(pane);
+                entry.1.push(b);
+            } else if pane > entry.0 {
                 *entry = (pane, vec![b]);
             } else if pane == entry.0 {
                 entry.1.push(b);
@@ -68,6 +73,11 @@ impl SideInputs {
             // produced may still be arriving before that.
             let fired = self.data[i].get(&side).is_some_and(|(pane, _)| *pane >= 0);
             if !fired && self.watermarks[i] <= side.max_timestamp().saturating_add(spec.ready_after_ms) {
+                return Ok(false);
+            }
+            // A submitted pipeline's side input is held, as on Beam's portable runners, until
+            // its watermark reaches the main window (see `SideInputSpec::portable_semantics`).
+            if spec.portable_semantics && self.watermarks[i] < main.min_timestamp() {
                 return Ok(false);
             }
         }

@@ -167,16 +167,16 @@ impl Operator for SplittableOperator {
         }
     }
 
-    fn take_journal(&mut self) -> Option<crate::operator::Journal> {
+    fn take_journal(&mut self) -> Option<crate::checkpoint::log::Journal> {
         if !self.reads_a_source {
             return None;
         }
         let hold = self.hold();
         self.replay_hold = None;
-        Some(crate::operator::Journal { runs: self.work.take_runs(), hold })
+        Some(crate::checkpoint::log::Journal { runs: self.work.take_runs(), hold })
     }
 
-    fn replay_journal(&mut self, journal: &crate::operator::Journal) {
+    fn replay_journal(&mut self, journal: &crate::checkpoint::log::Journal) {
         if self.reads_a_source {
             self.work.replay_runs(journal.runs.clone());
             self.replay_hold = Some(journal.hold);

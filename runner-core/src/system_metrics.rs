@@ -10,6 +10,9 @@ use weir_sdk::kernel::{Batch, CollectionOps};
 use weir_sdk::metrics::{MetricName, MetricsContainer};
 use weir_sdk::time::{Timestamp, MAX_TIMESTAMP, MIN_TIMESTAMP};
 
+/// Namespace of the metrics Weir reports about pipelines (beyond user metrics).
+pub const SYSTEM_NAMESPACE: &str = "weir";
+
 /// Every system metric's name.
 const NAMES: [&str; 9] = [
     "elementsIn",
@@ -26,7 +29,7 @@ const NAMES: [&str; 9] = [
 /// The metric `n`: one of [`NAMES`] is built once (these are counted for every bundle of every
 /// step), any other each time.
 fn name(n: &str) -> Option<Arc<MetricName>> {
-    let build = |n: &str| MetricName::new(crate::operator::SYSTEM_NAMESPACE, n).ok().map(Arc::new);
+    let build = |n: &str| MetricName::new(SYSTEM_NAMESPACE, n).ok().map(Arc::new);
     static BUILT: std::sync::OnceLock<Vec<Option<Arc<MetricName>>>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| NAMES.iter().map(|n| build(n)).collect());
     match NAMES.iter().position(|k| *k == n) {

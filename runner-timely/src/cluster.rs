@@ -413,7 +413,7 @@ pub(crate) fn watch_connections() {
             let thread = std::thread::current();
             let peer =
                 thread.name().and_then(|n| n.strip_prefix("timely:recv-").or_else(|| n.strip_prefix("timely:send-")));
-            let message = weir_runner_core::do_fn_runner::panic_message(info.payload());
+            let message = weir_sdk::panic::panic_message(info.payload());
             if let Some(i) = peer.and_then(|i| i.parse::<usize>().ok()) {
                 let mut lost = LOST.lock().unwrap_or_else(|e| e.into_inner());
                 if lost.is_none() && !message.contains("poisoned") {

@@ -105,8 +105,8 @@ pub(crate) fn run(worker: &mut Worker, process: &Process) -> Result<()> {
                 });
             });
     });
-    if me == process.first {
-        input.send((0, (process.process_id as u32, own)));
+    if me == process.place.first {
+        input.send((0, (process.place.process_id as u32, own)));
     }
     drop(input);
     loop {

@@ -77,8 +77,8 @@ impl Ledger {
         let report = IdleReport { since: idle.then_some(since), through: Some(through) };
         p.idle_report(self.me, report);
         if let Some(handle) = self.idle.as_mut() {
-            for other in (0..p.peers / p.workers.max(1)).filter(|&q| q != p.process_id) {
-                handle.send(((other * p.workers) as u32, (self.me as u32, report)));
+            for other in (0..p.place.peers / p.place.workers.max(1)).filter(|&q| q != p.place.process_id) {
+                handle.send(((other * p.place.workers) as u32, (self.me as u32, report)));
             }
             deliver(handle);
         }
@@ -93,8 +93,8 @@ impl Ledger {
         }
         if let Some(handle) = self.commit_news.as_mut().filter(|_| through > self.told) {
             let p = &self.shared;
-            for other in (0..p.peers / p.workers.max(1)).filter(|&q| q != p.process_id) {
-                handle.send(((other * p.workers) as u32, through));
+            for other in (0..p.place.peers / p.place.workers.max(1)).filter(|&q| q != p.place.process_id) {
+                handle.send(((other * p.place.workers) as u32, through));
             }
             deliver(handle);
             self.told = through;
@@ -150,7 +150,7 @@ impl Ledger {
             let open = self.open.remove(&epoch);
             let row = WorkerProgress {
                 worker: self.me,
-                process: self.shared.process_id,
+                process: self.shared.place.process_id,
                 input_rows: open.as_ref().map_or(0, |o| o.rows),
                 duration_ms: open.as_ref().map_or(0, |o| o.started.elapsed().as_millis() as u64),
                 state_rows,

@@ -186,12 +186,15 @@ fn open_checkpoint(
     Ok(Some(log))
 }
 
+/// How one worker ended: what it returned, or its panic's message.
+type WorkerOutcome = std::result::Result<Result<()>, String>;
+
 /// How a run of this process ended: its first failure (cancelled, when it stopped because
 /// another process did), else a worker that panicked or stopped (naming a lost peer process,
 /// when one was), else success.
 fn outcome(
     process: &Process,
-    ran: std::thread::Result<Result<Vec<std::result::Result<Result<()>, String>>>>,
+    ran: std::thread::Result<Result<Vec<WorkerOutcome>>>,
     lost_peer: Option<(usize, String)>,
 ) -> Result<()> {
     if let Some(e) = process.take_failure() {
@@ -207,7 +210,7 @@ fn outcome(
     let results = match ran {
         Ok(Ok(results)) => results,
         Ok(Err(e)) => return Err(e),
-        Err(panic) => return Err(lost(weir_runner_core::do_fn_runner::panic_message(&*panic))),
+        Err(panic) => return Err(lost(weir_sdk::panic::panic_message(&*panic))),
     };
     for r in results {
         match r {

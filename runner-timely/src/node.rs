@@ -43,7 +43,11 @@ pub(crate) fn out_edges(process: &Process) -> Vec<Vec<OutEdge>> {
                 .iter()
                 .enumerate()
                 .flat_map(|(port, &pc)| {
-                    process.topology.consumers(pc).iter().map(move |&(consumer, slot)| OutEdge { port, consumer, slot })
+                    process.shape.topology.consumers(pc).iter().map(move |&(consumer, slot)| OutEdge {
+                        port,
+                        consumer,
+                        slot,
+                    })
                 })
                 .collect()
         })
@@ -65,9 +69,9 @@ pub(crate) fn route(
     if batches.is_empty() {
         return Ok(());
     }
-    let edges = &process.edges[i];
+    let edges = &process.shape.edges[i];
     let on_port: Vec<usize> = (0..edges.len()).filter(|&e| edges[e].port == port).collect();
-    let peers = process.peers;
+    let peers = process.place.peers;
     let mut owned = Some(batches);
     for (n, &e) in on_port.iter().enumerate() {
         let data = if n + 1 == on_port.len() {
@@ -132,9 +136,9 @@ pub(crate) fn progress(
     clock: Option<Timestamp>,
     out: &mut Vec<(u64, Routed)>,
 ) {
-    for (e, edge) in process.edges[i].iter().enumerate() {
+    for (e, edge) in process.shape.edges[i].iter().enumerate() {
         let to = Address { producer: i as u32, from: me as u32, slot: edge.slot.into() };
-        for target in 0..process.peers {
+        for target in 0..process.place.peers {
             out.push((e as u64, (target as u32, Envelope { to, body: Body::Progress { watermark, clock } })));
         }
     }
@@ -186,7 +190,7 @@ impl NodeWorker {
             ..Default::default()
         };
         let mut share = NodeShare::new(&process.graph, &process.plan, i, chain, me, options);
-        if share.members().iter().all(|&m| process.inert[m]) {
+        if share.members().iter().all(|&m| process.shape.inert[m]) {
             share.set_inert();
         }
         let main_ops = node
@@ -198,10 +202,10 @@ impl NodeWorker {
         let side_ops = node.side_inputs.iter().map(|&pc| process.graph.pcollection(pc).ops.clone()).collect();
         let mut upstream = HashMap::new();
         for &pc in node.inputs.iter().chain(&node.side_inputs) {
-            let producer = process.topology.producer(pc);
+            let producer = process.shape.topology.producer(pc);
             // An inert producer never runs: its empty output is complete from the start.
-            let at = if process.inert[producer] { MAX_TIMESTAMP } else { MIN_TIMESTAMP };
-            upstream.insert(producer as u32, vec![at; process.peers]);
+            let at = if process.shape.inert[producer] { MAX_TIMESTAMP } else { MIN_TIMESTAMP };
+            upstream.insert(producer as u32, vec![at; process.place.peers]);
         }
         NodeWorker {
             process,
@@ -227,7 +231,7 @@ impl NodeWorker {
         members: &mut HashMap<String, Vec<RestoredMember>>,
         written_by: usize,
     ) -> Result<()> {
-        let peers = self.process.peers;
+        let peers = self.process.place.peers;
         for (k, m) in self.share.members().to_vec().into_iter().enumerate() {
             let Some(mut old) = members.remove(&self.process.plan.nodes[m].name) else { continue };
             let input = old.iter().map(|r| r.input).min().unwrap_or(MIN_TIMESTAMP);
@@ -296,7 +300,7 @@ impl NodeWorker {
         inputs
             .iter()
             .map(|&pc| {
-                let p = self.process.topology.producer(pc) as u32;
+                let p = self.process.shape.topology.producer(pc) as u32;
                 self.upstream.get(&p).and_then(|ws| ws.iter().min().copied()).unwrap_or(MIN_TIMESTAMP)
             })
             .min()
@@ -441,7 +445,7 @@ impl NodeWorker {
     /// The output watermark of a leaf (a node, or a chain, whose output goes nowhere).
     pub(crate) fn leaf_watermark(&self) -> Option<Timestamp> {
         let tail = *self.share.members().last().unwrap_or(&self.i);
-        self.process.edges[tail].is_empty().then(|| self.share.output_watermark())
+        self.process.shape.edges[tail].is_empty().then(|| self.share.output_watermark())
     }
 
     /// Keys and windows the node's operators hold, and their bytes.

@@ -51,6 +51,36 @@ pub(crate) const STOPPED: &str = "it was stopped (a signal, or a stop or cancel 
 pub(crate) struct Process {
     pub(crate) graph: Arc<PipelineGraph>,
     pub(crate) plan: PhysicalPlan,
+    /// How the plan's nodes connect, as this runner runs them.
+    pub(crate) shape: Shape,
+    /// Per sink node, the process's writer; the process's workers stage into it, and it
+    /// commits each epoch once every worker has finished it.
+    pub(crate) sinks: Vec<Option<Mutex<SinkSlot>>>,
+    pub(crate) metrics: Arc<JobMetrics>,
+    pub(crate) job: Arc<Job>,
+    /// Batch sizes, the trigger and the checkpoint.
+    pub(crate) streaming: StreamingOptions,
+    /// Where this process is in the cluster.
+    pub(crate) place: Place,
+    /// What every process of the cluster must agree on ([`crate::handshake`]).
+    pub(crate) fingerprint: weir_runner_core::fingerprint::Fingerprint,
+    /// What each epoch did (filled on process 0).
+    pub(crate) progress: Arc<crate::progress::Progress>,
+    /// The checkpoint, with `--checkpoint-dir`.
+    pub(crate) checkpoint: Option<crate::checkpoint::EpochLog>,
+    /// How far the epochs are acknowledged and committed, and how idle the workers are.
+    pub(crate) commits: Commits,
+    /// Whether an operator runs work after the commits (bundle finalization).
+    pub(crate) finalizes: bool,
+    /// The first error any worker of this process hit, and where it came from.
+    failures: Failures,
+    /// Whether a worker of this process read its sources drained (Beam's drain; logged, so a
+    /// replay is drained too): operators are told so.
+    pub(crate) drained: std::sync::atomic::AtomicBool,
+}
+
+/// How the plan's nodes connect, as this runner runs them.
+pub(crate) struct Shape {
     pub(crate) topology: Topology,
     /// Per node, where its outputs go.
     pub(crate) edges: Vec<Vec<OutEdge>>,
@@ -62,13 +92,10 @@ pub(crate) struct Process {
     /// nodes feed. No record or progress arrives there, so it never runs; its (empty) output
     /// is complete from the start.
     pub(crate) inert: Vec<bool>,
-    /// Per sink node, the process's writer; the process's workers stage into it, and it
-    /// commits each epoch once every worker has finished it.
-    pub(crate) sinks: Vec<Option<Mutex<SinkSlot>>>,
-    pub(crate) metrics: Arc<JobMetrics>,
-    pub(crate) job: Arc<Job>,
-    /// Batch sizes, the trigger and the checkpoint.
-    pub(crate) streaming: StreamingOptions,
+}
+
+/// Where a process is in the cluster.
+pub(crate) struct Place {
     /// Workers in the cluster.
     pub(crate) peers: usize,
     /// This process's workers: `first..first + workers`.
@@ -76,12 +103,10 @@ pub(crate) struct Process {
     pub(crate) workers: usize,
     /// This process's index in the cluster.
     pub(crate) process_id: usize,
-    /// What every process of the cluster must agree on ([`crate::handshake`]).
-    pub(crate) fingerprint: weir_runner_core::fingerprint::Fingerprint,
-    /// What each epoch did (filled on process 0).
-    pub(crate) progress: Arc<crate::progress::Progress>,
-    /// The checkpoint, with `--checkpoint-dir`.
-    pub(crate) checkpoint: Option<crate::checkpoint::EpochLog>,
+}
+
+/// How far the epochs are acknowledged and committed, and how idle the workers are.
+pub(crate) struct Commits {
     /// On worker 0: per worker, the first epoch it has not acknowledged finishing (its state
     /// and, for a process's first worker, the process's sinks); and the first epoch not yet
     /// committed.
@@ -90,27 +115,26 @@ pub(crate) struct Process {
     /// its commit record written by worker 0 (which tells the other processes); without one,
     /// this process's sinks committed.
     committed: std::sync::atomic::AtomicU64,
-    /// Whether an operator runs work after the commits (bundle finalization).
-    pub(crate) finalizes: bool,
     /// An incremental run's account of idle workers ([`Process::idle`]): per worker, its latest
     /// report.
     idle: Mutex<Vec<IdleReport>>,
-    /// The first error any worker of this process hit.
+}
+
+/// The first error any worker of a process hit, and where it came from.
+#[derive(Default)]
+struct Failures {
     failure: Mutex<Option<Error>>,
     /// Whether that error came from another process.
     remote_failure: std::sync::atomic::AtomicBool,
     /// Whether that other process was stopped (rather than failed).
     remote_stop: std::sync::atomic::AtomicBool,
-    /// Whether a worker of this process read its sources drained (Beam's drain; logged, so a
-    /// replay is drained too): operators are told so.
-    pub(crate) drained: std::sync::atomic::AtomicBool,
 }
 
 impl Process {
     /// What one worker's splittable DoFn claims per epoch: its share of `--max-batch-size`,
     /// as sources read theirs (no bound with the once trigger).
     pub(crate) fn claims_per_call(&self) -> usize {
-        self.streaming.share_of_batch(self.peers)
+        self.streaming.share_of_batch(self.place.peers)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -151,45 +175,45 @@ impl Process {
         let mut process = Process {
             graph,
             plan,
-            topology,
-            edges: Vec::new(),
-            chains: Vec::new(),
-            reads_left_to_chains: Vec::new(),
-            inert: Vec::new(),
+            shape: Shape {
+                topology,
+                edges: Vec::new(),
+                chains: Vec::new(),
+                reads_left_to_chains: Vec::new(),
+                inert: Vec::new(),
+            },
             sinks,
             metrics,
             job,
             streaming,
-            peers,
-            first: process_id * workers,
-            workers,
-            process_id,
+            place: Place { peers, first: process_id * workers, workers, process_id },
             fingerprint,
             progress,
-            acks: Mutex::new((Vec::new(), 0)),
-            committed: Default::default(),
+            commits: Commits {
+                acks: Mutex::new((Vec::new(), 0)),
+                committed: Default::default(),
+                idle: Mutex::new(vec![IdleReport::default(); peers]),
+            },
             finalizes: false,
-            idle: Mutex::new(vec![IdleReport::default(); peers]),
             checkpoint,
-            failure: Mutex::new(None),
-            remote_failure: Default::default(),
-            remote_stop: Default::default(),
+            failures: Failures::default(),
             drained: Default::default(),
         };
         let start = process.start_epoch();
-        *process.acks.lock().unwrap_or_else(|e| e.into_inner()) = (vec![start; peers], start);
-        process.committed = start.into();
+        *process.commits.acks.lock().unwrap_or_else(|e| e.into_inner()) = (vec![start; peers], start);
+        process.commits.committed = start.into();
         process.finalizes = process.plan.nodes.iter().any(|n| n.after_commit);
-        process.edges = out_edges(&process);
-        process.chains = process.plan.fused_chains();
-        process.reads_left_to_chains = process.plan.reads_left_to_chains(&process.topology, &process.chains);
+        process.shape.edges = out_edges(&process);
+        process.shape.chains = process.plan.fused_chains();
+        process.shape.reads_left_to_chains =
+            process.plan.reads_left_to_chains(&process.shape.topology, &process.shape.chains);
         // Nodes come producers first.
         let mut inert = vec![false; process.plan.nodes.len()];
         for (i, n) in process.plan.nodes.iter().enumerate() {
-            inert[i] =
-                !n.is_source() && n.inputs.iter().chain(&n.side_inputs).all(|&pc| inert[process.topology.producer(pc)]);
+            inert[i] = !n.is_source()
+                && n.inputs.iter().chain(&n.side_inputs).all(|&pc| inert[process.shape.topology.producer(pc)]);
         }
-        process.inert = inert;
+        process.shape.inert = inert;
         Ok(process)
     }
 
@@ -202,7 +226,7 @@ impl Process {
     /// epochs every worker has finished.
     pub(crate) fn acknowledged(&self, worker: usize, through: u64) -> Result<()> {
         let Some(log) = &self.checkpoint else { return Ok(()) };
-        let mut acks = self.acks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut acks = self.commits.acks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(a) = acks.0.get_mut(worker) {
             *a = (*a).max(through);
         }
@@ -227,7 +251,7 @@ impl Process {
     /// Takes worker `worker`'s report of how idle it is (the latest report, by the epochs it
     /// covers, wins).
     pub(crate) fn idle_report(&self, worker: usize, report: IdleReport) {
-        let mut all = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = self.commits.idle.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(r) = all.get_mut(worker).filter(|r| r.through.is_none_or(|t| report.through >= Some(t))) {
             *r = report;
         }
@@ -239,7 +263,7 @@ impl Process {
     /// cannot tell: work may still be on its way to it (a splittable DoFn's restrictions
     /// another worker sends), or queued on another worker.
     pub(crate) fn idle(&self) -> bool {
-        let all = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let all = self.commits.idle.lock().unwrap_or_else(|e| e.into_inner());
         let (mut since, mut through) = (0, u64::MAX);
         for r in all.iter() {
             let (Some(s), Some(t)) = (r.since, r.through) else { return false };
@@ -250,22 +274,22 @@ impl Process {
 
     /// The first epoch not known committed here.
     pub(crate) fn committed(&self) -> u64 {
-        self.committed.load(std::sync::atomic::Ordering::SeqCst)
+        self.commits.committed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Every epoch before `through` is committed.
     pub(crate) fn set_committed(&self, through: u64) {
-        self.committed.fetch_max(through, std::sync::atomic::Ordering::SeqCst);
+        self.commits.committed.fetch_max(through, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Whether worker `w` runs in this process.
     pub(crate) fn is_local(&self, w: usize) -> bool {
-        (self.first..self.first + self.workers).contains(&w)
+        (self.place.first..self.place.first + self.place.workers).contains(&w)
     }
 
     /// Records a worker's failure (the first one wins).
     pub(crate) fn fail(&self, e: Error) {
-        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.failures.failure.lock().unwrap_or_else(|e| e.into_inner());
         if f.is_none() {
             *f = Some(e);
         }
@@ -273,11 +297,11 @@ impl Process {
 
     /// Records that worker `worker` of another process failed with `message` (or was stopped).
     pub(crate) fn fail_remote(&self, worker: usize, message: String) {
-        self.remote_failure.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.failures.remote_failure.store(true, std::sync::atomic::Ordering::SeqCst);
         if message == STOPPED {
-            self.remote_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.failures.remote_stop.store(true, std::sync::atomic::Ordering::SeqCst);
         }
-        let process = worker / self.workers.max(1);
+        let process = worker / self.place.workers.max(1);
         self.fail(Error::Execution {
             step: "timely cluster".into(),
             message: format!("process {process} failed (worker {worker}): {message}"),
@@ -289,10 +313,10 @@ impl Process {
     /// failed or stopped, or failed because another process did). Without the news the others
     /// would wait for this process's next epoch for ever.
     pub(crate) fn own_failure(&self) -> Option<String> {
-        if self.remote_failure.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.failures.remote_failure.load(std::sync::atomic::Ordering::SeqCst) {
             return None;
         }
-        let failure = self.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|e| e.to_string());
+        let failure = self.failures.failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|e| e.to_string());
         failure.or_else(|| self.job.is_stop_requested().then(|| STOPPED.to_string()))
     }
 
@@ -301,7 +325,7 @@ impl Process {
     /// of another's stop may come just before this process's own signal, which it waits for
     /// briefly. The run then ends stopped here too, not failed.
     pub(crate) fn stopped_with_the_others(&self) -> bool {
-        if !self.remote_stop.load(std::sync::atomic::Ordering::SeqCst) {
+        if !self.failures.remote_stop.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
@@ -313,12 +337,12 @@ impl Process {
 
     /// Whether a worker of this process has failed.
     pub(crate) fn failed(&self) -> bool {
-        self.failure.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+        self.failures.failure.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
     /// The first failure, taken.
     pub(crate) fn take_failure(&self) -> Option<Error> {
-        self.failure.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.failures.failure.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     /// Commits every sink's output of the epochs before `frontier` (every worker has finished

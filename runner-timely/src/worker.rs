@@ -75,7 +75,7 @@ pub(crate) type ProgressBuilder = timely::container::CapacityContainerBuilder<Ve
 /// process fails (its error is the process's [`Process::take_failure`]), or a stop or cancel:
 /// `Err(Cancelled)` then.
 pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
-    if process.peers > process.workers {
+    if process.place.peers > process.place.workers {
         if let Err(e) = crate::handshake::run(worker, &process) {
             process.fail(e);
             return Err(Error::Cancelled);
@@ -100,7 +100,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         // Fused chains run as one operator, the head's, with the tail's outputs.
         let mut chain_at: Vec<Option<&[usize]>> = vec![None; n];
         let mut follower = vec![false; n];
-        for c in &process.chains {
+        for c in &process.shape.chains {
             chain_at[c[0]] = Some(c.as_slice());
             c[1..].iter().for_each(|&m| follower[m] = true);
         }
@@ -121,7 +121,7 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                 nodes.push(node.clone());
                 node_operator(stream, node, process.clone(), &name)
             };
-            let edges = process.edges[tail].len();
+            let edges = process.shape.edges[tail].len();
             if edges == 0 {
                 out.probe_with(&probe);
             } else {
@@ -130,13 +130,13 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
                     |(e, r)| (e, r),
                 );
                 for (e, s) in parts.into_iter().enumerate() {
-                    into[process.edges[tail][e].consumer].push(s);
+                    into[process.shape.edges[tail][e].consumer].push(s);
                 }
             }
         }
     });
     // The first worker of every other process reports the process's metrics to worker 0.
-    let mut reporter = (me == process.first && process.process_id != 0).then_some(metrics);
+    let mut reporter = (me == process.place.first && process.place.process_id != 0).then_some(metrics);
     let start = process.start_epoch();
     let mut ledger = Ledger {
         rows: Some(rows),
@@ -148,9 +148,9 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         pending,
         shared: process.clone(),
         last_offsets: None,
-        commit_news: (me == 0 && process.finalizes && process.peers > process.workers).then_some(committed),
+        commit_news: (me == 0 && process.finalizes && process.place.peers > process.place.workers).then_some(committed),
         told: process.start_epoch(),
-        idle: (process.ends_incrementally() && process.peers > process.workers).then_some(idle),
+        idle: (process.ends_incrementally() && process.place.peers > process.place.workers).then_some(idle),
         sources_done: false,
         read_in: None,
     };
@@ -215,7 +215,7 @@ fn run_resumed(e: &mut Epochs<'_>) -> Result<()> {
 /// Tells the other processes of this one's failure, whose workers would otherwise wait for it.
 fn tell_failure(worker: &mut Worker, process: &Process, me: usize, failures: &mut InputHandle<u64, FailureBuilder>) {
     if let Some(message) = process.own_failure() {
-        for target in (0..process.peers).filter(|&t| !process.is_local(t)) {
+        for target in (0..process.place.peers).filter(|&t| !process.is_local(t)) {
             failures.send((target as u32, (me as u32, message.clone())));
         }
         deliver(failures);
@@ -311,7 +311,7 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
     }
     // A source whose one consumer is the head of a fused chain on this worker plans its reads,
     // and leaves the reading to the chain (in cache-sized pieces, each through the whole chain).
-    let defer: Vec<bool> = inputs.iter().map(|(i, _)| process.reads_left_to_chains[*i]).collect();
+    let defer: Vec<bool> = inputs.iter().map(|(i, _)| process.shape.reads_left_to_chains[*i]).collect();
     // Planned reads must be carried out before the next epoch plans more from the same split:
     // by this worker's chains that read them, which run an epoch as soon as every worker has
     // sent it, long before the epoch is finished downstream.
@@ -319,10 +319,10 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
         .iter()
         .zip(&defer)
         .filter(|(_, &d)| d)
-        .flat_map(|((i, _), _)| process.edges[*i].iter().map(|e| e.consumer))
+        .flat_map(|((i, _), _)| process.shape.edges[*i].iter().map(|e| e.consumer))
         .filter_map(|c| ledger.nodes.iter().find(|n| n.borrow().index() == c).cloned())
         .collect();
-    let leader = me == process.first;
+    let leader = me == process.place.first;
     let synchronous = process.plan.has_test_stream();
     let start = process.start_epoch();
     let mut epoch = start;
@@ -345,7 +345,7 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
             let entry = WorkerOffsets {
                 epoch,
                 worker: me,
-                workers: process.peers,
+                workers: process.place.peers,
                 sources: read.logged,
                 start_clock: read.start_clock,
                 clock: clock.test_time(),
@@ -353,7 +353,7 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
             let t = Instant::now();
             // A replay of an epoch that a run with another number of workers logged keeps their
             // entries: they are what another restart would replay.
-            if replay.as_ref().is_none_or(|r| r.workers == process.peers) {
+            if replay.as_ref().is_none_or(|r| r.workers == process.place.peers) {
                 log.write_offsets(&entry)?;
             }
             wal_ms = t.elapsed().as_millis() as u64;
@@ -404,7 +404,7 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
 /// Sends the process's metrics to worker 0, from the process's first worker.
 fn report(process: &Process, reporter: &mut Option<InputHandle<u64, MetricsBuilder>>) {
     if let Some(r) = reporter.as_mut() {
-        r.send((0, (process.process_id as u32, process.metrics.local_snapshot())));
+        r.send((0, (process.place.process_id as u32, process.metrics.local_snapshot())));
         deliver(r);
     }
 }
@@ -429,7 +429,7 @@ fn open_sources(
                 });
             };
             let ops = process.graph.pcollection(node.outputs[0]).ops.clone();
-            let mut state = SourceState::of(&node.name, spec, ops).share(me, process.peers);
+            let mut state = SourceState::of(&node.name, spec, ops).share(me, process.place.peers);
             let at = match resume.replays.first() {
                 Some(r) => r.sources.iter().find(|s| s.name == node.name).map(|s| &s.start),
                 None => resume.sources.as_ref().and_then(|ss| ss.iter().find(|s| s.name == node.name)).map(|s| &s.end),
@@ -582,7 +582,7 @@ fn next_epoch(
 fn finish_epochs(e: &mut Epochs<'_>) -> Result<()> {
     let Epochs { worker, process, me, inputs, probe, reporter, ledger } = e;
     let (process, me): (&Arc<Process>, usize) = (process, *me);
-    let leader = me == process.first;
+    let leader = me == process.place.first;
     inputs.clear();
     step_until(worker, process, || {
         let frontier = first_unfinished(probe);

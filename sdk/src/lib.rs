@@ -39,6 +39,7 @@ pub mod kv;
 pub mod metrics;
 pub mod options;
 pub mod pane;
+pub mod panic;
 pub mod pipeline;
 pub mod runner;
 pub mod runner_api;

@@ -84,6 +84,15 @@ pub enum Window {
 }
 
 impl Window {
+    /// The first instant inside the window (the earliest timestamp for the global window).
+    pub fn min_timestamp(&self) -> Timestamp {
+        match self {
+            Window::Global => crate::time::MIN_TIMESTAMP,
+            Window::Interval(w) => w.start,
+            Window::Custom(w) => w.start,
+        }
+    }
+
     /// The last instant inside the window (`GlobalWindow.maxTimestamp()` for the global window).
     pub fn max_timestamp(&self) -> Timestamp {
         match self {

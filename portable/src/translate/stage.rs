@@ -176,6 +176,7 @@ impl Translator<'_> {
                 kernel: Arc::new(SideViewKernel { kv }),
                 window_fn: window_fn.clone(),
                 ready_after_ms: 0,
+                portable_semantics: true,
             });
             sides.push(StageSide { transform: transform.clone(), local: local.clone(), view_id, window_fn });
         }

@@ -5,6 +5,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use weir_sdk::time::Timestamp;
 use weir_sdk::{Error, Result};
 
 /// The envelope format this build writes and reads.
@@ -24,6 +25,30 @@ pub struct SourceOffsets {
     pub counts: Vec<usize>,
 }
 
+/// What one unit of work of a source-reading operator decided at run time
+/// ([`crate::operator::Operator::take_journal`]).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Journal {
+    /// Each restriction run, in order, with the positions it claimed.
+    pub runs: Vec<weir_sdk::splittable::ClaimRun>,
+    /// The watermark hold after the unit; `None` when nothing was pending.
+    pub hold: Option<Timestamp>,
+}
+
+impl Journal {
+    /// The journal of a node from its partitions': every run, and the least hold.
+    pub fn merge(parts: impl IntoIterator<Item = Journal>) -> Journal {
+        parts.into_iter().fold(Journal::default(), |mut all, j| {
+            all.runs.extend(j.runs);
+            all.hold = match (all.hold, j.hold) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            all
+        })
+    }
+}
+
 /// One node's journal in an offset log: what its source-reading operator decided while the
 /// batch ran, so that a replay repeats it ([`crate::operator::Operator::take_journal`]).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -31,7 +56,7 @@ pub struct NodeJournal {
     /// The plan node.
     pub name: String,
     /// Its partitions' journals, merged.
-    pub journal: crate::operator::Journal,
+    pub journal: Journal,
 }
 
 #[derive(Serialize, Deserialize)]

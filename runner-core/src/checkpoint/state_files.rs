@@ -104,7 +104,7 @@ pub fn decode_file(path: &str, f: &StateFile, data: Vec<u8>) -> Result<Rows> {
     let entries = f.entries;
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_rows(path, data, entries)));
     decoded.unwrap_or_else(|p| {
-        Err(corrupt(path, format!("unreadable Arrow IPC data ({})", crate::do_fn_runner::panic_message(&*p))))
+        Err(corrupt(path, format!("unreadable Arrow IPC data ({})", weir_sdk::panic::panic_message(&*p))))
     })
 }
 

@@ -511,14 +511,14 @@ impl NodeShare {
 
     /// Every member's journal of the unit of work just run ([`Operator::take_journal`]), by
     /// plan node.
-    pub fn take_journals(&mut self) -> Vec<(usize, crate::operator::Journal)> {
+    pub fn take_journals(&mut self) -> Vec<(usize, crate::checkpoint::log::Journal)> {
         let members = &self.members;
         self.ops.iter_mut().enumerate().filter_map(|(k, op)| Some((members[k], op.take_journal()?))).collect()
     }
 
     /// Makes plan node `node`'s operator (if the share runs it) repeat `journal` in the next
     /// unit of work.
-    pub fn replay_journal(&mut self, node: usize, journal: &crate::operator::Journal) {
+    pub fn replay_journal(&mut self, node: usize, journal: &crate::checkpoint::log::Journal) {
         if let Some(k) = self.members.iter().position(|&m| m == node) {
             if let Some(op) = self.ops.get_mut(k) {
                 op.replay_journal(journal);

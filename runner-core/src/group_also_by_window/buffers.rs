@@ -143,13 +143,13 @@ impl GroupScratch {
 
 impl GroupAlsoByWindow {
     pub(super) fn process_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        let mut scratch = std::mem::take(&mut self.grouping);
+        let mut scratch = std::mem::take(&mut self.work.grouping);
         let result = if self.strategy.needs_merge() {
             self.process_merging_rows(batch, out, &mut scratch)
         } else {
             self.group_rows(batch, out, &mut scratch)
         };
-        self.grouping = scratch;
+        self.work.grouping = scratch;
         result
     }
 
@@ -168,7 +168,7 @@ impl GroupAlsoByWindow {
         for i in 0..batch.rows.len() {
             let (key, window) = (batch.key(i), batch.rows[i].window);
             if self.strategy.gc_time(&window) < self.watermarks.input() {
-                self.dropped.late += self.inputs_of(batch, i)?;
+                self.counts.dropped.late += self.inputs_of(batch, i)?;
                 continue;
             }
             let h = hasher.hash_one((key, window));
@@ -222,12 +222,12 @@ impl GroupAlsoByWindow {
             });
         };
         if ws.closed {
-            self.dropped.closed += inputs;
+            self.counts.dropped.closed += inputs;
             return Ok(false);
         }
-        if ws.updated_in != self.epoch {
-            ws.updated_in = self.epoch;
-            self.changes.updated += 1;
+        if ws.updated_in != self.counts.epoch {
+            ws.updated_in = self.counts.epoch;
+            self.counts.changes.updated += 1;
         }
         let before = ws.values.len();
         match &self.values {
@@ -254,7 +254,7 @@ impl GroupAlsoByWindow {
                 ws.values = k.add_inputs(acc, &mut inputs).with_step(&self.step)?;
             }
         }
-        self.bytes = self.bytes + ws.values.len() - before;
+        self.counts.bytes = self.counts.bytes + ws.values.len() - before;
         ws.count += inputs as usize;
         ws.added(inputs as usize);
         // Element holds (see `element_hold`).
@@ -272,16 +272,16 @@ impl GroupAlsoByWindow {
         if old_hold == new_hold && old_pt == pt {
             return Ok(fire);
         }
-        if self.tracked {
-            self.holds.change(old_hold, new_hold);
+        if self.timers.tracked {
+            self.timers.holds.change(old_hold, new_hold);
         }
         if old_pt != pt {
             let k = self.arc_key(key);
             if let Some(t) = old_pt {
-                self.processing_timers.remove(&(t, k.clone(), window));
+                self.timers.processing_timers.remove(&(t, k.clone(), window));
             }
             if let Some(t) = pt {
-                self.processing_timers.insert((t, k, window));
+                self.timers.processing_timers.insert((t, k, window));
             }
         }
         Ok(fire)

@@ -44,20 +44,20 @@ impl GroupAlsoByWindow {
     /// not tracked), the minimum if any state is held: it holds back nothing the input
     /// watermark does not.
     pub fn hold(&self) -> Option<Timestamp> {
-        if !self.tracked {
+        if !self.timers.tracked {
             return (!self.keys.is_empty()).then_some(MIN_TIMESTAMP);
         }
         // Every test run checks the running multiset against a full recount.
-        debug_assert_eq!(self.holds, self.counted_holds(), "holds of {}", self.step);
-        self.holds.earliest()
+        debug_assert_eq!(self.timers.holds, self.counted_holds(), "holds of {}", self.step);
+        self.timers.holds.earliest()
     }
 
     /// Starts tracking event timers and holds (see the field `tracked`): derives them from the
     /// window states.
     pub(super) fn track(&mut self) {
-        self.tracked = true;
-        self.holds = self.counted_holds();
-        self.event_timers.clear();
+        self.timers.tracked = true;
+        self.timers.holds = self.counted_holds();
+        self.timers.event_timers.clear();
         let windows: Vec<(Key, Window)> =
             self.keys.iter().flat_map(|(key, windows)| windows.iter().map(|(w, _)| (key.clone(), *w))).collect();
         for (key, window) in windows {

@@ -221,11 +221,11 @@ impl GroupAlsoByWindow {
         let entry = self.keys.entry_ref(key).or_default_entry();
         let Err(at) = entry.get().find(&window) else { return };
         let k = entry.key().clone();
-        let ws = WindowState::new(self.epoch);
-        self.changes.updated += 1;
-        self.bytes += state_bytes(key, &ws);
+        let ws = WindowState::new(self.counts.epoch);
+        self.counts.changes.updated += 1;
+        self.counts.bytes += state_bytes(key, &ws);
         entry.into_mut().insert_at(at, window, ws);
-        self.windows += 1;
+        self.counts.windows += 1;
         self.window_timers(k, window);
     }
 
@@ -236,8 +236,8 @@ impl GroupAlsoByWindow {
         if windows.is_empty() {
             self.keys.remove(key);
         }
-        if self.tracked {
-            self.holds.remove(ws.hold());
+        if self.timers.tracked {
+            self.timers.holds.remove(ws.hold());
         }
         self.forget(k, window, &ws);
         Some(ws)
@@ -245,13 +245,13 @@ impl GroupAlsoByWindow {
 
     /// The bookkeeping of a window state leaving the key map, but for its hold.
     pub(super) fn forget(&mut self, key: Key, window: &Window, ws: &WindowState) {
-        self.windows -= 1;
-        self.bytes -= state_bytes(&key, ws);
-        self.changes.removed += 1;
+        self.counts.windows -= 1;
+        self.counts.bytes -= state_bytes(&key, ws);
+        self.counts.changes.removed += 1;
         // Event-time timers are left in place (see the field): merging replaces
         // windows every batch, and removing from the sets cost more than the rest of the merge.
         if let Some(t) = ws.pt_timer() {
-            self.processing_timers.remove(&(t, key, *window));
+            self.timers.processing_timers.remove(&(t, key, *window));
         }
     }
 }

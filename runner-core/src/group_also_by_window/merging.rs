@@ -69,7 +69,7 @@ impl GroupAlsoByWindow {
             kept.clear();
             for (&i, &d) in rows.iter().zip(&distinct_of) {
                 match group_of_distinct[d as usize] {
-                    LATE => self.dropped.late += self.inputs_of(batch, i)?,
+                    LATE => self.counts.dropped.late += self.inputs_of(batch, i)?,
                     g => {
                         group_of.push(g);
                         kept.push(i as u32);
@@ -241,30 +241,30 @@ impl GroupAlsoByWindow {
     pub(super) fn install(&mut self, key: &[u8], window: Window, mut state: WindowState, queued: bool) {
         let pt = self.machine.next_processing_time(state.trigger(&self.fresh), self.processing_time);
         state.set_pt_timer(pt, &self.fresh);
-        state.updated_in = self.epoch;
-        self.changes.updated += 1;
+        state.updated_in = self.counts.epoch;
+        self.counts.changes.updated += 1;
         let hold = state.hold();
-        self.bytes += state_bytes(key, &state);
+        self.counts.bytes += state_bytes(key, &state);
         let entry = self.keys.entry_ref(key).or_default_entry();
         let k = entry.key().clone();
         let windows = entry.into_mut();
         if let Some(old) = windows.get(&window) {
-            self.bytes -= state_bytes(&k, old);
-            if self.tracked {
-                self.holds.remove(old.hold());
+            self.counts.bytes -= state_bytes(&k, old);
+            if self.timers.tracked {
+                self.timers.holds.remove(old.hold());
             }
         }
-        if self.tracked {
-            self.holds.add(hold);
+        if self.timers.tracked {
+            self.timers.holds.add(hold);
         }
         if windows.insert(window, state) {
-            self.windows += 1;
+            self.counts.windows += 1;
         }
         if !queued {
             self.window_timers(k.clone(), window);
         }
         if let Some(t) = pt {
-            self.processing_timers.insert((t, k, window));
+            self.timers.processing_timers.insert((t, k, window));
         }
     }
 }

@@ -93,8 +93,22 @@ pub struct GroupAlsoByWindow {
     counts_elements: bool,
     values: Values,
     keys: hashbrown::HashMap<Key, KeyWindows>,
-    /// Number of key-window states in `keys`.
-    windows: usize,
+    /// The timers and holds of the states in `keys`.
+    timers: Timers,
+    watermarks: Watermarks,
+    processing_time: Timestamp,
+    /// What the states hold and how they changed.
+    counts: Counts,
+    /// Buffers reused across calls.
+    work: Work,
+    /// Combiner lifting: input rows are partial accumulators with their input counts
+    /// ([`weir_sdk::kernel::lifted_value`]), merged instead of added.
+    lifted: bool,
+}
+
+/// The engine's timers and holds.
+#[derive(Default)]
+struct Timers {
     /// End-of-window and garbage-collection timers in buckets of 2^[`TIMER_BUCKET_BITS`] ms
     /// (one allocation per bucket, not per distinct time; sorted when they fire). Timers are
     /// never removed before they are due: one whose window is gone fires as a no-op, and
@@ -109,19 +123,24 @@ pub struct GroupAlsoByWindow {
     /// from the window states when the watermark first moves (as on restore). A bounded input
     /// thus sets none of the timers and holds that its end would only clear again.
     tracked: bool,
-    watermarks: Watermarks,
-    processing_time: Timestamp,
+}
+
+/// What the engine's states hold and how they changed, for metrics and checkpoints.
+struct Counts {
+    /// Number of key-window states in `keys`.
+    windows: usize,
     dropped: DropCounts,
-    scratch: EncodedKvBatch,
-    grouping: GroupScratch,
     changes: StateChanges,
     /// [`GroupAlsoByWindow::state_bytes`], kept up to date as states change.
     bytes: usize,
-    /// Combiner lifting: input rows are partial accumulators with their input counts
-    /// ([`weir_sdk::kernel::lifted_value`]), merged instead of added.
-    lifted: bool,
     /// Current change epoch: a state whose `updated_in` differs is not counted yet.
     epoch: u64,
+}
+
+/// Buffers the engine reuses across calls.
+struct Work {
+    scratch: EncodedKvBatch,
+    grouping: GroupScratch,
     /// Fired groups finished into output bundles during the current call, and the most groups
     /// per bundle (see [`GroupAlsoByWindow::spill`]).
     fired: Vec<Batch>,
@@ -144,22 +163,23 @@ impl GroupAlsoByWindow {
             strategy,
             values,
             keys: hashbrown::HashMap::new(),
-            windows: 0,
-            event_timers: BTreeMap::new(),
-            processing_timers: BTreeSet::new(),
-            holds: Holds::default(),
-            tracked: false,
+            timers: Timers::default(),
             watermarks: Watermarks::new(),
             processing_time: MIN_TIMESTAMP,
-            dropped: DropCounts::default(),
-            scratch: EncodedKvBatch::default(),
-            grouping: GroupScratch::default(),
-            changes: StateChanges::default(),
-            bytes: 0,
+            counts: Counts {
+                windows: 0,
+                dropped: DropCounts::default(),
+                changes: StateChanges::default(),
+                bytes: 0,
+                epoch: 1,
+            },
+            work: Work {
+                scratch: EncodedKvBatch::default(),
+                grouping: GroupScratch::default(),
+                fired: Vec::new(),
+                bundle_limit: usize::MAX,
+            },
             lifted: false,
-            epoch: 1,
-            fired: Vec::new(),
-            bundle_limit: usize::MAX,
         }
     }
 
@@ -189,30 +209,30 @@ impl GroupAlsoByWindow {
 
     /// Elements dropped so far.
     pub fn dropped(&self) -> DropCounts {
-        self.dropped
+        self.counts.dropped
     }
 
     /// The state rows updated and removed since the previous call (once per batch).
     pub fn take_state_changes(&mut self) -> StateChanges {
-        self.epoch += 1;
-        std::mem::take(&mut self.changes)
+        self.counts.epoch += 1;
+        std::mem::take(&mut self.counts.changes)
     }
 
     /// The earliest processing-time timer, for runners that sleep until it.
     pub fn next_processing_timer(&self) -> Option<Timestamp> {
-        self.processing_timers.first().map(|t| t.0)
+        self.timers.processing_timers.first().map(|t| t.0)
     }
 
     /// Number of key-window states held.
     pub fn state_size(&self) -> usize {
-        self.windows
+        self.counts.windows
     }
 
     /// Approximate bytes of state held (keys, buffered values or accumulators).
     pub fn state_bytes(&self) -> usize {
         // Every test run checks the running count against a full recount.
-        debug_assert_eq!(self.bytes, self.counted_bytes(), "state bytes of {}", self.step);
-        self.bytes
+        debug_assert_eq!(self.counts.bytes, self.counted_bytes(), "state bytes of {}", self.step);
+        self.counts.bytes
     }
 
     fn counted_bytes(&self) -> usize {
@@ -221,7 +241,7 @@ impl GroupAlsoByWindow {
 
     /// Recounts [`GroupAlsoByWindow::state_bytes`] from the states.
     fn recount_bytes(&mut self) {
-        self.bytes = self.counted_bytes();
+        self.counts.bytes = self.counted_bytes();
     }
 
     /// Whether no state is held.
@@ -241,14 +261,14 @@ impl GroupAlsoByWindow {
     fn encode(&mut self, input: Batch) -> Result<()> {
         let input = match input.downcast::<EncodedKvBatch>() {
             Ok(rows) => {
-                self.scratch.extend(*rows);
+                self.work.scratch.extend(*rows);
                 return Ok(());
             }
             Err(input) => input,
         };
         match &self.values {
-            Values::Buffer(k) => k.encode(input, &mut self.scratch),
-            Values::Combine(k) => k.encode(input, &mut self.scratch),
+            Values::Buffer(k) => k.encode(input, &mut self.work.scratch),
+            Values::Combine(k) => k.encode(input, &mut self.work.scratch),
         }
         .with_step(&self.step)
     }
@@ -278,10 +298,10 @@ impl GroupAlsoByWindow {
     /// Runs `f` with fired groups finished in bundles of at most `limit`; returns the bundles
     /// (at least one, possibly empty).
     fn bundled(&mut self, limit: usize, f: impl FnOnce(&mut Self) -> Result<Vec<EncodedGroup>>) -> Result<Vec<Batch>> {
-        self.bundle_limit = limit;
-        self.fired.clear();
+        self.work.bundle_limit = limit;
+        self.work.fired.clear();
         let rest = f(self);
-        let mut fired = std::mem::take(&mut self.fired);
+        let mut fired = std::mem::take(&mut self.work.fired);
         let rest = rest?;
         if fired.is_empty() || !rest.is_empty() {
             fired.push(self.finish(rest)?);
@@ -291,18 +311,18 @@ impl GroupAlsoByWindow {
 
     /// Finishes the fired groups in `out` into an output bundle once there are enough.
     fn spill(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        if out.len() >= self.bundle_limit {
-            let groups = std::mem::replace(out, Vec::with_capacity(self.bundle_limit));
+        if out.len() >= self.work.bundle_limit {
+            let groups = std::mem::replace(out, Vec::with_capacity(self.work.bundle_limit));
             let bundle = self.finish(groups)?;
-            self.fired.push(bundle);
+            self.work.fired.push(bundle);
         }
         Ok(())
     }
 
     fn process_inputs(&mut self, inputs: Vec<Batch>, processing_time: Timestamp) -> Result<Vec<EncodedGroup>> {
         self.processing_time = self.processing_time.max(processing_time);
-        self.scratch.data.clear();
-        self.scratch.rows.clear();
+        self.work.scratch.data.clear();
+        self.work.scratch.rows.clear();
         let mut inputs = inputs;
         // Rows encoded on the way in (a native exchange) are not copied again: the largest
         // such batch goes first and moves into the empty scratch batch (see `encode`).
@@ -314,14 +334,14 @@ impl GroupAlsoByWindow {
         for (k, input) in inputs.into_iter().enumerate() {
             self.encode(input)?;
             if k == 0 {
-                self.scratch.data.reserve(bytes.saturating_sub(self.scratch.data.len()));
-                self.scratch.rows.reserve(rows.saturating_sub(self.scratch.rows.len()));
+                self.work.scratch.data.reserve(bytes.saturating_sub(self.work.scratch.data.len()));
+                self.work.scratch.rows.reserve(rows.saturating_sub(self.work.scratch.rows.len()));
             }
         }
-        let scratch = std::mem::take(&mut self.scratch);
+        let scratch = std::mem::take(&mut self.work.scratch);
         let mut out = Vec::new();
         let result = self.process_rows(&scratch, &mut out);
-        self.scratch = scratch;
+        self.work.scratch = scratch;
         result?;
         Ok(out)
     }
@@ -355,7 +375,7 @@ impl GroupAlsoByWindow {
         wm.advance(input_watermark, None, Some(before));
         self.watermarks = wm;
         // At the end of time every window expires at once, timers and holds unused.
-        if !self.tracked && wm.input() > MIN_TIMESTAMP && wm.input() < MAX_TIMESTAMP {
+        if !self.timers.tracked && wm.input() > MIN_TIMESTAMP && wm.input() < MAX_TIMESTAMP {
             self.track();
         }
         let mut out = Vec::new();

@@ -106,13 +106,13 @@ impl GroupAlsoByWindow {
     /// Marks the window closed: its contents are gone and later data is dropped until expiry.
     pub(super) fn close(&mut self, key: &[u8], window: Window) {
         if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.close(&window)) {
-            self.bytes -= ws.values.len();
+            self.counts.bytes -= ws.values.len();
             ws.values = Vec::new();
             ws.count = 0;
             let pt = ws.pt_timer();
             ws.set_pt_timer(None, &self.fresh);
             if let Some(t) = pt {
-                self.processing_timers.remove(&(t, self.arc_key(key), window));
+                self.timers.processing_timers.remove(&(t, self.arc_key(key), window));
             }
         }
     }
@@ -126,20 +126,20 @@ impl GroupAlsoByWindow {
         out: &mut Vec<EncodedGroup>,
     ) -> Result<()> {
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
-        self.bytes -= ws.values.len();
+        self.counts.bytes -= ws.values.len();
         let hold = ws.hold();
         let mut ctx = PaneContext {
             strategy: &self.strategy,
             watermarks: self.watermarks,
-            epoch: self.epoch,
-            changes: &mut self.changes,
+            epoch: self.counts.epoch,
+            changes: &mut self.counts.changes,
             fresh: &self.fresh,
         };
         let panes = emit_pane(&mut ctx, ws, key, window, is_final, out);
         ws.set_panes(panes, &self.fresh);
-        self.bytes += ws.values.len();
-        if self.tracked {
-            self.holds.change(hold, ws.hold());
+        self.counts.bytes += ws.values.len();
+        if self.timers.tracked {
+            self.timers.holds.change(hold, ws.hold());
         }
         Ok(())
     }

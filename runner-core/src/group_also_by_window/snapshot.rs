@@ -9,7 +9,7 @@ impl GroupAlsoByWindow {
     /// are derived from the entries on restore.
     pub fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::with_capacity(self.state_size() + 1);
-        out.push(engine_entry(&self.step, self.watermarks, self.processing_time, self.dropped)?);
+        out.push(engine_entry(&self.step, self.watermarks, self.processing_time, self.counts.dropped)?);
         for (key, windows) in &self.keys {
             for (window, state) in windows.iter() {
                 out.push((
@@ -29,14 +29,15 @@ impl GroupAlsoByWindow {
     /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
     pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
-        self.windows = 0;
-        self.event_timers.clear();
-        self.processing_timers.clear();
-        self.holds = Holds::default();
-        self.tracked = false;
+        self.counts.windows = 0;
+        self.timers.event_timers.clear();
+        self.timers.processing_timers.clear();
+        self.timers.holds = Holds::default();
+        self.timers.tracked = false;
         for (entry, value) in entries {
             if entry.is_empty() {
-                (self.watermarks, self.processing_time, self.dropped) = restore_engine_entry(&self.step, &value)?;
+                (self.watermarks, self.processing_time, self.counts.dropped) =
+                    restore_engine_entry(&self.step, &value)?;
                 continue;
             }
             let (key, window) = crate::checkpoint::split_entry_key(&self.step, &entry)?;
@@ -45,10 +46,10 @@ impl GroupAlsoByWindow {
             let state = WindowState::from_repr(repr, &self.fresh);
             let (closed, pt_timer) = (state.closed, state.pt_timer());
             if self.keys.entry(key.clone()).or_default().insert(window, state) {
-                self.windows += 1;
+                self.counts.windows += 1;
             }
             if let (Some(t), false) = (pt_timer, closed) {
-                self.processing_timers.insert((t, key.clone(), window));
+                self.timers.processing_timers.insert((t, key.clone(), window));
             }
         }
         if self.watermarks.input() > MIN_TIMESTAMP {

@@ -250,13 +250,13 @@ proptest::proptest! {
         let mut watermark = MIN_TIMESTAMP;
         for (rows, advance) in steps {
             gaw.process(windowed_input(&strategy, &rows), 0).unwrap();
-            if gaw.tracked {
-                proptest::prop_assert_eq!(&gaw.holds, &gaw.counted_holds());
+            if gaw.timers.tracked {
+                proptest::prop_assert_eq!(&gaw.timers.holds, &gaw.counted_holds());
             }
             watermark = watermark.max(0) + advance;
             gaw.advance(watermark, 0).unwrap();
-            proptest::prop_assert!(gaw.tracked);
-            proptest::prop_assert_eq!(&gaw.holds, &gaw.counted_holds());
+            proptest::prop_assert!(gaw.timers.tracked);
+            proptest::prop_assert_eq!(&gaw.timers.holds, &gaw.counted_holds());
             proptest::prop_assert_eq!(gaw.hold(), gaw.counted_holds().earliest());
         }
         gaw.advance(MAX_TIMESTAMP, 0).unwrap();

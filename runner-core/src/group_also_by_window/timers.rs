@@ -13,11 +13,11 @@ impl GroupAlsoByWindow {
     pub(super) fn fire_timers(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
         // Processing-time timers (strictly before now), then event-time timers (strictly before
         // the input watermark), each in timestamp order.
-        while let Some((t, key, window)) = self.processing_timers.first().cloned() {
+        while let Some((t, key, window)) = self.timers.processing_timers.first().cloned() {
             if t >= self.processing_time {
                 break;
             }
-            self.processing_timers.remove(&(t, key.clone(), window));
+            self.timers.processing_timers.remove(&(t, key.clone(), window));
             if let Some(ws) = self.keys.get_mut(&key).and_then(|w| w.get_mut(&window)) {
                 ws.set_pt_timer(None, &self.fresh);
             }
@@ -31,7 +31,7 @@ impl GroupAlsoByWindow {
         // Firing a window's timers sets no event timer, so every due timer is taken at once,
         // then fired in (time, key, window) order, each once.
         let (wm, mut due) = (self.watermarks.input(), Vec::new());
-        while let Some(mut bucket) = self.event_timers.first_entry() {
+        while let Some(mut bucket) = self.timers.event_timers.first_entry() {
             match (*bucket.key()).cmp(&(wm >> TIMER_BUCKET_BITS)) {
                 // Every time in the bucket is before the watermark.
                 std::cmp::Ordering::Less => due.extend(bucket.remove()),
@@ -56,7 +56,7 @@ impl GroupAlsoByWindow {
         }
         due.sort_unstable();
         due.dedup();
-        out.reserve(due.len().min(self.bundle_limit));
+        out.reserve(due.len().min(self.work.bundle_limit));
         for (_, key, window) in due {
             self.on_event_timer(&key, window, out)?;
             self.spill(out)?;
@@ -74,10 +74,10 @@ impl GroupAlsoByWindow {
     }
 
     pub(super) fn event_timer(&mut self, timer: TimerKey) {
-        if !self.tracked {
+        if !self.timers.tracked {
             return;
         }
-        self.event_timers.entry(timer.0 >> TIMER_BUCKET_BITS).or_default().push(timer);
+        self.timers.event_timers.entry(timer.0 >> TIMER_BUCKET_BITS).or_default().push(timer);
     }
 
     pub(super) fn refresh_pt_timer(&mut self, key: &[u8], window: Window) {
@@ -89,10 +89,10 @@ impl GroupAlsoByWindow {
             let pt = self.machine.next_processing_time(ws.trigger(&self.fresh), self.processing_time);
             if pt != ws.pt_timer() {
                 if let Some(t) = ws.pt_timer() {
-                    self.processing_timers.remove(&(t, k.clone(), window));
+                    self.timers.processing_timers.remove(&(t, k.clone(), window));
                 }
                 if let Some(t) = pt {
-                    self.processing_timers.insert((t, k, window));
+                    self.timers.processing_timers.insert((t, k, window));
                 }
                 ws.set_pt_timer(pt, &self.fresh);
             }
@@ -120,14 +120,14 @@ impl GroupAlsoByWindow {
     pub(super) fn expire(&mut self, key: &[u8], window: Window, mut ws: WindowState, out: &mut Vec<EncodedGroup>) {
         if !ws.closed {
             // The last pane of an expiring window removes the row: not also an update.
-            ws.updated_in = self.epoch;
+            ws.updated_in = self.counts.epoch;
             // No trigger is asked or told of this pane: the state goes with the window, and a
             // pane reads none of the trigger's state.
             let mut c = PaneContext {
                 strategy: &self.strategy,
                 watermarks: self.watermarks,
-                epoch: self.epoch,
-                changes: &mut self.changes,
+                epoch: self.counts.epoch,
+                changes: &mut self.counts.changes,
                 fresh: &self.fresh,
             };
             // The window is gone: its pane state after this last pane is not kept.
@@ -142,11 +142,11 @@ impl GroupAlsoByWindow {
     /// and in memory order (at the end of a bounded input every window of the whole input fires
     /// here, and in timer order each cost several cache misses).
     pub(super) fn expire_all(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
-        self.event_timers.clear();
-        self.holds = Holds::default();
+        self.timers.event_timers.clear();
+        self.timers.holds = Holds::default();
         // Nothing is held from here on, so nothing is left to derive.
-        self.tracked = true;
-        out.reserve(self.windows.min(self.bundle_limit));
+        self.timers.tracked = true;
+        out.reserve(self.counts.windows.min(self.work.bundle_limit));
         for (key, windows) in std::mem::take(&mut self.keys) {
             for (window, ws) in windows.windows {
                 self.forget(key.clone(), &window, &ws);

@@ -278,3 +278,20 @@ pub fn short_type_name(type_name: &str) -> &str {
     let base = type_name.split('<').next().unwrap_or(type_name);
     base.rsplit("::").next().unwrap_or(base)
 }
+
+use crate::fingerprint::Fingerprint;
+
+impl Fingerprint {
+    /// What a checkpoint of `graph` run as `plan` must have been written by to be resumed: the
+    /// pipeline's shape and parameters, the physical nodes and the state format. The runner
+    /// adds the key partitioning ([`Fingerprint::with_key_groups`]).
+    pub fn of_plan(graph: &PipelineGraph, plan: &PhysicalPlan) -> Self {
+        let mut f = Fingerprint::of_graph(graph);
+        for n in &plan.nodes {
+            let native = n.native.as_deref().map(|u| format!(" (native {u})")).unwrap_or_default();
+            f.push(format!("physical node '{}'", n.name), format!("{}{native}", n.kind));
+        }
+        f.push("state format", crate::checkpoint::state_files::FORMAT);
+        f
+    }
+}

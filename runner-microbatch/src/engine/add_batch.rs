@@ -33,7 +33,7 @@ impl Engine {
     /// `--max-batch-retries`) from the last committed state with the same input: attempted
     /// metrics count every try, committed ones only the try that committed.
     pub(super) fn add_batch(&mut self, job: &Job) -> Result<Added> {
-        self.shared.active.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.report.shared.active.store(true, std::sync::atomic::Ordering::SeqCst);
         let add_start = Instant::now();
         let saved_input = if self.mb.max_batch_retries > 0 { Some(self.clone_pending()) } else { None };
         let mut attempt = 0;
@@ -47,7 +47,7 @@ impl Engine {
             weir_sdk::testing::fault::point("add-batch");
             // commit: state, sinks, commit log; then the batch's metrics count as committed.
             let commit_result = result.and_then(|_| self.commit(&mut metrics));
-            metrics.publish(&self.metrics, commit_result.is_ok());
+            metrics.publish(&self.report.metrics, commit_result.is_ok());
             match commit_result {
                 Ok(commit_ms) => {
                     // The batch is durable: what waited for that runs (bundle finalization).
@@ -60,12 +60,12 @@ impl Engine {
                     self.roll_back(saved_input.as_ref())?;
                 }
                 Err(e) => {
-                    self.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
+                    self.report.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
                     return Err(e);
                 }
             }
         };
-        self.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.report.shared.active.store(false, std::sync::atomic::Ordering::SeqCst);
         if self.mb.max_batch_retries > 0 {
             self.save_retry_base()?;
         }
@@ -82,11 +82,11 @@ impl Engine {
         let wms: Vec<_> = self.nodes.iter().map(|n| n.wm.output()).collect();
         let flow = BatchFlow::new(
             self.plan.clone(),
-            self.topology.clone(),
+            self.flow.topology.clone(),
             self.partitions,
-            &self.deliveries,
+            &self.flow.deliveries,
             &wms,
-            self.sinks.clone(),
+            self.flow.sinks.clone(),
             now,
             draining,
         );
@@ -104,11 +104,11 @@ impl Engine {
         let flow = Arc::new(flow);
         // One task per worker thread (never more threads than partitions), each claiming
         // partitions node by node.
-        let threads = self.workers.threads();
-        let shares = Arc::new(Shares::new(std::mem::take(&mut self.parts)));
+        let threads = self.flow.workers.threads();
+        let shares = Arc::new(Shares::new(std::mem::take(&mut self.flow.parts)));
         let (f, s) = (flow.clone(), shares.clone());
-        let results = self.workers.run(vec![(); threads], move |()| run_partitions(&f, &s));
-        self.parts = shares.take_parts();
+        let results = self.flow.workers.run(vec![(); threads], move |()| run_partitions(&f, &s));
+        self.flow.parts = shares.take_parts();
         let mut ran = Ran {
             stats: (0..self.nodes.len()).map(|_| NodeStats::default()).collect(),
             sink_rows: 0,
@@ -119,7 +119,7 @@ impl Engine {
             let PartitionOutcome { metrics, stats, read_stats, sink_rows, error } = outcome;
             ran.metrics.append(metrics);
             ran.sink_rows += sink_rows;
-            weir_runner_core::exec::source::add_stats(&mut self.deferred_stats, read_stats);
+            weir_runner_core::exec::source::add_stats(&mut self.planner.deferred_stats, read_stats);
             for (m, s) in stats {
                 let st = &mut ran.stats[m];
                 st.input_rows += s.input_rows;
@@ -174,11 +174,11 @@ impl Engine {
 
     /// The shares of node `i` on every partition, if it heads one.
     pub(super) fn shares_of(&self, i: usize) -> Option<Vec<&NodeShare>> {
-        self.parts.iter().map(|part| part.get(i).and_then(Option::as_ref)).collect()
+        self.flow.parts.iter().map(|part| part.get(i).and_then(Option::as_ref)).collect()
     }
 
     /// Every share of every partition.
     pub(super) fn shares_mut(&mut self) -> impl Iterator<Item = &mut NodeShare> {
-        self.parts.iter_mut().flat_map(|part| part.iter_mut().flatten())
+        self.flow.parts.iter_mut().flat_map(|part| part.iter_mut().flatten())
     }
 }

@@ -15,7 +15,7 @@ impl Engine {
     pub(super) fn commit(&mut self, metrics: &mut UnitMetrics) -> Result<u64> {
         let t = Instant::now();
         self.log_journals()?;
-        if self.checkpoint.is_none() {
+        if self.ck.checkpoint.is_none() {
             self.commit_sinks(metrics)?;
             return Ok(t.elapsed().as_millis() as u64);
         }
@@ -24,7 +24,7 @@ impl Engine {
         weir_sdk::testing::fault::point("state-commit");
         self.commit_sinks(metrics)?;
         weir_sdk::testing::fault::point("sink-commit");
-        let Some(cp) = &self.checkpoint else { return Ok(0) };
+        let Some(cp) = &self.ck.checkpoint else { return Ok(0) };
         let watermarks = self
             .plan
             .nodes
@@ -32,7 +32,7 @@ impl Engine {
             .zip(&self.nodes)
             .map(|(s, n)| (s.name.clone(), n.wm.input(), n.wm.output()))
             .collect();
-        let latest_snapshot = if snapshot { self.batch_id } else { self.last_snapshot.unwrap_or(0) };
+        let latest_snapshot = if snapshot { self.batch_id } else { self.ck.last_snapshot.unwrap_or(0) };
         cp.write_commit(
             &CommitEntry {
                 batch_id: self.batch_id,
@@ -42,7 +42,7 @@ impl Engine {
             },
             latest_snapshot,
         )?;
-        self.last_snapshot = Some(latest_snapshot);
+        self.ck.last_snapshot = Some(latest_snapshot);
         weir_sdk::testing::fault::point("commit-log");
         Ok(t.elapsed().as_millis() as u64)
     }
@@ -52,21 +52,21 @@ impl Engine {
     /// unknown (the interval changed between runs, or nothing was committed yet).
     fn is_snapshot_batch(&self) -> bool {
         let interval = self.snapshot_interval();
-        self.batch_id.is_multiple_of(interval) || self.last_snapshot.is_none_or(|s| self.batch_id >= s + interval)
+        self.batch_id.is_multiple_of(interval) || self.ck.last_snapshot.is_none_or(|s| self.batch_id >= s + interval)
     }
 
     /// Writes every operator partition's state after this batch, with a manifest: full
     /// snapshots when `snapshot`, otherwise what changed since the last commit.
     pub(super) fn write_state(&mut self, snapshot: bool) -> Result<()> {
-        let Some(cp) = &self.checkpoint else { return Ok(()) };
+        let Some(cp) = &self.ck.checkpoint else { return Ok(()) };
         let mut files = Vec::new();
-        self.state_bytes.clear();
-        for part in &mut self.parts {
+        self.ck.state_bytes.clear();
+        for part in &mut self.flow.parts {
             for share in part.iter_mut().flatten() {
                 for m in share.checkpoint(snapshot)? {
                     let Some((f, bytes)) = m.file else { continue };
                     cp.write_state_file(self.batch_id, &f, bytes)?;
-                    let e = self.state_bytes.entry(m.node).or_insert((0, 0));
+                    let e = self.ck.state_bytes.entry(m.node).or_insert((0, 0));
                     match f.kind {
                         FileKind::Snapshot => e.0 += f.bytes,
                         FileKind::Delta => e.1 += f.bytes,
@@ -86,9 +86,9 @@ impl Engine {
     /// rewrites rather than duplicates it.
     pub(super) fn commit_sinks(&mut self, metrics: &mut UnitMetrics) -> Result<()> {
         for (i, spec) in self.plan.nodes.iter().enumerate() {
-            let Some(sink) = self.sinks[i].as_ref() else { continue };
+            let Some(sink) = self.flow.sinks[i].as_ref() else { continue };
             let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
-            metrics.measure(&spec.name, || sink.commit(self.batch_id, Some(&self.workers)))?;
+            metrics.measure(&spec.name, || sink.commit(self.batch_id, Some(&self.flow.workers)))?;
         }
         Ok(())
     }

@@ -35,8 +35,8 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
             return Ok(());
         }
         if !ran {
-            *engine.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            engine.shared.changed.notify_all();
+            *engine.report.shared.idle.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+            engine.report.shared.changed.notify_all();
             job.sleep_unless_stopped(Duration::from_millis(engine.idle_wait_ms()));
         } else if trigger == StreamingTrigger::ProcessingTime && !ran_behind {
             // A batch that overran its interval is followed at once, and so is one that read
@@ -66,7 +66,7 @@ impl Engine {
     pub(crate) fn run_batch(&mut self, max: usize, job: &Job) -> Result<Ran> {
         let started = Instant::now();
         weir_sdk::testing::fault::set_batch(self.batch_id);
-        let replay = self.replay.take();
+        let replay = self.planner.replay.take();
         let mut report = super::progress::BatchReport::begin(self);
         // latestOffset: every source's slice of this batch (exactly the logged one on a replay).
         let mut read = self.latest_offset(max, replay.as_ref(), job.is_drain_requested())?;
@@ -83,7 +83,7 @@ impl Engine {
             self.replay_journals();
         }
         report.wal_ms = t.elapsed().as_millis() as u64;
-        self.last_trigger = Some(started);
+        self.planner.last_trigger = Some(started);
         // getBatch: the slices enter the plan's inputs.
         self.get_batch(&mut read)?;
         // addBatch, then commit (state, sinks, commit log); a failed batch is retried from the

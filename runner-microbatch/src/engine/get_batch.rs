@@ -24,7 +24,7 @@ impl Engine {
     /// partition.
     fn route_read(&mut self, i: usize, per_partition: Vec<Vec<Batch>>) -> Result<()> {
         let Some(&pc) = self.plan.nodes[i].outputs.first() else { return Ok(()) };
-        let consumers = self.topology.consumers(pc).to_vec();
+        let consumers = self.flow.topology.consumers(pc).to_vec();
         let per_partition: Vec<Vec<Batch>> =
             per_partition.into_iter().map(|bs| bs.into_iter().filter(|b| !b.is_empty()).collect()).collect();
         let last = consumers.len().saturating_sub(1);
@@ -38,8 +38,12 @@ impl Engine {
             match slot {
                 Slot::Side(k) => self.nodes[c].side_pending.extend(data.into_iter().flatten().map(|b| (k, b))),
                 Slot::Main(port) => {
-                    let routed =
-                        exchange::route(&self.plan.nodes[c].exchanges[port], data, self.partitions, &self.workers)?;
+                    let routed = exchange::route(
+                        &self.plan.nodes[c].exchanges[port],
+                        data,
+                        self.partitions,
+                        &self.flow.workers,
+                    )?;
                     for (q, part) in routed.into_iter().enumerate() {
                         self.nodes[c].pending[q].extend(part);
                     }

@@ -36,7 +36,7 @@ impl Engine {
             input_rows: 0,
             ts_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
         };
-        self.deferred_stats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
+        self.planner.deferred_stats = (Timestamp::MAX, Timestamp::MIN, 0, 0);
         for i in 0..self.nodes.len() {
             let Some(src) = self.nodes[i].source.as_mut() else { continue };
             // User code in sources runs with the step's metrics container bound.
@@ -47,10 +47,10 @@ impl Engine {
             src.prepare_read(logged.map(|l| l.map_or(&serde_json::Value::Null, |s| &s.end)), drain_requested);
             let ops = self.graph.pcollection(self.plan.nodes[i].outputs[0]).ops.clone();
             let (partitions, defer, clock, workers) =
-                (self.partitions, self.defer_reads[i], &mut self.clock, &self.workers);
+                (self.partitions, self.planner.defer_reads[i], &mut self.clock, &self.flow.workers);
             let sb =
                 metrics.read(name, &*ops, || src.next(partitions, max, counts.as_deref(), clock, defer, Some(workers)));
-            metrics.publish(&self.metrics, sb.is_ok());
+            metrics.publish(&self.report.metrics, sb.is_ok());
             let sb = sb?;
             read.moved |= sb.moved;
             read.input_rows += sb.rows as u64;

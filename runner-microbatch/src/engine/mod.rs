@@ -22,6 +22,7 @@ mod latest_offset;
 mod progress;
 mod query;
 mod recovery;
+mod reporter;
 mod retry;
 mod wal_commit;
 
@@ -30,7 +31,7 @@ pub use query::{QueryStatus, StreamingQuery};
 use crate::checkpoint::{Checkpoint, OffsetEntry};
 use crate::options::MicroBatchOptions;
 use dataflow::{Partition, Sinks};
-use query::Shared;
+use reporter::{Reporter, Shared};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -81,6 +82,7 @@ pub(super) struct NodeStats {
     changes: StateChanges,
 }
 
+/// A query's engine: the plan and options, and the owners of each phase's own state.
 pub(crate) struct Engine {
     graph: Arc<PipelineGraph>,
     plan: Arc<PhysicalPlan>,
@@ -91,6 +93,24 @@ pub(crate) struct Engine {
     streaming: StreamingOptions,
     partitions: usize,
     nodes: Vec<NodeRt>,
+    clock: Clock,
+    batch_id: u64,
+    /// Where batches run: partitions, sinks, workers.
+    flow: Flow,
+    /// What the next batch reads: the trigger's last firing, a replay, the logged entry.
+    planner: Planner,
+    /// The checkpoint and what its commits wrote.
+    ck: CheckpointState,
+    /// Progress reports and the job's metrics.
+    report: Reporter,
+    /// With batch retries: the last committed state of every share and every node's
+    /// watermarks.
+    retry_base: Option<RetryBase>,
+}
+
+/// Where a batch runs: the partitions' node shares, the sinks they stage into, and the
+/// workers that take them through the plan.
+struct Flow {
     /// Per partition, the share of every node that has one (runner-core's node runtime): a
     /// worker takes a partition through the whole plan in each batch.
     parts: Vec<Partition>,
@@ -99,19 +119,31 @@ pub(crate) struct Engine {
     topology: Arc<Topology>,
     /// The workers partitions run on.
     workers: Workers,
-    clock: Clock,
-    batch_id: u64,
-    metrics: Arc<JobMetrics>,
-    shared: Arc<Shared>,
-    id: String,
-    run_id: String,
+    /// Per node, the deliveries a partition of it waits for in a batch
+    /// ([`dataflow::deliveries`]).
+    deliveries: Vec<usize>,
+    /// Fused chains of element-wise nodes ([`PhysicalPlan::fused_chains`]).
+    chains: Vec<Vec<usize>>,
+}
+
+/// The batch planner's own state: what the next batch reads and how it was logged.
+struct Planner {
     last_trigger: Option<Instant>,
-    checkpoint: Option<Checkpoint>,
     /// A logged but uncommitted batch to re-run with exactly its offsets.
     replay: Option<OffsetEntry>,
     /// The running batch's offset log entry as logged (with the journals of its
     /// source-reading operators once it has run, or as a replay found them).
     logged: Option<OffsetEntry>,
+    /// Event-time stats of the elements planned reads delivered in this batch.
+    deferred_stats: TsStats,
+    /// Per node: a source whose reads are planned and left to the chain it feeds.
+    defer_reads: Vec<bool>,
+}
+
+/// The checkpoint and what its commits wrote.
+#[derive(Default)]
+struct CheckpointState {
+    checkpoint: Option<Checkpoint>,
     /// The last committed batch that wrote full state snapshots (`None`: none yet).
     last_snapshot: Option<u64>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
@@ -119,18 +151,6 @@ pub(crate) struct Engine {
     /// Whether the next batch starts from state read back from checkpoint files (a restart)
     /// rather than the state already in memory: Spark's state store cache miss.
     state_loaded_from_files: bool,
-    /// With batch retries: the last committed state of every share and every node's
-    /// watermarks.
-    retry_base: Option<RetryBase>,
-    /// Per node, the deliveries a partition of it waits for in a batch
-    /// ([`dataflow::deliveries`]).
-    deliveries: Vec<usize>,
-    /// Fused chains of element-wise nodes ([`PhysicalPlan::fused_chains`]).
-    chains: Vec<Vec<usize>>,
-    /// Event-time stats of the elements planned reads delivered in this batch.
-    deferred_stats: TsStats,
-    /// Per node: a source whose reads are planned and left to the chain it feeds.
-    defer_reads: Vec<bool>,
 }
 
 /// Per (node, partition) share, each member's state entries; and every node's watermarks.
@@ -140,10 +160,45 @@ type RetryBase = (HashMap<(usize, usize), Vec<weir_runner_core::exec::node::Entr
 /// side-input bundles.
 type BatchInput = Vec<(Vec<Vec<Batch>>, Vec<(usize, Batch)>)>;
 
-fn random_id() -> String {
-    let a: u128 = rand::random();
-    let h = format!("{a:032x}");
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+/// Each node's runtime: a source's state, watermarks, and bundles waiting for the next batch.
+fn node_runtimes(graph: &PipelineGraph, plan: &PhysicalPlan, partitions: usize) -> Vec<NodeRt> {
+    plan.nodes
+        .iter()
+        .map(|spec| NodeRt {
+            source: match (&spec.role, spec.outputs.first()) {
+                (Role::Source(s), Some(&o)) => Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone())),
+                _ => None,
+            },
+            wm: Watermarks::new(),
+            pending: (0..partitions).map(|_| Vec::new()).collect(),
+            side_pending: Vec::new(),
+            state_size: None,
+        })
+        .collect()
+}
+
+impl Flow {
+    fn new(
+        graph: &PipelineGraph,
+        plan: &PhysicalPlan,
+        mb: &MicroBatchOptions,
+        streaming: &StreamingOptions,
+        partitions: usize,
+    ) -> Result<Flow> {
+        let topology = Arc::new(Topology::of(plan));
+        let chains = plan.fused_chains();
+        let claims = mb.claims_per_call(streaming);
+        Ok(Flow {
+            parts: (0..partitions).map(|p| new_partition(graph, plan, &chains, p, claims)).collect(),
+            sinks: Arc::new(Vec::new()),
+            deliveries: dataflow::deliveries(plan, &topology, partitions),
+            topology,
+            // More threads than cores only take turns on them: the partitions share the
+            // threads instead.
+            workers: Workers::new("weir-microbatch-worker", mb.running_threads().min(partitions))?,
+            chains,
+        })
+    }
 }
 
 impl Engine {
@@ -157,76 +212,39 @@ impl Engine {
         let mb = options.get::<MicroBatchOptions>().into_owned();
         let streaming = options.get::<StreamingOptions>().into_owned();
         let partitions = mb.partitions().max(1);
-        let threads = mb.running_threads().min(partitions);
         let plan = Arc::new(plan);
-        let topology = Arc::new(Topology::of(&plan));
-        let nodes = plan
-            .nodes
-            .iter()
-            .map(|spec| NodeRt {
-                source: match (&spec.role, spec.outputs.first()) {
-                    (Role::Source(s), Some(&o)) => {
-                        Some(SourceState::of(&spec.name, s, graph.pcollection(o).ops.clone()))
-                    }
-                    _ => None,
-                },
-                wm: Watermarks::new(),
-                pending: (0..partitions).map(|_| Vec::new()).collect(),
-                side_pending: Vec::new(),
-                state_size: None,
-            })
-            .collect();
-        let chains = plan.fused_chains();
-        let claims = mb.claims_per_call(&streaming);
-        let parts = (0..partitions).map(|p| new_partition(&graph, &plan, &chains, p, claims)).collect();
-        let clock = Clock::for_plan(&plan);
-        let deliveries = dataflow::deliveries(&plan, &topology, partitions);
+        let flow = Flow::new(&graph, &plan, &mb, &streaming, partitions)?;
+        // A source feeding a fused chain plans its reads and leaves the reading to the chain,
+        // unless a failed batch is retried (a retry needs the batch's input kept whole).
+        let retries = mb.max_batch_retries > 0;
+        let defer_reads =
+            plan.reads_left_to_chains(&flow.topology, &flow.chains).into_iter().map(|d| d && !retries).collect();
         let mut engine = Engine {
+            nodes: node_runtimes(&graph, &plan, partitions),
+            clock: Clock::for_plan(&plan),
             graph,
             plan,
             mb,
             streaming,
             options,
             partitions,
-            nodes,
-            parts,
-            sinks: Arc::new(Vec::new()),
-            topology,
-            // More threads than cores only take turns on them: the partitions share the
-            // threads instead.
-            workers: Workers::new("weir-microbatch-worker", threads)?,
-            clock,
+            flow,
             batch_id: 0,
-            metrics,
-            shared,
-            id: random_id(),
-            run_id: random_id(),
-            last_trigger: None,
-            checkpoint: None,
-            replay: None,
-            logged: None,
-            last_snapshot: None,
-            state_bytes: HashMap::new(),
-            state_loaded_from_files: false,
+            report: Reporter::new(metrics, shared),
+            planner: Planner {
+                last_trigger: None,
+                replay: None,
+                logged: None,
+                deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
+                defer_reads,
+            },
+            ck: CheckpointState::default(),
             retry_base: None,
-            deliveries,
-            chains,
-            deferred_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
-            defer_reads: Vec::new(),
         };
-        // A source feeding a fused chain plans its reads and leaves the reading to the chain,
-        // unless a failed batch is retried (a retry needs the batch's input kept whole).
-        let retries = engine.mb.max_batch_retries > 0;
-        engine.defer_reads = engine
-            .plan
-            .reads_left_to_chains(&engine.topology, &engine.chains)
-            .into_iter()
-            .map(|d| d && !retries)
-            .collect();
         // Without an offset log, planned reads need no exact counts: a file of lines is parsed
         // by the chains, piece by piece and in parallel, not by the planner first.
         if engine.streaming.checkpoint_dir.is_none() {
-            for (node, &defer) in engine.nodes.iter_mut().zip(&engine.defer_reads) {
+            for (node, &defer) in engine.nodes.iter_mut().zip(&engine.planner.defer_reads) {
                 if let Some(src) = node.source.as_mut() {
                     src.plan_reads_without_counts(defer);
                 }
@@ -235,23 +253,27 @@ impl Engine {
         if let Some(dir) = engine.streaming.checkpoint_dir.clone() {
             engine.recover(&dir)?;
         }
-        // Sinks open for this query (a resumed query writes on into its own output).
-        let owner = format!("query {}", engine.id);
-        let mut sinks = Vec::with_capacity(engine.plan.nodes.len());
-        for spec in &engine.plan.nodes {
+        engine.flow.sinks = engine.open_sinks()?;
+        Ok(engine)
+    }
+
+    /// The plan's sinks, open for this query (a resumed query writes on into its own output).
+    fn open_sinks(&self) -> Result<Sinks> {
+        let owner = format!("query {}", self.report.id);
+        let mut sinks = Vec::with_capacity(self.plan.nodes.len());
+        for spec in &self.plan.nodes {
             sinks.push(match &spec.role {
                 Role::Sink(factory) => {
-                    let mut writer = factory.open(&owner, partitions)?;
+                    let mut writer = factory.open(&owner, self.partitions)?;
                     // The replayed batch may have been written, before a restart, by another
                     // number of partitions.
-                    writer.own_partitions(0..partitions, engine.replay.as_ref().map(|r| r.batch_id));
+                    writer.own_partitions(0..self.partitions, self.planner.replay.as_ref().map(|r| r.batch_id));
                     Some(Mutex::new(writer))
                 }
                 _ => None,
             });
         }
-        engine.sinks = Arc::new(sinks);
-        Ok(engine)
+        Ok(Arc::new(sinks))
     }
 
     fn finish(&mut self) {
@@ -269,7 +291,7 @@ impl Engine {
 
     /// When any operator next has work of its own, if any has.
     pub(crate) fn next_processing_timer(&self) -> Option<Timestamp> {
-        self.parts.iter().flat_map(|part| part.iter().flatten()).filter_map(NodeShare::next_processing_timer).min()
+        self.flow.parts.iter().flat_map(|part| part.iter().flatten()).filter_map(NodeShare::next_processing_timer).min()
     }
 
     /// Whether every source has been read to its end.
@@ -279,7 +301,7 @@ impl Engine {
 
     /// Whether the query keeps a checkpoint (its runs resume where the last one stopped).
     pub(crate) fn checkpointed(&self) -> bool {
-        self.checkpoint.is_some()
+        self.ck.checkpoint.is_some()
     }
 
     pub(crate) fn processing_timer_due(&self) -> bool {

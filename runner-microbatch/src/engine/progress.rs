@@ -4,7 +4,7 @@
 
 use super::add_batch::Added;
 use super::latest_offset::SourcesRead;
-use super::query::RECENT;
+use super::reporter::RECENT;
 use super::Engine;
 use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
@@ -32,7 +32,7 @@ impl BatchReport {
     pub(super) fn begin(engine: &Engine) -> Self {
         BatchReport {
             started_at: Clock::Wall.now(),
-            since_last: engine.last_trigger.map(|t| t.elapsed().as_secs_f64()),
+            since_last: engine.planner.last_trigger.map(|t| t.elapsed().as_secs_f64()),
             start_clock: engine.clock.test_time(),
             read_ms: 0,
             wal_ms: 0,
@@ -59,11 +59,13 @@ impl Engine {
     /// Builds the batch's progress and publishes it.
     pub(super) fn publish_progress(&mut self, report: BatchReport, read: SourcesRead, added: Added, started: Instant) {
         let mut ts_stats = read.ts_stats;
-        add_stats(&mut ts_stats, self.deferred_stats);
+        add_stats(&mut ts_stats, self.planner.deferred_stats);
         // Planned reads count what the chains read: a read of up to a count may find fewer. With
         // one source planning reads (the usual case) its rows are exact too.
-        let (planned, read_by_chains) =
-            (read.reads.iter().map(|(_, sb)| sb.deferred_rows as u64).sum::<u64>(), self.deferred_stats.3 as u64);
+        let (planned, read_by_chains) = (
+            read.reads.iter().map(|(_, sb)| sb.deferred_rows as u64).sum::<u64>(),
+            self.planner.deferred_stats.3 as u64,
+        );
         let input_rows = read.input_rows - planned + read_by_chains;
         let planning = read.reads.iter().filter(|(_, sb)| sb.deferred_rows > 0).count();
         let sources = read
@@ -91,15 +93,15 @@ impl Engine {
             commit_ms: added.commit_ms,
             total_ms: started.elapsed().as_millis() as u64,
         });
-        self.state_loaded_from_files = false;
+        self.ck.state_loaded_from_files = false;
         {
-            let mut recent = self.shared.recent.lock().unwrap_or_else(|e| e.into_inner());
+            let mut recent = self.report.shared.recent.lock().unwrap_or_else(|e| e.into_inner());
             recent.push_back(progress.clone());
             while recent.len() > RECENT {
                 recent.pop_front();
             }
         }
-        for l in self.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        for l in self.report.shared.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
             l(&progress);
         }
         tracing::debug!(progress = %progress.json(), "batch committed");
@@ -134,12 +136,12 @@ impl Engine {
                 memory_used_bytes,
                 num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
-                    let (snap, delta) = self.state_bytes.get(&i).copied().unwrap_or((0, 0));
+                    let (snap, delta) = self.ck.state_bytes.get(&i).copied().unwrap_or((0, 0));
                     // Each partition's state for this batch came from memory (a hit; a retried
                     // batch restores the copy kept in memory) or, after a restart, from the
                     // checkpoint's files (a miss).
                     let instances = self.partitions as u64;
-                    let (hits, misses) = if self.state_loaded_from_files { (0, instances) } else { (instances, 0) };
+                    let (hits, misses) = if self.ck.state_loaded_from_files { (0, instances) } else { (instances, 0) };
                     BTreeMap::from([
                         ("snapshotBytes".to_string(), snap),
                         ("deltaBytes".to_string(), delta),
@@ -166,14 +168,14 @@ impl Engine {
             .nodes
             .iter()
             .enumerate()
-            .filter(|(i, n)| !n.outputs.is_empty() && self.topology.is_leaf(*i))
+            .filter(|(i, n)| !n.outputs.is_empty() && self.flow.topology.is_leaf(*i))
             .map(|(_, n)| n.name.clone())
             .collect();
         let watermarks =
             self.plan.nodes.iter().zip(&self.nodes).map(|(s, n)| (s.name.clone(), iso8601(n.wm.output()))).collect();
         StreamingQueryProgress {
-            id: self.id.clone(),
-            run_id: self.run_id.clone(),
+            id: self.report.id.clone(),
+            run_id: self.report.run_id.clone(),
             name: self.options.job_name.clone(),
             timestamp: iso8601(p.started_at),
             batch_id: self.batch_id,
@@ -205,7 +207,7 @@ impl Engine {
             .iter()
             .zip(&self.nodes)
             .enumerate()
-            .filter(|(i, _)| self.topology.is_leaf(*i))
+            .filter(|(i, _)| self.flow.topology.is_leaf(*i))
             .map(|(_, (_, n))| n.wm.output())
             .min()
             .unwrap_or(MAX_TIMESTAMP)

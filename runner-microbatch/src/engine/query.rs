@@ -14,21 +14,7 @@ use weir_sdk::metrics::MetricResults;
 use weir_sdk::runner::{PipelineResult, PipelineState};
 use weir_sdk::{PipelineOptions, Result};
 
-type Listener = Box<dyn Fn(&StreamingQueryProgress) + Send + Sync>;
-
-/// State shared between the engine thread and the query handle.
-pub(super) struct Shared {
-    pub(super) recent: Mutex<VecDeque<StreamingQueryProgress>>,
-    pub(super) listeners: Mutex<Vec<Listener>>,
-    /// Incremented whenever a trigger found no new data; with `changed`, for
-    /// `process_all_available`.
-    pub(super) idle: Mutex<u64>,
-    pub(super) changed: Condvar,
-    pub(super) active: std::sync::atomic::AtomicBool,
-}
-
-/// Progress reports kept for `recent_progress`.
-pub(super) const RECENT: usize = 100;
+use super::reporter::Shared;
 
 /// A running micro-batch query (Spark's `StreamingQuery`): progress, status, stop and wait.
 pub struct StreamingQuery {

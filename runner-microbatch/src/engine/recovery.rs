@@ -23,8 +23,8 @@ impl Engine {
     /// watermarks and operator state; a logged but uncommitted batch is re-run with its offsets.
     pub(super) fn recover(&mut self, dir: &str) -> Result<()> {
         let (cp, rec) =
-            Checkpoint::open(dir, self.fingerprint(), self.id.clone(), self.streaming.min_batches_to_retain)?;
-        self.id = rec.id;
+            Checkpoint::open(dir, self.fingerprint(), self.report.id.clone(), self.streaming.min_batches_to_retain)?;
+        self.report.id = rec.id;
         if let Some((offsets, commit)) = &rec.committed {
             // Older commit entries do not say where their snapshot is: then it is where the
             // interval put it.
@@ -34,7 +34,7 @@ impl Engine {
             self.restore_state(&cp, (snapshot, c), written_by)?;
             // State spread over another number of partitions is a new layout: the next commit
             // writes full snapshots of it, so no restart reads deltas of one layout onto another.
-            self.last_snapshot = (written_by == self.partitions).then_some(snapshot);
+            self.ck.last_snapshot = (written_by == self.partitions).then_some(snapshot);
             for (i, spec) in self.plan.nodes.clone().iter().enumerate() {
                 if let Some((_, input, output)) = commit.watermarks.iter().find(|(n, _, _)| *n == spec.name) {
                     self.set_watermarks(i, Watermarks::restored(*input, *output));
@@ -54,17 +54,17 @@ impl Engine {
                 self.clock.set_test_time(c);
             }
             self.batch_id = entry.batch_id;
-            self.logged = Some(entry.clone());
-            self.replay = Some(entry);
+            self.planner.logged = Some(entry.clone());
+            self.planner.replay = Some(entry);
         }
-        self.checkpoint = Some(cp);
+        self.ck.checkpoint = Some(cp);
         Ok(())
     }
 
     /// Sets node `i`'s watermarks, and its partitions' (restored, or rolled back).
     pub(super) fn set_watermarks(&mut self, i: usize, wm: Watermarks) {
         self.nodes[i].wm = wm;
-        for part in &mut self.parts {
+        for part in &mut self.flow.parts {
             for share in part.iter_mut().flatten() {
                 if let Some(k) = share.members().iter().position(|&m| m == i) {
                     share.set_watermarks(k, wm);
@@ -108,7 +108,7 @@ impl Engine {
         let plan = self.plan.clone();
         let n = self.partitions;
         for i in 0..plan.nodes.len() {
-            let Some(members) = self.parts.first().and_then(|part| part[i].as_ref()).map(|s| s.members().to_vec())
+            let Some(members) = self.flow.parts.first().and_then(|part| part[i].as_ref()).map(|s| s.members().to_vec())
             else {
                 continue;
             };
@@ -118,13 +118,13 @@ impl Engine {
                     .map(|p| maps.remove(&(name.clone(), p)).map(|map| map.into_iter().collect()).unwrap_or_default())
                     .collect();
                 if written_by != n {
-                    old = match self.parts[0][i].as_ref() {
+                    old = match self.flow.parts[0][i].as_ref() {
                         Some(share) => share.rescale(k, old, n)?,
                         None => old,
                     };
                 }
                 for (p, entries) in old.into_iter().enumerate() {
-                    if let Some(share) = self.parts.get_mut(p).and_then(|part| part[i].as_mut()) {
+                    if let Some(share) = self.flow.parts.get_mut(p).and_then(|part| part[i].as_mut()) {
                         share.restore(k, entries, None)?;
                     }
                 }
@@ -136,7 +136,7 @@ impl Engine {
                 message: format!("state of partition {p} of step {name}, which this pipeline's plan does not have"),
             });
         }
-        self.state_loaded_from_files = true;
+        self.ck.state_loaded_from_files = true;
         Ok(())
     }
 }

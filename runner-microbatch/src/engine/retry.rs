@@ -22,7 +22,7 @@ impl Engine {
     /// Remembers the state just committed, for retrying the next batch.
     pub(super) fn save_retry_base(&mut self) -> Result<()> {
         let mut entries = HashMap::new();
-        for (p, part) in self.parts.iter().enumerate() {
+        for (p, part) in self.flow.parts.iter().enumerate() {
             for (i, share) in part.iter().enumerate() {
                 if let Some(share) = share {
                     entries.insert((i, p), share.entries()?);
@@ -38,9 +38,10 @@ impl Engine {
     pub(super) fn roll_back(&mut self, input: Option<&BatchInput>) -> Result<()> {
         self.finish();
         let claims = self.mb.claims_per_call(&self.streaming);
-        self.parts =
-            (0..self.partitions).map(|p| new_partition(&self.graph, &self.plan, &self.chains, p, claims)).collect();
-        for sink in self.sinks.iter().flatten() {
+        self.flow.parts = (0..self.partitions)
+            .map(|p| new_partition(&self.graph, &self.plan, &self.flow.chains, p, claims))
+            .collect();
+        for sink in self.flow.sinks.iter().flatten() {
             sink.lock().unwrap_or_else(|e| e.into_inner()).discard();
         }
         let base = self.retry_base.take();
@@ -52,7 +53,7 @@ impl Engine {
             self.set_watermarks(i, wm);
         }
         if let Some((entries, _)) = &base {
-            for (p, part) in self.parts.iter_mut().enumerate() {
+            for (p, part) in self.flow.parts.iter_mut().enumerate() {
                 for (i, share) in part.iter_mut().enumerate() {
                     let (Some(share), Some(e)) = (share, entries.get(&(i, p))) else { continue };
                     for (k, member) in e.iter().enumerate() {

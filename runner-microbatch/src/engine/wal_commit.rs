@@ -10,7 +10,7 @@ use weir_sdk::Result;
 impl Engine {
     /// Logs the batch's source positions (and the test clock before and after reading).
     pub(super) fn wal_commit(&mut self, read: &SourcesRead, start_clock: Option<Timestamp>) -> Result<()> {
-        let Some(cp) = &self.checkpoint else { return Ok(()) };
+        let Some(cp) = &self.ck.checkpoint else { return Ok(()) };
         let sources = read
             .reads
             .iter()
@@ -29,7 +29,7 @@ impl Engine {
             journals: Vec::new(),
         };
         cp.write_offsets(&entry)?;
-        self.logged = Some(entry);
+        self.planner.logged = Some(entry);
         weir_sdk::testing::fault::point("wal-commit");
         Ok(())
     }
@@ -37,13 +37,13 @@ impl Engine {
     /// Makes the source-reading operators repeat the journals the running batch's entry holds
     /// (a replay, or a retry after they were logged).
     pub(super) fn replay_journals(&mut self) {
-        let Some(logged) = &self.logged else { return };
+        let Some(logged) = &self.planner.logged else { return };
         for j in &logged.journals {
             let Some(i) = self.plan.nodes.iter().position(|n| n.name == j.name) else {
                 tracing::warn!(node = %j.name, "the offset log has a journal for a node this plan lacks");
                 continue;
             };
-            for part in &mut self.parts {
+            for part in &mut self.flow.parts {
                 for share in part.iter_mut().flatten() {
                     share.replay_journal(i, &j.journal);
                 }
@@ -56,16 +56,16 @@ impl Engine {
     /// so a replay repeats exactly these reads (Spark logs a batch's Kafka offsets before it
     /// runs; a splittable read knows its offsets only once it has read them).
     pub(super) fn log_journals(&mut self) -> Result<()> {
-        let mut by_node: std::collections::BTreeMap<usize, Vec<weir_runner_core::operator::Journal>> =
+        let mut by_node: std::collections::BTreeMap<usize, Vec<weir_runner_core::checkpoint::log::Journal>> =
             Default::default();
-        for part in &mut self.parts {
+        for part in &mut self.flow.parts {
             for share in part.iter_mut().flatten() {
                 for (node, j) in share.take_journals() {
                     by_node.entry(node).or_default().push(j);
                 }
             }
         }
-        let (Some(cp), Some(logged)) = (&self.checkpoint, &mut self.logged) else { return Ok(()) };
+        let (Some(cp), Some(logged)) = (&self.ck.checkpoint, &mut self.planner.logged) else { return Ok(()) };
         if !logged.journals.is_empty() || by_node.is_empty() {
             return Ok(());
         }
@@ -73,7 +73,7 @@ impl Engine {
             .into_iter()
             .map(|(i, parts)| weir_runner_core::checkpoint::log::NodeJournal {
                 name: self.plan.nodes[i].name.clone(),
-                journal: weir_runner_core::operator::Journal::merge(parts),
+                journal: weir_runner_core::checkpoint::log::Journal::merge(parts),
             })
             .collect();
         cp.write_offsets(logged)?;

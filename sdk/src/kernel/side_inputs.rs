@@ -52,4 +52,10 @@ pub struct SideInputSpec {
     /// allowed lateness for `Wait.on` (a signal window is done only once late data can no
     /// longer arrive).
     pub ready_after_ms: i64,
+    /// Whether the side input reads as Beam's portable runners (Prism, and Beam Python's own)
+    /// read one, for a pipeline submitted through Beam's portability API: a main-input window
+    /// also waits for the side input's watermark to reach the window's start, whatever panes
+    /// fired, and sees the elements of every pane fired so far. Weir's own pipelines (`false`)
+    /// see a side window at its first pane, and then its latest pane, as Beam's Java runners do.
+    pub portable_semantics: bool,
 }

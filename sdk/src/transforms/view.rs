@@ -23,6 +23,7 @@ fn view<T: Element, V>(pc: &PCollection<T>, kind: &str, kernel: Arc<dyn ViewKern
         kernel,
         window_fn: pc.windowing_strategy().window_fn.clone(),
         ready_after_ms: 0,
+        portable_semantics: false,
     };
     PCollectionView::of(spec)
 }
