@@ -35,6 +35,7 @@ pub mod logging;
 pub mod metrics;
 pub mod operator;
 pub mod plan;
+pub mod progress;
 pub mod pusher;
 pub mod side_inputs;
 pub mod splittable;

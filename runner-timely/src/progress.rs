@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
+use weir_runner_core::progress::{
+    DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
+};
 use weir_sdk::time::{iso8601, Timestamp, MAX_TIMESTAMP};
 
 /// One stateful operator's state on one worker.
@@ -63,77 +66,33 @@ pub struct WorkerProgress {
     pub sources: Vec<SourceRows>,
 }
 
-/// Phases of an epoch, ms (Spark's `durationMs`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EpochDurations {
-    /// The whole epoch, the slowest worker's.
-    pub trigger_execution: u64,
-    /// Writing the offset log entries, the slowest worker's.
-    pub wal_commit: u64,
-}
-
-/// The event times of an epoch's input (Spark's `eventTime`, its latest only), ISO 8601.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct EpochEventTime {
-    /// The latest timestamp read, over every worker.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max: Option<String>,
-}
-
-/// A stateful operator over the cluster (Spark's `stateOperators`).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StateOperatorProgress {
-    /// The step.
-    pub operator_name: String,
-    /// Keys and windows held after the epoch, over every worker.
-    pub num_rows_total: u64,
-    /// Bytes of that state.
-    pub memory_used_bytes: u64,
-    /// Workers holding a partition of it.
-    pub num_state_store_instances: u64,
-}
-
-/// What one epoch did across the cluster: Spark's `StreamingQueryProgress`, with one row per
-/// worker.
+/// What one epoch did across the cluster: Spark's `StreamingQueryProgress` (runner-core's, which
+/// the micro-batch runner fills too), with the epoch and one row per worker beside it. Its
+/// fields read as the query progress's (`progress.num_input_rows`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EpochProgress {
-    /// The query's id (its checkpoint's, with one).
-    pub id: String,
-    /// This run's id.
-    pub run_id: String,
-    /// When the epoch began, ISO 8601.
-    pub timestamp: String,
+    /// The query progress: ids, the epoch as the batch id, input rows and rates, the phases
+    /// measured (the WAL commit and the whole epoch, the slowest worker's), the event times
+    /// read and the query's watermark, every stateful operator and every source over the
+    /// workers.
+    #[serde(flatten)]
+    pub query: StreamingQueryProgress,
     /// The epoch (the micro-batch id), from 0.
     pub epoch: u64,
-    /// The epoch, under Spark's name.
-    pub batch_id: u64,
-    /// Rows all sources read for the epoch.
-    pub num_input_rows: u64,
-    /// Rows read per second since the previous epoch began.
-    pub input_rows_per_second: f64,
-    /// Rows processed per second of this epoch.
-    pub processed_rows_per_second: f64,
-    /// The slowest worker's duration, ms.
-    pub duration_ms: u64,
-    /// The epoch's phases.
-    pub durations: EpochDurations,
-    /// The query's watermark: the minimum over every worker's leaf operators, ISO 8601.
-    pub watermark: String,
-    /// The event times the epoch read.
-    pub event_time: EpochEventTime,
     /// Keys and windows held after the epoch, over every worker.
     pub state_rows: u64,
     /// Bytes of that state.
     pub state_bytes: u64,
-    /// Every stateful operator, over the workers.
-    pub state_operators: Vec<StateOperatorProgress>,
-    /// Every source's rows, over the workers.
-    pub sources: Vec<SourceRows>,
     /// One row per worker, by worker index.
     pub workers: Vec<WorkerProgress>,
+}
+
+impl std::ops::Deref for EpochProgress {
+    type Target = StreamingQueryProgress;
+    fn deref(&self) -> &StreamingQueryProgress {
+        &self.query
+    }
 }
 
 impl EpochProgress {
@@ -205,29 +164,47 @@ impl Progress {
             }
         }
         let watermark = workers.iter().map(|w| w.watermark).min().unwrap_or(MAX_TIMESTAMP);
-        let report = EpochProgress {
+        let wal_ms = workers.iter().map(|w| w.wal_commit_ms).max().unwrap_or(0);
+        let query = StreamingQueryProgress {
             id: self.id.clone(),
             run_id: self.run_id.clone(),
+            name: String::new(),
             timestamp: iso8601(started),
-            epoch,
             batch_id: epoch,
+            batch_duration: duration_ms,
             num_input_rows,
             input_rows_per_second: since.map_or(0.0, per_second),
             processed_rows_per_second: per_second(duration_ms as i64),
-            duration_ms,
-            durations: EpochDurations {
+            // A worker's epoch is its WAL commit and the rest (reading, running the plan,
+            // committing): the rest is reported as `addBatch`.
+            duration_ms: DurationMs {
+                wal_commit: wal_ms,
+                add_batch: duration_ms.saturating_sub(wal_ms),
                 trigger_execution: duration_ms,
-                wal_commit: workers.iter().map(|w| w.wal_commit_ms).max().unwrap_or(0),
+                ..DurationMs::default()
             },
-            watermark: iso8601(watermark),
-            event_time: EpochEventTime { max: workers.iter().filter_map(|w| w.max_event_time).max().map(iso8601) },
-            state_rows: workers.iter().map(|w| w.state_rows).sum(),
-            state_bytes: workers.iter().map(|w| w.state_bytes).sum(),
+            event_time: EventTimeStats {
+                max: workers.iter().filter_map(|w| w.max_event_time).max().map(iso8601),
+                watermark: iso8601(watermark),
+                ..EventTimeStats::default()
+            },
             state_operators: operators.into_values().collect(),
             sources: sources
                 .into_iter()
-                .map(|(description, num_input_rows)| SourceRows { description, num_input_rows })
+                .map(|(description, num_input_rows)| SourceProgress {
+                    description,
+                    num_input_rows,
+                    ..SourceProgress::default()
+                })
                 .collect(),
+            sink: SinkProgress::default(),
+            watermarks: BTreeMap::new(),
+        };
+        let report = EpochProgress {
+            query,
+            epoch,
+            state_rows: workers.iter().map(|w| w.state_rows).sum(),
+            state_bytes: workers.iter().map(|w| w.state_bytes).sum(),
             workers,
         };
         for l in self.listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -266,7 +243,7 @@ mod tests {
         p.add(0, row(0, 7));
         let r = p.recent();
         assert_eq!(r.len(), 1);
-        assert_eq!((r[0].epoch, r[0].num_input_rows, r[0].duration_ms), (0, 12, 21));
+        assert_eq!((r[0].epoch, r[0].num_input_rows, r[0].batch_duration), (0, 12, 21));
         assert_eq!(r[0].workers.iter().map(|w| w.worker).collect::<Vec<_>>(), [0, 1]);
     }
 }

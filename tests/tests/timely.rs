@@ -45,8 +45,8 @@ fn every_epoch_is_reported_with_a_row_per_worker() {
     assert_eq!(counted.state_operators.iter().map(|o| o.num_rows_total).sum::<u64>(), counted.state_rows);
     // The query's watermark reaches the end of time once the input is done.
     let end = weir_sdk::time::iso8601(weir_sdk::time::MAX_TIMESTAMP);
-    assert_eq!(recent.last().unwrap().watermark, end);
-    assert!(recent.iter().any(|e| e.watermark != end), "the watermark moved only at the end");
+    assert_eq!(recent.last().unwrap().event_time.watermark, end);
+    assert!(recent.iter().any(|e| e.event_time.watermark != end), "the watermark moved only at the end");
     let json = first.json();
     for field in [
         "\"batchId\"",
@@ -58,6 +58,10 @@ fn every_epoch_is_reported_with_a_row_per_worker() {
     ] {
         assert!(json.contains(field), "{field} in {json}");
     }
+    // The micro-batch runner's schema (runner-core's): the phases as Spark's `durationMs`.
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(value["durationMs"]["triggerExecution"].is_u64() && value["durationMs"]["walCommit"].is_u64(), "{json}");
+    assert!(value["eventTime"]["watermark"].is_string(), "{json}");
 }
 
 /// The micro-batch triggers drive epochs too: `once` reads everything available in one epoch,
