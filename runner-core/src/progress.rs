@@ -62,7 +62,8 @@ pub struct StateOperatorProgress {
     pub all_updates_time_ms: u64,
     /// Time spent firing timers and evicting state, ms.
     pub all_removals_time_ms: u64,
-    /// Time spent committing state, ms.
+    /// Time the batch's commit spent taking, encoding and writing the operator's state files,
+    /// over its partitions, ms (rounded up; 0 when it wrote none).
     pub commit_time_ms: u64,
     /// Approximate memory held by the state, bytes.
     pub memory_used_bytes: u64,

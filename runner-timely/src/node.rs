@@ -169,6 +169,8 @@ pub(crate) struct NodeWorker {
     /// Per replayed epoch, the journals logged for the members' source-reading operators (by
     /// member node): the epoch repeats their reads.
     replays: HashMap<u64, Vec<(usize, Journal)>>,
+    /// How long its last checkpoint took to take, encode and write its state files.
+    commit_time: std::time::Duration,
 }
 
 /// Per epoch, the members a worker's nodes checkpointed, until the epoch's manifest is written.
@@ -220,6 +222,7 @@ impl NodeWorker {
             side_ops,
             pending,
             replays: HashMap::new(),
+            commit_time: std::time::Duration::ZERO,
         }
     }
 
@@ -280,10 +283,13 @@ impl NodeWorker {
         let process = self.process.clone();
         let Some(log) = process.checkpoint.as_ref() else { return Ok(()) };
         let mut states = Vec::new();
+        self.commit_time = std::time::Duration::ZERO;
         for m in self.share.checkpoint(log.is_snapshot(epoch))? {
             let file = match m.file {
                 Some((f, bytes)) => {
+                    let began = std::time::Instant::now();
                     log.write_state_file(epoch, self.me, &f, bytes)?;
+                    self.commit_time += m.encode_time + began.elapsed();
                     Some(f)
                 }
                 None => None,
@@ -439,6 +445,8 @@ impl NodeWorker {
             operator_name: node.name.clone(),
             num_rows_total: rows,
             memory_used_bytes: bytes,
+            // Rounded up: a checkpoint that wrote state took time, however little.
+            commit_time_ms: self.commit_time.as_micros().div_ceil(1000) as u64,
         })
     }
 

@@ -23,6 +23,9 @@ pub struct OperatorState {
     pub num_rows_total: u64,
     /// Bytes of that state.
     pub memory_used_bytes: u64,
+    /// Time its last checkpoint spent taking, encoding and writing its state files, ms.
+    #[serde(default)]
+    pub commit_time_ms: u64,
 }
 
 /// One source's rows on one worker.
@@ -157,6 +160,7 @@ impl Progress {
                 e.operator_name = o.operator_name.clone();
                 e.num_rows_total += o.num_rows_total;
                 e.memory_used_bytes += o.memory_used_bytes;
+                e.commit_time_ms += o.commit_time_ms;
                 e.num_state_store_instances += 1;
             }
             for s in &w.sources {

@@ -112,6 +112,43 @@ fn state_rows_updated_and_removed_are_counted_per_key_and_window() {
     assert_eq!(row_changes(&query.recent_progress(), "Count"), (50, 50));
 }
 
+/// `commitTimeMs` is the time a batch's commit spent writing the operator's state files (issue
+/// 52): with a checkpoint, some for every batch that wrote state (rounded up to 1 ms), and
+/// within the batch's commit phase; without one, none.
+#[test]
+fn commit_time_is_the_state_commit_of_each_batch() {
+    weir_tests::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = dir.path().join("cp");
+    for with_checkpoint in [true, false] {
+        let mut args = vec!["--max-batch-size", "1000"];
+        let cp = checkpoint.to_str().unwrap().to_string();
+        if with_checkpoint {
+            args.extend(["--checkpoint-dir", cp.as_str()]);
+        }
+        let p = Pipeline::new(options(&args));
+        windowed_counts(&p);
+        let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+        assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
+        let recent = query.recent_progress();
+        assert!(!recent.is_empty());
+        for pr in &recent {
+            let op = pr.state_operators.iter().find(|o| o.operator_name == "Count").expect("Count's state");
+            let wrote = op.custom_metrics.get("snapshotBytes").copied().unwrap_or(0)
+                + op.custom_metrics.get("deltaBytes").copied().unwrap_or(0);
+            if with_checkpoint {
+                assert_eq!(op.commit_time_ms > 0, wrote > 0, "batch {}: {op:?}", pr.batch_id);
+                assert!(op.commit_time_ms <= pr.duration_ms.commit_offsets + 1, "{}", pr.json());
+            } else {
+                assert_eq!((op.commit_time_ms, wrote), (0, 0), "{}", pr.json());
+            }
+        }
+        if with_checkpoint {
+            assert!(recent.iter().any(|pr| pr.state_operators.iter().any(|o| o.commit_time_ms > 0)));
+        }
+    }
+}
+
 #[test]
 fn explain_shows_stages_exchanges_and_native_composites() {
     weir_tests::register_runners();

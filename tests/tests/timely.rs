@@ -107,6 +107,40 @@ fn lines(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
+/// A stateful operator's `commitTimeMs` is the time the epoch's checkpoint spent on its state
+/// files, over the workers (issue 52): some for an epoch that wrote state, none without a
+/// checkpoint.
+#[test]
+fn commit_time_is_the_state_checkpoint_of_each_epoch() {
+    weir_tests::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    for with_checkpoint in [true, false] {
+        let options = match with_checkpoint {
+            true => two_workers_checkpointed(&dir.path().join("cp"), &["--max-batch-size", "20"]),
+            false => {
+                PipelineOptions::from_args(["--runner", "timely", "--workers", "2", "--max-batch-size", "20"]).unwrap()
+            }
+        };
+        let p = Pipeline::new(options);
+        p.apply("Create", Create::of(0..100i64))
+            .apply("Key", Map::new(|i: i64| KV::new(i % 5, i)))
+            .apply("Count", Count::per_key());
+        let query = TimelyRunner.start(p.graph(), &p.options()).unwrap();
+        assert_eq!(query.wait_until_finish(None).unwrap(), PipelineState::Done);
+        let times: Vec<u64> = query
+            .recent_progress()
+            .iter()
+            .flat_map(|e| e.state_operators.iter().filter(|o| o.operator_name.starts_with("Count")))
+            .map(|o| o.commit_time_ms)
+            .collect();
+        assert!(!times.is_empty());
+        match with_checkpoint {
+            true => assert!(times.iter().any(|&t| t > 0), "{times:?}"),
+            false => assert!(times.iter().all(|&t| t == 0), "{times:?}"),
+        }
+    }
+}
+
 /// The options of a run on two timely workers, checkpointed in `cp`, with `extra` flags.
 fn two_workers_checkpointed(cp: &std::path::Path, extra: &[&str]) -> PipelineOptions {
     let mut args = vec!["--runner", "timely", "--workers", "2", "--checkpoint-dir", cp.to_str().unwrap()];

@@ -183,6 +183,8 @@ pub struct MemberCheckpoint {
     pub watermarks: Watermarks,
     /// Its state file (a snapshot or a delta) and the file's bytes, if it wrote one.
     pub file: Option<(StateFile, Vec<u8>)>,
+    /// How long taking its state and encoding the file took (writing it is the runner's).
+    pub encode_time: std::time::Duration,
 }
 
 /// One partition of a node (or of a fused chain) across units of work.
@@ -497,6 +499,7 @@ impl NodeShare {
     pub fn checkpoint(&mut self, snapshot: bool) -> Result<Vec<MemberCheckpoint>> {
         let mut out = Vec::with_capacity(self.members.len());
         for k in 0..self.members.len() {
+            let began = std::time::Instant::now();
             let file = match self.op_of(k) {
                 Some(op) => {
                     let entries = op.state_entries()?;
@@ -504,7 +507,8 @@ impl NodeShare {
                 }
                 None => None,
             };
-            out.push(MemberCheckpoint { node: self.members[k], watermarks: self.wms[k], file });
+            let encode_time = began.elapsed();
+            out.push(MemberCheckpoint { node: self.members[k], watermarks: self.wms[k], file, encode_time });
         }
         Ok(out)
     }

@@ -61,11 +61,14 @@ impl Engine {
         let Some(cp) = &self.ck.checkpoint else { return Ok(()) };
         let mut files = Vec::new();
         self.ck.state_bytes.clear();
+        self.ck.commit_time.clear();
         for part in &mut self.flow.parts {
             for share in part.iter_mut().flatten() {
                 for m in share.checkpoint(snapshot)? {
                     let Some((f, bytes)) = m.file else { continue };
+                    let began = Instant::now();
                     cp.write_state_file(self.batch_id, &f, bytes)?;
+                    *self.ck.commit_time.entry(m.node).or_default() += m.encode_time + began.elapsed();
                     let e = self.ck.state_bytes.entry(m.node).or_insert((0, 0));
                     match f.kind {
                         FileKind::Snapshot => e.0 += f.bytes,

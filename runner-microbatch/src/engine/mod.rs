@@ -148,6 +148,9 @@ struct CheckpointState {
     last_snapshot: Option<u64>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
     state_bytes: HashMap<usize, (u64, u64)>,
+    /// Per node, the time the last commit spent taking, encoding and writing its state files,
+    /// over its partitions (Spark's `commitTimeMs`).
+    commit_time: HashMap<usize, std::time::Duration>,
     /// Whether the next batch starts from state read back from checkpoint files (a restart)
     /// rather than the state already in memory: Spark's state store cache miss.
     state_loaded_from_files: bool,

@@ -132,7 +132,8 @@ impl Engine {
                 num_rows_dropped_by_watermark: st.dropped,
                 all_updates_time_ms: st.update_ms,
                 all_removals_time_ms: st.removal_ms,
-                commit_time_ms: 0,
+                // Rounded up: a commit that wrote state took time, however little.
+                commit_time_ms: self.ck.commit_time.get(&i).map_or(0, |d| d.as_micros().div_ceil(1000) as u64),
                 memory_used_bytes,
                 num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
