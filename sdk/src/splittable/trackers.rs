@@ -64,7 +64,7 @@ impl OffsetRange {
         self.to <= self.from
     }
     /// Ranges of about `size` offsets each, together this range (Beam's
-    /// `OffsetRange.split(desired, min)`), for [`SplittableDoFn::split_restriction`].
+    /// `OffsetRange.split(desired, min)`), for [`SplittableDoFn::split_restriction`](super::SplittableDoFn::split_restriction).
     pub fn split(&self, size: i64) -> Vec<OffsetRange> {
         let size = size.max(1);
         let mut out = Vec::new();

@@ -8,7 +8,7 @@
 //! replay after a restart reads exactly the counts the offset log recorded.
 //!
 //! The files: [`deferred`] (bounded splits read later, where the batch goes, or now),
-//! [`reshare`] (positions re-divided when the number of shares changes), and [`reads`] (one
+//! [`reshare`](mod@reshare) (positions re-divided when the number of shares changes), and [`reads`] (one
 //! step's slice of each kind of source: an impulse, a bounded read, an unbounded one, a
 //! TestStream). This file holds a source's state across steps ([`SourceState`]).
 
