@@ -144,9 +144,10 @@ impl Ledger {
         };
         let (state_rows, state_bytes) =
             self.nodes.iter().map(|n| n.borrow().state()).fold((0, 0), |(r, b), (x, y)| (r + x, b + y));
-        let operators: Vec<OperatorState> = self.nodes.iter().filter_map(|n| n.borrow().operator_state()).collect();
         let watermark = self.nodes.iter().filter_map(|n| n.borrow().leaf_watermark()).min().unwrap_or(MAX_TIMESTAMP);
         for epoch in self.next..until {
+            let operators: Vec<OperatorState> =
+                self.nodes.iter().filter_map(|n| n.borrow_mut().operator_state(epoch)).collect();
             let open = self.open.remove(&epoch);
             let row = WorkerProgress {
                 worker: self.me,
@@ -159,7 +160,7 @@ impl Ledger {
                 wal_commit_ms: open.as_ref().map_or(0, |o| o.wal_ms),
                 watermark,
                 max_event_time: open.as_ref().and_then(|o| o.max_event_time),
-                operators: operators.clone(),
+                operators,
                 sources: open.map(|o| o.sources).unwrap_or_default(),
             };
             rows.send((0, (epoch, row)));

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use weir_runner_core::checkpoint::log::NodeJournal;
 use weir_runner_core::exec::clock::Clock;
-use weir_runner_core::exec::node::{Input, NodeShare, ShareOptions, Unit, UnitMetrics};
+use weir_runner_core::exec::node::{Input, MemberStats, NodeShare, ShareOptions, Unit, UnitMetrics};
 use weir_runner_core::operator::Journal;
 use weir_runner_core::plan::topology::Slot;
 use weir_runner_core::plan::Role;
@@ -169,8 +169,9 @@ pub(crate) struct NodeWorker {
     /// Per replayed epoch, the journals logged for the members' source-reading operators (by
     /// member node): the epoch repeats their reads.
     replays: HashMap<u64, Vec<(usize, Journal)>>,
-    /// How long its last checkpoint took to take, encode and write its state files.
-    commit_time: std::time::Duration,
+    /// Per epoch not reported yet, what the node's head did in it and how long its checkpoint
+    /// took to take, encode and write its state files.
+    epochs: BTreeMap<u64, (MemberStats, std::time::Duration)>,
 }
 
 /// Per epoch, the members a worker's nodes checkpointed, until the epoch's manifest is written.
@@ -222,7 +223,7 @@ impl NodeWorker {
             side_ops,
             pending,
             replays: HashMap::new(),
-            commit_time: std::time::Duration::ZERO,
+            epochs: BTreeMap::new(),
         }
     }
 
@@ -283,13 +284,13 @@ impl NodeWorker {
         let process = self.process.clone();
         let Some(log) = process.checkpoint.as_ref() else { return Ok(()) };
         let mut states = Vec::new();
-        self.commit_time = std::time::Duration::ZERO;
+        let mut commit_time = std::time::Duration::ZERO;
         for m in self.share.checkpoint(log.is_snapshot(epoch))? {
             let file = match m.file {
                 Some((f, bytes)) => {
                     let began = std::time::Instant::now();
                     log.write_state_file(epoch, self.me, &f, bytes)?;
-                    self.commit_time += m.encode_time + began.elapsed();
+                    commit_time += m.encode_time + began.elapsed();
                     Some(f)
                 }
                 None => None,
@@ -298,6 +299,7 @@ impl NodeWorker {
             states.push(MemberState { node, input: m.watermarks.input(), output: m.watermarks.output(), file });
         }
         pending.borrow_mut().entry(epoch).or_default().extend(states);
+        self.epochs.entry(epoch).or_default().1 += commit_time;
         Ok(())
     }
 
@@ -381,6 +383,15 @@ impl NodeWorker {
         // An epoch's metrics count as committed as it runs: timely does not retry epochs.
         metrics.publish(&process.metrics, done.is_ok());
         let done = done?;
+        if let Some(head) = done.members.first() {
+            let e = &mut self.epochs.entry(epoch).or_default().0;
+            e.input_rows += head.input_rows;
+            e.update_ms += head.update_ms;
+            e.removal_ms += head.removal_ms;
+            e.dropped += head.dropped;
+            e.changes.updated += head.changes.updated;
+            e.changes.removed += head.changes.removed;
+        }
         active |= done.staged.iter().chain(done.outputs.iter().flatten()).any(|b| !b.is_empty());
         if active {
             self.last_active = Some(epoch);
@@ -434,8 +445,12 @@ impl NodeWorker {
         self.last_epoch
     }
 
-    /// A stateful node's state on this worker.
-    pub(crate) fn operator_state(&self) -> Option<crate::progress::OperatorState> {
+    /// A stateful node's state on this worker as `epoch` left it, and what the epoch did to
+    /// it (taken: each epoch is reported once).
+    pub(crate) fn operator_state(&mut self, epoch: u64) -> Option<crate::progress::OperatorState> {
+        let (stats, commit_time) = self.epochs.remove(&epoch).unwrap_or_default();
+        // Epochs before it that were never reported (none are, in order) are dropped.
+        self.epochs.retain(|&e, _| e > epoch);
         let node = &self.process.plan.nodes[self.i];
         if !node.stateful {
             return None;
@@ -445,8 +460,13 @@ impl NodeWorker {
             operator_name: node.name.clone(),
             num_rows_total: rows,
             memory_used_bytes: bytes,
+            num_rows_updated: stats.changes.updated,
+            num_rows_removed: stats.changes.removed,
+            num_rows_dropped_by_watermark: stats.dropped,
+            all_updates_time_ms: stats.update_ms,
+            all_removals_time_ms: stats.removal_ms,
             // Rounded up: a checkpoint that wrote state took time, however little.
-            commit_time_ms: self.commit_time.as_micros().div_ceil(1000) as u64,
+            commit_time_ms: commit_time.as_micros().div_ceil(1000) as u64,
         })
     }
 

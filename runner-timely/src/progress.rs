@@ -23,7 +23,22 @@ pub struct OperatorState {
     pub num_rows_total: u64,
     /// Bytes of that state.
     pub memory_used_bytes: u64,
-    /// Time its last checkpoint spent taking, encoding and writing its state files, ms.
+    /// State rows the epoch updated (each once), as the micro-batch runner counts them.
+    #[serde(default)]
+    pub num_rows_updated: u64,
+    /// State rows the epoch removed.
+    #[serde(default)]
+    pub num_rows_removed: u64,
+    /// Input the epoch dropped because its window had expired.
+    #[serde(default)]
+    pub num_rows_dropped_by_watermark: u64,
+    /// Time the epoch spent processing input, ms.
+    #[serde(default)]
+    pub all_updates_time_ms: u64,
+    /// Time the epoch spent firing timers and evicting state, ms.
+    #[serde(default)]
+    pub all_removals_time_ms: u64,
+    /// Time the epoch's checkpoint spent taking, encoding and writing its state files, ms.
     #[serde(default)]
     pub commit_time_ms: u64,
 }
@@ -160,6 +175,11 @@ impl Progress {
                 e.operator_name = o.operator_name.clone();
                 e.num_rows_total += o.num_rows_total;
                 e.memory_used_bytes += o.memory_used_bytes;
+                e.num_rows_updated += o.num_rows_updated;
+                e.num_rows_removed += o.num_rows_removed;
+                e.num_rows_dropped_by_watermark += o.num_rows_dropped_by_watermark;
+                e.all_updates_time_ms += o.all_updates_time_ms;
+                e.all_removals_time_ms += o.all_removals_time_ms;
                 e.commit_time_ms += o.commit_time_ms;
                 e.num_state_store_instances += 1;
             }

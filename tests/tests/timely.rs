@@ -107,6 +107,36 @@ fn lines(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
+/// The state operators' row counts are what each epoch did, as on the micro-batch runner (issue
+/// 52): 10 windows x 5 keys = 50 state rows, each fed twice, each updated once and removed once
+/// when its window expires, over two workers and however many epochs.
+#[test]
+fn state_rows_updated_and_removed_are_counted_per_epoch() {
+    weir_tests::register_runners();
+    for batch in ["1000", "7"] {
+        let options =
+            PipelineOptions::from_args(["--runner", "timely", "--workers", "2", "--max-batch-size", batch]).unwrap();
+        let p = Pipeline::new(options);
+        p.apply("Create", Create::timestamped((0..100i64).map(|i| TimestampedValue::new(i, i * 10))))
+            .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(100))))
+            .apply("Key", Map::new(|i: i64| KV::new(i % 5, i)))
+            .apply("Count", Count::per_key());
+        let query = TimelyRunner.start(p.graph(), &p.options()).unwrap();
+        assert_eq!(query.wait_until_finish(None).unwrap(), PipelineState::Done);
+        let recent = query.recent_progress();
+        let ops = recent.iter().flat_map(|e| e.state_operators.iter().filter(|o| o.operator_name.starts_with("Count")));
+        let (updated, removed) = ops.fold((0, 0), |(u, r), o| (u + o.num_rows_updated, r + o.num_rows_removed));
+        // Every epoch reported (an epoch's rows are reported once).
+        assert_eq!(recent.iter().map(|e| e.epoch).collect::<Vec<_>>(), (0..recent.len() as u64).collect::<Vec<_>>());
+        // In one epoch each row is updated once; over several, once per epoch that feeds it.
+        assert_eq!(removed, 50, "--max-batch-size {batch}");
+        match batch {
+            "1000" => assert_eq!(updated, 50),
+            _ => assert!((50..=100).contains(&updated), "--max-batch-size {batch}: {updated} updated"),
+        }
+    }
+}
+
 /// A stateful operator's `commitTimeMs` is the time the epoch's checkpoint spent on its state
 /// files, over the workers (issue 52): some for an epoch that wrote state, none without a
 /// checkpoint.
@@ -177,6 +207,9 @@ fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
         std::thread::sleep(Duration::from_millis(1));
     }
     first.stop().unwrap();
+    // A stop finishes the running epoch and then ends the run, which releases the checkpoint.
+    let ended = first.wait_until_finish(Some(Duration::from_secs(60))).unwrap();
+    assert!(ended.is_terminal(), "{ended:?}");
     let written = lines(&out).len();
     // At least 1.5 s of work: stopped half way, however loaded the machine.
     assert!((1..2_100).contains(&written), "stopped after {written} of 2100 numbers");
