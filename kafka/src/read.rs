@@ -720,6 +720,7 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
         let patience = shared.poll_interval.min(Duration::from_millis(100));
         let began = Instant::now();
         let mut wait = shared.poll_interval.min(Duration::from_millis(50));
+        let mut read_any = false;
         let outcome = loop {
             let polled = match reader.held.take() {
                 Some(m) => Some(Ok(Polled::Held(m))),
@@ -728,7 +729,12 @@ impl<K: KafkaDecode, V: KafkaDecode> SplittableDoFn for ReadPartition<K, V> {
             wait = Duration::ZERO;
             match polled {
                 Some(Ok(m)) => {
-                    reader.last_ok = Instant::now();
+                    // Once per call is enough: a call lasts a fraction of the timeout, and a
+                    // clock read per record cost 2% of a read.
+                    if reader.at_end || !read_any {
+                        reader.last_ok = Instant::now();
+                        read_any = true;
+                    }
                     reader.at_end = false;
                     if m.offset() < reader.next {
                         continue;

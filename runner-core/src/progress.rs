@@ -145,3 +145,9 @@ impl StreamingQueryProgress {
         serde_json::to_string(self).unwrap_or_default()
     }
 }
+
+/// A duration as whole milliseconds, rounded up: work that took time, however little, reads as
+/// at least 1 ms (a state commit of a few entries is not "0 ms").
+pub fn millis_rounded_up(d: std::time::Duration) -> u64 {
+    d.as_micros().div_ceil(1000) as u64
+}

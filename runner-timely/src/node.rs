@@ -384,13 +384,7 @@ impl NodeWorker {
         metrics.publish(&process.metrics, done.is_ok());
         let done = done?;
         if let Some(head) = done.members.first() {
-            let e = &mut self.epochs.entry(epoch).or_default().0;
-            e.input_rows += head.input_rows;
-            e.update_ms += head.update_ms;
-            e.removal_ms += head.removal_ms;
-            e.dropped += head.dropped;
-            e.changes.updated += head.changes.updated;
-            e.changes.removed += head.changes.removed;
+            self.epochs.entry(epoch).or_default().0.add(head);
         }
         active |= done.staged.iter().chain(done.outputs.iter().flatten()).any(|b| !b.is_empty());
         if active {
@@ -465,8 +459,7 @@ impl NodeWorker {
             num_rows_dropped_by_watermark: stats.dropped,
             all_updates_time_ms: stats.update_ms,
             all_removals_time_ms: stats.removal_ms,
-            // Rounded up: a checkpoint that wrote state took time, however little.
-            commit_time_ms: commit_time.as_micros().div_ceil(1000) as u64,
+            commit_time_ms: weir_runner_core::progress::millis_rounded_up(commit_time),
         })
     }
 

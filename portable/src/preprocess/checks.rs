@@ -2,9 +2,7 @@
 //! each windowing, each requirement. A refusal names the transform, its URN, and what to do
 //! instead.
 
-use std::collections::HashMap;
-
-use crate::preprocess::{pc_name, unsupported, urn};
+use crate::preprocess::{pc_name, sorted, unsupported, urn};
 use crate::proto::pipeline::v1 as rapi;
 use crate::Error;
 use prost::Message;
@@ -68,7 +66,7 @@ pub(crate) fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, E
             format!("{what} are not supported by Weir's portable runner yet: run this step on another runner"),
         ));
     }
-    for (id, spec) in sorted_map(&p.state_specs) {
+    for (id, spec) in sorted(&p.state_specs) {
         let protocol = spec.protocol.as_ref().map_or("", |f| f.urn.as_str());
         if !USER_STATE.contains(&protocol) {
             return Err(unsupported(
@@ -77,7 +75,7 @@ pub(crate) fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, E
             ));
         }
     }
-    for (id, spec) in sorted_map(&p.timer_family_specs) {
+    for (id, spec) in sorted(&p.timer_family_specs) {
         if time_domain(spec.time_domain).is_none() {
             return Err(unsupported(
                 t,
@@ -99,13 +97,6 @@ pub fn is_stateful(t: &rapi::PTransform) -> bool {
             .as_ref()
             .and_then(|s| rapi::ParDoPayload::decode(&s.payload[..]).ok())
             .is_some_and(|p| !p.state_specs.is_empty() || !p.timer_family_specs.is_empty())
-}
-
-/// A map's entries in key order.
-fn sorted_map<V>(m: &HashMap<String, V>) -> Vec<(&String, &V)> {
-    let mut v: Vec<_> = m.iter().collect();
-    v.sort_by(|a, b| a.0.cmp(b.0));
-    v
 }
 
 /// Checks that Weir runs the windowing of PCollection `pc` (read or written by `t`): its window

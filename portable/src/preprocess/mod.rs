@@ -127,8 +127,8 @@ pub fn plan(pipeline: &rapi::Pipeline) -> Result<PortablePlan, Error> {
 
 /// A map's entries by key: a plan is the same in every process that makes it (a cluster's
 /// processes each plan the job, and must agree), whatever order the map keeps.
-pub(crate) fn sorted(m: &HashMap<String, String>) -> Vec<(&String, &String)> {
+pub(crate) fn sorted<V>(m: &HashMap<String, V>) -> Vec<(&String, &V)> {
     let mut v: Vec<_> = m.iter().collect();
-    v.sort();
+    v.sort_by(|a, b| a.0.cmp(b.0));
     v
 }

@@ -139,6 +139,18 @@ pub struct MemberStats {
     pub changes: StateChanges,
 }
 
+impl MemberStats {
+    /// Adds what `other` did (another partition, or another run in the same batch or epoch).
+    pub fn add(&mut self, other: &MemberStats) {
+        self.input_rows += other.input_rows;
+        self.update_ms += other.update_ms;
+        self.removal_ms += other.removal_ms;
+        self.dropped += other.dropped;
+        self.changes.updated += other.changes.updated;
+        self.changes.removed += other.changes.removed;
+    }
+}
+
 /// What a share did in a unit of work.
 pub struct Done {
     /// Per output of the share's last member, what it produced, for the runner to route.

@@ -121,13 +121,7 @@ impl Engine {
             ran.sink_rows += sink_rows;
             weir_runner_core::exec::source::add_stats(&mut self.planner.deferred_stats, read_stats);
             for (m, s) in stats {
-                let st = &mut ran.stats[m];
-                st.input_rows += s.input_rows;
-                st.update_ms += s.update_ms;
-                st.removal_ms += s.removal_ms;
-                st.dropped += s.dropped;
-                st.changes.updated += s.changes.updated;
-                st.changes.removed += s.changes.removed;
+                ran.stats[m].add(&s);
             }
             if ran.error.is_none() {
                 ran.error = error;

@@ -40,7 +40,6 @@ use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::node::{NodeShare, ShareOptions};
 use weir_runner_core::exec::source::{SourceState, TsStats};
 use weir_runner_core::exec::workers::Workers;
-use weir_runner_core::group_also_by_window::StateChanges;
 use weir_runner_core::metrics::JobMetrics;
 use weir_runner_core::plan::topology::Topology;
 use weir_runner_core::plan::{PhysicalPlan, Role};
@@ -72,15 +71,8 @@ impl NodeRt {
     }
 }
 
-/// What one node's batch did, for the progress report.
-#[derive(Default)]
-pub(super) struct NodeStats {
-    update_ms: u64,
-    removal_ms: u64,
-    input_rows: u64,
-    dropped: u64,
-    changes: StateChanges,
-}
+/// What one node's batch did, over its partitions, for the progress report.
+type NodeStats = weir_runner_core::exec::node::MemberStats;
 
 /// A query's engine: the plan and options, and the owners of each phase's own state.
 pub(crate) struct Engine {

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::source::add_stats;
+use weir_runner_core::progress::millis_rounded_up;
 use weir_sdk::time::{iso8601, Timestamp, MAX_TIMESTAMP};
 
 /// What a batch's report knows before the batch runs, and the phase timings as they come.
@@ -132,8 +133,7 @@ impl Engine {
                 num_rows_dropped_by_watermark: st.dropped,
                 all_updates_time_ms: st.update_ms,
                 all_removals_time_ms: st.removal_ms,
-                // Rounded up: a commit that wrote state took time, however little.
-                commit_time_ms: self.ck.commit_time.get(&i).map_or(0, |d| d.as_micros().div_ceil(1000) as u64),
+                commit_time_ms: self.ck.commit_time.get(&i).map_or(0, |&d| millis_rounded_up(d)),
                 memory_used_bytes,
                 num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
