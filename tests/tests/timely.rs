@@ -4,6 +4,11 @@ use std::time::Duration;
 use weir::timely::TimelyRunner;
 use weir_sdk::prelude::*;
 
+/// Serializes the tests that stop, restart or checkpoint timely runs: a stopped run must end
+/// before its checkpoint is used again, and once (a local CI run on 2 cores) it did not end
+/// within a minute while the other tests' clusters ran beside it in this process.
+static CHECKPOINTED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn every_epoch_is_reported_with_a_row_per_worker() {
     weir_tests::register_runners();
@@ -112,6 +117,7 @@ fn lines(dir: &std::path::Path) -> Vec<String> {
 /// when its window expires, over two workers and however many epochs.
 #[test]
 fn state_rows_updated_and_removed_are_counted_per_epoch() {
+    let _serial = CHECKPOINTED.lock().unwrap_or_else(|e| e.into_inner());
     weir_tests::register_runners();
     for batch in ["1000", "7"] {
         let options =
@@ -142,6 +148,7 @@ fn state_rows_updated_and_removed_are_counted_per_epoch() {
 /// checkpoint.
 #[test]
 fn commit_time_is_the_state_checkpoint_of_each_epoch() {
+    let _serial = CHECKPOINTED.lock().unwrap_or_else(|e| e.into_inner());
     weir_tests::register_runners();
     let dir = tempfile::tempdir().unwrap();
     for with_checkpoint in [true, false] {
@@ -183,6 +190,7 @@ fn two_workers_checkpointed(cp: &std::path::Path, extra: &[&str]) -> PipelineOpt
 /// once.
 #[test]
 fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
+    let _serial = CHECKPOINTED.lock().unwrap_or_else(|e| e.into_inner());
     weir_tests::register_runners();
     let dir = tempfile::tempdir().unwrap();
     let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
