@@ -148,6 +148,18 @@ pub mod environments {
     pub const DOCKER: &str = "beam:env:docker:v1";
 }
 
+/// Artifacts an environment depends on (jars, wheels, files), and the roles they play.
+pub mod artifacts {
+    /// A file at a path the holder can read.
+    pub const FILE: &str = "beam:artifact:type:file:v1";
+    /// A file at a URL.
+    pub const URL: &str = "beam:artifact:type:url:v1";
+    /// A file whose bytes the payload carries.
+    pub const EMBEDDED: &str = "beam:artifact:type:embedded:v1";
+    /// Staged under a name the payload gives, for the harness to fetch.
+    pub const STAGING_TO: &str = "beam:artifact:role:staging_to:v1";
+}
+
 /// The runner's ends of a bundle's data stream, in a bundle descriptor.
 pub mod runner {
     /// Where a bundle's input comes from.

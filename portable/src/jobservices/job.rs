@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use weir_sdk::runner::{PipelineResult, PipelineState};
 use weir_sdk::{Pipeline, PipelineOptions};
 
+use crate::jobservices::artifacts::Staged;
 use crate::preprocess::{plan, PortablePlan, StageKind};
 use crate::proto::job_management::v1 as japi;
 use crate::proto::pipeline::v1 as rapi;
@@ -118,6 +119,8 @@ pub struct Job {
     changed: watch::Sender<usize>,
     /// The harnesses' metrics.
     pub metrics: Arc<crate::worker::metrics::JobMetrics>,
+    /// What was staged for its environments, until it ends.
+    staged: Mutex<Option<Staged>>,
 }
 
 fn now() -> prost_types::Timestamp {
@@ -147,6 +150,7 @@ impl Job {
             log: Mutex::new(Log::default()),
             changed: watch::channel(0).0,
             metrics: Arc::default(),
+            staged: Mutex::new(None),
         });
         job.set_state(JobState::Stopped);
         Ok(job)
@@ -177,6 +181,28 @@ impl Job {
         self.submitted().map(|s| s.pipeline.clone())
     }
 
+    /// Each environment's dependencies as the pipeline lists them, until the job ends.
+    pub fn dependencies(&self) -> Option<Vec<(String, Vec<rapi::ArtifactInformation>)>> {
+        let submitted = self.submitted()?;
+        let c = submitted.pipeline.components.as_ref()?;
+        Some(c.environments.iter().map(|(id, env)| (id.clone(), env.dependencies.clone())).collect())
+    }
+
+    /// Keeps what was staged for the job's environments, until the job ends.
+    pub fn set_staged(&self, staged: Staged) -> Result<(), String> {
+        if is_terminal(self.lock().state) {
+            return Err(format!("job '{}' ended before its artifacts were staged", self.id));
+        }
+        *self.staged.lock().unwrap_or_else(|e| e.into_inner()) = Some(staged);
+        Ok(())
+    }
+
+    /// Environment `env`'s dependencies as staged: files of the job server's artifact store.
+    pub fn staged_dependencies(&self, env: &str) -> Vec<rapi::ArtifactInformation> {
+        let staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
+        staged.as_ref().and_then(|s| s.environments.get(env).cloned()).unwrap_or_default()
+    }
+
     /// When the job ended, if it has.
     pub fn ended(&self) -> Option<std::time::Instant> {
         self.lock().ended
@@ -202,6 +228,8 @@ impl Job {
             log.ended = Some(std::time::Instant::now());
             // A run still going holds its own reference until it returns.
             *self.submitted.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            // The job's hold on its staged artifacts ends with it.
+            *self.staged.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
         self.push(log, Event::State(japi::JobStateEvent { state: state as i32, timestamp: Some(now()) }));
     }

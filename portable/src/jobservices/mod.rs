@@ -6,5 +6,6 @@
 //!   when Weir cannot run it) through Run (on a thread, or a process group of its own when the
 //!   runner has several processes) to its end, with its messages and metrics.
 
+pub mod artifacts;
 pub mod job;
 pub mod service;

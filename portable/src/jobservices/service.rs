@@ -1,9 +1,9 @@
 //! Beam's Job API over gRPC: what a Beam SDK's `PortableRunner` talks to.
 //!
 //! Prepare plans the submitted pipeline and refuses, naming the transform and URN, what Weir
-//! cannot run; it offers no artifact staging endpoint (the harnesses Weir runs are the
-//! submitter's own, or started from the same Python, so there is nothing to stage), which
-//! Beam's clients take as nothing to stage. Run starts the prepared job; GetState,
+//! cannot run, and offers this server's address as the artifact staging endpoint (the staging
+//! and retrieval services of [`crate::jobservices::artifacts`] share the job service's port).
+//! Run starts the prepared job; GetState,
 //! GetStateStream (the current state at once, then every change until the job ends),
 //! GetMessageStream (messages and state changes until the job ends), Cancel, GetJobMetrics,
 //! GetJobs, GetPipeline and DescribePipelineOptions answer as Beam's job services do.
@@ -12,13 +12,17 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
+use crate::jobservices::artifacts::{ArtifactStore, Retrieval, Staged, Staging, StagingTarget};
 use crate::jobservices::job::{Event, Job, RunConfig};
 use crate::proto::job_management::v1 as japi;
+use crate::proto::pipeline::v1 as rapi;
+use japi::artifact_retrieval_service_server::ArtifactRetrievalServiceServer;
+use japi::artifact_staging_service_server::ArtifactStagingServiceServer;
 use japi::job_service_server::{JobService, JobServiceServer};
 
 /// How many finished jobs the service remembers by default, as Beam's job service does.
@@ -34,18 +38,31 @@ pub struct Jobs {
     next: AtomicU64,
     config: Arc<RunConfig>,
     max_finished: usize,
+    /// The staged artifacts of every job.
+    artifacts: Arc<ArtifactStore>,
+    /// This server's address, for the artifact staging endpoint.
+    endpoint: OnceLock<String>,
 }
 
 impl Jobs {
-    /// A service running jobs as `config` says, remembering [`MAX_FINISHED_JOBS`] finished ones.
-    pub fn new(config: RunConfig) -> Self {
-        Self::remembering(config, MAX_FINISHED_JOBS)
+    /// A service running jobs as `config` says, with their artifacts in `artifacts`,
+    /// remembering [`MAX_FINISHED_JOBS`] finished ones.
+    pub fn new(config: RunConfig, artifacts: Arc<ArtifactStore>) -> Self {
+        Self::remembering(config, artifacts, MAX_FINISHED_JOBS)
     }
 
-    /// A service running jobs as `config` says, remembering the `max_finished` newest finished
-    /// jobs (their state, messages and metrics; a job frees its pipeline when it ends).
-    pub fn remembering(config: RunConfig, max_finished: usize) -> Self {
-        Jobs { jobs: Mutex::new(HashMap::new()), next: AtomicU64::new(1), config: Arc::new(config), max_finished }
+    /// A service running jobs as `config` says, with their artifacts in `artifacts`,
+    /// remembering the `max_finished` newest finished jobs (their state, messages and metrics;
+    /// a job frees its pipeline and its artifacts when it ends).
+    pub fn remembering(config: RunConfig, artifacts: Arc<ArtifactStore>, max_finished: usize) -> Self {
+        Jobs {
+            jobs: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            config: Arc::new(config),
+            max_finished,
+            artifacts,
+            endpoint: OnceLock::new(),
+        }
     }
 
     fn job(&self, id: &str) -> Result<Arc<Job>, Status> {
@@ -157,9 +174,10 @@ impl JobService for Jobs {
         self.forget_old();
         self.jobs.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), job);
         tracing::info!("prepared {id}");
+        let url = self.endpoint.get().cloned().unwrap_or_default();
         Ok(Response::new(japi::PrepareJobResponse {
             preparation_id: id.clone(),
-            artifact_staging_endpoint: None,
+            artifact_staging_endpoint: Some(rapi::ApiServiceDescriptor { url, authentication: None }),
             staging_session_token: id,
         }))
     }
@@ -282,11 +300,31 @@ impl JobService for Jobs {
     }
 }
 
-/// Serves the Job API for `jobs` on `listener` until the process ends.
+impl StagingTarget for Jobs {
+    fn dependencies(&self, token: &str) -> Result<Vec<(String, Vec<rapi::ArtifactInformation>)>, Status> {
+        let job = self.job(token)?;
+        job.dependencies().ok_or_else(|| Status::failed_precondition(format!("job '{token}' has ended")))
+    }
+
+    fn staged(&self, token: &str, staged: Staged) -> Result<(), Status> {
+        self.job(token)?.set_staged(staged).map_err(Status::failed_precondition)
+    }
+}
+
+/// Serves the Job API for `jobs` on `listener` until the process ends, with the artifact
+/// staging and retrieval services on the same port.
 pub async fn serve(listener: tokio::net::TcpListener, jobs: Jobs) -> Result<(), String> {
+    let address = listener.local_addr().map_err(|e| format!("the job service's address: {e}"))?;
+    let url = if address.ip().is_unspecified() { format!("localhost:{}", address.port()) } else { address.to_string() };
+    let _ = jobs.endpoint.set(url);
+    let jobs = Arc::new(jobs);
+    let staging = Staging::new(jobs.artifacts.clone(), jobs.clone());
+    let retrieval = Retrieval::new(jobs.artifacts.clone());
     let incoming = crate::worker::without_delay(listener);
     tonic::transport::Server::builder()
-        .add_service(crate::unlimited!(JobServiceServer::new(jobs)))
+        .add_service(crate::unlimited!(JobServiceServer::from_arc(jobs)))
+        .add_service(crate::unlimited!(ArtifactStagingServiceServer::new(staging)))
+        .add_service(crate::unlimited!(ArtifactRetrievalServiceServer::new(retrieval)))
         .serve_with_incoming(incoming)
         .await
         .map_err(|e| format!("the job service stopped: {e}"))

@@ -10,9 +10,6 @@ use weir_sdk::state::TimeDomain;
 use weir_sdk::urns;
 
 /// The window functions Weir runs natively.
-const WINDOW_FNS: [&str; 4] =
-    [urns::window_fns::GLOBAL, urns::window_fns::FIXED, urns::window_fns::SLIDING, urns::window_fns::SESSIONS];
-
 /// Pipeline requirements Weir meets.
 pub(crate) const REQUIREMENTS: [&str; 3] =
     [urns::requirements::FINALIZATION, urns::requirements::SPLITTABLE_DOFN, urns::requirements::STATEFUL];
@@ -107,19 +104,20 @@ pub(crate) fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &s
         .windowing_strategies
         .get(&p.windowing_strategy_id)
         .ok_or_else(|| Error::Malformed(format!("no windowing strategy '{}'", p.windowing_strategy_id)))?;
-    let window_fn = ws.window_fn.as_ref().map_or("", |f| f.urn.as_str());
-    if !WINDOW_FNS.contains(&window_fn) {
-        return Err(unsupported(
-            t,
+    crate::preprocess::windowing::strategy(ws, &c.coders).map_err(|e| {
+        let window_fn = ws.window_fn.as_ref().map_or("", |f| f.urn.as_str());
+        let why = if crate::preprocess::windowing::is_known(window_fn) {
+            format!("the windowing of {}: {e}", pc_name(c, pc))
+        } else {
             format!(
-                "PCollection {} is windowed by {window_fn}, a window function known only to the SDK; Weir runs \
-                 GlobalWindows, FixedWindows, SlidingWindows and Sessions: window it into one of those",
+                "PCollection {} is windowed by {window_fn}, a window function known only to the SDK: {e}; \
+                 Weir runs GlobalWindows, FixedWindows, SlidingWindows and Sessions, and window functions of \
+                 the SDK whose windows do not merge and are coded as global or interval windows",
                 pc_name(c, pc)
-            ),
-        ));
-    }
-    crate::preprocess::windowing::strategy(ws)
-        .map_err(|e| unsupported(t, format!("the windowing of {}: {e}", pc_name(c, pc))))?;
+            )
+        };
+        unsupported(t, why)
+    })?;
     Ok(p.windowing_strategy_id.clone())
 }
 

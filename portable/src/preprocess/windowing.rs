@@ -13,8 +13,11 @@ use crate::proto::pipeline::v1 as rapi;
 use prost::Message;
 use rapi::trigger::Trigger as T;
 use weir_sdk::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner, Trigger};
+use weir_sdk::time::Timestamp;
+use weir_sdk::window::Window;
 use weir_sdk::window_fn::{FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn, WindowingStrategy};
 
+use weir_sdk::urns::coders as coder_urns;
 use weir_sdk::urns::window_fns as urns;
 
 fn duration(d: Option<prost_types::Duration>) -> Result<Duration, String> {
@@ -93,11 +96,63 @@ pub fn trigger(t: &rapi::Trigger) -> Result<Trigger, String> {
     })
 }
 
-/// A windowing strategy proto as Weir's.
-pub fn strategy(ws: &rapi::WindowingStrategy) -> Result<WindowingStrategy, String> {
-    use rapi::{accumulation_mode, closing_behavior, on_time_behavior, output_time};
+/// Windows the SDK's own window function assigns (Beam Java's `serialized_java`, a
+/// `WindowFn` only the harness can run), which never merge and are coded as global or interval
+/// windows: Weir never assigns them (the WindowInto that does runs in the harness), it groups
+/// and triggers on them as on any window whose bounds it reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SdkWindows {
+    /// The window function as the pipeline gives it.
+    pub spec_urn: String,
+    payload: Vec<u8>,
+}
+
+impl WindowFn for SdkWindows {
+    /// Already assigned by the harness: an element keeps its window.
+    fn assign_windows(&self, _timestamp: Timestamp, window: &Window, out: &mut Vec<Window>) {
+        out.push(*window);
+    }
+    fn is_compatible(&self, other: &dyn WindowFn) -> bool {
+        other.as_any().downcast_ref::<SdkWindows>() == Some(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The window function of strategy `ws`: one Weir runs, or (for one only the SDK knows) the
+/// harness's own, when its windows never merge and are coded as global or interval windows.
+fn strategy_window_fn(ws: &rapi::WindowingStrategy, coders: &Coders) -> Result<Arc<dyn WindowFn>, String> {
     let spec = ws.window_fn.as_ref().ok_or("a windowing strategy without a window function")?;
-    let mut s = WindowingStrategy::of(window_fn(spec)?);
+    match window_fn(spec) {
+        Ok(f) => Ok(f),
+        Err(e) if !is_known(&spec.urn) => {
+            let merging = ws.merge_status == rapi::merge_status::Enum::NeedsMerge as i32;
+            let coder = coders.get(&ws.window_coder_id).and_then(|c| c.spec.as_ref()).map_or("", |s| s.urn.as_str());
+            if merging {
+                return Err(format!("{e}, and its windows merge (Weir merges only Sessions)"));
+            }
+            if coder != coder_urns::GLOBAL_WINDOW && coder != coder_urns::INTERVAL_WINDOW {
+                return Err(format!("{e}, and its windows are coded by {coder}, which Weir cannot read"));
+            }
+            Ok(Arc::new(SdkWindows { spec_urn: spec.urn.clone(), payload: spec.payload.clone() }))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether Weir runs window function `urn` itself.
+pub fn is_known(urn: &str) -> bool {
+    [urns::GLOBAL, urns::FIXED, urns::SLIDING, urns::SESSIONS].contains(&urn)
+}
+
+/// A pipeline's coders, by id.
+pub type Coders = std::collections::HashMap<String, rapi::Coder>;
+
+/// A windowing strategy proto as Weir's (`coders` are the pipeline's, for its window coder).
+pub fn strategy(ws: &rapi::WindowingStrategy, coders: &Coders) -> Result<WindowingStrategy, String> {
+    use rapi::{accumulation_mode, closing_behavior, on_time_behavior, output_time};
+    let mut s = WindowingStrategy::of(strategy_window_fn(ws, coders)?);
     if let Some(t) = &ws.trigger {
         s.trigger = trigger(t)?;
     }
@@ -179,11 +234,11 @@ mod tests {
             allowed_lateness: 5_000,
             ..Default::default()
         };
-        let s = strategy(&ws).unwrap();
+        let s = strategy(&ws, &Coders::new()).unwrap();
         assert_eq!(s.accumulation_mode, AccumulationMode::Accumulating);
         assert_eq!(s.timestamp_combiner, TimestampCombiner::Earliest);
         assert_eq!(s.allowed_lateness_ms, 5_000);
         let retracting = rapi::WindowingStrategy { accumulation_mode: 3, ..ws };
-        assert!(strategy(&retracting).is_err());
+        assert!(strategy(&retracting, &Coders::new()).is_err());
     }
 }

@@ -93,7 +93,7 @@ impl Translator<'_> {
 
     /// The Weir windowing strategy of PCollection `pc`.
     fn strategy(&self, pc: &str) -> Result<weir_sdk::window_fn::WindowingStrategy, Error> {
-        windowing::strategy(self.strategy_proto(pc)?)
+        windowing::strategy(self.strategy_proto(pc)?, &self.c.coders)
             .map_err(|e| err(format!("PCollection {}: {e}", crate::preprocess::pc_name(self.c, pc))))
     }
 
