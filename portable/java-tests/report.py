@@ -12,8 +12,12 @@ import xml.etree.ElementTree as ET
 
 def reason(node):
     text = (node.get("message") or node.text or node.get("type") or "").strip()
-    first = text.splitlines()[0] if text else ""
-    return first[:300]
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    # Beam's client opens every runner error with the same line: the next one says what.
+    generic = "The Runner experienced the following error during execution:"
+    if lines and lines[0] == generic:
+        lines = lines[1:]
+    return " ".join(lines[:2])[:400]
 
 
 def main():

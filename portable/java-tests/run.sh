@@ -9,13 +9,16 @@
 # skipped tests per class, every test that did not pass with its reason, and the totals; it
 # fails when a test fails or none ran.
 #   --fast   the subset CI runs (a few classes covering every category);
-#   --test   surefire's -Dtest selection instead of the whole suite.
+#   --test   surefire's -Dtest selection instead of the whole suite;
+#   --forks  how many JVMs run tests at once (2: a test spends most of its time in Beam's
+#            client, which polls the job's state every 3 s).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 runner=microbatch
 test=""
 profile=release
+forks=2
 while [ $# -gt 0 ]; do
   case "$1" in
     --runner) runner="$2"; shift 2 ;;
@@ -23,6 +26,7 @@ while [ $# -gt 0 ]; do
     --test) test="$2"; shift 2 ;;
     --test=*) test="${1#--test=}"; shift ;;
     --fast) test="$(grep -v '^#' "$here/fast-tests.txt" | paste -sd, -)"; shift ;;
+    --forks) forks="$2"; shift 2 ;;
     --debug) profile=debug; shift ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -46,7 +50,7 @@ work="$(mktemp -d)"
 artifacts="${WEIR_JAVA_ARTIFACTS:-$HOME/.cache/weir-java-artifacts}"
 "$server" --job-port 0 --artifact-dir "$artifacts" "${weir_flags[@]}" >"$work/server.out" 2>"$work/server.log" &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; [ -n "${WEIR_KEEP_LOGS:-}" ] && cp "$work/server.log" "$WEIR_KEEP_LOGS"; rm -rf "$work"' EXIT
 for _ in $(seq 1 100); do
   port=$(sed -n 's/.*listens on .*:\([0-9]*\)$/\1/p' "$work/server.out")
   [ -n "$port" ] && break
@@ -56,7 +60,7 @@ done
 echo "== weir-job-server ($runner) on 127.0.0.1:$port"
 
 options="[\"--runner=TestUniversalRunner\",\"--jobEndpoint=127.0.0.1:$port\",\"--defaultEnvironmentType=LOOPBACK\",\"--experiments=beam_fn_api\"]"
-mvn_args=(-B -q -f "$here/pom.xml" test -Dweir.options="$options" -Dsurefire.failIfNoSpecifiedTests=false -DtrimStackTrace=false)
+mvn_args=(-B -q -f "$here/pom.xml" test -Dweir.options="$options" -Dsurefire.failIfNoSpecifiedTests=false -DtrimStackTrace=false -Dweir.forks="$forks")
 [ -n "$test" ] && mvn_args+=(-Dweir.test="$test")
 rm -rf "$here/target/surefire-reports"
 set +e

@@ -12,7 +12,7 @@ use weir_sdk::do_fn::TimerFiring;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
 use weir_sdk::kernel::{Batch, CollectionOps, ErasedDoFn, KeyedStateEnv};
 use weir_sdk::state::{KeyedState, StateTime, TimeDomain, DEFERRED_INPUT};
-use weir_sdk::time::{Timestamp, MIN_TIMESTAMP};
+use weir_sdk::time::{Timestamp, GLOBAL_WINDOW_MAX_TIMESTAMP, MIN_TIMESTAMP};
 use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowingStrategy;
 use weir_sdk::Result;
@@ -191,21 +191,35 @@ impl StatefulParDoOperator {
         expiry_watermark(&self.store, self.input_watermark, self.draining)
     }
 
+    /// The processing time timers fire at: the clock's, until the input has ended (its
+    /// watermark past the end of the global window), when every processing-time timer set by
+    /// then fires, once, before the windows expire, as on Beam's Direct and Flink runners (a
+    /// timer set while they fire, for a later time, is dropped with its window).
+    fn firing_processing_time(&self) -> Timestamp {
+        if self.input_watermark <= GLOBAL_WINDOW_MAX_TIMESTAMP || self.draining {
+            return self.processing_time;
+        }
+        let last = self.store.processing.last().map(|t| t.0.saturating_add(1));
+        last.map_or(self.processing_time, |l| l.max(self.processing_time))
+    }
+
     /// Fires due timers and expires windows, inside one bundle.
     fn fire_due(&mut self, metrics: &Arc<MetricsContainerImpl>) -> Result<Vec<Batch>> {
         let expiry_wm = self.expiry_watermark();
-        let has_work = self.store.processing.first().is_some_and(|t| t.0 < self.processing_time)
+        let pt = self.firing_processing_time();
+        let has_work = self.store.processing.first().is_some_and(|t| t.0 < pt)
             || self.store.event.first().is_some_and(|t| t.0 < self.input_watermark)
             || self.store.expiry.first().is_some_and(|t| t.0 < expiry_wm);
         if !has_work {
             return Ok(Vec::new());
         }
-        let StatefulParDoOperator { runner, store, strategy, input_watermark, processing_time, draining, .. } = self;
-        let (wm, pt, draining) = (*input_watermark, *processing_time, *draining);
+        let StatefulParDoOperator { runner, store, strategy, sides, input_watermark, draining, .. } = self;
+        let (wm, draining) = (*input_watermark, *draining);
+        let sides: &SideInputs = sides;
         runner.bundle(metrics, |step, instance, outputs| {
             if instance.fires_timers_together() {
                 let clock = (wm, pt, draining);
-                while fire_together(store, strategy, clock, step, &mut *instance, outputs)? {}
+                while fire_together(store, strategy, clock, step, &mut *instance, outputs, sides)? {}
             }
             loop {
                 // The earliest due timer: processing time first, then event time, each in order.
@@ -229,7 +243,7 @@ impl StatefulParDoOperator {
                 let firing = TimerFiring { family, id, domain, fire_timestamp: fire, output_timestamp: data.output };
                 let time = StateTime { draining, ..StateTime::at(wm, pt, gc) };
                 let r = guarded(step, "on_timer", || {
-                    instance.on_timer(&key, window, Some(&firing), outputs, &mut state, time)
+                    instance.on_timer(&key, window, Some(&firing), outputs, &mut state, time, sides)
                 });
                 store.states.insert(kw.clone(), state);
                 store.count(&kw, true, true);
@@ -246,7 +260,7 @@ impl StatefulParDoOperator {
                 let mut state = store.states.get(&kw).cloned().unwrap_or_default();
                 let time = StateTime { draining, ..StateTime::at(wm, pt, gc) };
                 let r = guarded(step, "on_window_expiration", || {
-                    instance.on_timer(&key, window, None, outputs, &mut state, time)
+                    instance.on_timer(&key, window, None, outputs, &mut state, time, sides)
                 });
                 store.remove(&kw, gc);
                 r?;
@@ -418,6 +432,7 @@ const FIRED_TOGETHER: usize = 4096;
 /// Fires the due timers together ([`ErasedDoFn::on_timers`]), the earliest of each key and
 /// window (so each key's fire in order, one a round): processing time first, then event time.
 /// Whether any fired.
+#[allow(clippy::too_many_arguments)]
 fn fire_together(
     store: &mut Store,
     strategy: &WindowingStrategy,
@@ -425,6 +440,7 @@ fn fire_together(
     step: &str,
     instance: &mut dyn ErasedDoFn,
     outputs: &mut [Batch],
+    sides: &SideInputs,
 ) -> Result<bool> {
     let mut due: Vec<(TimeDomain, TimerKey)> = Vec::new();
     let mut seen = HashSet::new();
@@ -451,7 +467,7 @@ fn fire_together(
             firings.push((key, window, firing));
         }
     }
-    let r = guarded(step, "on_timer", || instance.on_timers(firings, outputs, &mut env));
+    let r = guarded(step, "on_timer", || instance.on_timers(firings, outputs, &mut env, sides));
     for (kw, existed) in touched {
         let gc = strategy.gc_time(&kw.1);
         store.count(&kw, existed, true);

@@ -543,6 +543,7 @@ impl<F: DoFn> ErasedDoFn for DoFnKernel<F> {
         outputs: &mut [Batch],
         state: &mut KeyedState,
         mut time: StateTime,
+        _sides: &dyn crate::kernel::SideInputReader,
     ) -> UserResult {
         let (main, tagged) = split_outputs::<F::Out>(outputs)?;
         let timestamp = match firing {

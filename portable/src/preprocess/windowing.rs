@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::proto::pipeline::v1 as rapi;
 use prost::Message;
 use rapi::trigger::Trigger as T;
-use weir_sdk::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner, Trigger};
 use weir_sdk::time::Timestamp;
+use weir_sdk::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, TimestampCombiner, Trigger};
 use weir_sdk::window::Window;
 use weir_sdk::window_fn::{FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn, WindowingStrategy};
 

@@ -397,7 +397,14 @@ impl StageFn {
 
     /// Runs every residual waiting in `state` (and what they hand back in turn), each after
     /// the rest of its delay, appending the output to `outputs`.
-    fn drain_residuals(&mut self, state: &mut KeyedState, now: Timestamp, outputs: &mut [Batch]) -> UserResult {
+    fn drain_residuals(
+        &mut self,
+        window: &Window,
+        state: &mut KeyedState,
+        now: Timestamp,
+        outputs: &mut [Batch],
+        sides: &dyn SideInputReader,
+    ) -> UserResult {
         let mut waiting: std::collections::VecDeque<(Vec<u8>, i64)> = Default::default();
         let ids: Vec<String> = state.cells.keys().filter(|k| k.starts_with(RESIDUAL_FAMILY)).cloned().collect();
         for id in ids {
@@ -409,11 +416,23 @@ impl StageFn {
         while let Some((element, wait_ms)) = waiting.pop_front() {
             std::thread::sleep(Duration::from_millis(wait_ms.max(0) as u64));
             let input = self.rt.input(element, BTreeMap::new())?;
-            let (got, residuals) = self.run(input, SideInputs::default(), None)?;
+            let sides = self.sides_of(window, sides)?;
+            let (got, residuals) = self.run(input, sides, None)?;
             self.emit(&got.outputs, outputs)?;
             waiting.extend(residuals.into_iter().map(|r| (r.element, r.delay_ms)));
         }
         Ok(())
+    }
+
+    /// The side inputs of one bundle of `window` alone (a timer's or a residual's), read from
+    /// `reader`; the bundle being gathered keeps its own.
+    fn sides_of(&mut self, window: &Window, reader: &dyn SideInputReader) -> Result<SideInputs, UserError> {
+        let (gathered, seen) = (std::mem::take(&mut self.sides), std::mem::take(&mut self.windows));
+        let read = self.gather_sides(window, reader);
+        let sides = std::mem::replace(&mut self.sides, gathered);
+        self.windows = seen;
+        read?;
+        Ok(sides)
     }
 
     /// Adds one element to the bundle being gathered; whether the bundle is full.
@@ -492,6 +511,7 @@ impl ErasedDoFn for StageFn {
         outputs: &mut [Batch],
         state: &mut weir_sdk::state::KeyedState,
         time: weir_sdk::state::StateTime,
+        sides: &dyn SideInputReader,
     ) -> UserResult {
         let rt = self.rt.clone();
         self.draining |= time.draining;
@@ -499,7 +519,7 @@ impl ErasedDoFn for StageFn {
         let Some(firing) = firing else {
             // The input is done with the window (at the latest, the end of a bounded input):
             // residuals still waiting run now, after their delays, rather than be lost.
-            return self.drain_residuals(state, time.processing_time, outputs);
+            return self.drain_residuals(&window, state, time.processing_time, outputs, sides);
         };
         let input = if firing.family == RESIDUAL_FAMILY {
             match state.cells.remove(&firing.id) {
@@ -511,8 +531,9 @@ impl ErasedDoFn for StageFn {
             stage.codec.encode_firing(key, &window, firing, &mut timer);
             rt.input(Vec::new(), BTreeMap::from([(firing.family.as_str(), timer)]))?
         };
+        let bundle_sides = self.sides_of(&window, sides)?;
         let mut keyed = Keyed::new(stage, Cells::One { key, window, state, time });
-        let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
+        let (got, residuals) = self.run(input, bundle_sides, Some(&mut keyed))?;
         if !stage.defers && !residuals.is_empty() {
             return Err("a timer callback handed back a residual, which Weir cannot run".into());
         }
@@ -530,19 +551,25 @@ impl ErasedDoFn for StageFn {
         firings: Vec<(Vec<u8>, Window, weir_sdk::state::TimerFiring)>,
         outputs: &mut [Batch],
         env: &mut dyn KeyedStateEnv,
+        sides: &dyn SideInputReader,
     ) -> UserResult {
         let rt = self.rt.clone();
         let Some(stage) = rt.state.as_ref() else { return Ok(()) };
         if firings.is_empty() {
             return Ok(());
         }
+        for (_, window, _) in &firings {
+            self.gather_sides(window, sides)?;
+        }
+        let bundle_sides = std::mem::take(&mut self.sides);
+        self.windows.clear();
         let mut by_family: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         for (key, window, firing) in &firings {
             stage.codec.encode_firing(key, window, firing, by_family.entry(&firing.family).or_default());
         }
         let input = rt.input(Vec::new(), by_family)?;
         let mut keyed = Keyed::new(stage, Cells::Env(env));
-        let (got, residuals) = self.run(input, SideInputs::default(), Some(&mut keyed))?;
+        let (got, residuals) = self.run(input, bundle_sides, Some(&mut keyed))?;
         if !residuals.is_empty() {
             return Err("a timer callback handed back a residual, which Weir cannot run".into());
         }

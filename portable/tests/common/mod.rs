@@ -81,7 +81,17 @@ impl JobServer {
 }
 
 impl Drop for JobServer {
+    /// SIGTERM first, so that the server removes its temporary artifact store; SIGKILL if it
+    /// has not ended within 5 s.
     fn drop(&mut self) {
+        let _ = std::process::Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let began = std::time::Instant::now();
+        while began.elapsed() < std::time::Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -31,7 +31,8 @@ pub trait ErasedDoFn: Send {
         env: &mut dyn KeyedStateEnv,
     ) -> Result<(), UserError>;
     /// Calls `DoFn::on_timer` (`firing` given) or `DoFn::on_window_expiration` (`None`) for the
-    /// key and window with their state.
+    /// key and window with their state, and the side inputs of the window in `sides`.
+    #[allow(clippy::too_many_arguments)]
     fn on_timer(
         &mut self,
         key: &[u8],
@@ -40,6 +41,7 @@ pub trait ErasedDoFn: Send {
         outputs: &mut [Batch],
         state: &mut crate::state::KeyedState,
         time: crate::state::StateTime,
+        sides: &dyn SideInputReader,
     ) -> Result<(), UserError>;
     /// `DoFn::finish_bundle`, appending to `outputs`.
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> Result<(), UserError>;
@@ -58,6 +60,7 @@ pub trait ErasedDoFn: Send {
         firings: Vec<(Vec<u8>, Window, crate::state::TimerFiring)>,
         _outputs: &mut [Batch],
         _env: &mut dyn KeyedStateEnv,
+        _sides: &dyn SideInputReader,
     ) -> Result<(), UserError> {
         Err(format!("{} timers fired together, which this DoFn cannot take", firings.len()).into())
     }
