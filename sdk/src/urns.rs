@@ -118,6 +118,8 @@ pub mod requirements {
     pub const SPLITTABLE_DOFN: &str = "beam:requirement:pardo:splittable_dofn:v1";
     /// State and timers.
     pub const STATEFUL: &str = "beam:requirement:pardo:stateful:v1";
+    /// A callback when a key's window expires (Beam Java's `@OnWindowExpiration`).
+    pub const ON_WINDOW_EXPIRATION: &str = "beam:requirement:pardo:on_window_expiration:v1";
 }
 
 /// The State API's protocols of user state.

@@ -11,8 +11,12 @@ use weir_sdk::urns;
 
 /// The window functions Weir runs natively.
 /// Pipeline requirements Weir meets.
-pub(crate) const REQUIREMENTS: [&str; 3] =
-    [urns::requirements::FINALIZATION, urns::requirements::SPLITTABLE_DOFN, urns::requirements::STATEFUL];
+pub(crate) const REQUIREMENTS: [&str; 4] = [
+    urns::requirements::FINALIZATION,
+    urns::requirements::SPLITTABLE_DOFN,
+    urns::requirements::STATEFUL,
+    urns::requirements::ON_WINDOW_EXPIRATION,
+];
 
 /// Transforms the harness runs.
 pub(crate) const SDK_URNS: [&str; 13] = [
@@ -55,7 +59,6 @@ pub(crate) fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, E
         (!p.restriction_coder_id.is_empty() && urn(t) == urns::PAR_DO, "splittable DoFns"),
         (p.requires_time_sorted_input, "time-sorted input"),
         (p.requires_stable_input, "stable input"),
-        (!p.on_window_expiration_timer_family_spec.is_empty(), "window expiration callbacks"),
     ];
     if let Some((_, what)) = lacking.iter().find(|(needed, _)| *needed) {
         return Err(unsupported(

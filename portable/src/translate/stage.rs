@@ -21,6 +21,7 @@ use crate::preprocess::Stage;
 use crate::proto::pipeline::v1 as rapi;
 use crate::worker::user_state::{StageState, TimerCodec};
 use crate::Error;
+use weir_sdk::state::TimeDomain;
 
 impl Translator<'_> {
     pub(super) fn sdk(
@@ -125,7 +126,13 @@ impl Translator<'_> {
         if t.spec.as_ref().is_some_and(|s| s.urn == weir_sdk::urns::SPLITTABLE_PROCESS) {
             // Keyed by the whole sized restriction: its residuals wait in its state.
             let codec = TimerCodec { key: self.wire(input_pc)?, window };
-            return Ok(Some(StageState { transform: id.clone(), timer_families: Vec::new(), codec, defers: true }));
+            return Ok(Some(StageState {
+                transform: id.clone(),
+                timer_families: Vec::new(),
+                codec,
+                defers: true,
+                expiration: None,
+            }));
         }
         if !crate::preprocess::checks::is_stateful(t) {
             return Ok(None);
@@ -138,12 +145,17 @@ impl Translator<'_> {
                 .ok_or_else(|| err(format!("timer family '{family}' of '{}': an unknown clock", t.unique_name)))?;
             timer_families.push((family.clone(), domain));
         }
+        // The expiration callback's family is an event-time family of its own.
+        let expiration = Some(pardo.on_window_expiration_timer_family_spec.clone()).filter(|f| !f.is_empty());
+        if let Some(f) = expiration.as_ref().filter(|f| !pardo.timer_family_specs.contains_key(*f)) {
+            timer_families.push((f.clone(), TimeDomain::EventTime));
+        }
         timer_families.sort_by(|a, b| a.0.cmp(&b.0));
         let Wire::Kv(key, _) = self.wire(input_pc)? else {
             return Err(err(format!("stateful ParDo '{}' reads {input_pc}, which is not of KVs", t.unique_name)));
         };
         let codec = TimerCodec { key: *key, window };
-        Ok(Some(StageState { transform: id.clone(), timer_families, codec, defers: false }))
+        Ok(Some(StageState { transform: id.clone(), timer_families, codec, defers: false, expiration }))
     }
 
     /// A stage's side inputs: as the operator serves them, and as Weir materializes them.

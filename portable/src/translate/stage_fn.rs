@@ -25,6 +25,7 @@ use crate::worker::metrics::DataPlane;
 use crate::worker::user_state::{Cells, Keyed, Residual, StageState, RESIDUAL_FAMILY};
 use crate::worker::{BundleOutput, BundleRequest, FnServer, Port, SideInputs, UserState};
 use crate::Error;
+use weir_sdk::state::TimeDomain;
 use weir_sdk::state::{KeyedState, StateCell};
 use weir_sdk::time::Timestamp;
 
@@ -494,8 +495,11 @@ impl ErasedDoFn for StageFn {
                 let residuals = self.flush(outputs, Some(&mut keyed))?;
                 keyed.defer(&key, &window, residuals)?;
                 keyed.commit();
-            } else if self.gather(wv, sides)? {
-                self.flush(outputs, Some(&mut keyed))?;
+            } else {
+                keyed.expires(&wv.value, &wv.window)?;
+                if self.gather(wv, sides)? {
+                    self.flush(outputs, Some(&mut keyed))?;
+                }
             }
         }
         self.flush(outputs, Some(&mut keyed)).map(drop)
@@ -518,8 +522,20 @@ impl ErasedDoFn for StageFn {
         let Some(stage) = rt.state.as_ref() else { return Ok(()) };
         let Some(firing) = firing else {
             // The input is done with the window (at the latest, the end of a bounded input):
-            // residuals still waiting run now, after their delays, rather than be lost.
-            return self.drain_residuals(&window, state, time.processing_time, outputs, sides);
+            // residuals still waiting run now, after their delays, rather than be lost; a DoFn
+            // with a window expiration callback gets it as a timer of its family.
+            let Some(family) = stage.expiration.clone() else {
+                return self.drain_residuals(&window, state, time.processing_time, outputs, sides);
+            };
+            let end = window.max_timestamp();
+            let expiry = weir_sdk::state::TimerFiring {
+                family,
+                id: String::new(),
+                domain: TimeDomain::EventTime,
+                fire_timestamp: end,
+                output_timestamp: Some(end),
+            };
+            return self.on_timer(key, window, Some(&expiry), outputs, state, time, sides);
         };
         let input = if firing.family == RESIDUAL_FAMILY {
             match state.cells.remove(&firing.id) {

@@ -37,11 +37,18 @@ pub struct StageState {
     /// state of the element they came from, each under a processing-time timer
     /// ([`RESIDUAL_FAMILY`]) that holds the watermark at its watermark estimate.
     pub defers: bool,
+    /// The timer family of the DoFn's window expiration callback, fired for each key and
+    /// window when the window expires (Beam Java's `@OnWindowExpiration`).
+    pub expiration: Option<String>,
 }
 
 /// The timer family of a deferred residual: Weir's family of deferred input, whose timers hold
 /// their window open until they fire (a splittable DoFn has no timers of its own).
 pub const RESIDUAL_FAMILY: &str = weir_sdk::state::DEFERRED_INPUT;
+
+/// The state cell that keeps a key and window until its expiration callback (no user state id
+/// starts with a NUL).
+const EXPIRATION_MARK: &str = "\u{0}weir:expires";
 
 /// The rest of a splittable DoFn's restriction that the harness handed back.
 #[derive(Debug, Clone)]
@@ -253,6 +260,22 @@ impl<'a> Keyed<'a> {
             state.cells.insert(id, StateCell::Value(r.element));
         }
         state.touch();
+        Ok(())
+    }
+
+    /// Keeps the key and window of element `value` (a KV) until its window expires, when the
+    /// stage has a window expiration callback: Beam calls it for every key and window that had
+    /// input, whether or not its state holds anything.
+    pub fn expires(&mut self, value: &[u8], window: &Window) -> Result<(), String> {
+        if self.stage.expiration.is_none() {
+            return Ok(());
+        }
+        let n = self.stage.codec.key.skip(value).ok_or("an element whose key does not decode")?;
+        let state = self.touch(&value[..n], window)?;
+        if !state.cells.contains_key(EXPIRATION_MARK) {
+            state.cells.insert(EXPIRATION_MARK.to_string(), StateCell::Value(Vec::new()));
+            state.touch();
+        }
         Ok(())
     }
 
