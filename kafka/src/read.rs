@@ -556,8 +556,13 @@ impl<K: KafkaDecode, V: KafkaDecode> ReadPartition<K, V> {
             }
             close_later(r);
         }
-        // The end of the partition comes as an event of the consumer's own fetches.
-        let consumer = self.shared.conn.consumer(&[("enable.partition.eof", "true")])?;
+        // The end of the partition comes as an event of the consumer's own fetches. A consumer
+        // whose prefetched queue is full waits `fetch.queue.backoff.ms` before it fetches
+        // again (librdkafka's default, a second, left a call that drained the queue waiting
+        // for the broker half the time: 0.55-0.64 of kcat's rate on 5 M records; 10 ms reads
+        // faster than kcat with the same memory).
+        let consumer =
+            self.shared.conn.consumer(&[("enable.partition.eof", "true"), ("fetch.queue.backoff.ms", "10")])?;
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&p.topic, p.partition, Offset::Offset(from)).map_err(|e| e.to_string())?;
         consumer.assign(&tpl).map_err(|e| format!("cannot read Kafka partition {p}: {e}"))?;
