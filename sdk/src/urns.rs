@@ -118,6 +118,8 @@ pub mod requirements {
     pub const SPLITTABLE_DOFN: &str = "beam:requirement:pardo:splittable_dofn:v1";
     /// State and timers.
     pub const STATEFUL: &str = "beam:requirement:pardo:stateful:v1";
+    /// Input in timestamp order (Beam Java's `@RequiresTimeSortedInput`).
+    pub const TIME_SORTED_INPUT: &str = "beam:requirement:pardo:time_sorted_input:v1";
     /// A callback when a key's window expires (Beam Java's `@OnWindowExpiration`).
     pub const ON_WINDOW_EXPIRATION: &str = "beam:requirement:pardo:on_window_expiration:v1";
 }

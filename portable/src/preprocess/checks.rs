@@ -11,7 +11,8 @@ use weir_sdk::urns;
 
 /// The window functions Weir runs natively.
 /// Pipeline requirements Weir meets.
-pub(crate) const REQUIREMENTS: [&str; 4] = [
+pub(crate) const REQUIREMENTS: [&str; 5] = [
+    urns::requirements::TIME_SORTED_INPUT,
     urns::requirements::FINALIZATION,
     urns::requirements::SPLITTABLE_DOFN,
     urns::requirements::STATEFUL,
@@ -57,7 +58,6 @@ pub(crate) fn check_par_do(t: &rapi::PTransform) -> Result<rapi::ParDoPayload, E
     let lacking = [
         // Expanded before planning ([`crate::preprocess::sdf`]): only its parts are left.
         (!p.restriction_coder_id.is_empty() && urn(t) == urns::PAR_DO, "splittable DoFns"),
-        (p.requires_time_sorted_input, "time-sorted input"),
         (p.requires_stable_input, "stable input"),
     ];
     if let Some((_, what)) = lacking.iter().find(|(needed, _)| *needed) {

@@ -132,6 +132,7 @@ impl Translator<'_> {
                 codec,
                 defers: true,
                 expiration: None,
+                sorted: None,
             }));
         }
         if !crate::preprocess::checks::is_stateful(t) {
@@ -155,7 +156,11 @@ impl Translator<'_> {
             return Err(err(format!("stateful ParDo '{}' reads {input_pc}, which is not of KVs", t.unique_name)));
         };
         let codec = TimerCodec { key: *key, window };
-        Ok(Some(StageState { transform: id.clone(), timer_families, codec, defers: false, expiration }))
+        let sorted = match pardo.requires_time_sorted_input {
+            true => Some(self.strategy_proto(input_pc)?.allowed_lateness.max(0)),
+            false => None,
+        };
+        Ok(Some(StageState { transform: id.clone(), timer_families, codec, defers: false, expiration, sorted }))
     }
 
     /// A stage's side inputs: as the operator serves them, and as Weir materializes them.

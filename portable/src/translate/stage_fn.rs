@@ -22,7 +22,7 @@ use weir_sdk::windowed_value::WindowedValue;
 use crate::preprocess::wire::Wire;
 use crate::proto::fn_execution::v1 as fapi;
 use crate::worker::metrics::DataPlane;
-use crate::worker::user_state::{Cells, Keyed, Residual, StageState, RESIDUAL_FAMILY};
+use crate::worker::user_state::{release_sorted, Cells, Keyed, Residual, StageState, RESIDUAL_FAMILY, SORTED_FAMILY};
 use crate::worker::{BundleOutput, BundleRequest, FnServer, Port, SideInputs, UserState};
 use crate::Error;
 use weir_sdk::state::TimeDomain;
@@ -449,14 +449,20 @@ impl StageFn {
                 format!("window {} does not fit the stage's window coder {:?}", wv.window, self.rt.input.1).into()
             );
         }
-        weir_sdk::coders::write_timestamp(wv.timestamp, &mut self.input);
-        self.input.extend_from_slice(&1i32.to_be_bytes());
-        wv.window.encode(&mut self.input);
-        wv.pane.encode(&mut self.input);
-        self.input.extend_from_slice(&wv.value);
+        encode_element(&wv, &mut self.input);
         self.elements += 1;
         Ok(self.input.len() >= self.rt.bundle_bytes)
     }
+}
+
+/// Appends `wv` as a bundle's input carries it: Beam's windowed value, as the stage's port
+/// coder writes it, with its one window.
+fn encode_element(wv: &WindowedValue<Vec<u8>>, out: &mut Vec<u8>) {
+    weir_sdk::coders::write_timestamp(wv.timestamp, out);
+    out.extend_from_slice(&1i32.to_be_bytes());
+    wv.window.encode(out);
+    wv.pane.encode(out);
+    out.extend_from_slice(&wv.value);
 }
 
 impl ErasedDoFn for StageFn {
@@ -495,6 +501,16 @@ impl ErasedDoFn for StageFn {
                 let residuals = self.flush(outputs, Some(&mut keyed))?;
                 keyed.defer(&key, &window, residuals)?;
                 keyed.commit();
+            } else if let Some(lateness) = stage.sorted {
+                // Time-sorted input waits in its key's state for the watermark (see
+                // `StageState::sorted`); elements already too late are dropped, as in Beam.
+                let n = stage.codec.key.skip(&wv.value).ok_or("an element whose key does not decode")?;
+                let mut element = Vec::with_capacity(wv.value.len() + 32);
+                encode_element(&wv, &mut element);
+                keyed.expires(&wv.value, &wv.window)?;
+                if !keyed.sort(&wv.value[..n], &wv.window, wv.timestamp, lateness, element)? {
+                    tracing::debug!("stage {}: a time-sorted element later than allowed dropped", rt.descriptor.id);
+                }
             } else {
                 keyed.expires(&wv.value, &wv.window)?;
                 if self.gather(wv, sides)? {
@@ -537,6 +553,18 @@ impl ErasedDoFn for StageFn {
             };
             return self.on_timer(key, window, Some(&expiry), outputs, state, time, sides);
         };
+        if firing.family == SORTED_FAMILY {
+            let released = release_sorted(state, time.input_watermark, stage.sorted.unwrap_or(0));
+            if released.is_empty() {
+                return Ok(());
+            }
+            let input = rt.input(released.concat(), BTreeMap::new())?;
+            let bundle_sides = self.sides_of(&window, sides)?;
+            let mut keyed = Keyed::new(stage, Cells::One { key, window, state, time });
+            let (got, _) = self.run(input, bundle_sides, Some(&mut keyed))?;
+            keyed.commit();
+            return self.emit(&got.outputs, outputs);
+        }
         let input = if firing.family == RESIDUAL_FAMILY {
             match state.cells.remove(&firing.id) {
                 Some(StateCell::Value(element)) => rt.input(element, BTreeMap::new())?,
@@ -560,7 +588,7 @@ impl ErasedDoFn for StageFn {
     /// A stateful stage's due timers go to the harness together, in one bundle (a splittable
     /// DoFn's residuals run one a bundle, their own state at hand).
     fn fires_timers_together(&self) -> bool {
-        self.rt.state.as_ref().is_some_and(|s| !s.defers)
+        self.rt.state.as_ref().is_some_and(|s| !s.defers && s.sorted.is_none())
     }
     fn on_timers(
         &mut self,

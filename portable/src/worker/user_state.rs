@@ -40,6 +40,11 @@ pub struct StageState {
     /// The timer family of the DoFn's window expiration callback, fired for each key and
     /// window when the window expires (Beam Java's `@OnWindowExpiration`).
     pub expiration: Option<String>,
+    /// Whether the DoFn requires time-sorted input (Beam's `@RequiresTimeSortedInput`): each
+    /// element then waits in its key and window's state until the input watermark passes its
+    /// timestamp plus this allowed lateness (ms), and goes to the harness in timestamp order;
+    /// one later than that is dropped.
+    pub sorted: Option<i64>,
 }
 
 /// The timer family of a deferred residual: Weir's family of deferred input, whose timers hold
@@ -49,6 +54,23 @@ pub const RESIDUAL_FAMILY: &str = weir_sdk::state::DEFERRED_INPUT;
 /// The state cell that keeps a key and window until its expiration callback (no user state id
 /// starts with a NUL).
 const EXPIRATION_MARK: &str = "\u{0}weir:expires";
+
+/// The timer family that releases time-sorted input, and the prefix of the cells holding it
+/// until then (each named by its timestamp, so that they sort by it).
+pub const SORTED_FAMILY: &str = "\u{0}weir:sorted";
+
+/// The name of a buffered time-sorted element's cell: its timestamp, made to sort as text,
+/// then a sequence number.
+fn sorted_cell(timestamp: Timestamp, n: usize) -> String {
+    format!("{SORTED_FAMILY}/{:020}/{n:010}", (timestamp as i128 - i64::MIN as i128) as u128)
+}
+
+/// The timestamp a sorted cell's name holds.
+fn sorted_timestamp(id: &str) -> Option<Timestamp> {
+    let digits = id.strip_prefix(SORTED_FAMILY)?.strip_prefix('/')?.split('/').next()?;
+    let shifted: i128 = digits.parse().ok()?;
+    i64::try_from(shifted + i64::MIN as i128).ok()
+}
 
 /// The rest of a splittable DoFn's restriction that the harness handed back.
 #[derive(Debug, Clone)]
@@ -279,6 +301,30 @@ impl<'a> Keyed<'a> {
         Ok(())
     }
 
+    /// Buffers `element` (a stage input element, as the bundle encodes it) at `timestamp` in the
+    /// state of `key` in `window` until the input watermark passes `timestamp + lateness`;
+    /// whether it was kept (an element already that late is dropped).
+    pub fn sort(
+        &mut self,
+        key: &[u8],
+        window: &Window,
+        timestamp: Timestamp,
+        lateness: i64,
+        element: Vec<u8>,
+    ) -> Result<bool, String> {
+        let (state, time) = self.cells.get_timed(key, window)?;
+        let release = timestamp.saturating_add(lateness);
+        if release < time.input_watermark {
+            return Ok(false);
+        }
+        self.undo.entry((key.to_vec(), *window)).or_insert_with(|| state.clone());
+        let n = state.cells.len();
+        state.cells.insert(sorted_cell(timestamp, n), StateCell::Value(element));
+        reset_sorted_timer(state, lateness);
+        state.touch();
+        Ok(true)
+    }
+
     /// Whether the job is being drained, as the state of `key` in `window` is told.
     pub fn draining(&mut self, key: &[u8], window: &Window) -> Result<bool, String> {
         Ok(self.cells.get_timed(key, window)?.1.draining)
@@ -296,6 +342,43 @@ impl<'a> Keyed<'a> {
                 *state = before;
             }
         }
+    }
+}
+
+/// Takes from `state` the buffered time-sorted elements released by `watermark` (their
+/// timestamp plus `lateness` before it), in timestamp order, and sets the release timer for
+/// the rest.
+pub fn release_sorted(state: &mut KeyedState, watermark: Timestamp, lateness: i64) -> Vec<Vec<u8>> {
+    let due: Vec<String> = state
+        .cells
+        .keys()
+        .filter(|id| sorted_timestamp(id).is_some_and(|t| t.saturating_add(lateness) < watermark))
+        .cloned()
+        .collect();
+    let mut released: Vec<(String, Vec<u8>)> = Vec::with_capacity(due.len());
+    for id in due {
+        if let Some(StateCell::Value(e)) = state.cells.remove(&id) {
+            released.push((id, e));
+        }
+    }
+    // Named by timestamp, then arrival: their names sort as the elements must.
+    released.sort_by(|a, b| a.0.cmp(&b.0));
+    reset_sorted_timer(state, lateness);
+    state.touch();
+    released.into_iter().map(|(_, e)| e).collect()
+}
+
+/// Sets the release timer of a key and window's buffered time-sorted elements to the earliest
+/// one's release, holding the output watermark at its timestamp; clears it when none wait.
+fn reset_sorted_timer(state: &mut KeyedState, lateness: i64) {
+    let first = state.cells.keys().filter_map(|id| sorted_timestamp(id)).min();
+    let id = (SORTED_FAMILY.to_string(), String::new());
+    match first {
+        Some(t) => {
+            let timer = TimerData { domain: TimeDomain::EventTime, fire: t.saturating_add(lateness), output: Some(t) };
+            state.timers.insert(id, timer);
+        }
+        None => drop(state.timers.remove(&id)),
     }
 }
 
@@ -483,6 +566,24 @@ mod tests {
         for n in 0..bytes.len() {
             assert!(codec.decode_all(&bytes[..n]).is_err() || n == 0, "{n}");
         }
+    }
+
+    #[test]
+    fn time_sorted_elements_are_released_in_timestamp_order_once_the_watermark_passes_them() {
+        let mut state = KeyedState::default();
+        for (n, t) in [5i64, -3, 7, weir_sdk::time::MIN_TIMESTAMP, 5].into_iter().enumerate() {
+            state.cells.insert(sorted_cell(t, n), StateCell::Value(format!("{t}#{n}").into_bytes()));
+        }
+        assert_eq!(sorted_timestamp(&sorted_cell(-3, 1)), Some(-3));
+        // With 2 ms of allowed lateness, a watermark of 8 releases what is at or before 5.
+        let released: Vec<String> =
+            release_sorted(&mut state, 8, 2).into_iter().map(|e| String::from_utf8(e).unwrap()).collect();
+        let min = weir_sdk::time::MIN_TIMESTAMP;
+        assert_eq!(released, [format!("{min}#3"), "-3#1".into(), "5#0".into(), "5#4".into()]);
+        let timer = &state.timers[&(SORTED_FAMILY.to_string(), String::new())];
+        assert_eq!((timer.fire, timer.output), (9, Some(7)), "the rest is released once the watermark passes 7 + 2");
+        assert_eq!(release_sorted(&mut state, 10, 2).len(), 1);
+        assert!(state.timers.is_empty(), "nothing waits: no timer");
     }
 
     #[test]
