@@ -91,9 +91,9 @@ class Buffer(beam.DoFn):
         err.to_string(),
         "transform 'Odd' (beam:transform:fancy:v1) cannot run on Weir: Weir does not know this transform"
     );
-    // A window function only the SDK knows, ahead of a GroupByKey.
-    let p = common::submitted(
-        r#"
+    // A window function only the SDK knows whose windows never merge and are interval windows
+    // runs: the harness assigns them, and Weir groups on windows it reads.
+    let odd = r#"
 from apache_beam.transforms import window
 class Odd(window.NonMergingWindowFn):
     def assign(self, c):
@@ -101,16 +101,30 @@ class Odd(window.NonMergingWindowFn):
     def get_window_coder(self):
         return beam.coders.coders.IntervalWindowCoder()
 (p | beam.Create([("a", 1)]) | "MyWindows" >> beam.WindowInto(Odd()) | "Group" >> beam.GroupByKey())
+"#;
+    assert!(plan(&common::submitted(odd).unwrap()).is_ok(), "an SDK's non-merging interval windows plan");
+    // One whose windows merge is refused ahead of the GroupByKey.
+    let p = common::submitted(
+        r#"
+from apache_beam.transforms import window
+class Odd(window.WindowFn):
+    def assign(self, c):
+        return [window.IntervalWindow(c.timestamp, c.timestamp + 10)]
+    def merge(self, merge_context):
+        pass
+    def get_window_coder(self):
+        return beam.coders.coders.IntervalWindowCoder()
+(p | beam.Create([("a", 1)]) | "MyWindows" >> beam.WindowInto(Odd()) | "Group" >> beam.GroupByKey())
 "#,
     )
     .unwrap();
-    let err = plan(&p).expect_err("a custom window function is refused").to_string();
+    let err = plan(&p).expect_err("a custom merging window function is refused").to_string();
     assert!(err.starts_with("transform 'Group' (beam:transform:group_by_key:v1)"), "{err}");
-    assert!(err.contains("known only to the SDK"), "{err}");
+    assert!(err.contains("known only to the SDK") && err.contains("its windows merge"), "{err}");
     // The PCollection by its name and the user's step that makes it, not the proto's id, and
     // what to do instead.
     assert!(!err.contains("ref_PCollection") && err.contains("the output of 'MyWindows"), "{err}");
-    assert!(err.contains("window it into one of those"), "{err}");
+    assert!(err.contains("Weir runs GlobalWindows, FixedWindows, SlidingWindows and Sessions"), "{err}");
 }
 
 /// Every data port of every harness stage has a wire coder Weir can delimit: for the grouping's
