@@ -192,11 +192,14 @@ impl StatefulParDoOperator {
     }
 
     /// The processing time timers fire at: the clock's, until the input has ended (its
-    /// watermark past the end of the global window), when every processing-time timer set by
-    /// then fires, once, before the windows expire, as on Beam's Direct and Flink runners (a
-    /// timer set while they fire, for a later time, is dropped with its window).
+    /// watermark past the end of the global window) and the operator owes itself no deferred
+    /// input (a splittable DoFn's residuals keep the real clock until they are done), when
+    /// every processing-time timer set by then fires, once, before the windows expire, as on
+    /// Beam's Direct and Flink runners (a timer set while they fire, for a later time, is
+    /// dropped with its window).
     fn firing_processing_time(&self) -> Timestamp {
-        if self.input_watermark <= GLOBAL_WINDOW_MAX_TIMESTAMP || self.draining {
+        let ended = self.input_watermark > GLOBAL_WINDOW_MAX_TIMESTAMP && self.store.deferred.is_empty();
+        if !ended || self.draining {
             return self.processing_time;
         }
         let last = self.store.processing.last().map(|t| t.0.saturating_add(1));
