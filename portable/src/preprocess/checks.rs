@@ -9,7 +9,6 @@ use prost::Message;
 use weir_sdk::state::TimeDomain;
 use weir_sdk::urns;
 
-/// The window functions Weir runs natively.
 /// Pipeline requirements Weir meets.
 pub(crate) const REQUIREMENTS: [&str; 5] = [
     urns::requirements::TIME_SORTED_INPUT,

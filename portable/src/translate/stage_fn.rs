@@ -428,8 +428,18 @@ impl StageFn {
     /// The side inputs of one bundle of `window` alone (a timer's or a residual's), read from
     /// `reader`; the bundle being gathered keeps its own.
     fn sides_of(&mut self, window: &Window, reader: &dyn SideInputReader) -> Result<SideInputs, UserError> {
+        self.sides_of_all(std::iter::once(window), reader)
+    }
+
+    /// The side inputs of one bundle of `windows` (timers fired together), read from `reader`;
+    /// the bundle being gathered keeps its own.
+    fn sides_of_all<'w>(
+        &mut self,
+        mut windows: impl Iterator<Item = &'w Window>,
+        reader: &dyn SideInputReader,
+    ) -> Result<SideInputs, UserError> {
         let (gathered, seen) = (std::mem::take(&mut self.sides), std::mem::take(&mut self.windows));
-        let read = self.gather_sides(window, reader);
+        let read = windows.try_for_each(|w| self.gather_sides(w, reader));
         let sides = std::mem::replace(&mut self.sides, gathered);
         self.windows = seen;
         read?;
@@ -504,11 +514,11 @@ impl ErasedDoFn for StageFn {
             } else if let Some(lateness) = stage.sorted {
                 // Time-sorted input waits in its key's state for the watermark (see
                 // `StageState::sorted`); elements already too late are dropped, as in Beam.
-                let n = stage.codec.key.skip(&wv.value).ok_or("an element whose key does not decode")?;
+                let key = stage.key_of(&wv.value)?;
                 let mut element = Vec::with_capacity(wv.value.len() + 32);
                 encode_element(&wv, &mut element);
                 keyed.expires(&wv.value, &wv.window)?;
-                if !keyed.sort(&wv.value[..n], &wv.window, wv.timestamp, lateness, element)? {
+                if !keyed.sort(key, &wv.window, wv.timestamp, lateness, element)? {
                     tracing::debug!("stage {}: a time-sorted element later than allowed dropped", rt.descriptor.id);
                 }
             } else {
@@ -602,11 +612,7 @@ impl ErasedDoFn for StageFn {
         if firings.is_empty() {
             return Ok(());
         }
-        for (_, window, _) in &firings {
-            self.gather_sides(window, sides)?;
-        }
-        let bundle_sides = std::mem::take(&mut self.sides);
-        self.windows.clear();
+        let bundle_sides = self.sides_of_all(firings.iter().map(|(_, w, _)| w), sides)?;
         let mut by_family: BTreeMap<&str, Vec<u8>> = BTreeMap::new();
         for (key, window, firing) in &firings {
             stage.codec.encode_firing(key, window, firing, by_family.entry(&firing.family).or_default());

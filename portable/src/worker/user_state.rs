@@ -84,6 +84,12 @@ pub struct Residual {
 }
 
 impl StageState {
+    /// The key of stage input element `value` (a KV, in its wire form).
+    pub fn key_of<'v>(&self, value: &'v [u8]) -> Result<&'v [u8], String> {
+        let n = self.codec.key.skip(value).ok_or("an element whose key does not decode")?;
+        Ok(&value[..n])
+    }
+
     /// The timer ports of a bundle: one per timer family.
     pub fn ports(&self) -> impl Iterator<Item = crate::worker::Port> + '_ {
         self.timer_families.iter().map(|(f, _)| crate::worker::Port::Timers(self.transform.clone(), f.clone()))
@@ -292,8 +298,8 @@ impl<'a> Keyed<'a> {
         if self.stage.expiration.is_none() {
             return Ok(());
         }
-        let n = self.stage.codec.key.skip(value).ok_or("an element whose key does not decode")?;
-        let state = self.touch(&value[..n], window)?;
+        let key = self.stage.key_of(value)?;
+        let state = self.touch(key, window)?;
         if !state.cells.contains_key(EXPIRATION_MARK) {
             state.cells.insert(EXPIRATION_MARK.to_string(), StateCell::Value(Vec::new()));
             state.touch();
@@ -318,8 +324,9 @@ impl<'a> Keyed<'a> {
             return Ok(false);
         }
         self.undo.entry((key.to_vec(), *window)).or_insert_with(|| state.clone());
-        let n = state.cells.len();
-        state.cells.insert(sorted_cell(timestamp, n), StateCell::Value(element));
+        // Elements of one timestamp keep their order of arrival, under numbers not in use.
+        let id = (state.cells.len()..).map(|n| sorted_cell(timestamp, n)).find(|id| !state.cells.contains_key(id));
+        state.cells.insert(id.ok_or("no free name for a time-sorted element")?, StateCell::Value(element));
         reset_sorted_timer(state, lateness);
         state.touch();
         Ok(true)
@@ -566,6 +573,31 @@ mod tests {
         for n in 0..bytes.len() {
             assert!(codec.decode_all(&bytes[..n]).is_err() || n == 0, "{n}");
         }
+    }
+
+    #[test]
+    fn a_time_sorted_element_never_takes_the_cell_of_one_still_waiting() {
+        let stage = StageState {
+            transform: "t".into(),
+            timer_families: Vec::new(),
+            codec: TimerCodec { key: Wire::Prefixed, window: WindowCoderKind::Global },
+            defers: false,
+            expiration: None,
+            sorted: Some(0),
+        };
+        let mut state = KeyedState::default();
+        let time = StateTime::at(0, 0, weir_sdk::time::MAX_TIMESTAMP);
+        let mut keyed = Keyed::new(&stage, Cells::One { key: b"k", window: Window::Global, state: &mut state, time });
+        // Two waiting at 5 and one at 1; the one at 1 is released, so the cells number two again.
+        for (t, e) in [(5, "a"), (1, "b"), (5, "c")] {
+            assert!(keyed.sort(b"k", &Window::Global, t, 0, e.into()).unwrap());
+        }
+        drop(keyed);
+        assert_eq!(release_sorted(&mut state, 2, 0), [b"b".to_vec()]);
+        let mut keyed = Keyed::new(&stage, Cells::One { key: b"k", window: Window::Global, state: &mut state, time });
+        assert!(keyed.sort(b"k", &Window::Global, 5, 0, b"d".to_vec()).unwrap());
+        drop(keyed);
+        assert_eq!(release_sorted(&mut state, 6, 0), [b"a".to_vec(), b"c".to_vec(), b"d".to_vec()]);
     }
 
     #[test]
