@@ -163,7 +163,7 @@ fn stages_chain_through_weir_with_values_carried_as_bytes() {
     let (second, _) = stage_with(&p, "Double", "second", &server);
     let created = run(&server, "worker-1", &first, SideInputs::default()).unwrap();
     let sinks: Vec<String> = second.outputs.iter().map(|o| o.0.clone()).collect();
-    let input = (vec![(second.inputs[0].0.clone(), created)], SideInputs::default());
+    let input = (vec![(second.inputs[0].0.clone(), created.clone())], SideInputs::default());
     let out = server.process_bundle("worker-1", &second.descriptor, input, &sinks, MINUTE).unwrap().outputs;
     let mut doubled: Vec<String> = values(&out[&sinks[0]])
         .into_iter()
@@ -171,6 +171,23 @@ fn stages_chain_through_weir_with_values_carried_as_bytes() {
         .collect();
     doubled.sort();
     assert_eq!(doubled, vec!["xx", "yy", "zz"]);
+
+    // Two bundles running at once on one harness, ended last first: each gets its own output.
+    use weir_portable::worker::Port;
+    let ports: Vec<Port> = sinks.iter().cloned().map(Port::Data).collect();
+    let begin = |input: Vec<u8>| {
+        let input = vec![(Port::Data(second.inputs[0].0.clone()), input)];
+        server.begin_bundle("worker-1", &second.descriptor, (input, SideInputs::default()), &ports, None, MINUTE)
+    };
+    let mut rest = &created[..];
+    wire().decode(&mut rest).unwrap();
+    let first_element = created[..created.len() - rest.len()].to_vec();
+    let (a, b) = (begin(created).unwrap(), begin(first_element));
+    let b = server.end_bundle(b.unwrap(), None, MINUTE).unwrap();
+    let a = server.end_bundle(a, None, MINUTE).unwrap();
+    assert_ne!(a.instruction, b.instruction);
+    assert_eq!(values(&a.outputs[&sinks[0]]).len(), 3);
+    assert_eq!(values(&b.outputs[&sinks[0]]).len(), 1);
 }
 
 #[test]

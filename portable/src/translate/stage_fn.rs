@@ -23,11 +23,10 @@ use crate::preprocess::wire::Wire;
 use crate::proto::fn_execution::v1 as fapi;
 use crate::worker::metrics::DataPlane;
 use crate::worker::user_state::{release_sorted, Cells, Keyed, Residual, StageState, RESIDUAL_FAMILY, SORTED_FAMILY};
-use crate::worker::{BundleOutput, BundleRequest, FnServer, Port, SideInputs, UserState};
+use crate::worker::{BundleOutput, FnServer, Port, SideInputs, Started, UserState};
 use crate::Error;
 use weir_sdk::state::TimeDomain;
 use weir_sdk::state::{KeyedState, StateCell};
-use weir_sdk::time::Timestamp;
 
 /// A value's own bytes in its wire coder, read up to where [`Wire`] says it ends: how Weir
 /// carries an SDK's values without decoding them.
@@ -182,6 +181,8 @@ pub struct StageFn {
     /// Bundles that asked to be finalized, until their output is committed: the harness, the
     /// bundle's instruction, and the epoch it belongs to once sealed.
     unfinalized: Vec<(String, String, Option<u64>)>,
+    /// A stage without state: its bundles running, oldest first.
+    in_flight: std::collections::VecDeque<InFlight>,
 }
 
 /// Instances made so far, for unique cache tokens.
@@ -204,6 +205,7 @@ impl StageFn {
             home: rt.next.fetch_add(1, Ordering::Relaxed),
             cache_token: fresh_token(),
             unfinalized: Vec::new(),
+            in_flight: std::collections::VecDeque::new(),
             rt,
         }
     }
@@ -226,10 +228,11 @@ impl StageFn {
     }
 
     /// Runs the gathered bundle on a harness, with the state of `keyed` if the stage is
-    /// stateful, and appends its output to `outputs`. A splittable DoFn's residuals are
-    /// handed back for a stage that defers them; any other stage runs them at once, as further
-    /// bundles after their delays.
-    fn flush(&mut self, outputs: &mut [Batch], mut keyed: Option<&mut Keyed<'_>>) -> Result<Vec<Residual>, UserError> {
+    /// stateful, and appends its output to `outputs`; a splittable DoFn's residuals are handed
+    /// back (the stage defers them). A stage without state does not wait for it: it runs while
+    /// the next is gathered, and its output comes when more than [`IN_FLIGHT`] are running or
+    /// at the end of the operator's bundle.
+    fn flush(&mut self, outputs: &mut [Batch], keyed: Option<&mut Keyed<'_>>) -> Result<Vec<Residual>, UserError> {
         if self.input.is_empty() {
             return Ok(Vec::new());
         }
@@ -238,20 +241,41 @@ impl StageFn {
         DataPlane::count(&plane.elements_out, std::mem::take(&mut self.elements));
         let sides = std::mem::take(&mut self.sides);
         self.windows.clear();
-        let defers = self.rt.state.as_ref().is_some_and(|s| s.defers);
-        let mut input = Some(input);
-        while let Some(bundle) = input.take() {
-            let bundle = self.rt.input(bundle, BTreeMap::new())?;
-            let (got, residuals) = self.run(bundle, sides.clone(), keyed.as_deref_mut())?;
-            self.emit(&got.outputs, outputs)?;
-            if defers || residuals.is_empty() {
-                return Ok(residuals);
+        let bundle = self.rt.input(input, BTreeMap::new())?;
+        if self.rt.state.is_none() {
+            let first = self.rt.next.fetch_add(1, Ordering::Relaxed);
+            let sent = self.send(bundle, sides, first, 0)?;
+            self.in_flight.push_back(sent);
+            while self.in_flight.len() > IN_FLIGHT {
+                self.finish_oldest(outputs)?;
             }
-            let delay = residuals.iter().map(|r| r.delay_ms).max().unwrap_or(0);
-            std::thread::sleep(Duration::from_millis(delay.max(0) as u64));
-            input = Some(residuals.into_iter().flat_map(|r| r.element).collect());
+            return Ok(Vec::new());
         }
-        Ok(Vec::new())
+        let (got, residuals) = self.run(bundle, sides, keyed)?;
+        self.emit(&got.outputs, outputs)?;
+        self.deferrable(residuals)
+    }
+
+    /// Finishes the oldest bundle running without state, appending its output to `outputs`.
+    fn finish_oldest(&mut self, outputs: &mut [Batch]) -> UserResult {
+        let Some(sent) = self.in_flight.pop_front() else { return Ok(()) };
+        let (got, residuals) = self.finish(sent, None)?;
+        self.deferrable(residuals)?;
+        self.emit(&got.outputs, outputs)
+    }
+
+    /// `residuals`, if the stage defers them (a splittable DoFn's stage); any other stage has
+    /// nowhere to keep them, and fails rather than lose them.
+    fn deferrable(&self, residuals: Vec<Residual>) -> Result<Vec<Residual>, UserError> {
+        if residuals.is_empty() || self.rt.state.as_ref().is_some_and(|s| s.defers) {
+            return Ok(residuals);
+        }
+        Err(format!(
+            "stage {}: the harness handed back the rest of a bundle's work (a residual), which only a \
+             splittable DoFn's stage can defer",
+            self.rt.descriptor.id
+        )
+        .into())
     }
 
     /// Appends what a bundle's data sinks sent to `outputs`.
@@ -277,7 +301,7 @@ impl StageFn {
         Ok(())
     }
 
-    /// Sends one bundle to a harness: the next one in turn, or, if a harness is gone, the one
+    /// Runs one bundle on a harness: the next one in turn, or, if a harness is gone, the one
     /// after it, until every harness has been tried (the state a failed attempt touched is
     /// restored first). Its metrics count, the timers it set are kept, and it is finalized if
     /// it asks to be, once its output is in hand.
@@ -285,41 +309,81 @@ impl StageFn {
         &mut self,
         input: Vec<(Port, Vec<u8>)>,
         sides: SideInputs,
-        mut keyed: Option<&mut Keyed<'_>>,
+        keyed: Option<&mut Keyed<'_>>,
     ) -> Result<Ran, UserError> {
-        let rt = self.rt.clone();
-        let awaited = rt.awaited();
         // A stateful stage's bundles go to its harness, which may cache the state they read.
         let stateful = keyed.as_ref().is_some_and(|k| !k.stage.defers);
-        let first = if stateful { self.home } else { rt.next.fetch_add(1, Ordering::Relaxed) };
-        let mut last = None;
-        let bytes: usize = input.iter().map(|(_, b)| b.len()).sum();
-        let mut input = Some(input);
+        let first = if stateful { self.home } else { self.rt.next.fetch_add(1, Ordering::Relaxed) };
+        let sent = self.send(input, sides, first, 0)?;
+        self.finish(sent, keyed)
+    }
+
+    /// Sends a bundle to harness `first + attempt` (of the stage's, in turn), or, if it is
+    /// gone, to the next, until every harness has been tried.
+    fn send(
+        &mut self,
+        mut input: Vec<(Port, Vec<u8>)>,
+        sides: SideInputs,
+        first: usize,
+        attempt: usize,
+    ) -> Result<InFlight, UserError> {
+        let rt = self.rt.clone();
         let attempts = rt.workers.len();
-        for attempt in 0..attempts {
-            let worker = &rt.workers[(first + attempt) % attempts];
-            // Only an attempt that may be followed by another needs its own copy of the input.
-            let data = if attempt + 1 == attempts { input.take() } else { input.clone() }.unwrap_or_default();
-            let user_state = keyed.as_deref_mut().map(|k| k as &mut dyn UserState);
+        let bytes: usize = input.iter().map(|(_, b)| b.len()).sum();
+        let stateful = rt.state.as_ref().is_some_and(|s| !s.defers);
+        // Once the job drains, a splittable DoFn's restrictions are truncated first.
+        let descriptor = match (&rt.drain, self.draining) {
+            (Some(d), true) => d,
+            _ => &rt.descriptor,
+        };
+        let mut last = None;
+        for attempt in attempt..attempts {
+            let at = (first + attempt) % attempts;
+            // Only an attempt that may be followed by another keeps its own copy of the input.
+            let retry = (attempt + 1 < attempts).then(|| input.clone());
+            let data = retry.clone().unwrap_or_else(|| std::mem::take(&mut input));
             let cache_token = stateful.then(|| self.cache_token.clone());
-            let request =
-                BundleRequest { input: data, side_inputs: sides.clone(), outputs: &awaited, user_state, cache_token };
             let began = std::time::Instant::now();
-            // Once the job drains, a splittable DoFn's restrictions are truncated first.
-            let descriptor = match (&rt.drain, self.draining) {
-                (Some(d), true) => d,
-                _ => &rt.descriptor,
-            };
-            let ran = rt.server.run(worker, descriptor, request, rt.timeout);
+            let awaited = rt.awaited();
+            match rt.server.begin_bundle(
+                &rt.workers[at],
+                descriptor,
+                (data, sides.clone()),
+                &awaited,
+                cache_token,
+                rt.timeout,
+            ) {
+                Ok(started) => return Ok(InFlight { started, retry, sides, first, attempt, bytes, began }),
+                Err(e) => {
+                    tracing::warn!("bundle of stage {} not sent, trying another harness: {e}", rt.descriptor.id);
+                    last = Some(e);
+                    if let Some(again) = retry {
+                        input = again;
+                    }
+                }
+            }
+        }
+        Err(last.map_or_else(|| "no SDK harness to run the stage".to_string(), |e| e.to_string()).into())
+    }
+
+    /// Waits for bundle `sent` to end, with the state of `keyed` at hand for its requests;
+    /// if its harness is lost, it runs again on the next.
+    fn finish(&mut self, mut sent: InFlight, mut keyed: Option<&mut Keyed<'_>>) -> Result<Ran, UserError> {
+        let rt = self.rt.clone();
+        loop {
+            let InFlight { started, retry, sides, first, attempt, bytes, began } = sent;
+            let worker = started.worker().to_string();
+            let user_state = keyed.as_deref_mut().map(|k| k as &mut dyn UserState);
+            let ran = rt.server.end_bundle(started, user_state, rt.timeout);
             let plane = &rt.metrics.data_plane;
             DataPlane::count(&plane.bundle_nanos, began.elapsed().as_nanos() as u64);
             DataPlane::count(&plane.bundles, 1);
             DataPlane::count(&plane.bytes_out, bytes as u64);
             tracing::debug!(stage = %rt.descriptor.id, worker, bytes, took = ?began.elapsed(), "bundle");
-            match ran {
+            let e = match ran {
                 Ok(done) => {
                     DataPlane::count(&plane.state_requests, done.state_requests);
-                    self.home = (first + attempt) % attempts;
+                    self.home = (first + attempt) % rt.workers.len();
                     if let Some(k) = keyed.as_deref_mut() {
                         k.set_timers(&done.timers).map_err(|e| format!("stage {}: {e}", rt.descriptor.id))?;
                         k.commit();
@@ -328,25 +392,41 @@ impl StageFn {
                     rt.metrics.add(&done.response.monitoring_infos);
                     if done.response.requires_finalization {
                         // Finalized once the runner has committed the bundle's output.
-                        self.unfinalized.push((worker.clone(), done.instruction.clone(), None));
+                        self.unfinalized.push((worker, done.instruction.clone(), None));
                     }
                     return Ok((done, residuals));
                 }
                 // The user's code failed: retrying elsewhere would fail alike.
                 Err(e @ Error::Bundle { .. }) => return Err(e.to_string().into()),
-                Err(e) => {
-                    if let Some(k) = keyed.as_deref_mut() {
-                        // Undone behind the harnesses' backs: what they cached is stale.
-                        k.rollback();
-                        self.cache_token = fresh_token();
-                    }
-                    tracing::warn!("bundle of stage {} failed, retrying on another harness: {e}", rt.descriptor.id);
-                    last = Some(e);
-                }
+                Err(e) => e,
+            };
+            if let Some(k) = keyed.as_deref_mut() {
+                // Undone behind the harnesses' backs: what they cached is stale.
+                k.rollback();
+                self.cache_token = fresh_token();
             }
+            let Some(input) = retry else { return Err(e.to_string().into()) };
+            tracing::warn!("bundle of stage {} failed, retrying on another harness: {e}", rt.descriptor.id);
+            sent = self.send(input, sides, first, attempt + 1)?;
         }
-        Err(last.map_or_else(|| "no SDK harness to run the stage".to_string(), |e| e.to_string()).into())
     }
+}
+
+/// How many bundles of a stage without state one instance keeps running while it gathers the
+/// next: the harness works on one while Weir encodes and sends another.
+const IN_FLIGHT: usize = 2;
+
+/// A bundle sent to a harness and not yet finished.
+struct InFlight {
+    started: Started,
+    /// Its input again, while another harness is left to try it on.
+    retry: Option<Vec<(Port, Vec<u8>)>>,
+    sides: SideInputs,
+    /// The harness tried first, and how many after it this one is.
+    first: usize,
+    attempt: usize,
+    bytes: usize,
+    began: std::time::Instant,
 }
 
 impl StageFn {
@@ -396,31 +476,30 @@ impl StageFn {
         }
     }
 
-    /// Runs every residual waiting in `state` (and what they hand back in turn), each after
-    /// the rest of its delay, appending the output to `outputs`.
+    /// Runs every residual waiting in `state` (and what they hand back in turn), appending the
+    /// output to `outputs`. Windows expire with residuals waiting only when the job drains
+    /// (until then they hold their windows open), so they run at once, truncated.
     fn drain_residuals(
         &mut self,
         window: &Window,
         state: &mut KeyedState,
-        now: Timestamp,
         outputs: &mut [Batch],
         sides: &dyn SideInputReader,
     ) -> UserResult {
-        let mut waiting: std::collections::VecDeque<(Vec<u8>, i64)> = Default::default();
+        let mut waiting = std::collections::VecDeque::new();
         let ids: Vec<String> = state.cells.keys().filter(|k| k.starts_with(RESIDUAL_FAMILY)).cloned().collect();
         for id in ids {
-            let fire = state.timers.remove(&(RESIDUAL_FAMILY.to_string(), id.clone())).map_or(now, |t| t.fire);
+            state.timers.remove(&(RESIDUAL_FAMILY.to_string(), id.clone()));
             if let Some(StateCell::Value(element)) = state.cells.remove(&id) {
-                waiting.push_back((element, fire.saturating_sub(now)));
+                waiting.push_back(element);
             }
         }
-        while let Some((element, wait_ms)) = waiting.pop_front() {
-            std::thread::sleep(Duration::from_millis(wait_ms.max(0) as u64));
+        while let Some(element) = waiting.pop_front() {
             let input = self.rt.input(element, BTreeMap::new())?;
             let sides = self.sides_of(window, sides)?;
             let (got, residuals) = self.run(input, sides, None)?;
             self.emit(&got.outputs, outputs)?;
-            waiting.extend(residuals.into_iter().map(|r| (r.element, r.delay_ms)));
+            waiting.extend(residuals.into_iter().map(|r| r.element));
         }
         Ok(())
     }
@@ -551,7 +630,7 @@ impl ErasedDoFn for StageFn {
             // residuals still waiting run now, after their delays, rather than be lost; a DoFn
             // with a window expiration callback gets it as a timer of its family.
             let Some(family) = stage.expiration.clone() else {
-                return self.drain_residuals(&window, state, time.processing_time, outputs, sides);
+                return self.drain_residuals(&window, state, outputs, sides);
             };
             let end = window.max_timestamp();
             let expiry = weir_sdk::state::TimerFiring {
@@ -641,7 +720,11 @@ impl ErasedDoFn for StageFn {
         self.finalize(done);
     }
     fn finish_bundle(&mut self, outputs: &mut [Batch]) -> UserResult {
-        self.flush(outputs, None).map(drop)
+        self.flush(outputs, None)?;
+        while !self.in_flight.is_empty() {
+            self.finish_oldest(outputs)?;
+        }
+        Ok(())
     }
     fn teardown(&mut self) -> UserResult {
         Ok(())

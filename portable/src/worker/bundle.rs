@@ -57,6 +57,33 @@ pub struct BundleOutput {
     pub state_requests: u64,
 }
 
+/// A bundle sent to a harness and not yet finished ([`FnServer::begin_bundle`]). What the services
+/// keep for it is dropped with it.
+pub struct Started {
+    id: String,
+    worker: String,
+    descriptor: String,
+    outputs: Vec<Port>,
+    shared: Arc<super::Shared>,
+}
+
+impl Started {
+    /// The harness running it.
+    pub fn worker(&self) -> &str {
+        &self.worker
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let mut links = self.shared.lock();
+        links.side_inputs.remove(&self.id);
+        links.outputs.remove(&self.id);
+        links.responses.remove(&self.id);
+        links.user_state.remove(&self.id);
+    }
+}
+
 impl FnServer {
     /// Runs one bundle of the stage `descriptor` on harness `worker`: `input`'s bytes to the
     /// descriptor's data sources, `side_inputs` to its State API requests, then the bytes every
@@ -85,30 +112,35 @@ impl FnServer {
         request: BundleRequest<'_>,
         timeout: Duration,
     ) -> Result<BundleOutput, Error> {
-        let id = self.instruction_id();
-        let result = self.run_bundle(&id, worker, descriptor, request, timeout);
-        let mut links = self.shared.lock();
-        links.side_inputs.remove(&id);
-        links.outputs.remove(&id);
-        links.responses.remove(&id);
-        links.user_state.remove(&id);
-        result
+        let BundleRequest { input, side_inputs, outputs, user_state, cache_token } = request;
+        let started = self.begin_bundle(worker, descriptor, (input, side_inputs), outputs, cache_token, timeout)?;
+        self.end_bundle(started, user_state, timeout)
     }
 
-    fn run_bundle(
+    /// Starts one bundle of the stage `descriptor` on harness `worker`: its instruction and
+    /// its input sent, `side_inputs` served to it, without waiting for it. [`FnServer::end_bundle`]
+    /// gathers what it gives; a bundle started and never finished is forgotten when dropped.
+    pub fn begin_bundle(
         &self,
-        id: &str,
         worker: &str,
         descriptor: &fapi::ProcessBundleDescriptor,
-        request: BundleRequest<'_>,
+        (input, side_inputs): (Vec<(Port, Vec<u8>)>, SideInputs),
+        outputs: &[Port],
+        cache_token: Option<Vec<u8>>,
         timeout: Duration,
-    ) -> Result<BundleOutput, Error> {
-        let BundleRequest { input, side_inputs, outputs, mut user_state, cache_token } = request;
+    ) -> Result<Started, Error> {
         let cache_tokens = cache_token.into_iter().map(|token| fapi::process_bundle_request::CacheToken {
             token,
             r#type: Some(fapi::process_bundle_request::cache_token::Type::UserState(Default::default())),
         });
-        let id = id.to_string();
+        let started = Started {
+            id: self.instruction_id(),
+            worker: worker.to_string(),
+            descriptor: descriptor.id.clone(),
+            outputs: outputs.to_vec(),
+            shared: self.shared.clone(),
+        };
+        let id = started.id.clone();
         let gone = || Error::Gone { worker: worker.to_string(), why: "it is not connected".into() };
         {
             let mut links = self.shared.lock();
@@ -125,26 +157,35 @@ impl FnServer {
             };
             links.control.get(worker).ok_or_else(gone)?.send(Ok(request)).map_err(|_| gone())?;
         }
-        {
-            let links = self
-                .shared
-                .wait_for(worker, timeout, "did not open its data stream", |l| l.data.contains_key(worker))?;
-            let elements = elements(&id, input);
-            links.data.get(worker).ok_or_else(gone)?.send(Ok(elements)).map_err(|_| gone())?;
-        }
+        let links =
+            self.shared.wait_for(worker, timeout, "did not open its data stream", |l| l.data.contains_key(worker))?;
+        let elements = elements(&id, input);
+        links.data.get(worker).ok_or_else(gone)?.send(Ok(elements)).map_err(|_| gone())?;
+        Ok(started)
+    }
+
+    /// Waits for bundle `started` to end, answering its user state requests from `user_state`
+    /// on this thread meanwhile, and gathers what it gave.
+    pub fn end_bundle(
+        &self,
+        started: Started,
+        mut user_state: Option<&mut dyn UserState>,
+        timeout: Duration,
+    ) -> Result<BundleOutput, Error> {
+        let Started { id, worker, outputs, descriptor, .. } = &started;
         let finished = |l: &Links| {
-            let failed = l.responses.get(&id).is_some_and(|r| !r.error.is_empty());
-            let answered = l.responses.contains_key(&id);
+            let failed = l.responses.get(id).is_some_and(|r| !r.error.is_empty());
+            let answered = l.responses.contains_key(id);
             let all_sent =
-                l.outputs.get(&id).is_some_and(|o| outputs.iter().all(|t| o.get(t).is_some_and(|(_, last)| *last)));
+                l.outputs.get(id).is_some_and(|o| outputs.iter().all(|t| o.get(t).is_some_and(|(_, last)| *last)));
             failed || (answered && all_sent)
         };
         let mut state_requests = 0u64;
         let mut links = loop {
             let mut links = self.shared.wait_for(worker, timeout, "did not finish a bundle", |l| {
-                finished(l) || l.user_state.get(&id).is_some_and(|q| !q.is_empty())
+                finished(l) || l.user_state.get(id).is_some_and(|q| !q.is_empty())
             })?;
-            let asked = links.user_state.remove(&id).unwrap_or_default();
+            let asked = links.user_state.remove(id).unwrap_or_default();
             if asked.is_empty() {
                 break links;
             }
@@ -153,23 +194,23 @@ impl FnServer {
             for (r, to) in asked {
                 let answer = match user_state.as_mut() {
                     Some(state) => state.serve(&r),
-                    None => Err(format!("stage '{}' has no user state", descriptor.id)),
+                    None => Err(format!("stage '{descriptor}' has no user state")),
                 };
                 // A harness gone fails the bundle when next waited on.
                 let _ = to.send(Ok(state_response(r.id, answer)));
             }
         };
-        let response = links.responses.remove(&id);
-        let mut got = links.outputs.remove(&id).unwrap_or_default();
+        let response = links.responses.remove(id);
+        let mut got = links.outputs.remove(id).unwrap_or_default();
         drop(links);
         if let Some(r) = response.as_ref().filter(|r| !r.error.is_empty()) {
-            return Err(Error::Bundle { worker: worker.to_string(), error: r.error.clone() });
+            return Err(Error::Bundle { worker: worker.clone(), error: r.error.clone() });
         }
         let response = match response.and_then(|r| r.response) {
             Some(fapi::instruction_response::Response::ProcessBundle(r)) => r,
             _ => fapi::ProcessBundleResponse::default(),
         };
-        let mut out = BundleOutput { instruction: id, response, state_requests, ..Default::default() };
+        let mut out = BundleOutput { instruction: id.clone(), response, state_requests, ..Default::default() };
         for port in outputs {
             let bytes = got.remove(port).map(|(b, _)| b).unwrap_or_default();
             match port.clone() {

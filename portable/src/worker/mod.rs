@@ -26,7 +26,7 @@ pub mod provision;
 pub mod state;
 pub mod user_state;
 
-pub use bundle::{BundleInput, BundleOutput, BundleRequest, Port};
+pub use bundle::{BundleInput, BundleOutput, BundleRequest, Port, Started};
 pub use state::{get_response, ByKey, SideInputKey, SideInputs, UserState};
 
 use std::collections::HashMap;
