@@ -202,3 +202,31 @@ sessions = s["b"] | "S" >> beam.WindowInto(window.Sessions(10))
     assert_eq!(streams.len(), 1);
     assert_eq!(streams[0].outputs.len(), 2, "{:?}", streams[0]);
 }
+
+/// A GroupByKey's output read by a Flatten whose output has another coder: Weir makes the
+/// groups, so a stage of no transforms of its own has a harness re-encode them.
+#[test]
+fn a_flatten_of_weir_made_values_in_another_coder_gets_a_re_encoding_stage() {
+    let Some(p) = common::submitted(
+        r#"
+grouped = p | "Pairs" >> beam.Create([(1, "a"), (1, "b")]) | beam.GroupByKey()
+other = p | "Other" >> beam.Create([("none", "x")])
+(grouped, other) | beam.Flatten() | beam.Map(str)
+"#,
+    ) else {
+        return;
+    };
+    let plan = plan(&p).expect("planned");
+    let c = plan.pipeline.components.as_ref().unwrap();
+    let gbk = plan.stages.iter().find(|s| matches!(s.kind, StageKind::GroupByKey { .. })).unwrap();
+    let flatten = plan.stages.iter().position(|s| s.kind == StageKind::Flatten).unwrap();
+    let recode = plan.stages.iter().position(|s| s.transforms.is_empty()).expect("a re-encoding stage");
+    let stage = &plan.stages[recode];
+    assert!(matches!(stage.kind, StageKind::Sdk { .. }), "{stage:?}");
+    assert_eq!(stage.inputs, gbk.outputs);
+    let (pc, as_pc) = &stage.transcoded[0];
+    assert_eq!(pc, &gbk.outputs[0]);
+    assert_eq!(as_pc, &plan.stages[flatten].outputs[0]);
+    assert_ne!(c.pcollections[pc].coder_id, c.pcollections[as_pc].coder_id);
+    assert!(recode < flatten, "the re-encoding runs before the Flatten reads it");
+}

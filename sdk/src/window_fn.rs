@@ -35,8 +35,7 @@ pub trait WindowFn: Send + Sync + Debug + 'static {
         false
     }
     /// The timestamp an element at `timestamp` contributes to grouped output in `window`
-    /// (before the timestamp combiner). Sliding windows move it forward so that later windows
-    /// are not held back by earlier ones.
+    /// (before the timestamp combiner): its own, unless a custom function says otherwise.
     fn output_time(&self, timestamp: Timestamp, _window: &Window) -> Timestamp {
         timestamp
     }
@@ -255,17 +254,6 @@ impl WindowFn for SlidingWindows {
     fn assigns_to_one_window(&self) -> bool {
         self.period >= self.size
     }
-    fn output_time(&self, ts: Timestamp, window: &Window) -> Timestamp {
-        // Beam's SlidingWindows.getOutputTime: an element no later than the end of the previous
-        // window is moved to just after it, so EARLIEST/LATEST holds do not hold back this window
-        // for data that also belongs to earlier windows.
-        let w_max = window.max_timestamp();
-        if w_max - self.period < ts {
-            ts
-        } else {
-            w_max - self.period + 1
-        }
-    }
     fn side_input_window(&self, main: &Window) -> Result<Window, String> {
         if matches!(main, Window::Global) {
             return Err("a sliding-window side input cannot be read from the global window".into());
@@ -443,11 +431,12 @@ mod tests {
     }
 
     #[test]
-    fn sliding_output_time_shift() {
+    fn sliding_windows_keep_output_times() {
+        // As Beam's SlidingWindows today (Java dropped getOutputTime's shift): an element's
+        // timestamp is what it contributes to every window it is in.
         let s = SlidingWindows::of(Duration::from_millis(10)).every(Duration::from_millis(5));
-        // In [0,10) (max 9, period 5): ts 7 stays, ts 2 moves to 5.
         assert_eq!(s.output_time(7, &iw(0, 10)), 7);
-        assert_eq!(s.output_time(2, &iw(0, 10)), 5);
+        assert_eq!(s.output_time(2, &iw(0, 10)), 2);
     }
 
     #[test]

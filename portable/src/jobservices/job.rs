@@ -735,7 +735,8 @@ pub fn check_environments(plan: &crate::preprocess::PortablePlan) -> Result<(), 
     for stage in &plan.stages {
         let crate::preprocess::StageKind::Sdk { environment } = &stage.kind else { continue };
         let t = stage.transforms.first().and_then(|t| c.transforms.get(t));
-        let Some(t) = t else { return Err(Error::Malformed(format!("a stage without transforms: {stage:?}"))) };
+        // A stage of no transforms only re-encodes, in an environment another stage runs in.
+        let Some(t) = t else { continue };
         let env = c.environments.get(environment).ok_or_else(|| {
             Error::Malformed(format!(
                 "transform '{}' runs in environment '{environment}', which the pipeline lacks",

@@ -346,8 +346,8 @@ impl<'a> Fusion<'a> {
     }
 
     /// Has the harness write each Flatten input whose coder differs from the Flatten's output's
-    /// in the output's coder too; a Flatten input that Weir makes itself cannot be, and is
-    /// refused, unless it is another Flatten's output, whose inputs are then written so.
+    /// in the output's coder too: the stage making it, the inputs of a Flatten making it, or,
+    /// for one Weir makes itself, a stage of its own that only re-encodes.
     fn transcode(&mut self) -> Result<(), Error> {
         for f in 0..self.stages.len() {
             if self.stages[f].kind != StageKind::Flatten {
@@ -380,22 +380,51 @@ impl<'a> Fusion<'a> {
                 self.stages[p].transcoded.push(pair);
                 Ok(())
             }
-            _ => {
-                let t = &self.c.transforms[&self.stages[f].transforms[0]];
-                Err(unsupported(
-                    t,
-                    format!(
-                        "its input, PCollection {}, has coder {} and its output {} coder {}, and Weir cannot \
-                         re-encode values it did not get from an SDK harness: give the inputs one coder (a Map \
-                         with an output type hint before the Flatten)",
-                        pc_name(self.c, pc),
-                        self.coder_of(pc),
-                        pc_name(self.c, as_pc),
-                        self.coder_of(as_pc)
-                    ),
-                ))
-            }
+            Some(p) => match self.environment_for(as_pc) {
+                // Weir made `pc` (a GroupByKey's output, say): a stage of no transforms, but a
+                // data source in `pc`'s coder and a sink in `as_pc`'s, has a harness re-encode it.
+                Some(environment) => {
+                    self.stages.push(Stage {
+                        kind: StageKind::Sdk { environment },
+                        transforms: Vec::new(),
+                        inputs: vec![pc.to_string()],
+                        side_inputs: Vec::new(),
+                        outputs: Vec::new(),
+                        transcoded: vec![pair],
+                    });
+                    self.reads.push(BTreeSet::from([p]));
+                    self.reads[f].insert(self.stages.len() - 1);
+                    Ok(())
+                }
+                None => self.cannot_transcode(pc, as_pc, f),
+            },
+            None => self.cannot_transcode(pc, as_pc, f),
         }
+    }
+
+    /// The environment to re-encode values of `as_pc` in: that of a stage reading it, or else
+    /// of any harness stage.
+    fn environment_for(&self, as_pc: &str) -> Option<String> {
+        let env = |s: &Stage| match &s.kind {
+            StageKind::Sdk { environment } => Some(environment.clone()),
+            _ => None,
+        };
+        let readers = self.stages.iter().filter(|s| s.inputs.iter().any(|i| i == as_pc));
+        readers.filter_map(env).next().or_else(|| self.stages.iter().filter_map(env).next())
+    }
+
+    /// Why the coder of Flatten `f`'s input `pc` cannot become its output `as_pc`'s.
+    fn cannot_transcode(&self, pc: &str, as_pc: &str, f: usize) -> Result<(), Error> {
+        let t = &self.c.transforms[&self.stages[f].transforms[0]];
+        let why = format!(
+            "its input, PCollection {}, has coder {} and its output {} coder {}: re-encoding takes an SDK \
+             harness, and the pipeline runs none",
+            pc_name(self.c, pc),
+            self.coder_of(pc),
+            pc_name(self.c, as_pc),
+            self.coder_of(as_pc)
+        );
+        Err(unsupported(t, why))
     }
 
     /// Fills each stage's inputs, side inputs and outputs from its transforms.

@@ -132,6 +132,9 @@ impl Translator<'_> {
     }
 
     fn name(&self, stage: &Stage) -> String {
+        if let (None, Some((pc, as_pc))) = (stage.transforms.first(), stage.transcoded.first()) {
+            return format!("{pc} re-encoded as {as_pc}");
+        }
         let first = stage.transforms.first().map(String::as_str).unwrap_or("stage");
         self.c.transforms.get(first).map_or(first, |t| t.unique_name.as_str()).to_string()
     }

@@ -75,8 +75,16 @@ def run(argv=None):
             | "Mixed" >> beam.Flatten()
             | "MixedWithWindow" >> beam.ParDo(_WithWindow())
             | "MixedRewindow" >> beam.WindowInto(window.GlobalWindows()))
+        # A GroupByKey's output straight into a Flatten whose output has another coder: Weir
+        # groups, and a harness re-encodes the groups in the Flatten's output's coder.
+        by_length = words | "PairByLength" >> beam.Map(lambda w: (len(w), w)) | "GroupByLength" >> beam.GroupByKey()
+        regrouped = (
+            (by_length, p | "NoGroup" >> beam.Create([("none", "x")]))
+            | "Regrouped" >> beam.Flatten()
+            | "ListedGroups" >> beam.Map(
+                lambda kv: ("bylength", str(kv[0]), [kv[1]] if isinstance(kv[1], str) else sorted(kv[1]))))
         # Flatten, of inputs with different coders (and one windowing, as Beam requires).
-        everything = (grouped, counts, tagged, windowed, mixed) | "All" >> beam.Flatten()
+        everything = (grouped, counts, tagged, windowed, mixed, regrouped) | "All" >> beam.Flatten()
         (everything
          | "Json" >> beam.Map(lambda r: json.dumps(r, sort_keys=True))
          | "Write" >> beam.io.WriteToText(known.output))
