@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Beam Java's ValidatesRunner suite against weir-job-server.
 #
-#   portable/java-tests/run.sh [--runner microbatch|timely] [--fast] [--test 'Class#method,...'] [--debug]
+#   portable/java-tests/run.sh [--runner microbatch|timely] [--environment loopback|process] [--fast]
+#                              [--test 'Class#method,...'] [--debug]
 #
 # Builds weir-job-server, starts it on a free port of 127.0.0.1 with the runner given (timely
 # runs 2 workers), and runs the ValidatesRunner tests of beam-sdks-java-core's tests jar with
 # Beam's TestUniversalRunner and LOOPBACK harnesses. Then prints a table of passed, failed and
 # skipped tests per class, every test that did not pass with its reason, and the totals; it
 # fails when a test fails or none ran.
+#   --environment  where the Java harnesses run: LOOPBACK (in the test's JVM, the default) or
+#            PROCESS (started by weir-job-server with Beam's Java boot, which this builds with Go
+#            from Beam's module on the Go module proxy, and which fetches the staged jars from
+#            the job server);
 #   --fast   the subset CI runs (a few classes covering every category);
 #   --test   surefire's -Dtest selection instead of the whole suite;
 #   --forks  how many JVMs run tests at once (2: a test spends most of its time in Beam's
@@ -19,6 +24,7 @@ runner=microbatch
 test=""
 profile=release
 forks=2
+environment=loopback
 while [ $# -gt 0 ]; do
   case "$1" in
     --runner) runner="$2"; shift 2 ;;
@@ -27,6 +33,8 @@ while [ $# -gt 0 ]; do
     --test=*) test="${1#--test=}"; shift ;;
     --fast) test="$(grep -v '^#' "$here/fast-tests.txt" | paste -sd, -)"; shift ;;
     --forks) forks="$2"; shift 2 ;;
+    --environment) environment="$2"; shift 2 ;;
+    --environment=*) environment="${1#--environment=}"; shift ;;
     --debug) profile=debug; shift ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -59,7 +67,17 @@ done
 [ -n "${port:-}" ] || { echo "weir-job-server did not start:"; cat "$work/server.log"; exit 1; }
 echo "== weir-job-server ($runner) on 127.0.0.1:$port"
 
-options="[\"--runner=TestUniversalRunner\",\"--jobEndpoint=127.0.0.1:$port\",\"--defaultEnvironmentType=LOOPBACK\",\"--experiments=beam_fn_api\"]"
+case "$environment" in
+  loopback)
+    options="[\"--runner=TestUniversalRunner\",\"--jobEndpoint=127.0.0.1:$port\",\"--defaultEnvironmentType=LOOPBACK\",\"--experiments=beam_fn_api\"]" ;;
+  process)
+    boot="$("$here/boot.sh")"
+    # Beam's boot looks for the harness and logging jars in its container's /opt/apache/beam/jars
+    # unless told they are among the staged jars (they are: the test's classpath is staged).
+    experiments="beam_fn_api,use_staged_dataflow_worker_jar,use_custom_logging_libraries,disable_jamm_agent"
+    options="[\"--runner=TestUniversalRunner\",\"--jobEndpoint=127.0.0.1:$port\",\"--defaultEnvironmentType=PROCESS\",\"--defaultEnvironmentConfig={\\\"command\\\":\\\"$boot\\\"}\",\"--experiments=$experiments\"]" ;;
+  *) echo "run.sh: --environment is loopback or process, not $environment" >&2; exit 2 ;;
+esac
 mvn_args=(-B -q -f "$here/pom.xml" test -Dweir.options="$options" -Dsurefire.failIfNoSpecifiedTests=false -DtrimStackTrace=false -Dweir.forks="$forks")
 [ -n "$test" ] && mvn_args+=(-Dweir.test="$test")
 rm -rf "$here/target/surefire-reports"

@@ -17,6 +17,12 @@ use weir_sdk::window::Window;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
+/// A PROCESS environment whose command names no executable: Beam Python's harness, run with
+/// `python`.
+fn python_harness(python: &str) -> Launch {
+    Launch::Process { command: "started by weir-job-server".into(), env: Vec::new(), python: python.into() }
+}
+
 /// Windowed values in the global window, their values length-prefixed bytes.
 fn wire() -> WindowedValueCoder<Vec<u8>> {
     WindowedValueCoder { value: std::sync::Arc::new(BytesCoder), window: WindowCoderKind::Global }
@@ -73,7 +79,7 @@ fn values(mut bytes: &[u8]) -> Vec<FullWindowedValue<Vec<u8>>> {
 fn a_fused_stage_runs_a_bundle_on_a_beam_python_harness() {
     let Some(python) = common::beam_python() else { return };
     let server = FnServer::start().unwrap();
-    let launch = Launch::Process { python: python.clone() };
+    let launch = python_harness(&python);
     let _harnesses = Harnesses::start(&launch, &server, &["worker-1".into()], MINUTE).unwrap();
 
     // Create's first stage reads the impulse's element and emits the created ones (keyed at
@@ -143,7 +149,7 @@ time.sleep(600)\n";
 fn a_harness_process_that_exits_is_named_with_its_status() {
     let server = FnServer::start().unwrap();
     // A "Python" that exits at once, with status 1.
-    let launch = Launch::Process { python: "false".into() };
+    let launch = python_harness("false");
     let err = Harnesses::start(&launch, &server, &["doomed".into()], Duration::from_secs(30)).err().unwrap();
     assert!(matches!(err, Error::Gone { .. }), "{err}");
     let text = err.to_string();
@@ -151,10 +157,43 @@ fn a_harness_process_that_exits_is_named_with_its_status() {
 }
 
 #[test]
+fn a_process_environment_s_command_runs_as_beam_defines_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    // A "boot" that writes down its arguments and its environment's variable, then exits 3.
+    let said = dir.path().join("said");
+    let boot = dir.path().join("boot");
+    std::fs::write(&boot, format!("#!/bin/sh\necho \"$@ FLAVOR=$FLAVOR\" > {}\nexit 3\n", said.display())).unwrap();
+    std::fs::set_permissions(&boot, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = FnServer::start().unwrap();
+    server.set_artifact_endpoint(Some("127.0.0.1:9".into()));
+    let launch = Launch::Process {
+        command: boot.to_string_lossy().into_owned(),
+        env: vec![("FLAVOR".into(), "java".into())],
+        python: "no-python-needed".into(),
+    };
+    let err = Harnesses::start(&launch, &server, &["booted".into()], Duration::from_secs(30)).err().unwrap();
+    assert!(err.to_string().contains("'booted'") && err.to_string().contains("exit status: 3"), "{err}");
+    let said = std::fs::read_to_string(&said).unwrap();
+    let address = server.address();
+    for flag in [
+        "--id=booted".to_string(),
+        format!("--provision_endpoint={address}"),
+        format!("--control_endpoint={address}"),
+        format!("--logging_endpoint={address}"),
+        "--artifact_endpoint=127.0.0.1:9".to_string(),
+        "--semi_persist_dir=".to_string(),
+        "FLAVOR=java".to_string(),
+    ] {
+        assert!(said.contains(&flag), "{flag} not in: {said}");
+    }
+}
+
+#[test]
 fn stages_chain_through_weir_with_values_carried_as_bytes() {
     let Some(python) = common::beam_python() else { return };
     let server = FnServer::start().unwrap();
-    let launch = Launch::Process { python };
+    let launch = python_harness(&python);
     let _harnesses = Harnesses::start(&launch, &server, &["worker-1".into()], MINUTE).unwrap();
     // Create's first stage, Weir's reshuffle (which moves elements, bytes untouched), then the
     // stage decoding them and doubling each.

@@ -81,6 +81,7 @@ fn parse(raw: impl Iterator<Item = String>) -> Result<Args, String> {
                     .map_err(|e| format!("--artifact-store-max-bytes: {e}"))?
             }
             "--run-job" => run_job = Some(take("--run-job")?.into()),
+            "--artifact-endpoint" => config.artifact_endpoint = Some(take("--artifact-endpoint")?),
             "--drain" => drain = Some(take("--drain")?),
             "-h" | "--help" => return Err(USAGE.into()),
             _ => config.weir_args.push(a),
@@ -165,7 +166,10 @@ fn main() {
         let bound = listener.local_addr().map_err(|e| e.to_string())?;
         // The address on standard output, for whoever started the server on port 0.
         println!("weir-job-server: the job service listens on {bound}");
-        let jobs = Jobs::remembering(args.config, artifacts, args.max_finished);
+        let mut config = args.config;
+        // Harnesses Weir starts fetch their dependencies from this server.
+        config.artifact_endpoint.get_or_insert_with(|| bound.to_string());
+        let jobs = Jobs::remembering(config, artifacts, args.max_finished);
         // SIGTERM and SIGINT end the server with its temporary store removed.
         tokio::select! {
             served = serve(listener, jobs) => served,

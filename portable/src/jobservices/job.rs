@@ -47,6 +47,9 @@ pub struct RunConfig {
     /// Whether each job runs in processes of its own (a runner with several processes, each
     /// of which runs the same program).
     pub separate_process: bool,
+    /// The job server's artifact retrieval service, where harnesses that Weir starts fetch
+    /// their environment's dependencies.
+    pub artifact_endpoint: Option<String>,
 }
 
 impl RunConfig {
@@ -54,6 +57,9 @@ impl RunConfig {
     fn subprocess_args(&self) -> Vec<String> {
         let mut args = vec!["--python".to_string(), self.python.clone()];
         args.extend(["--sdk-workers".to_string(), self.sdk_workers.to_string()]);
+        if let Some(endpoint) = &self.artifact_endpoint {
+            args.extend(["--artifact-endpoint".to_string(), endpoint.clone()]);
+        }
         args.extend(self.weir_args.iter().cloned());
         args
     }
@@ -69,6 +75,7 @@ impl Default for RunConfig {
             bundle_bytes: 4 << 20,
             bundle_timeout: Duration::from_secs(24 * 3600),
             separate_process: false,
+            artifact_endpoint: None,
         }
     }
 }
@@ -201,6 +208,18 @@ impl Job {
     pub fn staged_dependencies(&self, env: &str) -> Vec<rapi::ArtifactInformation> {
         let staged = self.staged.lock().unwrap_or_else(|e| e.into_inner());
         staged.as_ref().and_then(|s| s.environments.get(env).cloned()).unwrap_or_default()
+    }
+
+    /// Gives each environment of `pipeline` its dependencies as staged (files of the job
+    /// server's store), in place of what the client named.
+    fn with_staged(&self, pipeline: &mut rapi::Pipeline) {
+        let Some(c) = pipeline.components.as_mut() else { return };
+        for (id, env) in c.environments.iter_mut() {
+            let staged = self.staged_dependencies(id);
+            if !staged.is_empty() {
+                env.dependencies = staged;
+            }
+        }
     }
 
     /// When the job ended, if it has.
@@ -394,8 +413,12 @@ impl Job {
     fn run(&self, config: &RunConfig) -> Result<PipelineState, String> {
         let submitted = self.submitted().ok_or_else(|| format!("job '{}' has ended before it ran", self.id))?;
         if config.separate_process {
-            return self.run_in_process_group(config, &submitted.pipeline);
+            let mut pipeline = submitted.pipeline.clone();
+            self.with_staged(&mut pipeline);
+            return self.run_in_process_group(config, &pipeline);
         }
+        let mut plan = submitted.plan.clone();
+        self.with_staged(&mut plan.pipeline);
         let say = |m: String| self.message(Importance::JobMessageBasic, m);
         let started = |result: Arc<dyn PipelineResult>, server: Arc<FnServer>| {
             let cancel_now = {
@@ -412,7 +435,7 @@ impl Job {
             }
         };
         let run = Run {
-            plan: &submitted.plan,
+            plan: &plan,
             options: &self.options,
             job: &self.id,
             name: &self.name,
@@ -551,6 +574,7 @@ impl Run<'_> {
     ) -> Result<PipelineState, String> {
         let server = Arc::new(FnServer::start().map_err(|e| e.to_string())?);
         server.set_pipeline_options(self.options.clone());
+        server.set_artifact_endpoint(self.config.artifact_endpoint.clone());
         let services = server.clone();
         let components = self.plan.pipeline.components.as_ref().ok_or("the pipeline has no components")?;
         let mut workers = HashMap::new();
@@ -562,6 +586,9 @@ impl Run<'_> {
             let launch = Launch::of(e, &self.config.python)?;
             let n = self.config.sdk_workers.max(1);
             let ids: Vec<String> = (1..=n).map(|k| format!("{}-{env}-{k}-{process}", self.job)).collect();
+            for id in &ids {
+                server.set_dependencies(id, e.dependencies.clone());
+            }
             say(format!("starting {} SDK harness(es) for {env}", ids.len()));
             let started = Harnesses::start(&launch, &server, &ids, self.config.connect_timeout);
             harnesses.push(started.map_err(|e| e.to_string())?);

@@ -3,8 +3,13 @@
 //! - EXTERNAL (and LOOPBACK, which Beam Python submits as EXTERNAL with the worker pool it runs
 //!   in the submitting process): Weir asks the worker pool at the environment's endpoint to
 //!   start each harness, pointed at Weir's Fn API services.
-//! - PROCESS: Weir starts each harness itself, as `python -m
-//!   apache_beam.runners.worker.sdk_worker_main`, and reports a process that exits, with its
+//! - PROCESS: Weir starts each harness itself, as Beam defines it: the environment's command
+//!   (Beam's `boot` of an SDK's container, for one) with `--id`, `--provision_endpoint` and the
+//!   other endpoints, and the environment's variables; the harness then asks the provision
+//!   service for its options and dependencies, and fetches those from the job server's artifact
+//!   retrieval service. A command that names no executable (Beam Python submits a placeholder
+//!   unless told otherwise) starts Beam Python's harness, `python -m
+//!   apache_beam.runners.worker.sdk_worker_main`. Weir reports a process that exits, with its
 //!   status, to whatever bundle waits on it.
 //! - DOCKER is refused: there is no Docker here.
 
@@ -26,9 +31,13 @@ pub enum Launch {
         /// The worker pool's address.
         endpoint: String,
     },
-    /// Started by Weir with `python`.
+    /// Started by Weir: the environment's `command`, or Beam Python's harness with `python`.
     Process {
-        /// The Python that has apache-beam.
+        /// The environment's command.
+        command: String,
+        /// The environment's variables for it.
+        env: Vec<(String, String)>,
+        /// The Python that has apache-beam, for a command that names no executable.
         python: String,
     },
 }
@@ -44,7 +53,13 @@ impl Launch {
                 let endpoint = p.endpoint.map(|e| e.url).filter(|u| !u.is_empty());
                 Ok(Launch::External { endpoint: endpoint.ok_or("an EXTERNAL environment without an endpoint")? })
             }
-            "beam:env:process:v1" => Ok(Launch::Process { python: python.to_string() }),
+            "beam:env:process:v1" => {
+                let p = rapi::ProcessPayload::decode(env.payload.as_slice())
+                    .map_err(|e| format!("a PROCESS environment whose payload does not decode: {e}"))?;
+                let mut vars: Vec<(String, String)> = p.env.into_iter().collect();
+                vars.sort();
+                Ok(Launch::Process { command: p.command, env: vars, python: python.to_string() })
+            }
             other => Err(format!(
                 "environment {other} cannot start here: use LOOPBACK, EXTERNAL or PROCESS (--environment_type)"
             )),
@@ -52,9 +67,11 @@ impl Launch {
     }
 }
 
-/// Harnesses started for a run; the processes Weir started are killed when it is dropped.
+/// Harnesses started for a run; the processes Weir started are killed when it is dropped, and
+/// what their commands kept on disk is removed.
 pub struct Harnesses {
     processes: Vec<Arc<Mutex<Child>>>,
+    _work: Option<tempfile::TempDir>,
 }
 
 impl Harnesses {
@@ -62,6 +79,7 @@ impl Harnesses {
     /// (up to `timeout`) until each has connected.
     pub fn start(launch: &Launch, server: &FnServer, workers: &[String], timeout: Duration) -> Result<Self, Error> {
         let mut processes = Vec::new();
+        let mut work = None;
         let endpoint = || Some(rapi::ApiServiceDescriptor { url: server.address().into(), authentication: None });
         for worker in workers {
             match launch {
@@ -89,10 +107,21 @@ impl Harnesses {
                         return Err(refused(response.error));
                     }
                 }
-                Launch::Process { python } => processes.push(start_process(python, server, worker)?),
+                Launch::Process { command, env, python } => match executable(command) {
+                    Some(program) => {
+                        if work.is_none() {
+                            work = Some(tempfile::Builder::new().prefix("weir-harnesses-").tempdir().map_err(|e| {
+                                Error::Launch(format!("cannot make a directory for harness '{worker}': {e}"))
+                            })?);
+                        }
+                        let dir = work.as_ref().map(|w| w.path().to_path_buf()).unwrap_or_default();
+                        processes.push(start_command(&program, env, &dir, server, worker)?)
+                    }
+                    None => processes.push(start_python(python, server, worker)?),
+                },
             }
         }
-        let harnesses = Harnesses { processes };
+        let harnesses = Harnesses { processes, _work: work };
         for worker in workers {
             server.wait_for_worker(worker, timeout)?;
         }
@@ -100,11 +129,52 @@ impl Harnesses {
     }
 }
 
-/// Starts harness `worker` as a process of `python`, watched: its exit is reported to `server`
-/// with its status.
-fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mutex<Child>>, Error> {
+/// The executable `command` names (a path, or a program on the `PATH`), if any.
+fn executable(command: &str) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let command = command.trim();
+    if command.is_empty() {
+        return None;
+    }
+    if command.contains('/') {
+        let p = std::path::PathBuf::from(command);
+        return runnable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(command)).find(|p| runnable(p))
+}
+
+/// Starts harness `worker` as Beam starts a PROCESS environment's: `program` with the
+/// worker's id and the endpoints of `server`, and `env`; what it keeps goes under `dir`.
+fn start_command(
+    program: &std::path::Path,
+    env: &[(String, String)],
+    dir: &std::path::Path,
+    server: &FnServer,
+    worker: &str,
+) -> Result<Arc<Mutex<Child>>, Error> {
+    let address = server.address();
+    let child = Command::new(program)
+        .arg(format!("--id={worker}"))
+        .arg(format!("--provision_endpoint={address}"))
+        .arg(format!("--control_endpoint={address}"))
+        .arg(format!("--logging_endpoint={address}"))
+        .arg(format!("--artifact_endpoint={}", server.artifact_endpoint().unwrap_or_else(|| address.to_string())))
+        .arg(format!("--semi_persist_dir={}", dir.display()))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Launch(format!("cannot start harness '{worker}' with {}: {e}", program.display())))?;
+    watch(child, server, worker)
+}
+
+/// Starts harness `worker` as a process of `python` (Beam Python's harness).
+fn start_python(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mutex<Child>>, Error> {
     let endpoint = format!("url: \"{}\"", server.address());
-    let mut child = Command::new(python)
+    let child = Command::new(python)
         .args(["-m", "apache_beam.runners.worker.sdk_worker_main"])
         .env("CONTROL_API_SERVICE_DESCRIPTOR", &endpoint)
         .env("LOGGING_API_SERVICE_DESCRIPTOR", &endpoint)
@@ -115,6 +185,12 @@ fn start_process(python: &str, server: &FnServer, worker: &str) -> Result<Arc<Mu
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Error::Launch(format!("cannot start harness '{worker}' with {python}: {e}")))?;
+    watch(child, server, worker)
+}
+
+/// Watches harness process `child`: its exit is reported to `server` with its status and its
+/// last words.
+fn watch(mut child: Child, server: &FnServer, worker: &str) -> Result<Arc<Mutex<Child>>, Error> {
     let last_words = child.stderr.take().map(|e| keep_last_lines(e, worker));
     let child = Arc::new(Mutex::new(child));
     let (watched, exits, worker) = (child.clone(), server.exits(), worker.to_string());
@@ -182,8 +258,20 @@ mod tests {
         assert_eq!(Launch::of(&e, "py"), Ok(Launch::External { endpoint: "127.0.0.1:5000".into() }));
         let e = env("beam:env:external:v1", Vec::new());
         assert!(Launch::of(&e, "py").unwrap_err().contains("without an endpoint"));
-        let e = env("beam:env:process:v1", Vec::new());
-        assert_eq!(Launch::of(&e, "py"), Ok(Launch::Process { python: "py".into() }));
+        let process = rapi::ProcessPayload {
+            command: "/opt/boot".into(),
+            env: [("B".to_string(), "2".to_string()), ("A".to_string(), "1".to_string())].into(),
+            ..Default::default()
+        };
+        let e = env("beam:env:process:v1", process.encode_to_vec());
+        let vars = vec![("A".to_string(), "1".to_string()), ("B".to_string(), "2".to_string())];
+        assert_eq!(
+            Launch::of(&e, "py"),
+            Ok(Launch::Process { command: "/opt/boot".into(), env: vars, python: "py".into() })
+        );
+        assert!(executable("/opt/boot").is_none());
+        assert!(executable("sh").is_some_and(|p| p.is_absolute()));
+        assert!(executable("started by weir-job-server").is_none());
         let e = env("beam:env:docker:v1", Vec::new());
         assert!(Launch::of(&e, "py").unwrap_err().contains("beam:env:docker:v1"));
     }

@@ -98,6 +98,10 @@ struct Links {
     open_streams: usize,
     /// The job's pipeline options, as the provision service gives them to harnesses.
     options: prost_types::Struct,
+    /// Where harnesses fetch their dependencies (the job server's artifact retrieval service).
+    artifact_endpoint: Option<String>,
+    /// Per worker id, the dependencies its environment staged, which it fetches when it starts.
+    dependencies: HashMap<String, Vec<crate::proto::pipeline::v1::ArtifactInformation>>,
 }
 
 #[derive(Default)]
@@ -263,6 +267,21 @@ impl FnServer {
     /// harness processes Weir starts, in their environment).
     pub fn set_pipeline_options(&self, options: prost_types::Struct) {
         self.shared.lock().options = options;
+    }
+
+    /// Harnesses fetch their dependencies from the artifact retrieval service at `endpoint`.
+    pub fn set_artifact_endpoint(&self, endpoint: Option<String>) {
+        self.shared.lock().artifact_endpoint = endpoint;
+    }
+
+    /// Where harnesses fetch their dependencies, if anywhere.
+    pub fn artifact_endpoint(&self) -> Option<String> {
+        self.shared.lock().artifact_endpoint.clone()
+    }
+
+    /// Harness `worker` fetches `dependencies` when it starts (the provision service says so).
+    pub fn set_dependencies(&self, worker: &str, dependencies: Vec<crate::proto::pipeline::v1::ArtifactInformation>) {
+        self.shared.lock().dependencies.insert(worker.to_string(), dependencies);
     }
 
     /// The job's pipeline options as JSON (`{"beam:option:<name>:v1": value, ...}`), as Beam

@@ -1,5 +1,5 @@
 //! The provision service: what a harness asks for when it starts (its pipeline options, its
-//! endpoints).
+//! endpoints, and the dependencies its environment staged, with where to fetch them).
 
 use tonic::{Request, Response, Status};
 
@@ -14,11 +14,15 @@ impl ProvisionService for Services {
         request: Request<fapi::GetProvisionInfoRequest>,
     ) -> Result<Response<fapi::GetProvisionInfoResponse>, Status> {
         let address = request.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        let here = Some(crate::proto::pipeline::v1::ApiServiceDescriptor { url: address, authentication: None });
+        let at = |url: String| Some(crate::proto::pipeline::v1::ApiServiceDescriptor { url, authentication: None });
+        let worker = super::worker_of(&request);
+        let links = self.0.lock();
         let info = fapi::ProvisionInfo {
-            pipeline_options: Some(self.0.lock().options.clone()),
-            logging_endpoint: here.clone(),
-            control_endpoint: here,
+            pipeline_options: Some(links.options.clone()),
+            logging_endpoint: at(address.clone()),
+            control_endpoint: at(address),
+            artifact_endpoint: links.artifact_endpoint.clone().and_then(at),
+            dependencies: links.dependencies.get(&worker).cloned().unwrap_or_default(),
             ..Default::default()
         };
         Ok(Response::new(fapi::GetProvisionInfoResponse { info: Some(info) }))
