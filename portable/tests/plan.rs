@@ -103,24 +103,33 @@ class Odd(window.NonMergingWindowFn):
 (p | beam.Create([("a", 1)]) | "MyWindows" >> beam.WindowInto(Odd()) | "Group" >> beam.GroupByKey())
 "#;
     assert!(plan(&common::submitted(odd).unwrap()).is_ok(), "an SDK's non-merging interval windows plan");
-    // One whose windows merge is refused ahead of the GroupByKey.
-    let p = common::submitted(
-        r#"
+    // One whose windows merge plans too (a harness merges them when the job runs)...
+    let merging = r#"
 from apache_beam.transforms import window
+class OwnCoder(beam.coders.Coder):
+    def encode(self, w):
+        return beam.coders.coders.IntervalWindowCoder().encode(w)
+    def decode(self, b):
+        return beam.coders.coders.IntervalWindowCoder().decode(b)
+    def is_deterministic(self):
+        return True
 class Odd(window.WindowFn):
     def assign(self, c):
         return [window.IntervalWindow(c.timestamp, c.timestamp + 10)]
     def merge(self, merge_context):
         pass
     def get_window_coder(self):
-        return beam.coders.coders.IntervalWindowCoder()
+        return CODER
 (p | beam.Create([("a", 1)]) | "MyWindows" >> beam.WindowInto(Odd()) | "Group" >> beam.GroupByKey())
-"#,
-    )
-    .unwrap();
-    let err = plan(&p).expect_err("a custom merging window function is refused").to_string();
+"#;
+    let interval = merging.replace("CODER", "beam.coders.coders.IntervalWindowCoder()");
+    assert!(plan(&common::submitted(&interval).unwrap()).is_ok(), "an SDK's merging interval windows plan");
+    // ... unless its windows are coded by a coder of the SDK's own, which Weir cannot read:
+    // refused ahead of the GroupByKey.
+    let own = merging.replace("CODER", "OwnCoder()");
+    let err = plan(&common::submitted(&own).unwrap()).expect_err("windows of an SDK coder are refused").to_string();
     assert!(err.starts_with("transform 'Group' (beam:transform:group_by_key:v1)"), "{err}");
-    assert!(err.contains("known only to the SDK") && err.contains("its windows merge"), "{err}");
+    assert!(err.contains("known only to the SDK") && err.contains("which Weir cannot read"), "{err}");
     // The PCollection by its name and the user's step that makes it, not the proto's id, and
     // what to do instead.
     assert!(!err.contains("ref_PCollection") && err.contains("the output of 'MyWindows"), "{err}");

@@ -27,6 +27,12 @@ pub trait WindowFn: Send + Sync + Debug + 'static {
     fn merge_windows(&self, _windows: &[Window]) -> Vec<(Vec<Window>, Window)> {
         Vec::new()
     }
+    /// As [`WindowFn::merge_windows`], for a function whose merging can fail (one an SDK
+    /// harness runs, for a portable pipeline): the merges, or why there are none. Runners call
+    /// this one.
+    fn try_merge_windows(&self, windows: &[Window]) -> Result<Vec<(Vec<Window>, Window)>, String> {
+        Ok(self.merge_windows(windows))
+    }
     /// For merging functions: whether windows merge exactly when they overlap as intervals
     /// ([`merge_overlapping_interval_windows`], as sessions do). A key's active windows are then
     /// disjoint, and new windows merge only with the active windows they overlap, so a runner

@@ -96,21 +96,53 @@ pub fn trigger(t: &rapi::Trigger) -> Result<Trigger, String> {
     })
 }
 
+/// Merges the windows of a window function only the SDK knows (see
+/// `crate::translate::merge_windows`, which asks a harness).
+pub trait SdkMerger: Send + Sync {
+    /// One key's `windows` merged: each merge's windows and its result.
+    fn merge(&self, windows: &[Window]) -> Result<Vec<(Vec<Window>, Window)>, String>;
+}
+
 /// Windows the SDK's own window function assigns (Beam Java's `serialized_java`, a
-/// `WindowFn` only the harness can run), which never merge and are coded as global or interval
-/// windows: Weir never assigns them (the WindowInto that does runs in the harness), it groups
-/// and triggers on them as on any window whose bounds it reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `WindowFn` only the harness can run), coded as global or interval windows: Weir never
+/// assigns them (the WindowInto that does runs in the harness), it groups and triggers on them
+/// as on any window whose bounds it reads. Windows that merge are merged by a harness, through
+/// the `merger` the translation gives them.
+#[derive(Clone)]
 pub struct SdkWindows {
     /// The window function as the pipeline gives it.
-    pub spec_urn: String,
-    payload: Vec<u8>,
+    pub spec: rapi::FunctionSpec,
+    /// Whether its windows merge.
+    pub merging: bool,
+    /// Who merges them, once the job runs.
+    pub merger: Option<Arc<dyn SdkMerger>>,
+}
+
+impl PartialEq for SdkWindows {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec == other.spec
+    }
+}
+
+impl std::fmt::Debug for SdkWindows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the SDK's window function {} ({} bytes)", self.spec.urn, self.spec.payload.len())
+    }
 }
 
 impl WindowFn for SdkWindows {
     /// Already assigned by the harness: an element keeps its window.
     fn assign_windows(&self, _timestamp: Timestamp, window: &Window, out: &mut Vec<Window>) {
         out.push(*window);
+    }
+    fn is_merging(&self) -> bool {
+        self.merging
+    }
+    fn try_merge_windows(&self, windows: &[Window]) -> Result<Vec<(Vec<Window>, Window)>, String> {
+        match &self.merger {
+            Some(m) => m.merge(windows),
+            None => Err(format!("{self:?} merges its windows, and no SDK harness was given to merge them")),
+        }
     }
     fn is_compatible(&self, other: &dyn WindowFn) -> bool {
         other.as_any().downcast_ref::<SdkWindows>() == Some(self)
@@ -121,7 +153,7 @@ impl WindowFn for SdkWindows {
 }
 
 /// The window function of strategy `ws`: one Weir runs, or (for one only the SDK knows) the
-/// harness's own, when its windows never merge and are coded as global or interval windows.
+/// harness's own, when its windows are coded as global or interval windows.
 fn strategy_window_fn(ws: &rapi::WindowingStrategy, coders: &Coders) -> Result<Arc<dyn WindowFn>, String> {
     let spec = ws.window_fn.as_ref().ok_or("a windowing strategy without a window function")?;
     match window_fn(spec) {
@@ -129,13 +161,10 @@ fn strategy_window_fn(ws: &rapi::WindowingStrategy, coders: &Coders) -> Result<A
         Err(e) if !is_known(&spec.urn) => {
             let merging = ws.merge_status == rapi::merge_status::Enum::NeedsMerge as i32;
             let coder = coders.get(&ws.window_coder_id).and_then(|c| c.spec.as_ref()).map_or("", |s| s.urn.as_str());
-            if merging {
-                return Err(format!("{e}, and its windows merge (Weir merges only Sessions)"));
-            }
             if coder != coder_urns::GLOBAL_WINDOW && coder != coder_urns::INTERVAL_WINDOW {
                 return Err(format!("{e}, and its windows are coded by {coder}, which Weir cannot read"));
             }
-            Ok(Arc::new(SdkWindows { spec_urn: spec.urn.clone(), payload: spec.payload.clone() }))
+            Ok(Arc::new(SdkWindows { spec: spec.clone(), merging, merger: None }))
         }
         Err(e) => Err(e),
     }

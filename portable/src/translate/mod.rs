@@ -14,6 +14,7 @@
 //!   harness runs.
 
 pub mod group_by_key;
+pub mod merge_windows;
 pub mod stage;
 pub mod stage_fn;
 pub mod test_stream;
@@ -53,7 +54,7 @@ pub struct Harnessed {
 pub fn translate(plan: &PortablePlan, harnessed: &Harnessed, pipeline: &Pipeline) -> Result<(), Error> {
     let proto = &plan.pipeline;
     let c = proto.components.as_ref().ok_or_else(|| Error::Translate("no components".into()))?;
-    let mut t = Translator { proto, c, h: harnessed, p: pipeline, pcs: HashMap::new() };
+    let mut t = Translator { proto, c, h: harnessed, p: pipeline, pcs: HashMap::new(), mergers: Default::default() };
     for (i, stage) in plan.stages.iter().enumerate() {
         t.stage(i, stage)?;
     }
@@ -75,6 +76,8 @@ struct Translator<'a> {
     /// The Weir PCollection of each proto PCollection made so far, by the PCollection and the
     /// one whose coder its values are in (itself, or a Flatten's output it was written for).
     pcs: HashMap<Carried, PCollection<Vec<u8>>>,
+    /// Per windowing strategy whose windows only the SDK can merge, the harnesses' merger.
+    mergers: std::cell::RefCell<HashMap<String, Arc<dyn windowing::SdkMerger>>>,
 }
 
 fn err(what: impl Into<String>) -> Error {
@@ -93,8 +96,49 @@ impl Translator<'_> {
 
     /// The Weir windowing strategy of PCollection `pc`.
     fn strategy(&self, pc: &str) -> Result<weir_sdk::window_fn::WindowingStrategy, Error> {
-        windowing::strategy(self.strategy_proto(pc)?, &self.c.coders)
-            .map_err(|e| err(format!("PCollection {}: {e}", crate::preprocess::pc_name(self.c, pc))))
+        let proto = self.strategy_proto(pc)?;
+        let mut s = windowing::strategy(proto, &self.c.coders)
+            .map_err(|e| err(format!("PCollection {}: {e}", crate::preprocess::pc_name(self.c, pc))))?;
+        let sdk = s.window_fn.as_any().downcast_ref::<windowing::SdkWindows>().filter(|w| w.merging).cloned();
+        if let Some(sdk) = sdk {
+            let merger = self.merger(&self.pcollection(pc)?.windowing_strategy_id, proto)?;
+            s.window_fn = Arc::new(windowing::SdkWindows { merger: Some(merger), ..sdk });
+        }
+        Ok(s)
+    }
+
+    /// The harnesses' merger of strategy `ws` (id `id`), whose windows only the SDK can merge:
+    /// on the harnesses of the strategy's environment (or else of any).
+    fn merger(&self, id: &str, ws: &rapi::WindowingStrategy) -> Result<Arc<dyn windowing::SdkMerger>, Error> {
+        if let Some(m) = self.mergers.borrow().get(id) {
+            return Ok(m.clone());
+        }
+        let mut envs: Vec<&String> = self.h.workers.keys().collect();
+        envs.sort();
+        let env_id = envs
+            .iter()
+            .find(|e| ***e == ws.environment_id)
+            .or(envs.first())
+            .ok_or_else(|| err("no SDK harness to merge windows on"))?;
+        let env = self.c.environments.get(*env_id).ok_or_else(|| err(format!("no environment '{env_id}'")))?;
+        let coder =
+            self.c.coders.get(&ws.window_coder_id).ok_or_else(|| err(format!("no coder '{}'", ws.window_coder_id)))?;
+        let spec = ws.window_fn.as_ref().ok_or_else(|| err("a windowing strategy without a window function"))?;
+        let window = match coder.spec.as_ref().map(|s| s.urn.as_str()) {
+            Some(weir_sdk::urns::coders::INTERVAL_WINDOW) => WindowCoderKind::Interval,
+            _ => WindowCoderKind::Global,
+        };
+        let merger: Arc<dyn windowing::SdkMerger> = Arc::new(merge_windows::HarnessMerger::new(
+            self.h,
+            (env_id.as_str(), env),
+            self.h.workers[*env_id].clone(),
+            spec,
+            (&ws.window_coder_id, coder),
+            window,
+            format!("merge-windows-{}", self.mergers.borrow().len()),
+        ));
+        self.mergers.borrow_mut().insert(id.to_string(), merger.clone());
+        Ok(merger)
     }
 
     /// The window coder of PCollection `pc`.

@@ -83,11 +83,45 @@ def run(argv=None):
             | "Regrouped" >> beam.Flatten()
             | "ListedGroups" >> beam.Map(
                 lambda kv: ("bylength", str(kv[0]), [kv[1]] if isinstance(kv[1], str) else sorted(kv[1]))))
+        # A window function of the user's own whose windows merge: the harness assigns and
+        # merges them, Weir groups.
+        own_sessions = (
+            stamped
+            | "OwnSessions" >> beam.WindowInto(_OwnSessions(4))
+            | "CountOwnSessions" >> beam.CombinePerKey(sum)
+            | "OwnWithWindow" >> beam.ParDo(_WithWindow())
+            | "OwnRewindow" >> beam.WindowInto(window.GlobalWindows()))
         # Flatten, of inputs with different coders (and one windowing, as Beam requires).
-        everything = (grouped, counts, tagged, windowed, mixed, regrouped) | "All" >> beam.Flatten()
+        everything = (grouped, counts, tagged, windowed, mixed, regrouped, own_sessions) | "All" >> beam.Flatten()
         (everything
          | "Json" >> beam.Map(lambda r: json.dumps(r, sort_keys=True))
          | "Write" >> beam.io.WriteToText(known.output))
+
+
+class _OwnSessions(window.WindowFn):
+    """Sessions of `gap` seconds, merged by the SDK (Weir does not know this function)."""
+
+    def __init__(self, gap):
+        self.gap = gap
+
+    def assign(self, context):
+        return [window.IntervalWindow(context.timestamp, context.timestamp + self.gap)]
+
+    def merge(self, merge_context):
+        run, end = [], None
+        for w in sorted(merge_context.windows, key=lambda w: w.start):
+            if run and w.start < end:
+                run.append(w)
+                end = max(end, w.end)
+                continue
+            if len(run) > 1:
+                merge_context.merge(run, window.IntervalWindow(run[0].start, end))
+            run, end = [w], w.end
+        if len(run) > 1:
+            merge_context.merge(run, window.IntervalWindow(run[0].start, end))
+
+    def get_window_coder(self):
+        return beam.coders.coders.IntervalWindowCoder()
 
 
 class _WithWindow(beam.DoFn):

@@ -114,7 +114,11 @@ impl GroupAlsoByWindow {
         }
         m.target.clear();
         m.target.extend_from_slice(new);
-        let merges = self.strategy.window_fn.merge_windows(&m.active);
+        let merges = self
+            .strategy
+            .window_fn
+            .try_merge_windows(&m.active)
+            .map_err(|e| weir_sdk::Error::execution(self.step.clone(), format!("merging windows failed: {e}")))?;
         m.results.clear();
         if merges.len() > 1 {
             for (_, merged) in &merges {
