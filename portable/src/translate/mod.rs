@@ -5,7 +5,10 @@
 //! windowing strategy read from the proto ([`crate::preprocess::windowing`]). One file per
 //! runner-side transform:
 //! - Impulse is Weir's impulse, its one empty byte array in the wire form of Beam's bytes coder,
-//!   Flatten Weir's flatten, and Reshuffle Weir's reshuffle (here);
+//!   and Flatten Weir's flatten (here);
+//! - [`reshuffle`] repartitions KVs by their key's bytes (a key's elements keep their order),
+//!   anything else evenly;
+//! - [`merge_windows`] has a harness merge the windows of a window function only the SDK knows;
 //! - [`group_by_key`] splits each KV's bytes into the key's and the value's, groups on the key's
 //!   bytes with Weir's own GroupByKey under the proto's windowing strategy, and writes each group
 //!   back as the key's bytes and an iterable of the values' bytes;
@@ -15,6 +18,7 @@
 
 pub mod group_by_key;
 pub mod merge_windows;
+pub mod reshuffle;
 pub mod stage;
 pub mod stage_fn;
 pub mod test_stream;
@@ -26,7 +30,6 @@ use std::time::Duration;
 use weir_sdk::coders::WindowCoderKind;
 use weir_sdk::transforms::flatten::Flatten;
 use weir_sdk::transforms::impulse::Impulse;
-use weir_sdk::transforms::reshuffle::Reshuffle;
 use weir_sdk::{Map, PCollection, PCollectionList, Pipeline};
 
 use crate::preprocess::windowing;
@@ -201,7 +204,17 @@ impl Translator<'_> {
                 }
                 vec![self.flatten(stage, out, &name)?]
             }
-            StageKind::Reshuffle => vec![self.one_input(stage)?.apply(&name, Reshuffle::via_random_key())],
+            StageKind::Reshuffle => {
+                let input = self.one_input(stage)?;
+                let out = stage.outputs.first().ok_or_else(|| err(format!("Reshuffle '{name}' has no output")))?;
+                let urn = stage.transforms.first().and_then(|t| self.c.transforms.get(t)).and_then(|t| t.spec.as_ref());
+                let arbitrary = urn.is_some_and(|s| s.urn == weir_sdk::urns::REDISTRIBUTE_ARBITRARILY);
+                let kv = match self.wire(&stage.inputs[0])? {
+                    kv @ Wire::Kv(..) if !arbitrary => Some(kv),
+                    _ => None,
+                };
+                vec![reshuffle::reshuffle(input, &name, kv, self.strategy(out)?)]
+            }
             StageKind::TestStream => self.test_stream(stage, &name)?,
             StageKind::GroupByKey { .. } => vec![self.group_by_key(stage, &name)?],
             StageKind::Sdk { environment } => {

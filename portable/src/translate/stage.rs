@@ -203,7 +203,7 @@ impl Translator<'_> {
 
 /// Routes KVs in their wire bytes by their key's bytes, as a stateful stage's state is keyed;
 /// with no KV form, routes values by all their bytes.
-struct WireKeys(Option<Wire>);
+pub(crate) struct WireKeys(pub(crate) Option<Wire>);
 
 impl KeyPartitioner for WireKeys {
     fn partition(&self, input: Batch, n: usize) -> Result<Vec<Batch>, CoderError> {
