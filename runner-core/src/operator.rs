@@ -116,6 +116,13 @@ pub trait Operator: Send {
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         Ok(Vec::new())
     }
+    /// What changed in the operator's state since the last call (entries written, keys of
+    /// entries removed, as [`Operator::state_entries`] encodes them), for an operator that
+    /// tracks its changes: its checkpoints then write only those. `None` for one that does not
+    /// (its store diffs every entry). A full snapshot calls it too, to start afresh.
+    fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        Ok(None)
+    }
     /// Spreads state entries, as `old.len()` partitions wrote them, over `n` partitions (a restart
     /// at another parallelism): keyed state goes to its key's partition
     /// ([`crate::checkpoint::spread_keyed`]). An operator with state that cannot move between

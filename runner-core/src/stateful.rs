@@ -36,6 +36,9 @@ struct Store {
     expiry: BTreeSet<(Timestamp, Vec<u8>, Window)>,
     /// Rows counted as updated since the last count, and the counts.
     counted: HashSet<Kw>,
+    /// Rows written or removed since the last checkpoint took them
+    /// ([`Operator::take_changed_entries`]).
+    dirty: HashSet<Kw>,
     changes: StateChanges,
 }
 
@@ -84,6 +87,7 @@ impl Store {
     }
 
     fn remove(&mut self, kw: &Kw, gc: Timestamp) {
+        self.dirty.insert(kw.clone());
         self.unindex(kw, gc);
         if self.states.remove(kw).is_some() {
             self.changes.removed += 1;
@@ -94,6 +98,7 @@ impl Store {
     /// written and still holds state (once per count), removed if it held state before and no
     /// longer does.
     fn count(&mut self, kw: &Kw, existed: bool, fired: bool) {
+        self.dirty.insert(kw.clone());
         let (exists, changed) = match self.states.get_mut(kw) {
             Some(s) => (!s.is_empty(), s.take_changed() || fired),
             None => (false, false),
@@ -362,6 +367,27 @@ impl Operator for StatefulParDoOperator {
             out.push((crate::checkpoint::entry_key(step, key, window)?, crate::checkpoint::encode(step, state)?));
         }
         Ok(out)
+    }
+
+    fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        let step = self.runner.step();
+        let meta = (
+            self.input_watermark,
+            self.processing_time,
+            self.dropped.late,
+            self.pushback.snapshot()?,
+            self.sides.snapshot()?,
+        );
+        let mut written = vec![(Vec::new(), crate::checkpoint::encode(step, &meta)?)];
+        let mut removed = Vec::new();
+        for kw in std::mem::take(&mut self.store.dirty) {
+            let entry = crate::checkpoint::entry_key(step, &kw.0, &kw.1)?;
+            match self.store.states.get(&kw) {
+                Some(state) => written.push((entry, crate::checkpoint::encode(step, state)?)),
+                None => removed.push(entry),
+            }
+        }
+        Ok(Some((written, removed)))
     }
 
     /// By key; each new partition's bookkeeping is the lowest watermark, the latest processing

@@ -28,7 +28,18 @@ fn child_from(
     options: &str,
     source: &str,
 ) -> Output {
+    child_shaped(checkpoint, out, crash, (variant, options, source), "sum")
+}
+
+fn child_shaped(
+    checkpoint: &Path,
+    out: &Path,
+    crash: Option<&str>,
+    (variant, options, source): (bool, &str, &str),
+    shape: &str,
+) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_recovery_child"));
+    cmd.env("WEIR_CHILD_SHAPE", shape);
     cmd.env("WEIR_CHILD_OPTIONS", options);
     cmd.env("WEIR_CHILD_SOURCE", source);
     cmd.arg(checkpoint).arg(out).arg(EVENTS.to_string());
@@ -100,6 +111,23 @@ fn crash_at_every_phase_recovers_exactly_once() {
             ok(&child(&cp, &out, None, false));
             assert_eq!(output(&out), expected(), "after a crash at {point} of batch {batch}");
         }
+    }
+}
+
+/// A stateful DoFn's state is checkpointed as what each batch changed (issue 52): written,
+/// read and removed every batch, it is restored exactly from a snapshot and the deltas after
+/// it, whatever phase of a batch the crash hit.
+#[test]
+fn a_stateful_dofn_s_changes_recover_exactly_once() {
+    for (point, batch) in [("state-commit", 6), ("sink-commit", 9), ("commit-log", 13)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+        // Snapshots every 5 batches: the crash comes after deltas.
+        let opts = (false, "--state-snapshot-interval 5", "unbounded");
+        let crashed = child_shaped(&cp, &out, Some(&format!("{point}:{batch}")), opts, "stateful");
+        assert!(!crashed.status.success(), "{point}:{batch} did not crash");
+        ok(&child_shaped(&cp, &out, None, opts, "stateful"));
+        assert_eq!(output(&out), expected(), "after a crash at {point} of batch {batch}");
     }
 }
 

@@ -52,11 +52,18 @@ pub struct StateFile {
     pub bytes: u64,
 }
 
-/// What one operator partition committed last: entry key to a hash of its value.
+/// What one operator partition committed last: entry key to a hash of its value, for an
+/// operator that does not report what it changed ([`crate::operator::Operator::take_changed_entries`]);
+/// one that does is never diffed (`tracked`).
 #[derive(Default)]
 pub struct StoreVersion {
     last: HashMap<Vec<u8>, u64>,
+    tracked: bool,
 }
+
+/// What an operator changed since its last commit: the entries it wrote, and the keys of the
+/// entries it removed.
+pub type ChangedEntries = (Vec<(Vec<u8>, Vec<u8>)>, Vec<Vec<u8>>);
 
 fn hash(v: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -166,7 +173,7 @@ fn decode_rows(path: &str, data: Vec<u8>, entries: usize) -> Result<Rows> {
 impl StoreVersion {
     /// The committed version restored from `entries`.
     pub fn from_entries(entries: &[(Vec<u8>, Vec<u8>)]) -> Self {
-        StoreVersion { last: entries.iter().map(|(k, v)| (k.clone(), hash(v))).collect() }
+        StoreVersion { last: entries.iter().map(|(k, v)| (k.clone(), hash(v))).collect(), tracked: false }
     }
 
     /// This batch's version of the partition's state (`entries`): everything when `snapshot`,
@@ -179,10 +186,14 @@ impl StoreVersion {
         entries: Vec<(Vec<u8>, Vec<u8>)>,
         snapshot: bool,
     ) -> Result<Option<(StateFile, Vec<u8>)>> {
-        if entries.is_empty() && self.last.is_empty() {
+        if entries.is_empty() && self.last.is_empty() && !(snapshot && self.tracked) {
             return Ok(None);
         }
-        let next: HashMap<Vec<u8>, u64> = entries.iter().map(|(k, v)| (k.clone(), hash(v))).collect();
+        // An operator that reports its changes is not diffed: its snapshot is hashed for nothing.
+        let next: HashMap<Vec<u8>, u64> = match self.tracked {
+            true => HashMap::new(),
+            false => entries.iter().map(|(k, v)| (k.clone(), hash(v))).collect(),
+        };
         let mut rows: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
         if snapshot {
             rows.extend(entries.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
@@ -201,26 +212,58 @@ impl StoreVersion {
                 return Ok(None);
             }
         }
-        let kind = if snapshot { FileKind::Snapshot } else { FileKind::Delta };
-        let safe: String = node.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        let file = format!(
-            "{safe}-{:08x}-{partition}.{}.arrow",
-            crc32fast::hash(node.as_bytes()),
-            if snapshot { "snapshot" } else { "delta" }
-        );
-        let bytes = to_arrow(&file, &rows)?;
-        let entry = StateFile {
-            node: node.to_string(),
-            partition,
-            kind,
-            file,
-            crc32: crc32fast::hash(&bytes),
-            entries: rows.len(),
-            bytes: bytes.len() as u64,
-        };
+        let written = write_rows(node, partition, &rows, snapshot)?;
         self.last = next;
-        Ok(Some((entry, bytes)))
+        Ok(Some(written))
     }
+
+    /// A delta of what an operator reports it `changed` since its last commit: nothing else is
+    /// encoded, hashed or compared (the cost follows what changed, not the state's size). From
+    /// then on the store is not diffed.
+    pub fn commit_changes(
+        &mut self,
+        node: &str,
+        partition: usize,
+        (written, removed): ChangedEntries,
+    ) -> Result<Option<(StateFile, Vec<u8>)>> {
+        self.tracked = true;
+        self.last = HashMap::new();
+        if written.is_empty() && removed.is_empty() {
+            return Ok(None);
+        }
+        let mut rows: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(written.len() + removed.len());
+        rows.extend(written.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))));
+        rows.extend(removed.iter().map(|k| (k.as_slice(), None)));
+        write_rows(node, partition, &rows, false).map(Some)
+    }
+}
+
+/// A state file of `rows` (a value, or `None` for a removal) of partition `partition` of
+/// `node`: its manifest entry and its bytes.
+fn write_rows(
+    node: &str,
+    partition: usize,
+    rows: &[(&[u8], Option<&[u8]>)],
+    snapshot: bool,
+) -> Result<(StateFile, Vec<u8>)> {
+    let kind = if snapshot { FileKind::Snapshot } else { FileKind::Delta };
+    let safe: String = node.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let file = format!(
+        "{safe}-{:08x}-{partition}.{}.arrow",
+        crc32fast::hash(node.as_bytes()),
+        if snapshot { "snapshot" } else { "delta" }
+    );
+    let bytes = to_arrow(&file, rows)?;
+    let entry = StateFile {
+        node: node.to_string(),
+        partition,
+        kind,
+        file,
+        crc32: crc32fast::hash(&bytes),
+        entries: rows.len(),
+        bytes: bytes.len() as u64,
+    };
+    Ok((entry, bytes))
 }
 
 /// Applies a file's rows to an entry map (a snapshot replaces it, a delta updates it).

@@ -512,11 +512,13 @@ impl NodeShare {
         let mut out = Vec::with_capacity(self.members.len());
         for k in 0..self.members.len() {
             let began = std::time::Instant::now();
-            let file = match self.op_of(k) {
-                Some(op) => {
-                    let entries = op.state_entries()?;
-                    self.stores[k].commit(&self.names[k], self.partition, entries, snapshot)?
-                }
+            let (name, partition) = (&self.names[k], self.partition);
+            let file = match self.ops.get_mut(k) {
+                // An operator that tracks its changes writes only those between snapshots.
+                Some(op) => match (snapshot, op.take_changed_entries()?) {
+                    (false, Some(changed)) => self.stores[k].commit_changes(name, partition, changed)?,
+                    _ => self.stores[k].commit(name, partition, op.state_entries()?, snapshot)?,
+                },
                 None => None,
             };
             let encode_time = began.elapsed();

@@ -6,7 +6,10 @@
 //! `WEIR_CRASH_AT` (see the runner's fault points); the `variant` argument builds a pipeline with a
 //! different stateful shape, which a checkpoint of the normal one must refuse. With
 //! `WEIR_CHILD_SOURCE=bounded` the numbers come from a bounded `GenerateSequence` instead, and
-//! with `WEIR_CHILD_SOURCE=splittable` from a splittable DoFn that claims seven per call.
+//! with `WEIR_CHILD_SOURCE=splittable` from a splittable DoFn that claims seven per call. With
+//! `WEIR_CHILD_SHAPE=stateful` the sums come from a stateful DoFn instead (a value per key and
+//! window, emitted and cleared by an event-time timer at the window's end): the same output,
+//! from state that is written, read and removed every batch.
 
 use std::time::Duration;
 use weir_sdk::io::{ReadUnbounded, WriteJsonLines};
@@ -14,6 +17,31 @@ use weir_sdk::prelude::*;
 use weir_sdk::splittable::SplittableParDo;
 use weir_tests::sources::Numbers;
 use weir_tests::SevenAtATime;
+
+/// Sums a key's values in a window in value state, and emits the sum when the window ends.
+#[derive(Clone)]
+struct StatefulSum;
+
+impl DoFn for StatefulSum {
+    type In = KV<i64, i64>;
+    type Out = KV<i64, i64>;
+    fn process(&mut self, kv: KV<i64, i64>, ctx: &mut ProcessContext<'_, KV<i64, i64>>) -> UserResult {
+        let sum = ctx.value_state::<i64>("sum").read()?.unwrap_or(0) + kv.value;
+        ctx.value_state::<i64>("sum").write(&sum)?;
+        let end = ctx.window().max_timestamp();
+        ctx.timer("end", weir_sdk::state::TimeDomain::EventTime).set(end)
+    }
+    fn on_timer(
+        &mut self,
+        _: &weir_sdk::do_fn::TimerFiring,
+        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, KV<i64, i64>>,
+    ) -> UserResult {
+        let sum = ctx.value_state::<i64>("sum").read()?.unwrap_or(0);
+        ctx.value_state::<i64>("sum").clear()?;
+        let key: i64 = ctx.key()?;
+        ctx.output(KV::new(key, sum))
+    }
+}
 
 #[derive(Clone)]
 struct Render;
@@ -100,8 +128,11 @@ fn main() {
     let windowed = numbers
         .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(window_ms))))
         .apply("Key", Map::new(|i: i64| KV::new(i % 3, i)));
+    let stateful = std::env::var("WEIR_CHILD_SHAPE").is_ok_and(|s| s == "stateful");
     let summed = if args.get(4).map(String::as_str) == Some("variant") {
         windowed.apply("Max", Max::per_key())
+    } else if stateful {
+        windowed.apply("StatefulSum", ParDo::stateful(StatefulSum))
     } else {
         windowed.apply("Sum", Sum::per_key())
     };
