@@ -189,6 +189,19 @@ impl StatefulParDoOperator {
         self.store.states.iter().map(|(k, s)| k.0.len() + s.size_bytes()).sum()
     }
 
+    /// The entry of the operator's own bookkeeping (watermark, processing time, drops, elements
+    /// waiting for side inputs, the side inputs), under the empty key.
+    fn bookkeeping_entry(&self) -> Result<(Vec<u8>, Vec<u8>)> {
+        let meta = (
+            self.input_watermark,
+            self.processing_time,
+            self.dropped.late,
+            self.pushback.snapshot()?,
+            self.sides.snapshot()?,
+        );
+        Ok((Vec::new(), crate::checkpoint::encode(self.runner.step(), &meta)?))
+    }
+
     /// The watermark windows expire at: the input watermark, held back by deferred input not
     /// yet run (a window the operator still owes itself input for is not done), unless the job
     /// is being drained (the deferred input is then cut short at expiry).
@@ -355,14 +368,7 @@ impl Operator for StatefulParDoOperator {
 
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let step = self.runner.step();
-        let meta = (
-            self.input_watermark,
-            self.processing_time,
-            self.dropped.late,
-            self.pushback.snapshot()?,
-            self.sides.snapshot()?,
-        );
-        let mut out = vec![(Vec::new(), crate::checkpoint::encode(step, &meta)?)];
+        let mut out = vec![self.bookkeeping_entry()?];
         for ((key, window), state) in &self.store.states {
             out.push((crate::checkpoint::entry_key(step, key, window)?, crate::checkpoint::encode(step, state)?));
         }
@@ -370,15 +376,8 @@ impl Operator for StatefulParDoOperator {
     }
 
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        let mut written = vec![self.bookkeeping_entry()?];
         let step = self.runner.step();
-        let meta = (
-            self.input_watermark,
-            self.processing_time,
-            self.dropped.late,
-            self.pushback.snapshot()?,
-            self.sides.snapshot()?,
-        );
-        let mut written = vec![(Vec::new(), crate::checkpoint::encode(step, &meta)?)];
         let mut removed = Vec::new();
         for kw in std::mem::take(&mut self.store.dirty) {
             let entry = crate::checkpoint::entry_key(step, &kw.0, &kw.1)?;
