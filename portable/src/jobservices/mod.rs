@@ -4,8 +4,11 @@
 //!   GetJobMetrics, GetJobs, GetPipeline), and the finished jobs it remembers;
 //! - [`job`]: one job, from Prepare (the pipeline preprocessed, refused with the transform named
 //!   when Weir cannot run it) through Run (on a thread, or a process group of its own when the
-//!   runner has several processes) to its end, with its messages and metrics.
+//!   runner has several processes) to its end, with its messages and metrics;
+//! - [`options`]: a job's Weir flags, the server's with those its pipeline options give;
+//! - [`artifacts`]: artifact staging and retrieval over a store content-addressed by sha256.
 
 pub mod artifacts;
 pub mod job;
+pub mod options;
 pub mod service;
