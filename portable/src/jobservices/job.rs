@@ -26,9 +26,9 @@ use crate::worker::harness::{Harnesses, Launch};
 use crate::worker::FnServer;
 use crate::Error;
 
+pub use super::options::{job_weir_args, option_name, several_processes, WEIR_OPTION_PREFIX};
 pub use japi::job_message::MessageImportance as Importance;
 pub use japi::job_state::Enum as JobState;
-pub use super::options::{job_weir_args, option_name, several_processes, WEIR_OPTION_PREFIX};
 
 /// How the job server runs jobs.
 #[derive(Debug, Clone)]

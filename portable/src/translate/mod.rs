@@ -8,7 +8,8 @@
 //!   and Flatten Weir's flatten (here);
 //! - [`reshuffle`] repartitions KVs by their key's bytes (a key's elements keep their order),
 //!   anything else evenly;
-//! - [`merge_windows`] has a harness merge the windows of a window function only the SDK knows;
+//! - [`sdk_windows`] asks a harness what only the SDK knows of windows: the merges of a window
+//!   function of the user's own, and which side input window a main window reads;
 //! - [`group_by_key`] splits each KV's bytes into the key's and the value's, groups on the key's
 //!   bytes with Weir's own GroupByKey under the proto's windowing strategy, and writes each group
 //!   back as the key's bytes and an iterable of the values' bytes;
@@ -17,8 +18,8 @@
 //!   harness runs.
 
 pub mod group_by_key;
-pub mod merge_windows;
 pub mod reshuffle;
+pub mod sdk_windows;
 pub mod stage;
 pub mod stage_fn;
 pub mod test_stream;
@@ -57,7 +58,15 @@ pub struct Harnessed {
 pub fn translate(plan: &PortablePlan, harnessed: &Harnessed, pipeline: &Pipeline) -> Result<(), Error> {
     let proto = &plan.pipeline;
     let c = proto.components.as_ref().ok_or_else(|| Error::Translate("no components".into()))?;
-    let mut t = Translator { proto, c, h: harnessed, p: pipeline, pcs: HashMap::new(), mergers: Default::default() };
+    let mut t = Translator {
+        proto,
+        c,
+        h: harnessed,
+        p: pipeline,
+        pcs: HashMap::new(),
+        mergers: Default::default(),
+        mapped: Default::default(),
+    };
     for (i, stage) in plan.stages.iter().enumerate() {
         t.stage(i, stage)?;
     }
@@ -81,6 +90,8 @@ struct Translator<'a> {
     pcs: HashMap<Carried, PCollection<Vec<u8>>>,
     /// Per windowing strategy whose windows only the SDK can merge, the harnesses' merger.
     mergers: std::cell::RefCell<HashMap<String, Arc<dyn windowing::SdkMerger>>>,
+    /// How many side input window mappings were made (for their descriptors' ids).
+    mapped: std::cell::Cell<usize>,
 }
 
 fn err(what: impl Into<String>) -> Error {
@@ -116,32 +127,39 @@ impl Translator<'_> {
         if let Some(m) = self.mergers.borrow().get(id) {
             return Ok(m.clone());
         }
-        let mut envs: Vec<&String> = self.h.workers.keys().collect();
-        envs.sort();
-        let env_id = envs
-            .iter()
-            .find(|e| ***e == ws.environment_id)
-            .or(envs.first())
-            .ok_or_else(|| err("no SDK harness to merge windows on"))?;
-        let env = self.c.environments.get(*env_id).ok_or_else(|| err(format!("no environment '{env_id}'")))?;
-        let coder =
-            self.c.coders.get(&ws.window_coder_id).ok_or_else(|| err(format!("no coder '{}'", ws.window_coder_id)))?;
+        let (env, workers) = self.harnesses_of(&ws.environment_id)?;
         let spec = ws.window_fn.as_ref().ok_or_else(|| err("a windowing strategy without a window function"))?;
-        let window = match coder.spec.as_ref().map(|s| s.urn.as_str()) {
-            Some(weir_sdk::urns::coders::INTERVAL_WINDOW) => WindowCoderKind::Interval,
-            _ => WindowCoderKind::Global,
-        };
-        let merger: Arc<dyn windowing::SdkMerger> = Arc::new(merge_windows::HarnessMerger::new(
+        let merger: Arc<dyn windowing::SdkMerger> = Arc::new(sdk_windows::HarnessMerger::new(
             self.h,
-            (env_id.as_str(), env),
-            self.h.workers[*env_id].clone(),
+            env,
+            workers,
             spec,
-            (&ws.window_coder_id, coder),
-            window,
+            self.window_coder_of(ws)?,
             format!("merge-windows-{}", self.mergers.borrow().len()),
         ));
         self.mergers.borrow_mut().insert(id.to_string(), merger.clone());
         Ok(merger)
+    }
+
+    /// The window coder of strategy `ws`, as the harnesses and Weir read it.
+    fn window_coder_of<'s>(&'s self, ws: &'s rapi::WindowingStrategy) -> Result<sdk_windows::WindowCoder<'s>, Error> {
+        let coder =
+            self.c.coders.get(&ws.window_coder_id).ok_or_else(|| err(format!("no coder '{}'", ws.window_coder_id)))?;
+        let kind = match coder.spec.as_ref().map(|s| s.urn.as_str()) {
+            Some(weir_sdk::urns::coders::INTERVAL_WINDOW) => WindowCoderKind::Interval,
+            Some(weir_sdk::urns::coders::GLOBAL_WINDOW) => WindowCoderKind::Global,
+            other => return Err(err(format!("windows of coder {other:?}, which Weir cannot read"))),
+        };
+        Ok(sdk_windows::WindowCoder { id: &ws.window_coder_id, coder, kind })
+    }
+
+    /// The harnesses of environment `id` (or, if it has none, of any), with the environment.
+    fn harnesses_of(&self, id: &str) -> Result<((&str, &rapi::Environment), Vec<String>), Error> {
+        let mut envs: Vec<&String> = self.h.workers.keys().collect();
+        envs.sort();
+        let env_id = envs.iter().find(|e| **e == id).or(envs.first()).ok_or_else(|| err("no SDK harness to ask"))?;
+        let env = self.c.environments.get(*env_id).ok_or_else(|| err(format!("no environment '{env_id}'")))?;
+        Ok(((env_id.as_str(), env), self.h.workers[*env_id].clone()))
     }
 
     /// The window coder of PCollection `pc`.

@@ -10,6 +10,7 @@ use prost::Message;
 use weir_sdk::coders::CoderError;
 use weir_sdk::kernel::{Batch, ErasedDoFn, KeyPartitioner, SideInputSpec};
 use weir_sdk::urns::side_inputs;
+use weir_sdk::window_fn::WindowFn;
 use weir_sdk::ErasedParDo;
 
 use super::stage_fn::port_coder;
@@ -182,10 +183,10 @@ impl Translator<'_> {
                     return Err(err(format!("side input '{local}' of '{}': access pattern {other}", t.unique_name)))
                 }
             };
-            // A main window maps to the side input's window that holds its end. SDKs send the
-            // mapping as their own code (Beam Python pickles it), but every mapping an SDK
-            // offers is that of the side input's window function, which Weir knows.
-            let window_fn = self.strategy(pc)?.window_fn;
+            // Which side window a main window reads is the SDK's own code (the side input's
+            // mapping function): the harness asks for that window, so Weir asks the harness
+            // too (once per main window). A global side input needs no asking.
+            let window_fn = self.side_window_fn(t, &stage.inputs, pc, side)?;
             let view_id = format!("{transform}/{local}");
             specs.push(SideInputSpec {
                 view_id: view_id.clone(),
@@ -198,6 +199,38 @@ impl Translator<'_> {
             sides.push(StageSide { transform: transform.clone(), local: local.clone(), view_id, window_fn });
         }
         Ok((sides, specs))
+    }
+}
+
+impl Translator<'_> {
+    /// The window function of side input `pc` of transform `t` (reading main input `inputs`),
+    /// its side windows mapped from main windows as the SDK maps them.
+    fn side_window_fn(
+        &self,
+        t: &rapi::PTransform,
+        inputs: &[String],
+        pc: &str,
+        side: &rapi::SideInput,
+    ) -> Result<Arc<dyn WindowFn>, Error> {
+        let strategy = self.strategy(pc)?;
+        let (Some(mapping), Some(main_pc), false) =
+            (side.window_mapping_fn.as_ref(), inputs.first(), strategy.is_global())
+        else {
+            return Ok(strategy.window_fn);
+        };
+        let window_fn = strategy.window_fn;
+        let side_coder = self.window_coder_of(self.strategy_proto(pc)?)?;
+        let main_ws = self.strategy_proto(main_pc)?;
+        let n = self.mapped.get();
+        self.mapped.set(n + 1);
+        Ok(Arc::new(crate::translate::sdk_windows::MappedBySdk::new(
+            self.h,
+            self.harnesses_of(&t.environment_id)?,
+            window_fn,
+            mapping,
+            (self.window_coder_of(main_ws)?, side_coder),
+            format!("map-windows-{n}"),
+        )))
     }
 }
 
