@@ -135,12 +135,9 @@ pub(crate) fn resolve(t: &TimelyOptions) -> Result<TimelyOptions> {
 /// Starts processes 1..n of a local cluster on free ports of 127.0.0.1.
 fn start(n: usize) -> Result<LocalCluster> {
     let fail = |m: String| Error::Execution { step: "timely cluster".into(), message: m };
-    // Free ports: bound and released at once (timely binds them again).
+    // Free ports: bound and released at once (each process binds its own again).
+    let listeners = free_listeners(n).map_err(|e| fail(format!("cannot find free ports on 127.0.0.1: {e}")))?;
     let mut ports = Vec::with_capacity(n);
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<std::io::Result<_>>()
-        .map_err(|e| fail(format!("cannot find free ports on 127.0.0.1: {e}")))?;
     for l in &listeners {
         ports.push(l.local_addr().map_err(|e| fail(e.to_string()))?.port());
     }
@@ -164,6 +161,33 @@ fn start(n: usize) -> Result<LocalCluster> {
     }
     tracing::info!(processes = n, addresses = %addresses.join(","), "started a local timely cluster");
     Ok(LocalCluster { processes: n, addresses, children })
+}
+
+/// `n` listeners on free ports of 127.0.0.1 below the system's ephemeral range. Between their
+/// release and each process binding its port again, a port of the ephemeral range may be
+/// taken: by any outgoing connection's local end, or by anything bound to port 0 (a harness, a
+/// job server). Ports below it are taken only by name. Falls back to any free port.
+fn free_listeners(n: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    use rand::Rng;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = 10_000u16.min(ephemeral / 2).max(1024);
+    let mut rng = rand::rng();
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n * 64 {
+        if out.len() == n || ephemeral <= low {
+            break;
+        }
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", rng.random_range(low..ephemeral))) {
+            out.push(l);
+        }
+    }
+    while out.len() < n {
+        out.push(std::net::TcpListener::bind("127.0.0.1:0")?);
+    }
+    Ok(out)
 }
 
 /// In a local cluster's child: exits once the process that started it is gone, and drains the
