@@ -155,7 +155,13 @@ fn start_command(
     worker: &str,
 ) -> Result<Arc<Mutex<Child>>, Error> {
     let address = server.address();
+    // Its own working directory: Beam's Java boot writes files there (a pathing jar, the
+    // options), which must not land in the job server's, nor clash with another harness's.
+    let cwd = dir.join(worker.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_"));
+    std::fs::create_dir_all(&cwd)
+        .map_err(|e| Error::Launch(format!("cannot make a directory for harness '{worker}': {e}")))?;
     let child = Command::new(program)
+        .current_dir(&cwd)
         .arg(format!("--id={worker}"))
         .arg(format!("--provision_endpoint={address}"))
         .arg(format!("--control_endpoint={address}"))
