@@ -58,6 +58,18 @@ struct HarnessCall {
 }
 
 impl HarnessCall {
+    /// Bundles of `descriptor` on `workers`, served by `h`.
+    fn new(h: &super::Harnessed, workers: Vec<String>, descriptor: fapi::ProcessBundleDescriptor) -> Self {
+        HarnessCall {
+            server: h.server.clone(),
+            workers,
+            descriptor,
+            timeout: h.timeout,
+            next: AtomicUsize::new(0),
+            nonce: AtomicU64::new(0),
+        }
+    }
+
     /// `value` (the encoded value of the input KV) through the transform: the encoded value
     /// of the output KV.
     fn call(&self, value: &[u8]) -> Result<Vec<u8>, String> {
@@ -131,14 +143,7 @@ impl HarnessMerger {
         ];
         let spec = rapi::FunctionSpec { urn: urns::MERGE_WINDOWS.into(), payload: window_fn.encode_to_vec() };
         let descriptor = describe(h.server.address(), env, spec, coders, ("weir_windows", "weir_merged"), id);
-        let call = HarnessCall {
-            server: h.server.clone(),
-            workers,
-            descriptor,
-            timeout: h.timeout,
-            next: AtomicUsize::new(0),
-            nonce: AtomicU64::new(0),
-        };
+        let call = HarnessCall::new(h, workers, descriptor);
         HarnessMerger { call, window: window.kind }
     }
 
@@ -204,14 +209,7 @@ impl MappedBySdk {
         let coders = vec![(main.id.to_string(), main.coder.clone()), (side.id.to_string(), side.coder.clone())];
         let spec = rapi::FunctionSpec { urn: urns::MAP_WINDOWS.into(), payload: mapping_fn.encode_to_vec() };
         let descriptor = describe(h.server.address(), env, spec, coders, (main.id, side.id), id);
-        let call = HarnessCall {
-            server: h.server.clone(),
-            workers,
-            descriptor,
-            timeout: h.timeout,
-            next: AtomicUsize::new(0),
-            nonce: AtomicU64::new(0),
-        };
+        let call = HarnessCall::new(h, workers, descriptor);
         MappedBySdk { inner, call, side: side.kind, mapped: Mutex::new(HashMap::new()) }
     }
 }
