@@ -37,8 +37,9 @@ struct Store {
     /// Rows counted as updated since the last count, and the counts.
     counted: HashSet<Kw>,
     /// Rows written or removed since the last checkpoint took them
-    /// ([`Operator::take_changed_entries`]).
-    dirty: HashSet<Kw>,
+    /// ([`Operator::take_changed_entries`]); not kept until a checkpoint first asks (a run
+    /// without checkpoints would keep every key it ever touched).
+    dirty: Option<HashSet<Kw>>,
     changes: StateChanges,
 }
 
@@ -87,7 +88,7 @@ impl Store {
     }
 
     fn remove(&mut self, kw: &Kw, gc: Timestamp) {
-        self.dirty.insert(kw.clone());
+        self.mark(kw);
         self.unindex(kw, gc);
         if self.states.remove(kw).is_some() {
             self.changes.removed += 1;
@@ -97,8 +98,15 @@ impl Store {
     /// Counts what happened to a row user code (or a timer firing) touched: updated if it was
     /// written and still holds state (once per count), removed if it held state before and no
     /// longer does.
+    /// Notes that `kw`'s row may have changed, for the next delta.
+    fn mark(&mut self, kw: &Kw) {
+        if let Some(dirty) = &mut self.dirty {
+            dirty.insert(kw.clone());
+        }
+    }
+
     fn count(&mut self, kw: &Kw, existed: bool, fired: bool) {
-        self.dirty.insert(kw.clone());
+        self.mark(kw);
         let (exists, changed) = match self.states.get_mut(kw) {
             Some(s) => (!s.is_empty(), s.take_changed() || fired),
             None => (false, false),
@@ -376,10 +384,12 @@ impl Operator for StatefulParDoOperator {
     }
 
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        // Changes are kept from the first checkpoint on; that one diffs everything.
+        let Some(dirty) = self.store.dirty.replace(HashSet::new()) else { return Ok(None) };
         let mut written = vec![self.bookkeeping_entry()?];
         let step = self.runner.step();
         let mut removed = Vec::new();
-        for kw in std::mem::take(&mut self.store.dirty) {
+        for kw in dirty {
             let entry = crate::checkpoint::entry_key(step, &kw.0, &kw.1)?;
             match self.store.states.get(&kw) {
                 Some(state) => written.push((entry, crate::checkpoint::encode(step, state)?)),

@@ -339,9 +339,9 @@ impl StageFn {
         let mut last = None;
         for attempt in attempt..attempts {
             let at = (first + attempt) % attempts;
-            // Only an attempt that may be followed by another keeps its own copy of the input.
-            let retry = (attempt + 1 < attempts).then(|| input.clone());
-            let data = retry.clone().unwrap_or_else(|| std::mem::take(&mut input));
+            // Only an attempt that may be followed by another sends a copy of the input.
+            let last_try = attempt + 1 == attempts;
+            let data = if last_try { std::mem::take(&mut input) } else { input.clone() };
             let cache_token = stateful.then(|| self.cache_token.clone());
             let began = std::time::Instant::now();
             let awaited = rt.awaited();
@@ -353,13 +353,13 @@ impl StageFn {
                 cache_token,
                 rt.timeout,
             ) {
-                Ok(started) => return Ok(InFlight { started, retry, sides, first, attempt, bytes, began }),
+                Ok(started) => {
+                    let retry = (!last_try).then_some(input);
+                    return Ok(InFlight { started, retry, sides, first, attempt, bytes, began });
+                }
                 Err(e) => {
                     tracing::warn!("bundle of stage {} not sent, trying another harness: {e}", rt.descriptor.id);
                     last = Some(e);
-                    if let Some(again) = retry {
-                        input = again;
-                    }
                 }
             }
         }
