@@ -126,6 +126,33 @@ fn twenty_random_kills_of_either_process_recover_exactly_once() {
     }
 }
 
+/// Issue 52: on a cluster, commits write deltas, each worker folds its own into snapshots in the
+/// background, and the commits name every worker's latest; a killed run resumes from them, and
+/// the epochs before the earliest are retired.
+#[test]
+fn background_snapshots_of_every_worker_are_resumed_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = reference(dir.path(), "3");
+    let (out, cp) = (dir.path().join("out"), dir.path().join("cp"));
+    let flags =
+        ["--checkpoint-dir", cp.to_str().unwrap(), "--state-snapshot-interval", "3", "--min-batches-to-retain", "1"];
+    let a = args(&out, &flags);
+    run_with_kills(&a, &[], 2, 0x5a9);
+    assert!(results(&out) == expected, "{:#?}", differences(&expected, &results(&out)));
+    let mut kept: Vec<u64> = std::fs::read_dir(cp.join("state"))
+        .unwrap()
+        .flatten()
+        .filter_map(|d| d.file_name().to_str()?.parse().ok())
+        .collect();
+    kept.sort_unstable();
+    assert!(kept.len() > 1 && kept[0] > 0, "nothing retired: {kept:?}");
+    let workers = std::fs::read_dir(cp.join("state").join(kept[0].to_string())).unwrap().count();
+    for w in 0..workers {
+        let made = kept.iter().filter(|e| cp.join(format!("state/{e}/{w}/snapshot.json")).exists()).count();
+        assert!(made > 0, "worker {w} has no background snapshot in {kept:?}");
+    }
+}
+
 /// Damage of every kind is refused with the file named, before anything runs.
 #[test]
 fn damaged_or_mismatched_checkpoints_are_refused() {

@@ -44,6 +44,9 @@ pub struct DedupOperator {
     input_watermark: Timestamp,
     dropped: DropCounts,
     changes: StateChanges,
+    /// Keys and windows remembered or forgotten since a checkpoint last took them
+    /// ([`Operator::take_changed_entries`]); not kept until a checkpoint first asks.
+    dirty: Option<hashbrown::HashSet<(Key, Window)>>,
 }
 
 impl DedupOperator {
@@ -60,6 +63,7 @@ impl DedupOperator {
             input_watermark: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
             changes: StateChanges::default(),
+            dirty: None,
         }
     }
 
@@ -94,6 +98,9 @@ impl Operator for DedupOperator {
             })
             .with_step(&self.step)?;
         for (key, window, expires) in new {
+            if let Some(dirty) = &mut self.dirty {
+                dirty.insert((key.clone(), window));
+            }
             self.expiry.entry(expires).or_default().push((key, window));
         }
         Ok(vec![kept])
@@ -112,6 +119,9 @@ impl Operator for DedupOperator {
                 if self.seen.get(&k) == Some(&expires) {
                     self.seen.remove(&k);
                     self.changes.removed += 1;
+                    if let Some(dirty) = &mut self.dirty {
+                        dirty.insert(k);
+                    }
                 }
             }
         }
@@ -146,9 +156,26 @@ impl Operator for DedupOperator {
         })
     }
 
+    fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        let Some(dirty) = self.dirty.replace(hashbrown::HashSet::new()) else { return Ok(None) };
+        let meta = crate::checkpoint::encode(&self.step, &(self.input_watermark, self.dropped.late))?;
+        let (mut written, mut removed) = (vec![(Vec::new(), meta)], Vec::new());
+        for (key, window) in dirty {
+            let entry = crate::checkpoint::entry_key(&self.step, &key, &window)?;
+            match self.seen.get(&(key, window)) {
+                Some(expires) => written.push((entry, crate::checkpoint::encode(&self.step, expires)?)),
+                None => removed.push(entry),
+            }
+        }
+        Ok(Some((written, removed)))
+    }
+
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.seen.clear();
         self.expiry.clear();
+        if let Some(dirty) = &mut self.dirty {
+            dirty.clear();
+        }
         for (entry, value) in entries {
             if entry.is_empty() {
                 let (wm, late): (Timestamp, u64) = crate::checkpoint::decode(&self.step, &value)?;
@@ -213,12 +240,16 @@ mod tests {
         let metrics = MetricsContainerImpl::new();
         let ctx = OpContext { processing_time: 0, metrics: &metrics, draining: false };
         let mut op = operator();
+        let mut committed = crate::operator::testing::Committed::default();
+        committed.commit(&mut op);
         let out = op.process(batch(&[("a", 0), ("b", 10), ("a", 20)]), &ctx).unwrap();
         assert_eq!(keys(out.into_iter().next().unwrap()), ["a", "b"]);
+        committed.commit(&mut op);
         assert_eq!(op.take_state_changes(), StateChanges { updated: 2, removed: 0 });
         // The watermark passes "a"'s expiry (0 + 100) but not "b"'s (110).
         op.advance(105, &ctx).unwrap();
         assert_eq!(op.state_rows(), 1);
+        committed.commit(&mut op);
         assert_eq!(op.take_state_changes(), StateChanges { updated: 0, removed: 1 });
         // Restored from its entries, the operator still remembers "b" and only "b".
         let mut restored = operator();

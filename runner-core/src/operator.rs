@@ -347,6 +347,9 @@ impl Operator for GroupOperator {
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.engine.state_entries()
     }
+    fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        self.engine.take_changed_entries()
+    }
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         self.engine.rescale(old, n)
     }
@@ -390,5 +393,35 @@ pub struct FlattenOperator;
 impl Operator for FlattenOperator {
     fn process(&mut self, input: Batch, _: &OpContext<'_>) -> Result<Vec<Batch>> {
         Ok(vec![input])
+    }
+}
+
+/// Helpers for operators' tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Operator;
+
+    /// An operator's state as its checkpoints would have it from the changes it reports
+    /// ([`Operator::take_changed_entries`]).
+    #[derive(Default)]
+    pub struct Committed(Option<std::collections::HashMap<Vec<u8>, Vec<u8>>>);
+
+    impl Committed {
+        /// Takes the operator's changes and checks that they bring what was committed to its
+        /// whole state.
+        pub fn commit(&mut self, op: &mut dyn Operator) {
+            let whole: std::collections::HashMap<_, _> = op.state_entries().unwrap().into_iter().collect();
+            match (op.take_changed_entries().unwrap(), &mut self.0) {
+                (Some((written, removed)), Some(committed)) => {
+                    committed.extend(written);
+                    removed.iter().for_each(|k| {
+                        committed.remove(k);
+                    });
+                    assert_eq!(committed, &whole, "the changes reported replay to the state");
+                }
+                (None, None) => self.0 = Some(whole),
+                (changes, _) => panic!("changes kept from the first call on, not {changes:?}"),
+            }
+        }
     }
 }

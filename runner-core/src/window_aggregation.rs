@@ -156,6 +156,30 @@ impl Operator for WindowAggregation {
             None => Ok(out),
         }
     }
+    fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        let mut written = vec![engine_entry(&self.step, self.watermarks, self.processing_time, self.dropped)?];
+        let (mut removed, mut failed) = (Vec::<(Vec<u8>, weir_sdk::window::Window)>::new(), None);
+        let step = &self.step;
+        let kept = self
+            .table
+            .take_changed(
+                &mut |key, window, count, acc| {
+                    let entry = crate::checkpoint::entry_key(step, key, &window)
+                        .and_then(|k| Ok((k, crate::checkpoint::encode(step, &(count, acc))?)));
+                    match entry {
+                        Ok(e) => written.push(e),
+                        Err(e) => failed = failed.take().or(Some(e)),
+                    }
+                },
+                &mut |key, window| removed.push((key.to_vec(), window)),
+            )
+            .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let removed = removed.iter().map(|(k, w)| crate::checkpoint::entry_key(step, k, w)).collect::<Result<_>>()?;
+        Ok(kept.then_some((written, removed)))
+    }
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         crate::group_also_by_window::rescale_keyed(&self.step, old, n)
     }
@@ -262,6 +286,9 @@ mod tests {
                 }
                 let mut fast = WindowAggregation::of("G", strategy.clone(), kernel.clone());
                 let mut wm = weir_sdk::time::MIN_TIMESTAMP;
+                // What each has committed by the changes it reported (issue 52).
+                let (mut fast_committed, mut general_committed) =
+                    (crate::operator::testing::Committed::default(), crate::operator::testing::Committed::default());
                 for step in 0..30 {
                     let input = rows(&mut rng, &strategy, wm.max(0));
                     // The same rows as the exchange delivers them: typed, encoded, or lifted.
@@ -287,6 +314,7 @@ mod tests {
                         let entries = fast.state_entries().unwrap();
                         fast = WindowAggregation::of("G", strategy.clone(), kernel.clone());
                         fast.restore_entries(entries).unwrap();
+                        fast_committed = crate::operator::testing::Committed::default();
                     }
                     wm = match rng.random_range(0..10) {
                         0 => wm,
@@ -302,6 +330,8 @@ mod tests {
                     );
                     assert_eq!(fast.dropped(), general.dropped(), "seed {seed}, step {step}");
                     assert_eq!(fast.state_rows(), general.state_rows(), "seed {seed}, step {step}");
+                    fast_committed.commit(&mut fast);
+                    general_committed.commit(&mut general);
                     if wm == weir_sdk::time::MAX_TIMESTAMP {
                         break;
                     }

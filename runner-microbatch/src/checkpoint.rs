@@ -132,6 +132,11 @@ impl Checkpoint {
         Ok((Checkpoint { cp, retain: retain.max(1) }, Recovered { id, committed, uncommitted }))
     }
 
+    /// Where the checkpoint lives.
+    pub(crate) fn location(&self) -> weir_runner_core::checkpoint::store::Location {
+        self.cp.loc.clone()
+    }
+
     /// How the checkpoint is named in messages: its directory or URL.
     pub(crate) fn name(&self) -> String {
         self.cp.loc.name("")
@@ -152,9 +157,28 @@ impl Checkpoint {
         self.cp.write(&format!("{}/manifest.json", state_key(batch)), &files.to_vec())
     }
 
-    /// The state files of `batch`, each with its name in errors and its bytes.
-    pub(crate) fn read_state(&self, batch: u64) -> Result<Vec<(StateFile, String, Vec<u8>)>> {
+    /// The state files of `batch`, each with its name in errors and its bytes; when `base`,
+    /// its snapshot's if the snapshot thread made one there.
+    pub(crate) fn read_state(&self, batch: u64, base: bool) -> Result<Vec<(StateFile, String, Vec<u8>)>> {
         let folder = state_key(batch);
+        let snapshot = match base {
+            true => weir_runner_core::checkpoint::compaction::snapshot_files(&self.cp.loc, &folder)?,
+            false => None,
+        };
+        let files: Vec<StateFile> = match snapshot {
+            Some(files) => files,
+            None => self.read_manifest(&folder)?,
+        };
+        let mut out = Vec::with_capacity(files.len());
+        for f in files {
+            let (shown, data) = self.cp.read_state_file(&folder, &f)?;
+            out.push((f, shown, data));
+        }
+        Ok(out)
+    }
+
+    /// The state files `folder`'s manifest lists.
+    fn read_manifest(&self, folder: &str) -> Result<Vec<StateFile>> {
         let files: Vec<StateFile> =
             self.cp.read(&format!("{folder}/manifest.json"), "a state manifest")?.ok_or_else(|| {
                 weir_runner_core::checkpoint::log::corrupt(
@@ -162,12 +186,7 @@ impl Checkpoint {
                     "state manifest is missing",
                 )
             })?;
-        let mut out = Vec::with_capacity(files.len());
-        for f in files {
-            let (shown, data) = self.cp.read_state_file(&folder, &f)?;
-            out.push((f, shown, data));
-        }
-        Ok(out)
+        Ok(files)
     }
 
     /// Marks the batch done, then drops state and log entries no restart can need: everything

@@ -29,6 +29,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use weir_runner_core::checkpoint::compaction::{snapshot_files, Job, SNAPSHOT_MANIFEST};
 use weir_runner_core::checkpoint::log::{self, refused};
 use weir_runner_core::checkpoint::protocol::{self, commit_key, state_key, Logged, Opening};
 use weir_runner_core::checkpoint::state_files::{apply, decode_file, StateFile};
@@ -93,13 +94,26 @@ pub(crate) struct WorkerManifest {
     pub members: Vec<MemberState>,
 }
 
-/// The record that an epoch is done everywhere, and where its state's snapshot is.
+/// The record that an epoch is done everywhere, and where its state's snapshots are.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub(crate) struct EpochCommit {
     pub epoch: u64,
+    /// The earliest of the workers' snapshots.
     pub snapshot: u64,
     /// How many workers wrote the state (from `snapshot` to `epoch`).
     pub workers: usize,
+    /// Per worker, the epoch of its latest snapshot at or before `epoch` (made in the
+    /// background, so each worker's its own). Entries written before it was recorded lack it:
+    /// every worker's is `snapshot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<Vec<u64>>,
+}
+
+impl EpochCommit {
+    /// The epoch of worker `w`'s snapshot.
+    fn snapshot_of(&self, w: usize) -> u64 {
+        self.snapshots.as_ref().and_then(|s| s.get(w)).copied().unwrap_or(self.snapshot)
+    }
 }
 
 impl Logged for WorkerOffsets {
@@ -211,15 +225,27 @@ impl EpochLog {
         })
     }
 
-    /// Whether epoch `e` writes full snapshots: the first epoch of a run, and every
-    /// `--state-snapshot-interval` epochs.
+    /// Whether epoch `e` writes full snapshots: the first epoch of a run. Later snapshots are
+    /// made in the background ([`EpochLog::snapshot_job`]).
     pub(crate) fn is_snapshot(&self, e: u64) -> bool {
-        e == self.start || e.is_multiple_of(self.interval)
+        e == self.start
     }
 
-    /// The latest snapshot epoch at or before `e` in this run.
-    fn snapshot_of(&self, e: u64) -> u64 {
-        self.start.max(e - e % self.interval)
+    /// A background snapshot of worker `worker` at the last epoch of `chain` (its latest
+    /// snapshot's epoch, then the epochs after it, with their state files), once
+    /// `--state-snapshot-interval` epochs follow that snapshot.
+    pub(crate) fn snapshot_job(&self, worker: usize, chain: &[(u64, Vec<StateFile>)]) -> Option<Job> {
+        let &(last, _) = chain.last()?;
+        (chain.len() as u64 > self.interval).then(|| Job {
+            id: last,
+            sources: chain.iter().map(|(e, files)| (worker_state_key(*e, worker), files.clone())).collect(),
+            target: worker_state_key(last, worker),
+        })
+    }
+
+    /// Where the checkpoint lives.
+    pub(crate) fn location(&self) -> weir_runner_core::checkpoint::store::Location {
+        self.cp.loc.clone()
     }
 
     /// Logs what worker `o.worker` read for epoch `o.epoch`.
@@ -265,13 +291,15 @@ impl EpochLog {
         self.cp.write(&format!("{}/manifest.json", worker_state_key(m.epoch, m.worker)), m)
     }
 
-    /// Records that `epoch` is done everywhere, then drops what no restart can need: everything
-    /// before both its snapshot and the retained epochs.
-    pub(crate) fn write_commit(&self, epoch: u64) -> Result<()> {
+    /// Records that `epoch` is done everywhere, with each worker's latest snapshot at or before
+    /// it (`snapshots`), then drops what no restart can need: everything before both the
+    /// earliest of those snapshots and the retained epochs.
+    pub(crate) fn write_commit(&self, epoch: u64, snapshots: Vec<u64>) -> Result<()> {
         // A process whose lease another cluster took over commits nothing more.
         self.cp.guard.check()?;
-        let snapshot = self.snapshot_of(epoch);
-        self.cp.write(&commit_key(epoch), &EpochCommit { epoch, snapshot, workers: self.peers })?;
+        let snapshot = snapshots.iter().copied().min().unwrap_or(self.start).max(self.start);
+        let entry = EpochCommit { epoch, snapshot, workers: self.peers, snapshots: Some(snapshots) };
+        self.cp.write(&commit_key(epoch), &entry)?;
         let keep_from = snapshot.min((epoch + 1).saturating_sub(self.retain));
         let mut kept = self.kept_from.lock().unwrap_or_else(|e| e.into_inner());
         if *kept < keep_from {
@@ -312,6 +340,8 @@ impl EpochLog {
         // epoch reads.
         let mut e = self.start;
         while let Some(o) = self.logged_for(e, worker)? {
+            // The replay rewrites the epoch's state: a snapshot made of it before is no more.
+            self.cp.loc.delete_all(&format!("{}/{SNAPSHOT_MANIFEST}", worker_state_key(e, worker)))?;
             for (node, j) in self.journals_of(e, o.workers)? {
                 r.journals.insert((e, node), j);
             }
@@ -327,20 +357,36 @@ impl EpochLog {
     fn state_of(&self, c: &EpochCommit, w: usize) -> Result<HashMap<String, RestoredMember>> {
         type Rebuilt = (Timestamp, Timestamp, HashMap<Vec<u8>, Vec<u8>>);
         let mut maps: HashMap<String, Rebuilt> = HashMap::new();
-        for e in c.snapshot..=c.epoch {
+        let start = c.snapshot_of(w);
+        for e in start..=c.epoch {
             let folder = worker_state_key(e, w);
             let m: WorkerManifest =
                 self.cp.read_logged(&format!("{folder}/manifest.json"), "a state manifest", (e, Some(w)), || {
                     format!("commit {} needs worker {w}'s state of epoch {e}", c.epoch)
                 })?;
+            // The first epoch's state is its background snapshot, if one was made there.
+            let snapshot = match e == start {
+                true => snapshot_files(&self.cp.loc, &folder)?,
+                false => None,
+            };
             for member in m.members {
                 let entry = maps.entry(member.node.clone()).or_default();
                 entry.0 = member.input;
                 entry.1 = member.output;
-                if let Some(f) = &member.file {
+                if let (None, Some(f)) = (&snapshot, &member.file) {
                     let (shown, data) = self.cp.read_state_file(&folder, f)?;
                     apply(&mut entry.2, f.kind, decode_file(&shown, f, data)?);
                 }
+            }
+            for f in snapshot.iter().flatten() {
+                let Some(entry) = maps.get_mut(&f.node) else {
+                    return Err(log::corrupt(
+                        &self.cp.loc.name(&format!("{folder}/{SNAPSHOT_MANIFEST}")),
+                        format!("has state of step {}, which the epoch's manifest does not list", f.node),
+                    ));
+                };
+                let (shown, data) = self.cp.read_state_file(&folder, f)?;
+                apply(&mut entry.2, f.kind, decode_file(&shown, f, data)?);
             }
         }
         Ok(maps

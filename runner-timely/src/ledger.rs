@@ -1,7 +1,7 @@
 //! A worker's ledger of its epochs: when each began and what its sources read, until the epoch
 //! is finished everywhere and reported; with a checkpoint, its manifests and acknowledgements.
 
-use crate::checkpoint::{WorkerManifest, WorkerOffsets};
+use crate::checkpoint::{EpochLog, WorkerManifest, WorkerOffsets};
 use crate::node::{NodeWorker, Pending};
 use crate::process::{IdleReport, Process};
 use crate::progress::{OperatorState, SourceRows, WorkerProgress};
@@ -12,6 +12,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 use timely::dataflow::InputHandle;
+use weir_runner_core::checkpoint::compaction::Compactor;
+use weir_runner_core::checkpoint::state_files::StateFile;
 use weir_sdk::time::MAX_TIMESTAMP;
 use weir_sdk::Result;
 
@@ -37,14 +39,8 @@ pub(crate) struct Ledger {
     pub(crate) me: usize,
     /// The process, whose checkpoint the manifests go to.
     pub(crate) shared: Arc<Process>,
-    /// With a checkpoint: what the worker's nodes wrote per epoch, for its manifests.
-    pub(crate) pending: Option<Pending>,
-    /// With a checkpoint: the acknowledgements to worker 0.
-    pub(crate) acks: Option<InputHandle<u64, AckBuilder>>,
-    /// With a checkpoint: the worker's last offset log entry. Once its sources are done, the
-    /// epochs it takes part in without reading are logged with its final positions, so that
-    /// every commit has every worker's offsets.
-    pub(crate) last_offsets: Option<WorkerOffsets>,
+    /// With a checkpoint: what the worker writes to it besides its state files.
+    pub(crate) ck: Option<WorkerCheckpoint>,
     /// On worker 0 of a cluster whose operators run work after commits: the news of commits to
     /// the other processes.
     pub(crate) commit_news: Option<InputHandle<u64, CommittedBuilder>>,
@@ -57,6 +53,62 @@ pub(crate) struct Ledger {
     pub(crate) sources_done: bool,
     /// The last epoch in which its sources read anything (or were not done).
     pub(crate) read_in: Option<u64>,
+}
+
+/// What a worker writes to the checkpoint besides its state files.
+pub(crate) struct WorkerCheckpoint {
+    /// What the worker's nodes wrote per epoch, for its manifests.
+    pending: Pending,
+    /// The acknowledgements to worker 0.
+    acks: InputHandle<u64, AckBuilder>,
+    /// The worker's last offset log entry. Once its sources are done, the epochs it takes part
+    /// in without reading are logged with its final positions, so that every commit has every
+    /// worker's offsets.
+    pub(crate) last_offsets: Option<WorkerOffsets>,
+    /// The epochs whose state files make the worker's state since its latest snapshot (that
+    /// snapshot's epoch first), with their files.
+    chain: Vec<(u64, Vec<StateFile>)>,
+    /// The thread that folds the chain into snapshots, once the worker has a chain to fold.
+    compactor: Option<Compactor>,
+    /// The epoch of the worker's latest background snapshot, for worker 0.
+    snapshot: Option<u64>,
+}
+
+impl WorkerCheckpoint {
+    pub(crate) fn new(pending: Pending, acks: InputHandle<u64, AckBuilder>) -> Self {
+        WorkerCheckpoint { pending, acks, last_offsets: None, chain: Vec::new(), compactor: None, snapshot: None }
+    }
+
+    /// Takes the snapshots the thread finished, and asks for the next one when the chain is
+    /// long enough and none is being made.
+    fn snapshots(&mut self, log: &EpochLog, me: usize) -> Result<()> {
+        if let Some(compactor) = &mut self.compactor {
+            for done in compactor.finished() {
+                match done {
+                    Ok(d) => {
+                        if let Some(at) = self.chain.iter().position(|(e, _)| *e == d.id) {
+                            self.chain.drain(..at);
+                            self.snapshot = Some(d.id);
+                        }
+                    }
+                    Err(e) => tracing::warn!(
+                        worker = me,
+                        error = %e,
+                        "a background state snapshot failed; the next one starts from the one before"
+                    ),
+                }
+            }
+        }
+        let Some(job) = log.snapshot_job(me, &self.chain) else { return Ok(()) };
+        let compactor = match &mut self.compactor {
+            Some(c) => c,
+            None => self.compactor.insert(Compactor::start(log.location())?),
+        };
+        if compactor.pending() == 0 {
+            compactor.submit(job);
+        }
+        Ok(())
+    }
 }
 
 impl Ledger {
@@ -120,22 +172,25 @@ impl Ledger {
         if self.next >= until {
             return Ok(());
         }
-        if let Some(pending) = &self.pending {
-            if let Some(log) = &self.shared.checkpoint {
-                for epoch in self.next..until {
-                    if let Some(last) = self.last_offsets.as_ref().filter(|l| l.epoch < epoch) {
-                        let idle = last.idle(epoch);
-                        log.write_offsets(&idle)?;
-                        self.last_offsets = Some(idle);
-                    }
-                    let members = pending.borrow_mut().remove(&epoch).unwrap_or_default();
-                    log.write_manifest(&WorkerManifest { epoch, worker: self.me, members })?;
+        if let (Some(ck), Some(log)) = (self.ck.as_mut(), self.shared.checkpoint.as_ref()) {
+            for epoch in self.next..until {
+                if let Some(last) = ck.last_offsets.as_ref().filter(|l| l.epoch < epoch) {
+                    let idle = last.idle(epoch);
+                    log.write_offsets(&idle)?;
+                    ck.last_offsets = Some(idle);
                 }
+                let members = ck.pending.borrow_mut().remove(&epoch).unwrap_or_default();
+                let files = members.iter().filter_map(|m| m.file.clone()).collect();
+                log.write_manifest(&WorkerManifest { epoch, worker: self.me, members })?;
+                // A run's first epoch writes whole snapshots: the chain starts afresh there.
+                if log.is_snapshot(epoch) {
+                    ck.chain.clear();
+                }
+                ck.chain.push((epoch, files));
             }
-        }
-        if let Some(acks) = self.acks.as_mut() {
-            acks.send((0, (self.me as u32, until)));
-            deliver(acks);
+            ck.snapshots(log, self.me)?;
+            ck.acks.send((0, (self.me as u32, until, ck.snapshot)));
+            deliver(&mut ck.acks);
         }
         self.report_idle(until - 1);
         let Some(rows) = self.rows.as_mut() else {

@@ -105,12 +105,23 @@ pub(crate) struct Place {
     pub(crate) process_id: usize,
 }
 
+/// On worker 0, what the workers have acknowledged.
+#[derive(Default)]
+struct Acks {
+    /// Per worker, the first epoch it has not acknowledged finishing (its state and, for a
+    /// process's first worker, the process's sinks).
+    through: Vec<u64>,
+    /// Per worker, the epochs of the background snapshots it has made that a commit may still
+    /// name, in order.
+    snapshots: Vec<Vec<u64>>,
+    /// The first epoch not yet committed.
+    committed: u64,
+}
+
 /// How far the epochs are acknowledged and committed, and how idle the workers are.
 pub(crate) struct Commits {
-    /// On worker 0: per worker, the first epoch it has not acknowledged finishing (its state
-    /// and, for a process's first worker, the process's sinks); and the first epoch not yet
-    /// committed.
-    acks: Mutex<(Vec<u64>, u64)>,
+    /// On worker 0: what the workers have acknowledged, and the first epoch not yet committed.
+    acks: Mutex<Acks>,
     /// The first epoch not known committed here (every epoch before it is): with a checkpoint,
     /// its commit record written by worker 0 (which tells the other processes); without one,
     /// this process's sinks committed.
@@ -190,7 +201,7 @@ impl Process {
             fingerprint,
             progress,
             commits: Commits {
-                acks: Mutex::new((Vec::new(), 0)),
+                acks: Mutex::new(Acks::default()),
                 committed: Default::default(),
                 idle: Mutex::new(vec![IdleReport::default(); peers]),
             },
@@ -200,7 +211,8 @@ impl Process {
             drained: Default::default(),
         };
         let start = process.start_epoch();
-        *process.commits.acks.lock().unwrap_or_else(|e| e.into_inner()) = (vec![start; peers], start);
+        *process.commits.acks.lock().unwrap_or_else(|e| e.into_inner()) =
+            Acks { through: vec![start; peers], snapshots: vec![Vec::new(); peers], committed: start };
         process.commits.committed = start.into();
         process.finalizes = process.plan.nodes.iter().any(|n| n.after_commit);
         process.shape.edges = out_edges(&process);
@@ -222,20 +234,39 @@ impl Process {
         self.checkpoint.as_ref().map_or(0, |c| c.start)
     }
 
-    /// On worker 0: worker `worker` has finished every epoch before `through`. Commits the
-    /// epochs every worker has finished.
-    pub(crate) fn acknowledged(&self, worker: usize, through: u64) -> Result<()> {
+    /// On worker 0: worker `worker` has finished every epoch before `through`, and made a
+    /// snapshot of its state at `snapshot` in the background. Commits the epochs every worker
+    /// has finished, each naming every worker's latest snapshot at or before it.
+    pub(crate) fn acknowledged(&self, worker: usize, through: u64, snapshot: Option<u64>) -> Result<()> {
         let Some(log) = &self.checkpoint else { return Ok(()) };
         let mut acks = self.commits.acks.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(a) = acks.0.get_mut(worker) {
+        if let Some(a) = acks.through.get_mut(worker) {
             *a = (*a).max(through);
         }
-        let done = acks.0.iter().copied().min().unwrap_or(0);
-        while acks.1 < done {
-            log.write_commit(acks.1)?;
-            acks.1 += 1;
+        if let (Some(s), Some(made)) = (snapshot, acks.snapshots.get_mut(worker)) {
+            if made.last().is_none_or(|&l| l < s) {
+                made.push(s);
+            }
         }
-        self.set_committed(acks.1);
+        let done = acks.through.iter().copied().min().unwrap_or(0);
+        let start = self.start_epoch();
+        while acks.committed < done {
+            let epoch = acks.committed;
+            let named: Vec<u64> = acks
+                .snapshots
+                .iter_mut()
+                .map(|made| {
+                    // The latest at or before the epoch; the earlier ones are never named again.
+                    let upto = made.partition_point(|&s| s <= epoch);
+                    let latest = upto.checked_sub(1).map_or(start, |i| made[i]);
+                    made.drain(..upto.saturating_sub(1));
+                    latest
+                })
+                .collect();
+            log.write_commit(epoch, named)?;
+            acks.committed += 1;
+        }
+        self.set_committed(acks.committed);
         Ok(())
     }
 

@@ -15,7 +15,7 @@
 //! As epochs finish, each process's first worker commits the process's sinks for them.
 
 use crate::checkpoint::{WorkerOffsets, WorkerResume};
-use crate::ledger::{Ledger, OpenEpoch};
+use crate::ledger::{Ledger, OpenEpoch, WorkerCheckpoint};
 use crate::node::{progress, route, NodeWorker, Pending};
 use crate::process::{IdleReport, Process};
 use crate::progress::{SourceRows, WorkerProgress};
@@ -52,8 +52,9 @@ type Builder = timely::container::CapacityContainerBuilder<Vec<Record>>;
 type MetricsRecord = (u32, (u32, MetricQueryResults));
 type MetricsBuilder = timely::container::CapacityContainerBuilder<Vec<MetricsRecord>>;
 /// A worker's acknowledgement, for worker 0, that it has finished every epoch before one (its
-/// state and manifest written, and its process's sinks committed): `(0, (worker, epoch))`.
-pub(crate) type AckRecord = (u32, (u32, u64));
+/// state and manifest written, and its process's sinks committed), with the epoch of its
+/// latest background snapshot: `(0, (worker, epoch, snapshot))`.
+pub(crate) type AckRecord = (u32, (u32, u64, Option<u64>));
 pub(crate) type AckBuilder = timely::container::CapacityContainerBuilder<Vec<AckRecord>>;
 /// Worker 0's news, for the first worker of every other process, that every epoch before one
 /// is committed: `(target, epoch)`.
@@ -144,10 +145,8 @@ pub(crate) fn run(worker: &mut Worker, process: Arc<Process>) -> Result<()> {
         next: start,
         nodes: nodes.clone(),
         me,
-        acks: pending.as_ref().map(|_| acks),
-        pending,
+        ck: pending.map(|pending| WorkerCheckpoint::new(pending, acks)),
         shared: process.clone(),
-        last_offsets: None,
         commit_news: (me == 0 && process.finalizes && process.place.peers > process.place.workers).then_some(committed),
         told: process.start_epoch(),
         idle: (process.ends_incrementally() && process.place.peers > process.place.workers).then_some(idle),
@@ -248,8 +247,8 @@ fn side_streams(scope: timely::dataflow::Scope<'_, u64>, process: &Arc<Process>,
     // Every worker's acknowledgements reach worker 0, which commits the epochs all have
     // finished.
     let p = process.clone();
-    side_stream(scope, acks, "Commits", move |(from, through)| {
-        if let Err(e) = p.acknowledged(from as usize, through) {
+    side_stream(scope, acks, "Commits", move |(from, through, snapshot)| {
+        if let Err(e) = p.acknowledged(from as usize, through, snapshot) {
             p.fail(e);
         }
     });
@@ -357,7 +356,9 @@ fn drive(e: &mut Epochs<'_>, resume: WorkerResume) -> Result<()> {
                 log.write_offsets(&entry)?;
             }
             wal_ms = t.elapsed().as_millis() as u64;
-            ledger.last_offsets = Some(entry);
+            if let Some(ck) = ledger.ck.as_mut() {
+                ck.last_offsets = Some(entry);
+            }
         }
         for (k, out) in read.outs.into_iter().enumerate() {
             let handle = &mut inputs[k].1;
@@ -613,7 +614,7 @@ fn finish_epochs(e: &mut Epochs<'_>) -> Result<()> {
     ledger.commit_news.take();
     ledger.idle.take();
     ledger.rows.take();
-    ledger.acks.take();
+    ledger.ck.take();
     // The process's final metrics, then the reports end.
     report(process, reporter);
     reporter.take();

@@ -335,6 +335,61 @@ fn snapshots_deltas_and_retention() {
     }
 }
 
+/// Issue 52: commits write deltas only, and a thread of their own folds them into snapshots. A
+/// crash while a snapshot is written loses nothing (no commit names it); a finished one is named
+/// by the commits after it, the folders before it are retired, and a restart reads it. The
+/// pipeline keys its numbers in runs of 100 in one window as long as the input, so the first
+/// keys' state is untouched for most of the run: only a snapshot has it.
+#[test]
+fn background_snapshots_are_read_on_restart_and_a_crash_while_writing_one_loses_nothing() {
+    let run = |cp: &Path, out: &Path, crash: Option<&str>, shape: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_recovery_child"));
+        cmd.env("WEIR_CHILD_SHAPE", shape)
+            .env("WEIR_CHILD_OPTIONS", "--state-snapshot-interval 3 --min-batches-to-retain 1")
+            .env("WEIR_CHILD_KEYS", "runs")
+            .env("WEIR_CHILD_WINDOW_MS", (EVENTS * 10).to_string());
+        match crash {
+            Some(c) => cmd.env("WEIR_CRASH_AT", c),
+            None => cmd.env_remove("WEIR_CRASH_AT"),
+        };
+        cmd.arg(cp).arg(out).arg(EVENTS.to_string()).output().unwrap()
+    };
+    let mut sums: BTreeMap<i64, i64> = BTreeMap::new();
+    for i in 0..EVENTS {
+        *sums.entry(i / 100).or_default() += i;
+    }
+    let want: BTreeMap<String, usize> =
+        sums.into_iter().map(|(k, s)| (serde_json::to_string(&format!("{k} 0 {s}")).unwrap(), 1)).collect();
+    let folders = |cp: &Path| -> Vec<u64> {
+        let mut ids: Vec<u64> = std::fs::read_dir(cp.join("state"))
+            .unwrap()
+            .flatten()
+            .filter_map(|d| d.file_name().to_str()?.parse().ok())
+            .collect();
+        ids.sort_unstable();
+        ids
+    };
+    for shape in ["sum", "stateful"] {
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+        // Batch 3 asks for the first snapshot (batch 0's, then three deltas).
+        assert!(!run(&cp, &out, Some("snapshot-manifest:3"), shape).status.success(), "{shape}: no crash");
+        assert!(cp.join("state/3").exists() && !cp.join("state/3/snapshot.json").exists(), "{shape}");
+        assert_eq!(folders(&cp)[0], 0, "{shape}: nothing retired past the only snapshot");
+        ok(&run(&cp, &out, None, shape));
+        assert_eq!(output(&out), want, "{shape}: after a crash while writing a snapshot");
+
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+        assert!(!run(&cp, &out, Some("add-batch:34"), shape).status.success(), "{shape}: no crash");
+        let kept = folders(&cp);
+        assert!(kept[0] > 20, "{shape}: no late background snapshot was named by a commit: {kept:?}");
+        assert!(cp.join(format!("state/{}/snapshot.json", kept[0])).exists(), "{shape}: {kept:?}");
+        ok(&run(&cp, &out, None, shape));
+        assert_eq!(output(&out), want, "{shape}: restarted from background snapshot {}", kept[0]);
+    }
+}
+
 #[test]
 fn a_changed_pipeline_is_refused() {
     let dir = tempfile::tempdir().unwrap();

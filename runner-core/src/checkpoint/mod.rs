@@ -2,6 +2,7 @@
 //! step-named error on failure), log entries ([`log`]), state files ([`state_files`]), where a
 //! checkpoint lives ([`store`]) and the lock on a local one ([`lock`]).
 
+pub mod compaction;
 pub mod lease;
 pub mod lock;
 pub mod log;

@@ -59,6 +59,10 @@ pub struct StateFile {
 pub struct StoreVersion {
     last: HashMap<Vec<u8>, u64>,
     tracked: bool,
+    /// Debug builds: the entries as committed, to check every delta an operator reports
+    /// against its whole state ([`StoreVersion::check_changes`]).
+    #[cfg(debug_assertions)]
+    shadow: Option<HashMap<Vec<u8>, Vec<u8>>>,
 }
 
 /// What an operator changed since its last commit: the entries it wrote, and the keys of the
@@ -173,7 +177,29 @@ fn decode_rows(path: &str, data: Vec<u8>, entries: usize) -> Result<Rows> {
 impl StoreVersion {
     /// The committed version restored from `entries`.
     pub fn from_entries(entries: &[(Vec<u8>, Vec<u8>)]) -> Self {
-        StoreVersion { last: entries.iter().map(|(k, v)| (k.clone(), hash(v))).collect(), tracked: false }
+        StoreVersion {
+            last: entries.iter().map(|(k, v)| (k.clone(), hash(v))).collect(),
+            tracked: false,
+            #[cfg(debug_assertions)]
+            shadow: Some(entries.iter().cloned().collect()),
+        }
+    }
+
+    /// Debug builds: checks that the delta just committed, applied to the entries committed
+    /// before it, gives the operator's whole state `now`; a change an operator failed to
+    /// report would be lost on restart. Every test that checkpoints runs this check.
+    #[cfg(debug_assertions)]
+    pub fn check_changes(&self, node: &str, now: Vec<(Vec<u8>, Vec<u8>)>) {
+        let Some(shadow) = &self.shadow else { return };
+        let now: HashMap<Vec<u8>, Vec<u8>> = now.into_iter().collect();
+        if &now != shadow {
+            let missed = now.iter().filter(|(k, v)| shadow.get(*k) != Some(v)).count();
+            let stale = shadow.keys().filter(|k| !now.contains_key(*k)).count();
+            panic!(
+                "step {node}'s delta misses changes: {missed} entries differ from the state, {stale} removed \
+                 entries were not reported"
+            );
+        }
     }
 
     /// This batch's version of the partition's state (`entries`): everything when `snapshot`,
@@ -186,6 +212,10 @@ impl StoreVersion {
         entries: Vec<(Vec<u8>, Vec<u8>)>,
         snapshot: bool,
     ) -> Result<Option<(StateFile, Vec<u8>)>> {
+        #[cfg(debug_assertions)]
+        {
+            self.shadow = Some(entries.iter().cloned().collect());
+        }
         if entries.is_empty() && self.last.is_empty() && !(snapshot && self.tracked) {
             return Ok(None);
         }
@@ -228,6 +258,13 @@ impl StoreVersion {
     ) -> Result<Option<(StateFile, Vec<u8>)>> {
         self.tracked = true;
         self.last = HashMap::new();
+        #[cfg(debug_assertions)]
+        if let Some(shadow) = &mut self.shadow {
+            shadow.extend(written.iter().cloned());
+            removed.iter().for_each(|k| {
+                shadow.remove(k);
+            });
+        }
         if written.is_empty() && removed.is_empty() {
             return Ok(None);
         }
@@ -236,6 +273,12 @@ impl StoreVersion {
         rows.extend(removed.iter().map(|k| (k.as_slice(), None)));
         write_rows(node, partition, &rows, false).map(Some)
     }
+}
+
+/// A snapshot file of `rows` of partition `partition` of `node`: its manifest entry and bytes.
+pub fn write_snapshot(node: &str, partition: usize, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<(StateFile, Vec<u8>)> {
+    let rows: Vec<(&[u8], Option<&[u8]>)> = rows.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))).collect();
+    write_rows(node, partition, &rows, true)
 }
 
 /// A state file of `rows` (a value, or `None` for a removal) of partition `partition` of

@@ -516,7 +516,12 @@ impl NodeShare {
             let file = match self.ops.get_mut(k) {
                 // An operator that tracks its changes writes only those between snapshots.
                 Some(op) => match (snapshot, op.take_changed_entries()?) {
-                    (false, Some(changed)) => self.stores[k].commit_changes(name, partition, changed)?,
+                    (false, Some(changed)) => {
+                        let file = self.stores[k].commit_changes(name, partition, changed)?;
+                        #[cfg(debug_assertions)]
+                        self.stores[k].check_changes(name, op.state_entries()?);
+                        file
+                    }
                     _ => self.stores[k].commit(name, partition, op.state_entries()?, snapshot)?,
                 },
                 None => None,

@@ -215,6 +215,7 @@ impl GroupAlsoByWindow {
                 lifted.push(acc);
             }
         }
+        self.mark_changed(key, window);
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else {
             return Err(Error::Internal {
                 component: "GroupAlsoByWindow".into(),

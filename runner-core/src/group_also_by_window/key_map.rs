@@ -226,6 +226,7 @@ impl GroupAlsoByWindow {
         self.counts.bytes += state_bytes(key, &ws);
         entry.into_mut().insert_at(at, window, ws);
         self.counts.windows += 1;
+        self.mark_changed_key(k.clone(), window);
         self.window_timers(k, window);
     }
 
@@ -245,6 +246,7 @@ impl GroupAlsoByWindow {
 
     /// The bookkeeping of a window state leaving the key map, but for its hold.
     pub(super) fn forget(&mut self, key: Key, window: &Window, ws: &WindowState) {
+        self.mark_changed_key(key.clone(), *window);
         self.counts.windows -= 1;
         self.counts.bytes -= state_bytes(&key, ws);
         self.counts.changes.removed += 1;

@@ -264,6 +264,7 @@ impl GroupAlsoByWindow {
         if windows.insert(window, state) {
             self.counts.windows += 1;
         }
+        self.mark_changed_key(k.clone(), window);
         if !queued {
             self.window_timers(k.clone(), window);
         }

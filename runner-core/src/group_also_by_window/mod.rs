@@ -104,6 +104,10 @@ pub struct GroupAlsoByWindow {
     /// Combiner lifting: input rows are partial accumulators with their input counts
     /// ([`weir_sdk::kernel::lifted_value`]), merged instead of added.
     lifted: bool,
+    /// The key-window states written or removed since a checkpoint last took them
+    /// ([`GroupAlsoByWindow::take_changed_entries`]); not kept until a checkpoint first asks
+    /// (a run without checkpoints would keep every state it ever touched).
+    dirty: Option<hashbrown::HashSet<(Key, Window)>>,
 }
 
 /// The engine's timers and holds.
@@ -180,6 +184,22 @@ impl GroupAlsoByWindow {
                 bundle_limit: usize::MAX,
             },
             lifted: false,
+            dirty: None,
+        }
+    }
+
+    /// Notes that the state of `key` in `window` may have changed, for the next delta.
+    fn mark_changed(&mut self, key: &[u8], window: Window) {
+        if self.dirty.is_some() {
+            let k = self.arc_key(key);
+            self.mark_changed_key(k, window);
+        }
+    }
+
+    /// [`GroupAlsoByWindow::mark_changed`] with the key map's own key.
+    fn mark_changed_key(&mut self, key: Key, window: Window) {
+        if let Some(dirty) = &mut self.dirty {
+            dirty.insert((key, window));
         }
     }
 

@@ -105,6 +105,7 @@ impl GroupAlsoByWindow {
 
     /// Marks the window closed: its contents are gone and later data is dropped until expiry.
     pub(super) fn close(&mut self, key: &[u8], window: Window) {
+        self.mark_changed(key, window);
         if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.close(&window)) {
             self.counts.bytes -= ws.values.len();
             ws.values = Vec::new();
@@ -125,6 +126,7 @@ impl GroupAlsoByWindow {
         is_final: bool,
         out: &mut Vec<EncodedGroup>,
     ) -> Result<()> {
+        self.mark_changed(key, window);
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
         self.counts.bytes -= ws.values.len();
         let hold = ws.hold();

@@ -21,6 +21,24 @@ impl GroupAlsoByWindow {
         Ok(out)
     }
 
+    /// The entries written and removed since the last call, as [`GroupAlsoByWindow::state_entries`]
+    /// encodes them (the engine-wide entry always among them); `None` at the first call, from
+    /// which on changes are kept.
+    pub fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        let Some(dirty) = self.dirty.replace(hashbrown::HashSet::new()) else { return Ok(None) };
+        let mut written = Vec::with_capacity(dirty.len() + 1);
+        written.push(engine_entry(&self.step, self.watermarks, self.processing_time, self.counts.dropped)?);
+        let mut removed = Vec::new();
+        for (key, window) in dirty {
+            let entry = crate::checkpoint::entry_key(&self.step, &key, &window)?;
+            match self.keys.get(&key).and_then(|w| w.get(&window)) {
+                Some(state) => written.push((entry, crate::checkpoint::encode(&self.step, &state.repr(&self.fresh))?)),
+                None => removed.push(entry),
+            }
+        }
+        Ok(Some((written, removed)))
+    }
+
     /// Spreads state as `old.len()` partitions wrote it over `n` (see [`rescale_keyed`]).
     pub fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         rescale_keyed(&self.step, old, n)
@@ -29,6 +47,9 @@ impl GroupAlsoByWindow {
     /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
     pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
+        if let Some(dirty) = &mut self.dirty {
+            dirty.clear();
+        }
         self.counts.windows = 0;
         self.timers.event_timers.clear();
         self.timers.processing_timers.clear();

@@ -427,3 +427,63 @@ proptest::proptest! {
         proptest::prop_assert_eq!(own_dropped, all_dropped);
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Issue 52: the changes the engine reports after each unit of work, applied to what it
+    /// reported before, are its whole state: through sessions and fixed windows, triggers that
+    /// fire early by count and by processing time, close windows and fire late panes, merges,
+    /// expiry and a restore in between.
+    #[test]
+    fn reported_changes_replay_to_the_whole_state(
+        steps in proptest::collection::vec(
+            (proptest::collection::vec((0i64..4, 0i64..100, 0i64..300), 0..12), 0i64..40, 0i64..30),
+            1..12,
+        ),
+        trigger in 0usize..4,
+        merging in proptest::prelude::any::<bool>(),
+        restore_at in 0usize..12,
+    ) {
+        use weir_sdk::trigger::Trigger;
+        let mut strategy = if merging {
+            sessions(10)
+        } else {
+            WindowingStrategy::of(Arc::new(weir_sdk::window_fn::FixedWindows::of(std::time::Duration::from_millis(20))))
+        };
+        strategy.allowed_lateness_ms = 25;
+        strategy.trigger = match trigger {
+            0 => Trigger::Default,
+            1 => Trigger::AfterCount(2),
+            2 => Trigger::AfterWatermark {
+                early: Some(Box::new(Trigger::AfterProcessingTime { delay_ms: 5, align: None })),
+                late: Some(Box::new(Trigger::AfterCount(1))),
+            },
+            _ => Trigger::Repeatedly(Box::new(Trigger::AfterCount(3))),
+        };
+        strategy.accumulation_mode = if trigger % 2 == 0 { AccumulationMode::Accumulating } else { AccumulationMode::Discarding };
+        let new = || GroupAlsoByWindow::new("G", strategy.clone(), Values::Buffer(weir_sdk::runner_api::group_kernel::<i64, i64>()));
+        let mut gaw = new();
+        // The first call starts tracking; what was committed is the whole state then.
+        proptest::prop_assert!(gaw.take_changed_entries().unwrap().is_none());
+        let mut committed: std::collections::HashMap<Vec<u8>, Vec<u8>> = gaw.state_entries().unwrap().into_iter().collect();
+        let (mut watermark, mut now) = (MIN_TIMESTAMP, 0);
+        for (i, (rows, advance, tick)) in steps.iter().enumerate() {
+            now += tick;
+            gaw.process(windowed_input(&strategy, rows), now).unwrap();
+            watermark = watermark.max(0) + advance;
+            gaw.advance(watermark, now).unwrap();
+            let (written, removed) = gaw.take_changed_entries().unwrap().expect("changes are kept");
+            committed.extend(written);
+            removed.iter().for_each(|k| { committed.remove(k); });
+            let whole: std::collections::HashMap<Vec<u8>, Vec<u8>> = gaw.state_entries().unwrap().into_iter().collect();
+            proptest::prop_assert_eq!(&committed, &whole, "after step {}", i);
+            if i == restore_at {
+                // A restart from the committed state goes on reporting from there.
+                gaw = new();
+                gaw.take_changed_entries().unwrap();
+                gaw.restore_entries(committed.clone().into_iter().collect()).unwrap();
+            }
+        }
+    }
+}

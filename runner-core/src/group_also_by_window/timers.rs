@@ -21,6 +21,7 @@ impl GroupAlsoByWindow {
             if let Some(ws) = self.keys.get_mut(&key).and_then(|w| w.get_mut(&window)) {
                 ws.set_pt_timer(None, &self.fresh);
             }
+            self.mark_changed_key(key.clone(), window);
             self.maybe_fire(&key, window, out)?;
             self.refresh_pt_timer(&key, window);
             self.spill(out)?;
@@ -92,9 +93,12 @@ impl GroupAlsoByWindow {
                     self.timers.processing_timers.remove(&(t, k.clone(), window));
                 }
                 if let Some(t) = pt {
-                    self.timers.processing_timers.insert((t, k, window));
+                    self.timers.processing_timers.insert((t, k.clone(), window));
                 }
                 ws.set_pt_timer(pt, &self.fresh);
+                if let Some(dirty) = &mut self.dirty {
+                    dirty.insert((k, window));
+                }
             }
         }
     }

@@ -5,7 +5,9 @@
 use super::Engine;
 use crate::checkpoint::CommitEntry;
 use std::time::Instant;
-use weir_runner_core::checkpoint::state_files::FileKind;
+use weir_runner_core::checkpoint::compaction::{Compactor, Job};
+use weir_runner_core::checkpoint::protocol::state_key;
+use weir_runner_core::checkpoint::state_files::{FileKind, StateFile};
 use weir_runner_core::exec::node::UnitMetrics;
 use weir_sdk::Result;
 
@@ -19,11 +21,16 @@ impl Engine {
             self.commit_sinks(metrics)?;
             return Ok(t.elapsed().as_millis() as u64);
         }
-        let snapshot = self.is_snapshot_batch();
-        self.write_state(snapshot)?;
+        let snapshot = self.ck.last_snapshot.is_none();
+        let files = self.write_state(snapshot)?;
+        if snapshot {
+            self.ck.chain.clear();
+        }
+        self.ck.chain.push((self.batch_id, files));
         weir_sdk::testing::fault::point("state-commit");
         self.commit_sinks(metrics)?;
         weir_sdk::testing::fault::point("sink-commit");
+        self.take_snapshots();
         let Some(cp) = &self.ck.checkpoint else { return Ok(0) };
         let watermarks = self
             .plan
@@ -33,6 +40,7 @@ impl Engine {
             .map(|(s, n)| (s.name.clone(), n.wm.input(), n.wm.output()))
             .collect();
         let latest_snapshot = if snapshot { self.batch_id } else { self.ck.last_snapshot.unwrap_or(0) };
+        // Folders from the latest snapshot on are kept: a restart reads them.
         cp.write_commit(
             &CommitEntry {
                 batch_id: self.batch_id,
@@ -44,21 +52,60 @@ impl Engine {
         )?;
         self.ck.last_snapshot = Some(latest_snapshot);
         weir_sdk::testing::fault::point("commit-log");
+        // Only now, from committed folders only: a batch re-run after a crash rewrites its own.
+        self.ask_snapshot()?;
         Ok(t.elapsed().as_millis() as u64)
     }
 
-    /// Whether this batch writes full snapshots rather than deltas: every
-    /// `--state-snapshot-interval` batches, and whenever the last snapshot is that far behind or
-    /// unknown (the interval changed between runs, or nothing was committed yet).
-    fn is_snapshot_batch(&self) -> bool {
-        let interval = self.snapshot_interval();
-        self.batch_id.is_multiple_of(interval) || self.ck.last_snapshot.is_none_or(|s| self.batch_id >= s + interval)
+    /// Asks the snapshot thread for a snapshot at this batch once `--state-snapshot-interval`
+    /// deltas follow the latest snapshot, if it is not making one already.
+    fn ask_snapshot(&mut self) -> Result<()> {
+        let Some(cp) = &self.ck.checkpoint else { return Ok(()) };
+        if self.ck.chain.len() <= self.snapshot_interval() as usize {
+            return Ok(());
+        }
+        let compactor = match &mut self.ck.compactor {
+            Some(c) => c,
+            None => self.ck.compactor.insert(Compactor::start(cp.location())?),
+        };
+        if compactor.pending() > 0 {
+            return Ok(());
+        }
+        let sources = self.ck.chain.iter().map(|(b, files)| (state_key(*b), files.clone())).collect();
+        compactor.submit(Job { id: self.batch_id, sources, target: state_key(self.batch_id) });
+        Ok(())
+    }
+
+    /// Takes the snapshots the snapshot thread finished: the latest becomes the one commits
+    /// name, and its bytes count in the batch's `snapshotBytes`. A failed one is logged, and
+    /// the state goes on from the snapshot before it.
+    fn take_snapshots(&mut self) {
+        let Some(compactor) = &mut self.ck.compactor else { return };
+        for done in compactor.finished() {
+            match done {
+                Ok(d) => {
+                    tracing::debug!(batch = d.id, took_ms = d.took.as_millis() as u64, "state snapshot written");
+                    for (node, bytes) in &d.bytes {
+                        if let Some(i) = self.plan.nodes.iter().position(|n| &n.name == node) {
+                            self.ck.state_bytes.entry(i).or_insert((0, 0)).0 += bytes;
+                        }
+                    }
+                    if let Some(at) = self.ck.chain.iter().position(|(b, _)| *b == d.id) {
+                        self.ck.chain.drain(..at);
+                        self.ck.last_snapshot = Some(d.id);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "a background state snapshot failed; the next one starts from the one before")
+                }
+            }
+        }
     }
 
     /// Writes every operator partition's state after this batch, with a manifest: full
     /// snapshots when `snapshot`, otherwise what changed since the last commit.
-    pub(super) fn write_state(&mut self, snapshot: bool) -> Result<()> {
-        let Some(cp) = &self.ck.checkpoint else { return Ok(()) };
+    pub(super) fn write_state(&mut self, snapshot: bool) -> Result<Vec<StateFile>> {
+        let Some(cp) = &self.ck.checkpoint else { return Ok(Vec::new()) };
         let mut files = Vec::new();
         self.ck.state_bytes.clear();
         self.ck.commit_time.clear();
@@ -78,7 +125,8 @@ impl Engine {
                 }
             }
         }
-        cp.write_manifest(self.batch_id, &files)
+        cp.write_manifest(self.batch_id, &files)?;
+        Ok(files)
     }
 
     pub(super) fn snapshot_interval(&self) -> u64 {

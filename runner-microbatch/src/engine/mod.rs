@@ -136,8 +136,14 @@ struct Planner {
 #[derive(Default)]
 struct CheckpointState {
     checkpoint: Option<Checkpoint>,
-    /// The last committed batch that wrote full state snapshots (`None`: none yet).
+    /// The latest batch with a whole snapshot of the state, written by its commit or by the
+    /// snapshot thread (`None`: none yet in this layout).
     last_snapshot: Option<u64>,
+    /// The batches whose state files make the state since `last_snapshot`, with their files:
+    /// the snapshot's batch first, then the deltas after it.
+    chain: Vec<(u64, Vec<weir_runner_core::checkpoint::state_files::StateFile>)>,
+    /// The thread that folds the chain into snapshots, off the batch's path.
+    compactor: Option<weir_runner_core::checkpoint::compaction::Compactor>,
     /// Per node, bytes of snapshot and delta files written by the last commit.
     state_bytes: HashMap<usize, (u64, u64)>,
     /// Per node, the time the last commit spent taking, encoding and writing its state files,

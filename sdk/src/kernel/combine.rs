@@ -36,6 +36,9 @@ pub trait CombineKernel: Send + Sync {
 /// encoded accumulator.
 pub type TableEntries<'a> = dyn FnMut(&[u8], Window, u64, Vec<u8>) + 'a;
 
+/// Takes the groups a [`CombineTable`] no longer holds: encoded key and window.
+pub type TableKeys<'a> = dyn FnMut(&[u8], Window) + 'a;
+
 /// A combine's accumulators per key and window, typed: Combine.perKey as a hash aggregation on
 /// (window, key), as Flink's and Spark's window aggregations run, for windows that never merge
 /// and fire once, when the watermark passes their end. Keys are held encoded (as the exchange
@@ -68,6 +71,11 @@ pub trait CombineTable: Send {
     fn bytes(&self) -> usize;
     /// Number of groups added to since the previous call, each counted once.
     fn take_updated(&mut self) -> u64;
+    /// What changed since the previous call, for checkpoints that write only that: every
+    /// group added to (as [`CombineTable::entries`] gives it) and every group fired. The first
+    /// call starts keeping changes and returns `false` (the caller takes every entry then).
+    fn take_changed(&mut self, written: &mut TableEntries<'_>, removed: &mut TableKeys<'_>)
+        -> Result<bool, CoderError>;
     /// Every group, for checkpoints: its encoded key, window, the number of inputs it combines
     /// and its encoded accumulator.
     fn entries(&self, out: &mut TableEntries<'_>) -> Result<(), CoderError>;

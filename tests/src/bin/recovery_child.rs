@@ -9,7 +9,8 @@
 //! with `WEIR_CHILD_SOURCE=splittable` from a splittable DoFn that claims seven per call. With
 //! `WEIR_CHILD_SHAPE=stateful` the sums come from a stateful DoFn instead (a value per key and
 //! window, emitted and cleared by an event-time timer at the window's end): the same output,
-//! from state that is written, read and removed every batch.
+//! from state that is written, read and removed every batch. `WEIR_CHILD_KEYS=runs` keys number
+//! i by i / 100 instead.
 
 use std::time::Duration;
 use weir_sdk::io::{ReadUnbounded, WriteJsonLines};
@@ -125,9 +126,12 @@ fn main() {
     };
     // WEIR_CHILD_WINDOW_MS: another window size, a pipeline a checkpoint must refuse.
     let window_ms = std::env::var("WEIR_CHILD_WINDOW_MS").ok().and_then(|w| w.parse().ok()).unwrap_or(100);
+    // WEIR_CHILD_KEYS=runs: key i / 100 instead of i % 3, so a key's state is left untouched once
+    // its run of numbers has passed (with a window as long as the input, it stays until the end).
+    let keys_in_runs = std::env::var("WEIR_CHILD_KEYS").is_ok_and(|k| k == "runs");
     let windowed = numbers
         .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(window_ms))))
-        .apply("Key", Map::new(|i: i64| KV::new(i % 3, i)));
+        .apply("Key", Map::new(move |i: i64| KV::new(if keys_in_runs { i / 100 } else { i % 3 }, i)));
     let stateful = std::env::var("WEIR_CHILD_SHAPE").is_ok_and(|s| s == "stateful");
     let summed = if args.get(4).map(String::as_str) == Some("variant") {
         windowed.apply("Max", Max::per_key())

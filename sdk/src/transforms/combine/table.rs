@@ -12,7 +12,7 @@ use super::CombineKernelImpl;
 use crate::coders::{Coder, CoderError, Element, ElementCoder};
 use crate::combine_fn::CombineFn;
 use crate::error::UserError;
-use crate::kernel::{lifted_value, Batch, Bundle, CombineTable, EncodedKvBatch, TableEntries};
+use crate::kernel::{lifted_value, Batch, Bundle, CombineTable, EncodedKvBatch, TableEntries, TableKeys};
 use crate::kv::KV;
 use crate::pane::PaneInfo;
 use crate::time::Timestamp;
@@ -26,7 +26,8 @@ struct Group<A> {
     hash: u64,
     /// The encoded key's length.
     len: u32,
-    /// The table's update epoch in which the group was last counted as updated.
+    /// The table's update epoch in which the group was last counted as updated, and
+    /// [`CHANGED`] while the group is in its window's `changed` list.
     updated: u32,
     /// The key itself when it has at most 16 bytes, else its start in the window's arena.
     key: [u8; 16],
@@ -41,16 +42,27 @@ impl<A> Group<A> {
     }
 }
 
+/// The bit of [`Group::updated`] that says the group changed since the table's changes were
+/// last taken ([`CombineTable::take_changed`]); the rest is the update epoch.
+const CHANGED: u32 = 1 << 31;
+
 /// The groups of one window.
 struct WindowGroups<A> {
     table: hashbrown::HashTable<u32>,
     groups: Vec<Group<A>>,
     long_keys: Vec<u8>,
+    /// The groups changed since the changes were last taken, while they are kept.
+    changed: Vec<u32>,
 }
 
 impl<A> Default for WindowGroups<A> {
     fn default() -> Self {
-        WindowGroups { table: hashbrown::HashTable::new(), groups: Vec::new(), long_keys: Vec::new() }
+        WindowGroups {
+            table: hashbrown::HashTable::new(),
+            groups: Vec::new(),
+            long_keys: Vec::new(),
+            changed: Vec::new(),
+        }
     }
 }
 
@@ -105,6 +117,10 @@ pub(super) struct Table<K, F: CombineFn> {
     groups: usize,
     epoch: u32,
     updated: u64,
+    /// Whether changes are kept ([`CombineTable::take_changed`]), and the groups of the
+    /// windows fired since they were last taken, as (encoded key, window).
+    tracking: bool,
+    fired: Vec<(Vec<u8>, Window)>,
     /// A longer key's encoding.
     scratch: Vec<u8>,
 }
@@ -125,6 +141,8 @@ impl<K: Element, F: CombineFn> Table<K, F> {
             groups: 0,
             epoch: 1,
             updated: 0,
+            tracking: false,
+            fired: Vec::new(),
             scratch: Vec::new(),
         }
     }
@@ -190,10 +208,15 @@ impl<K: Element, F: CombineFn> Table<K, F> {
                 g
             }
         };
-        let group = &mut self.slots[s].groups[g];
-        if group.updated != self.epoch {
-            group.updated = self.epoch;
+        let w = &mut self.slots[s];
+        let group = &mut w.groups[g];
+        if group.updated & !CHANGED != self.epoch {
+            group.updated = self.epoch | (group.updated & CHANGED);
             self.updated += 1;
+        }
+        if self.tracking && group.updated & CHANGED == 0 {
+            group.updated |= CHANGED;
+            w.changed.push(g as u32);
         }
         g
     }
@@ -300,6 +323,9 @@ impl<K: Element, F: CombineFn> CombineTable for Table<K, F> {
         self.free.push(s);
         let n = w.groups.len();
         self.groups -= n;
+        if self.tracking {
+            self.fired.extend(w.groups.iter().map(|g| (g.key(&w.long_keys).to_vec(), window)));
+        }
         let mut bundle: Vec<WindowedValue<KV<K, F::Out>>> = match out.pop() {
             Some(last) if last.len() < limit => match last.downcast::<Vec<WindowedValue<KV<K, F::Out>>>>() {
                 Ok(rows) => *rows,
@@ -349,8 +375,32 @@ impl<K: Element, F: CombineFn> CombineTable for Table<K, F> {
     }
 
     fn take_updated(&mut self) -> u64 {
-        self.epoch = self.epoch.wrapping_add(1).max(1);
+        self.epoch = ((self.epoch + 1) & !CHANGED).max(1);
         std::mem::take(&mut self.updated)
+    }
+
+    fn take_changed(
+        &mut self,
+        written: &mut TableEntries<'_>,
+        removed: &mut TableKeys<'_>,
+    ) -> Result<bool, CoderError> {
+        if !std::mem::replace(&mut self.tracking, true) {
+            return Ok(false);
+        }
+        for (key, window) in self.fired.drain(..) {
+            removed(&key, window);
+        }
+        for (&(_, window), &s) in &self.order {
+            let w = &mut self.slots[s];
+            for g in w.changed.drain(..) {
+                let g = &mut w.groups[g as usize];
+                g.updated &= !CHANGED;
+                let mut acc = Vec::new();
+                self.acc.encode(&g.acc, &mut acc)?;
+                written(g.key(&w.long_keys), window, g.count, acc);
+            }
+        }
+        Ok(true)
     }
 
     fn entries(&self, out: &mut TableEntries<'_>) -> Result<(), CoderError> {

@@ -1,0 +1,190 @@
+//! Background snapshots (Spark's state store maintenance): a commit writes only what changed
+//! (deltas), and a thread of its own folds a snapshot and the deltas after it into a new
+//! snapshot, off the batch's (epoch's) path. A restart then reads the newest snapshot and the
+//! few deltas after it.
+//!
+//! A snapshot made here lives in the folder of the batch it is taken at, next to that batch's
+//! deltas: its files (`*.snapshot.arrow`) and, written last, [`SNAPSHOT_MANIFEST`], which lists
+//! them with their CRC-32s. A folder whose snapshot manifest is missing has no snapshot (a
+//! crash in the middle leaves stray files, removed with the folder). The runner records a
+//! snapshot in its commit log only once [`Compactor::finished`] reports it, and keeps every
+//! folder from it on, so a snapshot read on restart is always whole.
+
+use super::log::{corrupt, encode_entry, parse_entry};
+use super::state_files::{apply, check_name, decode_file, write_snapshot, StateFile};
+use super::store::Location;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weir_sdk::Result;
+
+/// The name of a folder's snapshot manifest.
+pub const SNAPSHOT_MANIFEST: &str = "snapshot.json";
+
+/// A snapshot to make: the state of every (node, partition) in `sources` (a base folder, then
+/// deltas in order), written as a snapshot into `target`.
+pub struct Job {
+    /// What the snapshot is taken at (a batch or an epoch); [`Done::id`] reports it.
+    pub id: u64,
+    /// The base folder and its state files (its snapshot manifest's, when it has one, replace
+    /// them), then each later folder and its delta files, up to and including `target`.
+    pub sources: Vec<(String, Vec<StateFile>)>,
+    /// The folder the snapshot goes to.
+    pub target: String,
+}
+
+/// A finished snapshot.
+#[derive(Debug)]
+pub struct Done {
+    /// [`Job::id`].
+    pub id: u64,
+    /// The snapshot's bytes per node.
+    pub bytes: HashMap<String, u64>,
+    /// How long it took.
+    pub took: Duration,
+}
+
+/// The maintenance thread of one process's checkpoint, making snapshots in the order asked.
+pub struct Compactor {
+    jobs: Option<Sender<Job>>,
+    done: Receiver<Result<Done>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pending: usize,
+}
+
+impl Compactor {
+    /// Starts the thread for the checkpoint at `loc`.
+    pub fn start(loc: Location) -> Result<Self> {
+        let (jobs, rx) = channel::<Job>();
+        let (tx, done) = channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("weir-state-snapshots".into())
+            .spawn(move || {
+                for job in rx {
+                    if stopping.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    if tx.send(make_snapshot(&loc, job)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| weir_sdk::Error::Internal {
+                component: "checkpoint".into(),
+                message: format!("cannot start the state snapshot thread: {e}"),
+            })?;
+        Ok(Compactor { jobs: Some(jobs), done, stop, thread: Some(thread), pending: 0 })
+    }
+
+    /// Asks for a snapshot; made after those asked before.
+    pub fn submit(&mut self, job: Job) {
+        if let Some(jobs) = &self.jobs {
+            if jobs.send(job).is_ok() {
+                self.pending += 1;
+            }
+        }
+    }
+
+    /// Snapshots asked for and not reported yet.
+    pub fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// The snapshots finished (or failed) since the last call, in the order asked.
+    pub fn finished(&mut self) -> Vec<Result<Done>> {
+        let out: Vec<_> = self.done.try_iter().collect();
+        self.pending -= out.len().min(self.pending);
+        out
+    }
+
+    /// Waits for every snapshot asked for (tests, and a drain that wants its last snapshot).
+    pub fn wait(&mut self) -> Vec<Result<Done>> {
+        let mut out = Vec::new();
+        while self.pending > 0 {
+            match self.done.recv() {
+                Ok(d) => {
+                    out.push(d);
+                    self.pending -= 1;
+                }
+                Err(_) => break,
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Compactor {
+    /// Stops after the snapshot being made: those not started are dropped (the commit log
+    /// never named them).
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The files of `folder`'s snapshot, if it has one.
+pub fn snapshot_files(loc: &Location, folder: &str) -> Result<Option<Vec<StateFile>>> {
+    let key = format!("{folder}/{SNAPSHOT_MANIFEST}");
+    match loc.get(&key)? {
+        None => Ok(None),
+        Some(bytes) => {
+            let files: Vec<StateFile> = parse_entry(&loc.name(&key), &bytes)?;
+            for f in &files {
+                check_name(&loc.name(&key), f)?;
+            }
+            Ok(Some(files))
+        }
+    }
+}
+
+/// Reads state file `f` of `folder` and applies it to `map`.
+pub fn read_into(loc: &Location, folder: &str, f: &StateFile, map: &mut HashMap<Vec<u8>, Vec<u8>>) -> Result<()> {
+    let key = format!("{folder}/{}", f.file);
+    let shown = loc.name(&key);
+    let data = loc.get(&key)?.ok_or_else(|| corrupt(&shown, "state file is missing"))?;
+    apply(map, f.kind, decode_file(&shown, f, data)?);
+    Ok(())
+}
+
+/// Makes the snapshot of `job`, one (node, partition) at a time: only one partition's state is
+/// in memory at once.
+fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
+    let began = Instant::now();
+    // Each (node, partition)'s files, in the order they apply.
+    let mut parts: BTreeMap<(String, usize), Vec<(&str, StateFile)>> = BTreeMap::new();
+    for (i, (folder, files)) in job.sources.iter().enumerate() {
+        let own = if i == 0 { snapshot_files(loc, folder)? } else { None };
+        for f in own.unwrap_or_else(|| files.clone()) {
+            parts.entry((f.node.clone(), f.partition)).or_default().push((folder, f));
+        }
+    }
+    let mut written = Vec::with_capacity(parts.len());
+    let mut bytes: HashMap<String, u64> = HashMap::new();
+    for ((node, partition), files) in parts {
+        let mut map = HashMap::new();
+        for (folder, f) in &files {
+            read_into(loc, folder, f, &mut map)?;
+        }
+        if map.is_empty() {
+            continue;
+        }
+        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let (f, data) = write_snapshot(&node, partition, &rows)?;
+        loc.put(&format!("{}/{}", job.target, f.file), data)?;
+        *bytes.entry(node).or_default() += f.bytes;
+        written.push(f);
+    }
+    weir_sdk::testing::fault::point_at("snapshot-manifest", job.id);
+    let key = format!("{}/{SNAPSHOT_MANIFEST}", job.target);
+    loc.put(&key, encode_entry(&loc.name(&key), &written)?)?;
+    Ok(Done { id: job.id, bytes, took: began.elapsed() })
+}
