@@ -44,6 +44,15 @@ fn args(q: &str, results: &Path, runner: &str, layout: &[&str], extra: &[&str]) 
 }
 
 fn resumes_at_other_parallelisms(q: &str, l: &Layouts) {
+    resumes_at_other_parallelisms_with(q, &[], l)
+}
+
+/// [`resumes_at_other_parallelisms`] with the query's own flags `query`.
+fn resumes_at_other_parallelisms_with(q: &str, query: &[&str], l: &Layouts) {
+    let args = |q: &str, results: &Path, runner: &str, layout: &[&str], extra: &[&str]| {
+        let extra: Vec<&str> = query.iter().chain(extra).copied().collect();
+        args(q, results, runner, layout, &extra)
+    };
     let dir = tempfile::tempdir().unwrap();
     let reference = dir.path().join("reference");
     let o = nexmark(&args(q, &reference, l.runner, l.at[0], &[]), &[]).output().unwrap();
@@ -96,4 +105,11 @@ fn a_windowed_aggregation_resumes_at_four_then_one_timely_worker_exactly_once() 
 #[test]
 fn a_stateful_join_resumes_at_four_then_one_timely_worker_exactly_once() {
     resumes_at_other_parallelisms("3", &TIMELY);
+}
+
+/// Query 7 joins bids with their window's maximum as a side input: bids wait for it, one state
+/// entry per waiting batch, and move to the first partition of another layout (issue 52).
+#[test]
+fn elements_waiting_for_side_inputs_resume_at_four_then_one_partition_exactly_once() {
+    resumes_at_other_parallelisms_with("7", &["--window-size-sec", "1"], &MICROBATCH);
 }

@@ -218,43 +218,70 @@ impl Operator for ParDoOperator {
     fn finish(&mut self) {
         self.runner.teardown();
     }
+    /// One entry per side input window and per batch waiting for side inputs
+    /// ([`SideInputs::entries`], [`Pushback::entries`]).
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        if self.pushback.is_empty() && self.sides.is_empty() {
-            return Ok(Vec::new());
-        }
-        let meta = crate::checkpoint::encode(self.runner.step(), &(self.pushback.snapshot()?, self.sides.snapshot()?))?;
-        Ok(vec![(Vec::new(), meta)])
+        let mut out = Vec::new();
+        self.pushback.entries(self.runner.step(), &mut out)?;
+        self.sides.entries(self.runner.step(), &mut out)?;
+        Ok(out)
+    }
+    fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
+        let (mut written, mut removed) = (Vec::new(), Vec::new());
+        let step = self.runner.step().to_string();
+        let waiting = self.pushback.take_changes(&step, &mut written, &mut removed)?;
+        let sides = self.sides.take_changes(&step, &mut written)?;
+        Ok((waiting && sides).then_some((written, removed)))
     }
     /// Elements waiting for side inputs are not keyed: every old partition's go to the first new
-    /// one; the side inputs (the same in every partition) to all.
+    /// one (renumbered); the side inputs (the same in every partition) to all. The older layout
+    /// (one entry with both) is read too.
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         type Meta = (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
         let step = self.runner.step();
-        let mut pushback = Vec::new();
-        let mut sides = None;
-        for (_, v) in old.into_iter().flatten() {
-            let (p, s): Meta = crate::checkpoint::decode(step, &v)?;
-            pushback.extend(p);
-            sides.get_or_insert(s);
-        }
         let mut out: Vec<crate::checkpoint::Entries> = (0..n.max(1)).map(|_| Vec::new()).collect();
-        if let Some(sides) = sides {
-            for (p, entries) in out.iter_mut().enumerate() {
-                let meta: Meta = (if p == 0 { std::mem::take(&mut pushback) } else { Vec::new() }, sides.clone());
+        let (mut pushback, mut legacy_sides, mut sides) = (Vec::new(), None, None::<crate::checkpoint::Entries>);
+        for (p, entries) in old.into_iter().enumerate() {
+            let mut own_sides = Vec::new();
+            for (k, v) in entries {
+                if k.is_empty() {
+                    let (waiting, s): Meta = crate::checkpoint::decode(step, &v)?;
+                    pushback.extend(waiting);
+                    legacy_sides.get_or_insert(s);
+                } else if let Some(k) = Pushback::renumber(&k, out[0].len() as u64) {
+                    out[0].push((k, v));
+                } else {
+                    own_sides.push((k, v));
+                }
+            }
+            if p == 0 || sides.as_ref().is_some_and(Vec::is_empty) {
+                sides = Some(own_sides);
+            }
+        }
+        for (p, entries) in out.iter_mut().enumerate() {
+            entries.extend(sides.iter().flatten().cloned());
+            if let Some(s) = &legacy_sides {
+                let meta: Meta = (if p == 0 { std::mem::take(&mut pushback) } else { Vec::new() }, s.clone());
                 entries.push((Vec::new(), crate::checkpoint::encode(step, &meta)?));
             }
         }
         Ok(out)
     }
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let step = self.runner.step().to_string();
         for (k, v) in entries {
             if k.is_empty() {
                 let (pushback, sides): (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot) =
-                    crate::checkpoint::decode(self.runner.step(), &v)?;
+                    crate::checkpoint::decode(&step, &v)?;
                 self.pushback.restore(pushback)?;
                 self.sides.restore(sides)?;
+            } else if !self.pushback.restore_entry(&step, &k, &v)? && !self.sides.restore_entry(&step, &k, &v)? {
+                return Err(weir_sdk::Error::execution(&step, "a state entry of another kind of step"));
             }
         }
+        // What was restored is what was committed: changes count from here.
+        self.pushback.forget_changes();
+        self.sides.forget_changes();
         Ok(())
     }
 }

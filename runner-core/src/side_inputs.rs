@@ -2,7 +2,7 @@
 //! for the side window arrived or the side watermark passed it.
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::kernel::{Batch, CollectionOps, SideInputReader, SideInputSpec};
@@ -20,6 +20,9 @@ pub struct SideInputs {
     data: Vec<HashMap<Window, (i64, Vec<Batch>)>>,
     watermarks: Vec<Timestamp>,
     cache: Mutex<HashMap<(usize, Window), Built>>,
+    /// The (side input, window)s changed since a checkpoint last took them
+    /// ([`SideInputs::take_changes`]); not kept until one first asks.
+    dirty: Option<HashSet<(usize, Window)>>,
 }
 
 impl SideInputs {
@@ -31,6 +34,7 @@ impl SideInputs {
             watermarks: vec![MIN_TIMESTAMP; specs.len()],
             specs: specs.to_vec(),
             cache: Mutex::new(HashMap::new()),
+            dirty: None,
         }
     }
 
@@ -47,6 +51,9 @@ impl SideInputs {
         let every_pane = self.specs[index].portable_semantics;
         for (window, pane, b) in self.ops[index].group_by_window(batch) {
             cache.remove(&(index, window));
+            if let Some(dirty) = &mut self.dirty {
+                dirty.insert((index, window));
+            }
             let entry = self.data[index].entry(window).or_insert((pane, Vec::new()));
             if every_pane {
                 entry.0 = entry.0.max(pane);
@@ -148,25 +155,49 @@ impl SideInputReader for SideInputs {
 pub struct Pushback {
     ops: Arc<dyn CollectionOps>,
     waiting: BTreeMap<Window, Waiting>,
+    /// The number the next batch to wait gets (its entry's key).
+    next: u64,
+    /// The (window, number)s of batches that began or stopped waiting since a checkpoint last
+    /// took them ([`Pushback::take_changes`]); not kept until one first asks.
+    dirty: Option<HashSet<(Window, u64)>>,
 }
 
-/// The elements of one window waiting for its side inputs, and their earliest timestamp.
+/// The elements of one window waiting for its side inputs, by number, and their earliest
+/// timestamp.
 struct Waiting {
-    batches: Vec<Batch>,
+    batches: Vec<(u64, Batch)>,
     min_timestamp: Timestamp,
 }
 
 impl Pushback {
     /// An empty pushback buffer for elements with `ops`.
     pub fn new(ops: Arc<dyn CollectionOps>) -> Self {
-        Pushback { ops, waiting: BTreeMap::new() }
+        Pushback { ops, waiting: BTreeMap::new(), next: 0, dirty: None }
     }
 
     fn wait(&mut self, window: Window, batch: Batch) {
+        let n = self.next;
+        self.next += 1;
+        self.wait_as(window, n, batch);
+    }
+
+    fn wait_as(&mut self, window: Window, n: u64, batch: Batch) {
         let min = batch.min_timestamp().unwrap_or(MAX_TIMESTAMP);
         let w = self.waiting.entry(window).or_insert(Waiting { batches: Vec::new(), min_timestamp: MAX_TIMESTAMP });
         w.min_timestamp = w.min_timestamp.min(min);
-        w.batches.push(batch);
+        w.batches.push((n, batch));
+        if let Some(dirty) = &mut self.dirty {
+            dirty.insert((window, n));
+        }
+    }
+
+    /// Takes window `w`'s waiting batches.
+    fn release(&mut self, w: &Window) -> Vec<Batch> {
+        let Some(waiting) = self.waiting.remove(w) else { return Vec::new() };
+        if let Some(dirty) = &mut self.dirty {
+            dirty.extend(waiting.batches.iter().map(|(n, _)| (*w, *n)));
+        }
+        waiting.batches.into_iter().map(|(_, b)| b).collect()
     }
 
     /// The part of `input` (plus earlier waiting elements when `retry`) whose side windows are
@@ -189,7 +220,10 @@ impl Pushback {
         if sides.is_empty() {
             ready.extend(input);
             if retry {
-                ready.extend(std::mem::take(&mut self.waiting).into_values().flat_map(|w| w.batches));
+                let windows: Vec<Window> = self.waiting.keys().copied().collect();
+                for w in windows {
+                    ready.extend(self.release(&w));
+                }
             }
             ready.retain(|b| !b.is_empty());
             return Ok(ready);
@@ -198,7 +232,7 @@ impl Pushback {
             let windows: Vec<Window> = self.waiting.keys().copied().collect();
             for w in windows {
                 if sides.is_ready(&w)? {
-                    ready.extend(self.waiting.remove(&w).into_iter().flat_map(|w| w.batches));
+                    ready.extend(self.release(&w));
                 }
             }
         }
@@ -244,7 +278,7 @@ impl Pushback {
         self.waiting
             .values()
             .flat_map(|w| &w.batches)
-            .map(|b| self.ops.encode_batch(b))
+            .map(|(_, b)| self.ops.encode_batch(b))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })
     }
@@ -271,5 +305,156 @@ impl Pushback {
     /// The earliest timestamp waiting.
     pub fn hold(&self) -> Option<Timestamp> {
         self.waiting.values().map(|w| w.min_timestamp).min()
+    }
+}
+
+/// The first byte of a pushed-back batch's state entry.
+const WAITING: u8 = b'P';
+/// The first byte of a side input window's state entry.
+const SIDE: u8 = b'S';
+
+/// State entries of a ParDo's side inputs and pushed-back elements, each changed on its own, so
+/// a checkpoint writes only what changed: a side input's window (`S`, the input's index, the
+/// window: its pane index and batches) and a batch waiting for its side inputs (`P`, its
+/// number, its window: the batch). The empty key is the older layout: everything in one entry.
+impl SideInputs {
+    fn entry_key(index: usize, window: &Window, step: &str) -> weir_sdk::Result<Vec<u8>> {
+        let mut k = vec![SIDE];
+        k.extend_from_slice(&(index as u32).to_be_bytes());
+        k.extend(crate::checkpoint::encode(step, window)?);
+        Ok(k)
+    }
+
+    fn entry(&self, index: usize, window: &Window, step: &str) -> weir_sdk::Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some((pane, batches)) = self.data[index].get(window) else { return Ok(None) };
+        let enc = batches.iter().map(|b| self.ops[index].encode_batch(b)).collect::<Result<Vec<_>, _>>().map_err(
+            |source| weir_sdk::Error::Coder { step: format!("side input {}", self.specs[index].view_id), source },
+        )?;
+        Ok(Some((Self::entry_key(index, window, step)?, crate::checkpoint::encode(step, &(*pane, enc))?)))
+    }
+
+    /// Every side input window as state entries of step `step`.
+    pub fn entries(&self, step: &str, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> weir_sdk::Result<()> {
+        for (i, data) in self.data.iter().enumerate() {
+            for w in data.keys() {
+                out.extend(self.entry(i, w, step)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The windows changed since the last call, as entries; `false` at the first call, from
+    /// which on changes are kept.
+    pub fn take_changes(&mut self, step: &str, written: &mut Vec<(Vec<u8>, Vec<u8>)>) -> weir_sdk::Result<bool> {
+        let Some(dirty) = self.dirty.replace(HashSet::new()) else { return Ok(false) };
+        for (i, w) in dirty {
+            written.extend(self.entry(i, &w, step)?);
+        }
+        Ok(true)
+    }
+
+    /// Forgets the changes kept so far (the state was restored to what was committed).
+    pub fn forget_changes(&mut self) {
+        if let Some(dirty) = &mut self.dirty {
+            dirty.clear();
+        }
+    }
+
+    /// Restores a side input window's entry; `false` if `key` is not one.
+    pub fn restore_entry(&mut self, step: &str, key: &[u8], value: &[u8]) -> weir_sdk::Result<bool> {
+        let Some((&SIDE, rest)) = key.split_first() else { return Ok(false) };
+        let Some((index, window)) = rest.split_first_chunk::<4>() else {
+            return Err(weir_sdk::Error::execution(step, "corrupt side input state entry key"));
+        };
+        let index = u32::from_be_bytes(*index) as usize;
+        let window: Window = crate::checkpoint::decode(step, window)?;
+        let (pane, batches): (i64, Vec<Vec<u8>>) = crate::checkpoint::decode(step, value)?;
+        let (Some(ops), Some(spec)) = (self.ops.get(index), self.specs.get(index)) else {
+            return Err(weir_sdk::Error::execution(step, format!("state of side input {index}, which the step lacks")));
+        };
+        let decoded = batches
+            .iter()
+            .map(|b| ops.decode_batch(b))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| weir_sdk::Error::Coder { step: format!("side input {}", spec.view_id), source })?;
+        self.data[index].insert(window, (pane, decoded));
+        Ok(true)
+    }
+}
+
+impl Pushback {
+    fn entry_key(n: u64, window: &Window, step: &str) -> weir_sdk::Result<Vec<u8>> {
+        let mut k = vec![WAITING];
+        k.extend_from_slice(&n.to_be_bytes());
+        k.extend(crate::checkpoint::encode(step, window)?);
+        Ok(k)
+    }
+
+    fn encode(&self, b: &Batch) -> weir_sdk::Result<Vec<u8>> {
+        self.ops.encode_batch(b).map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })
+    }
+
+    /// Every waiting batch as a state entry of step `step`.
+    pub fn entries(&self, step: &str, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> weir_sdk::Result<()> {
+        for (w, waiting) in &self.waiting {
+            for (n, b) in &waiting.batches {
+                out.push((Self::entry_key(*n, w, step)?, self.encode(b)?));
+            }
+        }
+        Ok(())
+    }
+
+    /// The batches that began waiting since the last call, as entries, and the keys of those
+    /// that stopped; `false` at the first call, from which on changes are kept.
+    pub fn take_changes(
+        &mut self,
+        step: &str,
+        written: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        removed: &mut Vec<Vec<u8>>,
+    ) -> weir_sdk::Result<bool> {
+        let Some(dirty) = self.dirty.replace(HashSet::new()) else { return Ok(false) };
+        for (w, n) in dirty {
+            let key = Self::entry_key(n, &w, step)?;
+            match self.waiting.get(&w).and_then(|ws| ws.batches.iter().find(|(m, _)| *m == n)) {
+                Some((_, b)) => written.push((key, self.encode(b)?)),
+                None => removed.push(key),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Forgets the changes kept so far (the state was restored to what was committed).
+    pub fn forget_changes(&mut self) {
+        if let Some(dirty) = &mut self.dirty {
+            dirty.clear();
+        }
+    }
+
+    /// Restores a waiting batch's entry; `false` if `key` is not one.
+    pub fn restore_entry(&mut self, step: &str, key: &[u8], value: &[u8]) -> weir_sdk::Result<bool> {
+        let Some((&WAITING, rest)) = key.split_first() else { return Ok(false) };
+        let Some((n, window)) = rest.split_first_chunk::<8>() else {
+            return Err(weir_sdk::Error::execution(step, "corrupt pushed-back state entry key"));
+        };
+        let n = u64::from_be_bytes(*n);
+        let window: Window = crate::checkpoint::decode(step, window)?;
+        let batch = self
+            .ops
+            .decode_batch(value)
+            .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })?;
+        self.next = self.next.max(n + 1);
+        self.wait_as(window, n, batch);
+        Ok(true)
+    }
+
+    /// Entry `entry` of a batch waiting, renumbered `n` (a restart at another parallelism
+    /// gathers every old partition's); `None` if it is not a waiting batch's entry.
+    pub fn renumber(entry: &[u8], n: u64) -> Option<Vec<u8>> {
+        let (&WAITING, rest) = entry.split_first()? else { return None };
+        let (_, window) = rest.split_first_chunk::<8>()?;
+        let mut k = vec![WAITING];
+        k.extend_from_slice(&n.to_be_bytes());
+        k.extend_from_slice(window);
+        Some(k)
     }
 }

@@ -1,7 +1,8 @@
 //! Metrics Weir reports about every step, in the `weir` namespace (beyond Beam's user
 //! metrics): elements and estimated bytes in and out, dropped-late elements (see
 //! [`crate::operator::count_drops`]), input and output watermarks and the output watermark's lag
-//! behind processing time, and state size.
+//! behind processing time, and state size; and every stateful step's state store figures of its
+//! last batch or epoch ([`state_operator`]), as Spark's `StreamingQueryProgress` names them.
 
 use std::sync::Arc;
 
@@ -73,6 +74,31 @@ pub fn state(container: &MetricsContainerImpl, rows: usize, bytes: usize, now: T
     for (n, v) in [("stateRows", rows), ("stateBytes", bytes)] {
         if let Some(m) = name(n) {
             container.set_gauge_at(&m, v as i64, now);
+        }
+    }
+}
+
+/// Sets a stateful step's gauges from its part of the last batch's (epoch's) progress: Spark's
+/// state store metrics by their names (`numRowsTotal`, `numRowsUpdated`, `numRowsRemoved`,
+/// `numRowsDroppedByWatermark`, `allUpdatesTimeMs`, `allRemovalsTimeMs`, `commitTimeMs`,
+/// `memoryUsedBytes`, `numStateStoreInstances`) and its custom metrics by theirs, so every
+/// metrics sink has them.
+pub fn state_operator(container: &MetricsContainerImpl, op: &crate::progress::StateOperatorProgress, now: Timestamp) {
+    let fixed = [
+        ("numRowsTotal", op.num_rows_total),
+        ("numRowsUpdated", op.num_rows_updated),
+        ("numRowsRemoved", op.num_rows_removed),
+        ("numRowsDroppedByWatermark", op.num_rows_dropped_by_watermark),
+        ("allUpdatesTimeMs", op.all_updates_time_ms),
+        ("allRemovalsTimeMs", op.all_removals_time_ms),
+        ("commitTimeMs", op.commit_time_ms),
+        ("memoryUsedBytes", op.memory_used_bytes),
+        ("numStateStoreInstances", op.num_state_store_instances),
+    ];
+    let custom = op.custom_metrics.iter().map(|(k, v)| (k.as_str(), *v));
+    for (n, v) in fixed.into_iter().chain(custom) {
+        if let Some(m) = name(n) {
+            container.set_gauge_at(&m, i64::try_from(v).unwrap_or(i64::MAX), now);
         }
     }
 }

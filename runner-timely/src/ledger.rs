@@ -7,7 +7,7 @@ use crate::process::{IdleReport, Process};
 use crate::progress::{OperatorState, SourceRows, WorkerProgress};
 use crate::worker::{deliver, AckBuilder, CommittedBuilder, IdleBuilder, ProgressBuilder};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -79,13 +79,17 @@ impl WorkerCheckpoint {
         WorkerCheckpoint { pending, acks, last_offsets: None, chain: Vec::new(), compactor: None, snapshot: None }
     }
 
-    /// Takes the snapshots the thread finished, and asks for the next one when the chain is
-    /// long enough and none is being made.
-    fn snapshots(&mut self, log: &EpochLog, me: usize) -> Result<()> {
+    /// Takes the snapshots the thread finished (returns their bytes per step), and asks for
+    /// the next one when the chain is long enough and none is being made.
+    fn snapshots(&mut self, log: &EpochLog, me: usize) -> Result<HashMap<String, u64>> {
+        let mut bytes: HashMap<String, u64> = HashMap::new();
         if let Some(compactor) = &mut self.compactor {
             for done in compactor.finished() {
                 match done {
                     Ok(d) => {
+                        for (node, b) in d.bytes {
+                            *bytes.entry(node).or_default() += b;
+                        }
                         if let Some(at) = self.chain.iter().position(|(e, _)| *e == d.id) {
                             self.chain.drain(..at);
                             self.snapshot = Some(d.id);
@@ -99,7 +103,7 @@ impl WorkerCheckpoint {
                 }
             }
         }
-        let Some(job) = log.snapshot_job(me, &self.chain) else { return Ok(()) };
+        let Some(job) = log.snapshot_job(me, &self.chain) else { return Ok(bytes) };
         let compactor = match &mut self.compactor {
             Some(c) => c,
             None => self.compactor.insert(Compactor::start(log.location())?),
@@ -107,7 +111,7 @@ impl WorkerCheckpoint {
         if compactor.pending() == 0 {
             compactor.submit(job);
         }
-        Ok(())
+        Ok(bytes)
     }
 }
 
@@ -172,6 +176,7 @@ impl Ledger {
         if self.next >= until {
             return Ok(());
         }
+        let mut background = HashMap::new();
         if let (Some(ck), Some(log)) = (self.ck.as_mut(), self.shared.checkpoint.as_ref()) {
             for epoch in self.next..until {
                 if let Some(last) = ck.last_offsets.as_ref().filter(|l| l.epoch < epoch) {
@@ -188,7 +193,7 @@ impl Ledger {
                 }
                 ck.chain.push((epoch, files));
             }
-            ck.snapshots(log, self.me)?;
+            background = ck.snapshots(log, self.me)?;
             ck.acks.send((0, (self.me as u32, until, ck.snapshot)));
             deliver(&mut ck.acks);
         }
@@ -201,8 +206,14 @@ impl Ledger {
             self.nodes.iter().map(|n| n.borrow().state()).fold((0, 0), |(r, b), (x, y)| (r + x, b + y));
         let watermark = self.nodes.iter().filter_map(|n| n.borrow().leaf_watermark()).min().unwrap_or(MAX_TIMESTAMP);
         for epoch in self.next..until {
-            let operators: Vec<OperatorState> =
+            let mut operators: Vec<OperatorState> =
                 self.nodes.iter().filter_map(|n| n.borrow_mut().operator_state(epoch)).collect();
+            // Background snapshots finished by now count in the first epoch reported.
+            for o in operators.iter_mut() {
+                if let Some(b) = background.remove(&o.operator_name) {
+                    o.custom_metrics.insert("backgroundSnapshotBytes".to_string(), b);
+                }
+            }
             let open = self.open.remove(&epoch);
             let row = WorkerProgress {
                 worker: self.me,

@@ -144,6 +144,16 @@ pub(crate) fn progress(
     }
 }
 
+/// What a node did in an epoch not reported yet: what its head did, and how long its checkpoint
+/// took to take, encode and write its state files, and their bytes.
+#[derive(Default)]
+struct EpochState {
+    stats: MemberStats,
+    commit_time: std::time::Duration,
+    snapshot_bytes: u64,
+    delta_bytes: u64,
+}
+
 /// One worker's share of a transform or sink node (or of a fused chain) across epochs: the
 /// runner-core node runtime ([`NodeShare`]) fed by what arrives for each epoch.
 pub(crate) struct NodeWorker {
@@ -171,7 +181,7 @@ pub(crate) struct NodeWorker {
     replays: HashMap<u64, Vec<(usize, Journal)>>,
     /// Per epoch not reported yet, what the node's head did in it and how long its checkpoint
     /// took to take, encode and write its state files.
-    epochs: BTreeMap<u64, (MemberStats, std::time::Duration)>,
+    epochs: BTreeMap<u64, EpochState>,
 }
 
 /// Per epoch, the members a worker's nodes checkpointed, until the epoch's manifest is written.
@@ -285,12 +295,17 @@ impl NodeWorker {
         let Some(log) = process.checkpoint.as_ref() else { return Ok(()) };
         let mut states = Vec::new();
         let mut commit_time = std::time::Duration::ZERO;
+        let (mut snapshot_bytes, mut delta_bytes) = (0, 0);
         for m in self.share.checkpoint(log.is_snapshot(epoch))? {
             let file = match m.file {
                 Some((f, bytes)) => {
                     let began = std::time::Instant::now();
                     log.write_state_file(epoch, self.me, &f, bytes)?;
                     commit_time += m.encode_time + began.elapsed();
+                    match f.kind {
+                        weir_runner_core::checkpoint::state_files::FileKind::Snapshot => snapshot_bytes += f.bytes,
+                        weir_runner_core::checkpoint::state_files::FileKind::Delta => delta_bytes += f.bytes,
+                    }
                     Some(f)
                 }
                 None => None,
@@ -299,7 +314,10 @@ impl NodeWorker {
             states.push(MemberState { node, input: m.watermarks.input(), output: m.watermarks.output(), file });
         }
         pending.borrow_mut().entry(epoch).or_default().extend(states);
-        self.epochs.entry(epoch).or_default().1 += commit_time;
+        let e = self.epochs.entry(epoch).or_default();
+        e.commit_time += commit_time;
+        e.snapshot_bytes += snapshot_bytes;
+        e.delta_bytes += delta_bytes;
         Ok(())
     }
 
@@ -384,7 +402,7 @@ impl NodeWorker {
         metrics.publish(&process.metrics, done.is_ok());
         let done = done?;
         if let Some(head) = done.members.first() {
-            self.epochs.entry(epoch).or_default().0.add(head);
+            self.epochs.entry(epoch).or_default().stats.add(head);
         }
         active |= done.staged.iter().chain(done.outputs.iter().flatten()).any(|b| !b.is_empty());
         if active {
@@ -442,7 +460,8 @@ impl NodeWorker {
     /// A stateful node's state on this worker as `epoch` left it, and what the epoch did to
     /// it (taken: each epoch is reported once).
     pub(crate) fn operator_state(&mut self, epoch: u64) -> Option<crate::progress::OperatorState> {
-        let (stats, commit_time) = self.epochs.remove(&epoch).unwrap_or_default();
+        let EpochState { stats, commit_time, snapshot_bytes, delta_bytes } =
+            self.epochs.remove(&epoch).unwrap_or_default();
         // Epochs before it that were never reported (none are, in order) are dropped.
         self.epochs.retain(|&e, _| e > epoch);
         let node = &self.process.plan.nodes[self.i];
@@ -460,6 +479,11 @@ impl NodeWorker {
             all_updates_time_ms: stats.update_ms,
             all_removals_time_ms: stats.removal_ms,
             commit_time_ms: weir_runner_core::progress::millis_rounded_up(commit_time),
+            custom_metrics: BTreeMap::from([
+                ("snapshotBytes".to_string(), snapshot_bytes),
+                ("deltaBytes".to_string(), delta_bytes),
+                ("backgroundSnapshotBytes".to_string(), 0),
+            ]),
         })
     }
 

@@ -41,6 +41,10 @@ pub struct OperatorState {
     /// Time the epoch's checkpoint spent taking, encoding and writing its state files, ms.
     #[serde(default)]
     pub commit_time_ms: u64,
+    /// `snapshotBytes`, `deltaBytes` and `backgroundSnapshotBytes`, as the micro-batch runner
+    /// reports them.
+    #[serde(default)]
+    pub custom_metrics: BTreeMap<String, u64>,
 }
 
 /// One source's rows on one worker.
@@ -144,14 +148,15 @@ impl Progress {
         Progress { peers: peers.max(1), id, run_id, ..Default::default() }
     }
 
-    /// A worker's row of `epoch`; the epoch is reported once every worker's row is in.
-    pub(crate) fn add(&self, epoch: u64, row: WorkerProgress) {
+    /// A worker's row of `epoch`; the epoch is reported once every worker's row is in, and
+    /// returned then.
+    pub(crate) fn add(&self, epoch: u64, row: WorkerProgress) -> Option<EpochProgress> {
         let done = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
             let rows = pending.entry(epoch).or_default();
             rows.push(row);
             if rows.len() < self.peers {
-                return;
+                return None;
             }
             pending.remove(&epoch).unwrap_or_default()
         };
@@ -182,6 +187,9 @@ impl Progress {
                 e.all_removals_time_ms += o.all_removals_time_ms;
                 e.commit_time_ms += o.commit_time_ms;
                 e.num_state_store_instances += 1;
+                for (k, v) in &o.custom_metrics {
+                    *e.custom_metrics.entry(k.clone()).or_default() += v;
+                }
             }
             for s in &w.sources {
                 *sources.entry(s.description.clone()).or_default() += s.num_input_rows;
@@ -235,10 +243,11 @@ impl Progress {
             l(&report);
         }
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        recent.push_back(report);
+        recent.push_back(report.clone());
         while recent.len() > RECENT {
             recent.pop_front();
         }
+        Some(report)
     }
 
     /// The latest epochs reported, oldest first.

@@ -243,7 +243,14 @@ fn side_streams(scope: timely::dataflow::Scope<'_, u64>, process: &Arc<Process>,
     side_stream(scope, metrics, "Metrics", move |(from, results)| p.metrics.set_remote(from as usize, results));
     // Every worker's part of every epoch reaches worker 0, which reports the epoch.
     let p = process.clone();
-    side_stream(scope, rows, "Progress", move |(epoch, row)| p.progress.add(epoch, row));
+    // Its state store figures reach the job's metrics, and every sink, as gauges.
+    side_stream(scope, rows, "Progress", move |(epoch, row)| {
+        if let Some(report) = p.progress.add(epoch, row) {
+            let mut gauges = weir_runner_core::exec::node::UnitMetrics::default();
+            gauges.state_operators(&report.state_operators, weir_sdk::time::now_millis());
+            gauges.publish(&p.metrics, true);
+        }
+    });
     // Every worker's acknowledgements reach worker 0, which commits the epochs all have
     // finished.
     let p = process.clone();

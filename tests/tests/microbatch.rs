@@ -146,6 +146,22 @@ fn commit_time_is_the_state_commit_of_each_batch() {
         if with_checkpoint {
             assert!(recent.iter().any(|pr| pr.state_operators.iter().any(|o| o.commit_time_ms > 0)));
         }
+        // The last batch's figures are the step's gauges in the job's metrics (and so every
+        // sink's).
+        let last = recent.last().unwrap().state_operators.iter().find(|o| o.operator_name == "Count").unwrap();
+        let m = query.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+        let gauge = |n: &str| m.gauge("Count", "weir", n).and_then(|g| g.committed.as_ref().map(|c| c.value));
+        for (n, v) in [
+            ("numRowsTotal", last.num_rows_total),
+            ("numRowsUpdated", last.num_rows_updated),
+            ("numRowsRemoved", last.num_rows_removed),
+            ("commitTimeMs", last.commit_time_ms),
+            ("memoryUsedBytes", last.memory_used_bytes),
+            ("numStateStoreInstances", 2),
+            ("deltaBytes", last.custom_metrics["deltaBytes"]),
+        ] {
+            assert_eq!(gauge(n), Some(v as i64), "{n} of {last:?}");
+        }
     }
 }
 

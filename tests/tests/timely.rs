@@ -175,6 +175,22 @@ fn commit_time_is_the_state_checkpoint_of_each_epoch() {
             true => assert!(times.iter().any(|&t| t > 0), "{times:?}"),
             false => assert!(times.iter().all(|&t| t == 0), "{times:?}"),
         }
+        // The last epoch's figures are the step's gauges in the job's metrics.
+        let recent = query.recent_progress();
+        let last =
+            recent.last().unwrap().state_operators.iter().find(|o| o.operator_name.starts_with("Count")).unwrap();
+        let m = query.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+        let gauge =
+            |n: &str| m.gauge(&last.operator_name, "weir", n).and_then(|g| g.committed.as_ref().map(|c| c.value));
+        for (n, v) in [
+            ("numRowsTotal", last.num_rows_total),
+            ("numRowsUpdated", last.num_rows_updated),
+            ("commitTimeMs", last.commit_time_ms),
+            ("numStateStoreInstances", 2),
+            ("deltaBytes", last.custom_metrics["deltaBytes"]),
+        ] {
+            assert_eq!(gauge(n), Some(v as i64), "{n} of {last:?}");
+        }
     }
 }
 

@@ -104,6 +104,16 @@ impl UnitMetrics {
         }
     }
 
+    /// Every stateful step's state store gauges from a batch's (epoch's) progress
+    /// ([`system_metrics::state_operator`]).
+    pub fn state_operators(&mut self, ops: &[crate::progress::StateOperatorProgress], now: Timestamp) {
+        for op in ops {
+            let c = MetricsContainerImpl::new();
+            system_metrics::state_operator(&c, op, now);
+            self.push(&op.operator_name, c);
+        }
+    }
+
     /// Step `step`'s watermark gauges.
     pub fn watermarks(&mut self, step: &str, wm: Watermarks, now: Timestamp) {
         let c = MetricsContainerImpl::new();

@@ -77,7 +77,7 @@ impl Engine {
     }
 
     /// Takes the snapshots the snapshot thread finished: the latest becomes the one commits
-    /// name, and its bytes count in the batch's `snapshotBytes`. A failed one is logged, and
+    /// name, and its bytes count in the batch's `backgroundSnapshotBytes`. A failed one is logged, and
     /// the state goes on from the snapshot before it.
     fn take_snapshots(&mut self) {
         let Some(compactor) = &mut self.ck.compactor else { return };
@@ -87,7 +87,7 @@ impl Engine {
                     tracing::debug!(batch = d.id, took_ms = d.took.as_millis() as u64, "state snapshot written");
                     for (node, bytes) in &d.bytes {
                         if let Some(i) = self.plan.nodes.iter().position(|n| &n.name == node) {
-                            self.ck.state_bytes.entry(i).or_insert((0, 0)).0 += bytes;
+                            self.ck.state_bytes.entry(i).or_default().2 += bytes;
                         }
                     }
                     if let Some(at) = self.ck.chain.iter().position(|(b, _)| *b == d.id) {
@@ -116,7 +116,7 @@ impl Engine {
                     let began = Instant::now();
                     cp.write_state_file(self.batch_id, &f, bytes)?;
                     *self.ck.commit_time.entry(m.node).or_default() += m.encode_time + began.elapsed();
-                    let e = self.ck.state_bytes.entry(m.node).or_insert((0, 0));
+                    let e = self.ck.state_bytes.entry(m.node).or_default();
                     match f.kind {
                         FileKind::Snapshot => e.0 += f.bytes,
                         FileKind::Delta => e.1 += f.bytes,

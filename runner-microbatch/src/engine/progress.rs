@@ -95,6 +95,10 @@ impl Engine {
             total_ms: started.elapsed().as_millis() as u64,
         });
         self.ck.state_loaded_from_files = false;
+        // The state store figures reach the job's metrics, and every sink, as gauges.
+        let mut gauges = weir_runner_core::exec::node::UnitMetrics::default();
+        gauges.state_operators(&progress.state_operators, self.clock.now());
+        gauges.publish(&self.report.metrics, true);
         {
             let mut recent = self.report.shared.recent.lock().unwrap_or_else(|e| e.into_inner());
             recent.push_back(progress.clone());
@@ -137,7 +141,7 @@ impl Engine {
                 memory_used_bytes,
                 num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
-                    let (snap, delta) = self.ck.state_bytes.get(&i).copied().unwrap_or((0, 0));
+                    let (snap, delta, background) = self.ck.state_bytes.get(&i).copied().unwrap_or_default();
                     // Each partition's state for this batch came from memory (a hit; a retried
                     // batch restores the copy kept in memory) or, after a restart, from the
                     // checkpoint's files (a miss).
@@ -146,6 +150,7 @@ impl Engine {
                     BTreeMap::from([
                         ("snapshotBytes".to_string(), snap),
                         ("deltaBytes".to_string(), delta),
+                        ("backgroundSnapshotBytes".to_string(), background),
                         ("loadedMapCacheHitCount".to_string(), hits),
                         ("loadedMapCacheMissCount".to_string(), misses),
                     ])
