@@ -37,7 +37,8 @@ pub struct StreamingOptions {
     /// Committed batches whose state is kept in the checkpoint.
     #[arg(long = "min-batches-to-retain", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub min_batches_to_retain: u64,
-    /// Every this many batches state stores write a full snapshot; deltas in between.
+    /// Commits write deltas of what changed; once this many follow the latest snapshot, a
+    /// background thread folds them into a new one.
     #[arg(long = "state-snapshot-interval", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub state_snapshot_interval: u64,
 }

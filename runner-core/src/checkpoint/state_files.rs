@@ -1,8 +1,9 @@
 //! Versioned state files (ARCHITECTURE.md, "Exactly once"), shared by the runners that
 //! checkpoint: each stateful operator partition's state is committed per batch (or epoch) as an
-//! Arrow IPC file — a full snapshot every `--state-snapshot-interval` batches and
-//! a delta (changed entries, and tombstones for removed ones) in between — so state can be read
-//! with any Arrow tool, and a restart loads the latest snapshot and replays the deltas after it.
+//! Arrow IPC file — a full snapshot at a run's first commit, then deltas (changed entries, and
+//! tombstones for removed ones), folded into snapshots in the background
+//! ([`super::compaction`]) — so state can be read with any Arrow tool, and a restart loads the
+//! latest snapshot and replays the deltas after it.
 //!
 //! Each file has two columns, `key` (binary) and `value` (binary, null for a removed entry). Its
 //! CRC-32 is recorded in the batch's manifest, so a corrupt, truncated or missing file is an

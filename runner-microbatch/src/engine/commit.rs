@@ -11,6 +11,17 @@ use weir_runner_core::checkpoint::state_files::{FileKind, StateFile};
 use weir_runner_core::exec::node::UnitMetrics;
 use weir_sdk::Result;
 
+/// Most threads writing a batch's state files at once.
+const STATE_WRITERS: usize = 8;
+
+/// The error of a state writer thread that panicked.
+fn panicked(p: Box<dyn std::any::Any + Send>) -> weir_sdk::Error {
+    weir_sdk::Error::Internal {
+        component: "checkpoint".into(),
+        message: format!("a state writer panicked: {}", weir_sdk::panic::panic_message(&*p)),
+    }
+}
+
 impl Engine {
     /// Commits a processed batch: state, then sinks, then the commit log. The sinks' metrics
     /// go to `metrics`.
@@ -103,28 +114,52 @@ impl Engine {
     }
 
     /// Writes every operator partition's state after this batch, with a manifest: full
-    /// snapshots when `snapshot`, otherwise what changed since the last commit.
+    /// snapshots when `snapshot`, otherwise what changed since the last commit. Partitions are
+    /// taken and written on several threads at once: most of a small file's cost is waiting
+    /// for the disk to confirm it.
     pub(super) fn write_state(&mut self, snapshot: bool) -> Result<Vec<StateFile>> {
         let Some(cp) = &self.ck.checkpoint else { return Ok(Vec::new()) };
+        let batch = self.batch_id;
+        let parts = &mut self.flow.parts;
+        let threads = parts.len().clamp(1, STATE_WRITERS);
+        let per_thread = parts.len().div_ceil(threads).max(1);
+        type Written = Vec<(usize, StateFile, std::time::Duration)>;
+        let results: Vec<Result<Written>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = parts
+                .chunks_mut(per_thread)
+                .map(|chunk| {
+                    scope.spawn(move || -> Result<Written> {
+                        let mut out = Vec::new();
+                        for share in chunk.iter_mut().flatten().flatten() {
+                            for m in share.checkpoint(snapshot)? {
+                                let Some((f, bytes)) = m.file else { continue };
+                                let began = Instant::now();
+                                cp.write_state_file(batch, &f, bytes)?;
+                                out.push((m.node, f, m.encode_time + began.elapsed()));
+                            }
+                        }
+                        Ok(out)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| Err(panicked(p)))).collect()
+        });
         let mut files = Vec::new();
         self.ck.state_bytes.clear();
         self.ck.commit_time.clear();
-        for part in &mut self.flow.parts {
-            for share in part.iter_mut().flatten() {
-                for m in share.checkpoint(snapshot)? {
-                    let Some((f, bytes)) = m.file else { continue };
-                    let began = Instant::now();
-                    cp.write_state_file(self.batch_id, &f, bytes)?;
-                    *self.ck.commit_time.entry(m.node).or_default() += m.encode_time + began.elapsed();
-                    let e = self.ck.state_bytes.entry(m.node).or_default();
-                    match f.kind {
-                        FileKind::Snapshot => e.0 += f.bytes,
-                        FileKind::Delta => e.1 += f.bytes,
-                    }
-                    files.push(f);
+        for written in results {
+            for (node, f, took) in written? {
+                *self.ck.commit_time.entry(node).or_default() += took;
+                let e = self.ck.state_bytes.entry(node).or_default();
+                match f.kind {
+                    FileKind::Snapshot => e.0 += f.bytes,
+                    FileKind::Delta => e.1 += f.bytes,
                 }
+                files.push(f);
             }
         }
+        // In partition order, whatever thread wrote them.
+        files.sort_by(|a, b| (a.partition, &a.node).cmp(&(b.partition, &b.node)));
         cp.write_manifest(self.batch_id, &files)?;
         Ok(files)
     }
