@@ -147,13 +147,15 @@ impl Checkpoint {
         self.cp.write(&offsets_key(entry.batch_id), entry)
     }
 
-    /// Writes state file `f` of `batch`.
-    pub(crate) fn write_state_file(&self, batch: u64, f: &StateFile, bytes: Vec<u8>) -> Result<()> {
-        self.cp.loc.put(&format!("{}/{}", state_key(batch), f.file), bytes)
+    /// Writes state file (or pack of them) `name` of `batch`.
+    pub(crate) fn write_state_file(&self, batch: u64, name: &str, bytes: Vec<u8>) -> Result<()> {
+        self.cp.loc.put_listed(&format!("{}/{name}", state_key(batch)), bytes)
     }
 
-    /// Records which state files a batch wrote, so a missing one is detected.
+    /// Records which state files a batch wrote, so a missing one is detected; their folder is
+    /// made durable first.
     pub(crate) fn write_manifest(&self, batch: u64, files: &[StateFile]) -> Result<()> {
+        self.cp.loc.sync_folder(&state_key(batch))?;
         self.cp.write(&format!("{}/manifest.json", state_key(batch)), &files.to_vec())
     }
 

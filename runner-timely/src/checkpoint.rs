@@ -255,7 +255,7 @@ impl EpochLog {
 
     /// Writes a state file of worker `worker` for `epoch`.
     pub(crate) fn write_state_file(&self, epoch: u64, worker: usize, f: &StateFile, bytes: Vec<u8>) -> Result<()> {
-        self.cp.loc.put(&format!("{}/{}", worker_state_key(epoch, worker), f.file), bytes)
+        self.cp.loc.put_listed(&format!("{}/{}", worker_state_key(epoch, worker), f.file), bytes)
     }
 
     /// Logs what the source-reading operators of worker `worker`'s share of node `node` (a chain's
@@ -288,6 +288,8 @@ impl EpochLog {
 
     /// Records that worker `m.worker` has finished epoch `m.epoch`.
     pub(crate) fn write_manifest(&self, m: &WorkerManifest) -> Result<()> {
+        // The state files it names were written without flushing their folder.
+        self.cp.loc.sync_folder(&worker_state_key(m.epoch, m.worker))?;
         self.cp.write(&format!("{}/manifest.json", worker_state_key(m.epoch, m.worker)), m)
     }
 

@@ -14,7 +14,7 @@ pub use crate::transforms::deduplicate::{DedupKernel, DeduplicatePayload};
 pub use crate::transforms::group_by_key::kernel as group_kernel;
 
 /// Durable atomic writes, and the names of their temporary files.
-pub use crate::io::atomic::{is_temporary, write_atomic, AtomicWriteError};
+pub use crate::io::atomic::{is_temporary, sync_dir, write_atomic, AtomicWriteError};
 /// ForEachBatch's payload.
 pub use crate::io::commit_sink::CommitSinkPayload;
 /// The exactly-once file sink's payload.

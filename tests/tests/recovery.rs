@@ -281,13 +281,13 @@ fn corrupt_or_missing_checkpoint_files_are_reported() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("commits/5") && err.contains("corrupt checkpoint file"), "{err}");
     std::fs::write(&commit, &text).unwrap();
-    // A state file with a flipped byte:
+    // A pack of state files with a flipped byte (in its last file):
     let state_dir = cp.join("state").join("5");
     let state = std::fs::read_dir(&state_dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "arrow"))
+        .find(|p| p.extension().is_some_and(|x| x == "pack"))
         .unwrap();
     let mut bytes = std::fs::read(&state).unwrap();
     let last = bytes.len() - 1;
@@ -295,7 +295,7 @@ fn corrupt_or_missing_checkpoint_files_are_reported() {
     std::fs::write(&state, &bytes).unwrap();
     let o = child(&cp, &out, None, false);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("checksum mismatch") && err.contains(".arrow"), "{err}");
+    assert!(!o.status.success() && err.contains("checksum mismatch") && err.contains(".pack (bytes "), "{err}");
     // A missing state file:
     std::fs::remove_file(&state).unwrap();
     let o = child(&cp, &out, None, false);
@@ -317,10 +317,9 @@ fn snapshots_deltas_and_retention() {
                 std::fs::read_dir(d.path()).unwrap().flatten().map(|f| f.file_name().to_string_lossy().into_owned())
             })
             .collect();
-        assert!(files.iter().any(|f| f.ends_with(".snapshot.arrow")), "{interval}: {files:?}");
-        if interval != "1" {
-            assert!(files.iter().any(|f| f.ends_with(".delta.arrow")), "{interval}: {files:?}");
-        }
+        // Snapshots, made in the background, and the deltas commits write, each packed.
+        assert!(files.iter().any(|f| f.starts_with("snapshot") && f.ends_with(".pack")), "{interval}: {files:?}");
+        assert!(files.iter().any(|f| f.starts_with("delta-") && f.ends_with(".pack")), "{interval}: {files:?}");
         // Only what a restart can need is kept: from the latest snapshot batch (or the retained
         // batches, if later) on.
         let kept = std::fs::read_dir(cp.join("state")).unwrap().count();

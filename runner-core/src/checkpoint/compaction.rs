@@ -10,8 +10,8 @@
 //! snapshot in its commit log only once [`Compactor::finished`] reports it, and keeps every
 //! folder from it on, so a snapshot read on restart is always whole.
 
-use super::log::{corrupt, encode_entry, parse_entry};
-use super::state_files::{apply, check_name, decode_file, write_snapshot, StateFile};
+use super::log::{encode_entry, parse_entry};
+use super::state_files::{apply, check_name, decode_file, pack, read_file, write_snapshot, StateFile};
 use super::store::Location;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +22,9 @@ use weir_sdk::Result;
 
 /// The name of a folder's snapshot manifest.
 pub const SNAPSHOT_MANIFEST: &str = "snapshot.json";
+
+/// The name of the file a background snapshot's state files are packed in.
+const SNAPSHOT_PACK: &str = "snapshot.pack";
 
 /// A snapshot to make: the state of every (node, partition) in `sources` (a base folder, then
 /// deltas in order), written as a snapshot into `target`.
@@ -147,9 +150,7 @@ pub fn snapshot_files(loc: &Location, folder: &str) -> Result<Option<Vec<StateFi
 
 /// Reads state file `f` of `folder` and applies it to `map`.
 pub fn read_into(loc: &Location, folder: &str, f: &StateFile, map: &mut HashMap<Vec<u8>, Vec<u8>>) -> Result<()> {
-    let key = format!("{folder}/{}", f.file);
-    let shown = loc.name(&key);
-    let data = loc.get(&key)?.ok_or_else(|| corrupt(&shown, "state file is missing"))?;
+    let (shown, data) = read_file(loc, folder, f)?;
     apply(map, f.kind, decode_file(&shown, f, data)?);
     Ok(())
 }
@@ -179,10 +180,14 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
         let mut rows: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let (f, data) = write_snapshot(&node, partition, &rows)?;
-        loc.put(&format!("{}/{}", job.target, f.file), data)?;
         *bytes.entry(node).or_default() += f.bytes;
-        written.push(f);
+        written.push((f, data));
     }
+    // One file for the lot.
+    let data = pack(SNAPSHOT_PACK, &mut written);
+    loc.put_listed(&format!("{}/{SNAPSHOT_PACK}", job.target), data)?;
+    let written: Vec<StateFile> = written.into_iter().map(|(f, _)| f).collect();
+    loc.sync_folder(&job.target)?;
     weir_sdk::testing::fault::point_at("snapshot-manifest", job.id);
     let key = format!("{}/{SNAPSHOT_MANIFEST}", job.target);
     loc.put(&key, encode_entry(&loc.name(&key), &written)?)?;

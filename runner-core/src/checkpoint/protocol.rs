@@ -15,7 +15,7 @@
 
 use super::lease::Lease;
 use super::lock::{DirLock, STOPPING_HOLDER_PATIENCE};
-use super::log::{batch_ids, check_contiguous, corrupt, encode_entry, parse_entry, refused};
+use super::log::{batch_ids, check_contiguous, encode_entry, parse_entry, refused};
 use super::store::Location;
 use crate::fingerprint::Fingerprint;
 use serde::de::DeserializeOwned;
@@ -238,9 +238,6 @@ impl Checkpoint {
     /// The bytes of state file `file` of `manifest_key`'s folder, which the manifest lists.
     pub fn read_state_file(&self, folder: &str, file: &super::state_files::StateFile) -> Result<(String, Vec<u8>)> {
         super::state_files::check_name(&self.loc.name(&format!("{folder}/manifest.json")), file)?;
-        let key = format!("{folder}/{}", file.file);
-        let shown = self.loc.name(&key);
-        let data = self.loc.get(&key)?.ok_or_else(|| corrupt(&shown, "state file is missing"))?;
-        Ok((shown, data))
+        super::state_files::read_file(&self.loc, folder, file)
     }
 }

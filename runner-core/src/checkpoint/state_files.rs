@@ -51,6 +51,24 @@ pub struct StateFile {
     pub entries: usize,
     /// The file's size.
     pub bytes: u64,
+    /// Where it starts in `file`, when `file` is a pack of several state files written as one
+    /// ([`pack`]); each is a whole Arrow IPC file of `bytes` bytes. `None`: the whole file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+}
+
+/// Packs state files into one file named `name` (one write and one flush for all of them):
+/// each entry's `file` becomes `name` and its `offset` where its bytes start. Returns the
+/// pack's bytes.
+pub fn pack(name: &str, files: &mut [(StateFile, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(files.iter().map(|(_, b)| b.len()).sum());
+    for (f, bytes) in files.iter_mut() {
+        f.file = name.to_string();
+        f.offset = Some(out.len() as u64);
+        out.extend_from_slice(bytes);
+        bytes.clear();
+    }
+    out
 }
 
 /// What one operator partition committed last: entry key to a hash of its value, for an
@@ -306,8 +324,25 @@ fn write_rows(
         crc32: crc32fast::hash(&bytes),
         entries: rows.len(),
         bytes: bytes.len() as u64,
+        offset: None,
     };
     Ok((entry, bytes))
+}
+
+/// Reads state file `f` of `folder` (its slice of a pack, or the whole file): the name to show
+/// in errors, and the bytes.
+pub fn read_file(loc: &super::store::Location, folder: &str, f: &StateFile) -> Result<(String, Vec<u8>)> {
+    let key = format!("{folder}/{}", f.file);
+    let shown = match f.offset {
+        Some(at) => format!("{} (bytes {at}..{})", loc.name(&key), at.saturating_add(f.bytes)),
+        None => loc.name(&key),
+    };
+    let data = match f.offset {
+        Some(at) => loc.get_slice(&key, at, f.bytes)?,
+        None => loc.get(&key)?,
+    };
+    let data = data.ok_or_else(|| corrupt(&shown, "state file is missing"))?;
+    Ok((shown, data))
 }
 
 /// Applies a file's rows to an entry map (a snapshot replaces it, a delta updates it).
@@ -341,6 +376,7 @@ mod tests {
             crc32: crc32fast::hash(bytes),
             entries: usize::MAX,
             bytes: bytes.len() as u64,
+            offset: None,
         }
     }
 

@@ -125,6 +125,42 @@ impl Location {
         }
     }
 
+    /// Writes `bytes` at `key` durably but not atomically: for a file no reader looks for until
+    /// a manifest written after it names it (with its CRC-32, so a torn one is detected). The
+    /// file is flushed, its folder is not: the writer calls [`Location::sync_folder`] once for
+    /// all of them before writing the manifest. Half the flushes of [`Location::put`], and no
+    /// rename. An object store writes objects whole anyway.
+    pub fn put_listed(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        match self {
+            Location::Local(root) => {
+                let path = root.join(key);
+                let shown = path.display().to_string();
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
+                }
+                let mut file = std::fs::File::create(&path).map_err(|e| io(&shown, e))?;
+                std::io::Write::write_all(&mut file, &bytes).map_err(|e| io(&shown, e))?;
+                file.sync_all().map_err(|e| io(&shown, e))
+            }
+            Location::Object(_) => self.put(key, bytes),
+        }
+    }
+
+    /// Makes the entries of folder `key` durable (the files [`Location::put_listed`] wrote
+    /// there); nothing to do in an object store.
+    pub fn sync_folder(&self, key: &str) -> Result<()> {
+        match self {
+            Location::Local(root) => {
+                let dir = root.join(key);
+                match weir_sdk::runner_api::sync_dir(&dir) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&dir.display().to_string(), e)),
+                    _ => Ok(()),
+                }
+            }
+            Location::Object(_) => Ok(()),
+        }
+    }
+
     /// Writes `bytes` at `key` of an object store only if nothing is there (`If-None-Match`) or,
     /// with `replacing`, only if the object there is still the one with that entity tag
     /// (`If-Match`). `Ok(Some(tag))` is the new object's tag; `Ok(None)` means another writer
@@ -166,6 +202,37 @@ impl Location {
             }
         });
         got.map_err(|e| io(&self.name(key), e))
+    }
+
+    /// The `len` bytes at `offset` of `key`, or `None` when there is nothing there; fewer when
+    /// the file is shorter (the caller's checksum tells).
+    pub fn get_slice(&self, key: &str, offset: u64, len: u64) -> Result<Option<Vec<u8>>> {
+        match self {
+            Location::Local(root) => {
+                use std::io::{Read, Seek};
+                let mut file = match std::fs::File::open(root.join(key)) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(io(&self.name(key), e)),
+                };
+                file.seek(std::io::SeekFrom::Start(offset)).map_err(|e| io(&self.name(key), e))?;
+                let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0).min(1 << 30));
+                file.take(len).read_to_end(&mut out).map_err(|e| io(&self.name(key), e))?;
+                Ok(Some(out))
+            }
+            Location::Object(o) => {
+                use object_store::ObjectStoreExt;
+                let path = Self::object_path(o, key);
+                let got = o.runtime.block_on(async {
+                    match o.store.get_range(&path, offset..offset.saturating_add(len)).await {
+                        Ok(b) => Ok(Some(b.to_vec())),
+                        Err(object_store::Error::NotFound { .. }) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                });
+                got.map_err(|e| io(&self.name(key), e))
+            }
+        }
     }
 
     /// The bytes at `key`, or `None` when there is nothing there.

@@ -7,7 +7,7 @@ use crate::checkpoint::CommitEntry;
 use std::time::Instant;
 use weir_runner_core::checkpoint::compaction::{Compactor, Job};
 use weir_runner_core::checkpoint::protocol::state_key;
-use weir_runner_core::checkpoint::state_files::{FileKind, StateFile};
+use weir_runner_core::checkpoint::state_files::{pack, FileKind, StateFile};
 use weir_runner_core::exec::node::UnitMetrics;
 use weir_sdk::Result;
 
@@ -115,8 +115,9 @@ impl Engine {
 
     /// Writes every operator partition's state after this batch, with a manifest: full
     /// snapshots when `snapshot`, otherwise what changed since the last commit. Partitions are
-    /// taken and written on several threads at once: most of a small file's cost is waiting
-    /// for the disk to confirm it.
+    /// taken on several threads at once, each packing its state files into one file
+    /// (`delta-<n>.pack`, `snapshot-<n>.pack`): most of a small file's cost is waiting for the
+    /// disk to confirm it, and a batch has one per stateful step and partition.
     pub(super) fn write_state(&mut self, snapshot: bool) -> Result<Vec<StateFile>> {
         let Some(cp) = &self.ck.checkpoint else { return Ok(Vec::new()) };
         let batch = self.batch_id;
@@ -127,18 +128,35 @@ impl Engine {
         let results: Vec<Result<Written>> = std::thread::scope(|scope| {
             let handles: Vec<_> = parts
                 .chunks_mut(per_thread)
-                .map(|chunk| {
+                .enumerate()
+                .map(|(n, chunk)| {
                     scope.spawn(move || -> Result<Written> {
-                        let mut out = Vec::new();
+                        let (mut taken, mut files) = (Vec::new(), Vec::new());
                         for share in chunk.iter_mut().flatten().flatten() {
                             for m in share.checkpoint(snapshot)? {
-                                let Some((f, bytes)) = m.file else { continue };
-                                let began = Instant::now();
-                                cp.write_state_file(batch, &f, bytes)?;
-                                out.push((m.node, f, m.encode_time + began.elapsed()));
+                                if let Some(file) = m.file {
+                                    taken.push((m.node, m.encode_time));
+                                    files.push(file);
+                                }
                             }
                         }
-                        Ok(out)
+                        if files.is_empty() {
+                            return Ok(Vec::new());
+                        }
+                        let began = Instant::now();
+                        let name = format!("{}-{n}.pack", if snapshot { "snapshot" } else { "delta" });
+                        cp.write_state_file(batch, &name, pack(&name, &mut files))?;
+                        // The write is shared by the files in it, by their sizes.
+                        let total = files.iter().map(|(f, _)| f.bytes).sum::<u64>().max(1);
+                        let write = began.elapsed();
+                        Ok(taken
+                            .into_iter()
+                            .zip(files)
+                            .map(|((node, encode), (f, _))| {
+                                let share = write.mul_f64(f.bytes as f64 / total as f64);
+                                (node, f, encode + share)
+                            })
+                            .collect())
                     })
                 })
                 .collect();
