@@ -46,7 +46,7 @@ pub struct DedupOperator {
     changes: StateChanges,
     /// Keys and windows remembered or forgotten since a checkpoint last took them
     /// ([`Operator::take_changed_entries`]); not kept until a checkpoint first asks.
-    dirty: Option<hashbrown::HashSet<(Key, Window)>>,
+    dirty: crate::checkpoint::Changed<(Key, Window)>,
 }
 
 impl DedupOperator {
@@ -63,7 +63,7 @@ impl DedupOperator {
             input_watermark: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
             changes: StateChanges::default(),
-            dirty: None,
+            dirty: Default::default(),
         }
     }
 
@@ -98,9 +98,7 @@ impl Operator for DedupOperator {
             })
             .with_step(&self.step)?;
         for (key, window, expires) in new {
-            if let Some(dirty) = &mut self.dirty {
-                dirty.insert((key.clone(), window));
-            }
+            self.dirty.mark((key.clone(), window));
             self.expiry.entry(expires).or_default().push((key, window));
         }
         Ok(vec![kept])
@@ -119,9 +117,7 @@ impl Operator for DedupOperator {
                 if self.seen.get(&k) == Some(&expires) {
                     self.seen.remove(&k);
                     self.changes.removed += 1;
-                    if let Some(dirty) = &mut self.dirty {
-                        dirty.insert(k);
-                    }
+                    self.dirty.mark(k);
                 }
             }
         }
@@ -157,7 +153,7 @@ impl Operator for DedupOperator {
     }
 
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
-        let Some(dirty) = self.dirty.replace(hashbrown::HashSet::new()) else { return Ok(None) };
+        let Some(dirty) = self.dirty.take() else { return Ok(None) };
         let meta = crate::checkpoint::encode(&self.step, &(self.input_watermark, self.dropped.late))?;
         let (mut written, mut removed) = (vec![(Vec::new(), meta)], Vec::new());
         for (key, window) in dirty {
@@ -173,9 +169,7 @@ impl Operator for DedupOperator {
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.seen.clear();
         self.expiry.clear();
-        if let Some(dirty) = &mut self.dirty {
-            dirty.clear();
-        }
+        self.dirty.forget();
         for (entry, value) in entries {
             if entry.is_empty() {
                 let (wm, late): (Timestamp, u64) = crate::checkpoint::decode(&self.step, &value)?;

@@ -2,7 +2,7 @@
 //! for the side window arrived or the side watermark passed it.
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use weir_sdk::graph::PipelineGraph;
 use weir_sdk::kernel::{Batch, CollectionOps, SideInputReader, SideInputSpec};
@@ -22,7 +22,7 @@ pub struct SideInputs {
     cache: Mutex<HashMap<(usize, Window), Built>>,
     /// The (side input, window)s changed since a checkpoint last took them
     /// ([`SideInputs::take_changes`]); not kept until one first asks.
-    dirty: Option<HashSet<(usize, Window)>>,
+    dirty: crate::checkpoint::Changed<(usize, Window)>,
 }
 
 impl SideInputs {
@@ -34,7 +34,7 @@ impl SideInputs {
             watermarks: vec![MIN_TIMESTAMP; specs.len()],
             specs: specs.to_vec(),
             cache: Mutex::new(HashMap::new()),
-            dirty: None,
+            dirty: Default::default(),
         }
     }
 
@@ -51,9 +51,7 @@ impl SideInputs {
         let every_pane = self.specs[index].portable_semantics;
         for (window, pane, b) in self.ops[index].group_by_window(batch) {
             cache.remove(&(index, window));
-            if let Some(dirty) = &mut self.dirty {
-                dirty.insert((index, window));
-            }
+            self.dirty.mark((index, window));
             let entry = self.data[index].entry(window).or_insert((pane, Vec::new()));
             if every_pane {
                 entry.0 = entry.0.max(pane);
@@ -159,7 +157,7 @@ pub struct Pushback {
     next: u64,
     /// The (window, number)s of batches that began or stopped waiting since a checkpoint last
     /// took them ([`Pushback::take_changes`]); not kept until one first asks.
-    dirty: Option<HashSet<(Window, u64)>>,
+    dirty: crate::checkpoint::Changed<(Window, u64)>,
 }
 
 /// The elements of one window waiting for its side inputs, by number, and their earliest
@@ -172,7 +170,7 @@ struct Waiting {
 impl Pushback {
     /// An empty pushback buffer for elements with `ops`.
     pub fn new(ops: Arc<dyn CollectionOps>) -> Self {
-        Pushback { ops, waiting: BTreeMap::new(), next: 0, dirty: None }
+        Pushback { ops, waiting: BTreeMap::new(), next: 0, dirty: Default::default() }
     }
 
     fn wait(&mut self, window: Window, batch: Batch) {
@@ -186,17 +184,13 @@ impl Pushback {
         let w = self.waiting.entry(window).or_insert(Waiting { batches: Vec::new(), min_timestamp: MAX_TIMESTAMP });
         w.min_timestamp = w.min_timestamp.min(min);
         w.batches.push((n, batch));
-        if let Some(dirty) = &mut self.dirty {
-            dirty.insert((window, n));
-        }
+        self.dirty.mark((window, n));
     }
 
     /// Takes window `w`'s waiting batches.
     fn release(&mut self, w: &Window) -> Vec<Batch> {
         let Some(waiting) = self.waiting.remove(w) else { return Vec::new() };
-        if let Some(dirty) = &mut self.dirty {
-            dirty.extend(waiting.batches.iter().map(|(n, _)| (*w, *n)));
-        }
+        self.dirty.mark_all(waiting.batches.iter().map(|(n, _)| (*w, *n)));
         waiting.batches.into_iter().map(|(_, b)| b).collect()
     }
 
@@ -313,6 +307,18 @@ const WAITING: u8 = b'P';
 /// The first byte of a side input window's state entry.
 const SIDE: u8 = b'S';
 
+/// The parts of a state entry key that begins with `tag`, then `N` bytes, then a window; `None`
+/// if it begins otherwise.
+fn split_tagged<const N: usize>(key: &[u8], tag: u8, step: &str) -> weir_sdk::Result<Option<([u8; N], Window)>> {
+    match key.split_first() {
+        Some((t, rest)) if *t == tag => match rest.split_first_chunk::<N>() {
+            Some((head, window)) => Ok(Some((*head, crate::checkpoint::decode(step, window)?))),
+            None => Err(weir_sdk::Error::execution(step, "corrupt state entry key")),
+        },
+        _ => Ok(None),
+    }
+}
+
 /// State entries of a ParDo's side inputs and pushed-back elements, each changed on its own, so
 /// a checkpoint writes only what changed: a side input's window (`S`, the input's index, the
 /// window: its pane index and batches) and a batch waiting for its side inputs (`P`, its
@@ -346,7 +352,7 @@ impl SideInputs {
     /// The windows changed since the last call, as entries; `false` at the first call, from
     /// which on changes are kept.
     pub fn take_changes(&mut self, step: &str, written: &mut Vec<(Vec<u8>, Vec<u8>)>) -> weir_sdk::Result<bool> {
-        let Some(dirty) = self.dirty.replace(HashSet::new()) else { return Ok(false) };
+        let Some(dirty) = self.dirty.take() else { return Ok(false) };
         for (i, w) in dirty {
             written.extend(self.entry(i, &w, step)?);
         }
@@ -355,19 +361,13 @@ impl SideInputs {
 
     /// Forgets the changes kept so far (the state was restored to what was committed).
     pub fn forget_changes(&mut self) {
-        if let Some(dirty) = &mut self.dirty {
-            dirty.clear();
-        }
+        self.dirty.forget();
     }
 
     /// Restores a side input window's entry; `false` if `key` is not one.
     pub fn restore_entry(&mut self, step: &str, key: &[u8], value: &[u8]) -> weir_sdk::Result<bool> {
-        let Some((&SIDE, rest)) = key.split_first() else { return Ok(false) };
-        let Some((index, window)) = rest.split_first_chunk::<4>() else {
-            return Err(weir_sdk::Error::execution(step, "corrupt side input state entry key"));
-        };
-        let index = u32::from_be_bytes(*index) as usize;
-        let window: Window = crate::checkpoint::decode(step, window)?;
+        let Some((index, window)) = split_tagged::<4>(key, SIDE, step)? else { return Ok(false) };
+        let index = u32::from_be_bytes(index) as usize;
         let (pane, batches): (i64, Vec<Vec<u8>>) = crate::checkpoint::decode(step, value)?;
         let (Some(ops), Some(spec)) = (self.ops.get(index), self.specs.get(index)) else {
             return Err(weir_sdk::Error::execution(step, format!("state of side input {index}, which the step lacks")));
@@ -412,7 +412,7 @@ impl Pushback {
         written: &mut Vec<(Vec<u8>, Vec<u8>)>,
         removed: &mut Vec<Vec<u8>>,
     ) -> weir_sdk::Result<bool> {
-        let Some(dirty) = self.dirty.replace(HashSet::new()) else { return Ok(false) };
+        let Some(dirty) = self.dirty.take() else { return Ok(false) };
         for (w, n) in dirty {
             let key = Self::entry_key(n, &w, step)?;
             match self.waiting.get(&w).and_then(|ws| ws.batches.iter().find(|(m, _)| *m == n)) {
@@ -425,19 +425,13 @@ impl Pushback {
 
     /// Forgets the changes kept so far (the state was restored to what was committed).
     pub fn forget_changes(&mut self) {
-        if let Some(dirty) = &mut self.dirty {
-            dirty.clear();
-        }
+        self.dirty.forget();
     }
 
     /// Restores a waiting batch's entry; `false` if `key` is not one.
     pub fn restore_entry(&mut self, step: &str, key: &[u8], value: &[u8]) -> weir_sdk::Result<bool> {
-        let Some((&WAITING, rest)) = key.split_first() else { return Ok(false) };
-        let Some((n, window)) = rest.split_first_chunk::<8>() else {
-            return Err(weir_sdk::Error::execution(step, "corrupt pushed-back state entry key"));
-        };
-        let n = u64::from_be_bytes(*n);
-        let window: Window = crate::checkpoint::decode(step, window)?;
+        let Some((n, window)) = split_tagged::<8>(key, WAITING, step)? else { return Ok(false) };
+        let n = u64::from_be_bytes(n);
         let batch = self
             .ops
             .decode_batch(value)

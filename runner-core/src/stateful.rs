@@ -39,7 +39,7 @@ struct Store {
     /// Rows written or removed since the last checkpoint took them
     /// ([`Operator::take_changed_entries`]); not kept until a checkpoint first asks (a run
     /// without checkpoints would keep every key it ever touched).
-    dirty: Option<HashSet<Kw>>,
+    dirty: crate::checkpoint::Changed<Kw>,
     changes: StateChanges,
 }
 
@@ -100,9 +100,7 @@ impl Store {
     /// longer does.
     /// Notes that `kw`'s row may have changed, for the next delta.
     fn mark(&mut self, kw: &Kw) {
-        if let Some(dirty) = &mut self.dirty {
-            dirty.insert(kw.clone());
-        }
+        self.dirty.mark(kw.clone());
     }
 
     fn count(&mut self, kw: &Kw, existed: bool, fired: bool) {
@@ -385,7 +383,7 @@ impl Operator for StatefulParDoOperator {
 
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
         // Changes are kept from the first checkpoint on; that one diffs everything.
-        let Some(dirty) = self.store.dirty.replace(HashSet::new()) else { return Ok(None) };
+        let Some(dirty) = self.store.dirty.take() else { return Ok(None) };
         let mut written = vec![self.bookkeeping_entry()?];
         let step = self.runner.step();
         let mut removed = Vec::new();

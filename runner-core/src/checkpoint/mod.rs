@@ -17,6 +17,51 @@ use weir_sdk::{Error, Result};
 /// An operator's state entries: encoded keys and values.
 pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// What of an operator's state changed since a checkpoint last took it (its keys and windows,
+/// or whatever its entries are made of), for deltas that cost what changed
+/// ([`crate::operator::Operator::take_changed_entries`]). Nothing is kept until a checkpoint
+/// first asks: a run without checkpoints would keep every key it ever touched.
+pub struct Changed<K>(Option<hashbrown::HashSet<K>>);
+
+impl<K> Default for Changed<K> {
+    fn default() -> Self {
+        Changed(None)
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Changed<K> {
+    /// Notes that `k` changed, if changes are kept.
+    pub fn mark(&mut self, k: K) {
+        if let Some(set) = &mut self.0 {
+            set.insert(k);
+        }
+    }
+
+    /// Notes that each of `ks` changed, if changes are kept.
+    pub fn mark_all(&mut self, ks: impl IntoIterator<Item = K>) {
+        if let Some(set) = &mut self.0 {
+            set.extend(ks);
+        }
+    }
+
+    /// Whether changes are kept.
+    pub fn is_kept(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// What changed since the last call; `None` at the first, from which on changes are kept.
+    pub fn take(&mut self) -> Option<hashbrown::HashSet<K>> {
+        self.0.replace(hashbrown::HashSet::new())
+    }
+
+    /// Forgets what changed (the state was restored to what was committed).
+    pub fn forget(&mut self) {
+        if let Some(set) = &mut self.0 {
+            set.clear();
+        }
+    }
+}
+
 /// Spreads keyed state that `old.len()` partitions wrote over `n` partitions (a restart at
 /// another parallelism): each entry keyed by [`entry_key`] goes to its key's partition
 /// ([`weir_sdk::kernel::partition_of`], key group by key group, as the exchange sends the key's

@@ -107,7 +107,7 @@ pub struct GroupAlsoByWindow {
     /// The key-window states written or removed since a checkpoint last took them
     /// ([`GroupAlsoByWindow::take_changed_entries`]); not kept until a checkpoint first asks
     /// (a run without checkpoints would keep every state it ever touched).
-    dirty: Option<hashbrown::HashSet<(Key, Window)>>,
+    dirty: crate::checkpoint::Changed<(Key, Window)>,
 }
 
 /// The engine's timers and holds.
@@ -184,13 +184,13 @@ impl GroupAlsoByWindow {
                 bundle_limit: usize::MAX,
             },
             lifted: false,
-            dirty: None,
+            dirty: Default::default(),
         }
     }
 
     /// Notes that the state of `key` in `window` may have changed, for the next delta.
     fn mark_changed(&mut self, key: &[u8], window: Window) {
-        if self.dirty.is_some() {
+        if self.dirty.is_kept() {
             let k = self.arc_key(key);
             self.mark_changed_key(k, window);
         }
@@ -198,9 +198,7 @@ impl GroupAlsoByWindow {
 
     /// [`GroupAlsoByWindow::mark_changed`] with the key map's own key.
     fn mark_changed_key(&mut self, key: Key, window: Window) {
-        if let Some(dirty) = &mut self.dirty {
-            dirty.insert((key, window));
-        }
+        self.dirty.mark((key, window));
     }
 
     /// Takes partial accumulators instead of inputs (combiner lifting; see

@@ -25,7 +25,7 @@ impl GroupAlsoByWindow {
     /// encodes them (the engine-wide entry always among them); `None` at the first call, from
     /// which on changes are kept.
     pub fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
-        let Some(dirty) = self.dirty.replace(hashbrown::HashSet::new()) else { return Ok(None) };
+        let Some(dirty) = self.dirty.take() else { return Ok(None) };
         let mut written = Vec::with_capacity(dirty.len() + 1);
         written.push(engine_entry(&self.step, self.watermarks, self.processing_time, self.counts.dropped)?);
         let mut removed = Vec::new();
@@ -47,9 +47,7 @@ impl GroupAlsoByWindow {
     /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
     pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
-        if let Some(dirty) = &mut self.dirty {
-            dirty.clear();
-        }
+        self.dirty.forget();
         self.counts.windows = 0;
         self.timers.event_timers.clear();
         self.timers.processing_timers.clear();

@@ -96,9 +96,7 @@ impl GroupAlsoByWindow {
                     self.timers.processing_timers.insert((t, k.clone(), window));
                 }
                 ws.set_pt_timer(pt, &self.fresh);
-                if let Some(dirty) = &mut self.dirty {
-                    dirty.insert((k, window));
-                }
+                self.dirty.mark((k, window));
             }
         }
     }
