@@ -71,8 +71,8 @@ pub struct StateOperatorProgress {
     pub num_state_store_instances: u64,
     /// Other figures: `snapshotBytes` and `deltaBytes` of the state files the batch's commit
     /// wrote (whole snapshots come only from a run's first commit; later ones are made in the
-    /// background), `backgroundSnapshotBytes` of the background snapshots finished since the
-    /// batch before, and (micro-batch) Spark's `loadedMapCacheHitCount` /
+    /// background), `backgroundSnapshotBytes` and `backgroundSnapshotTimeMs` of the background
+    /// snapshots finished since the batch before, and (micro-batch) Spark's `loadedMapCacheHitCount` /
     /// `loadedMapCacheMissCount`: per partition, whether the batch started from the state in
     /// memory or, after a restart, read it from the files.
     pub custom_metrics: BTreeMap<String, u64>,

@@ -79,16 +79,18 @@ impl WorkerCheckpoint {
         WorkerCheckpoint { pending, acks, last_offsets: None, chain: Vec::new(), compactor: None, snapshot: None }
     }
 
-    /// Takes the snapshots the thread finished (returns their bytes per step), and asks for
-    /// the next one when the chain is long enough and none is being made.
-    fn snapshots(&mut self, log: &EpochLog, me: usize) -> Result<HashMap<String, u64>> {
-        let mut bytes: HashMap<String, u64> = HashMap::new();
+    /// Takes the snapshots the thread finished (returns their bytes and time per step), and
+    /// asks for the next one when the chain is long enough and none is being made.
+    fn snapshots(&mut self, log: &EpochLog, me: usize) -> Result<HashMap<String, (u64, std::time::Duration)>> {
+        let mut bytes: HashMap<String, (u64, std::time::Duration)> = HashMap::new();
         if let Some(compactor) = &mut self.compactor {
             for done in compactor.finished() {
                 match done {
                     Ok(d) => {
-                        for (node, b) in d.bytes {
-                            *bytes.entry(node).or_default() += b;
+                        for (node, (b, t)) in d.by_node {
+                            let e = bytes.entry(node).or_default();
+                            e.0 += b;
+                            e.1 += t;
                         }
                         if let Some(at) = self.chain.iter().position(|(e, _)| *e == d.id) {
                             self.chain.drain(..at);
@@ -210,8 +212,9 @@ impl Ledger {
                 self.nodes.iter().filter_map(|n| n.borrow_mut().operator_state(epoch)).collect();
             // Background snapshots finished by now count in the first epoch reported.
             for o in operators.iter_mut() {
-                if let Some(b) = background.remove(&o.operator_name) {
+                if let Some((b, t)) = background.remove(&o.operator_name) {
                     o.custom_metrics.insert("backgroundSnapshotBytes".to_string(), b);
+                    o.custom_metrics.insert("backgroundSnapshotTimeMs".to_string(), t.as_millis() as u64);
                 }
             }
             let open = self.open.remove(&epoch);

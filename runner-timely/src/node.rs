@@ -483,6 +483,7 @@ impl NodeWorker {
                 ("snapshotBytes".to_string(), snapshot_bytes),
                 ("deltaBytes".to_string(), delta_bytes),
                 ("backgroundSnapshotBytes".to_string(), 0),
+                ("backgroundSnapshotTimeMs".to_string(), 0),
             ]),
         })
     }

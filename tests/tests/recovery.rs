@@ -318,7 +318,8 @@ fn snapshots_deltas_and_retention() {
             })
             .collect();
         // Snapshots, made in the background, and the deltas commits write, each packed.
-        assert!(files.iter().any(|f| f.starts_with("snapshot") && f.ends_with(".pack")), "{interval}: {files:?}");
+        let snapshot = |f: &String| (f.starts_with("compacted-") || f.starts_with("snapshot-")) && f.ends_with(".pack");
+        assert!(files.iter().any(snapshot), "{interval}: {files:?}");
         assert!(files.iter().any(|f| f.starts_with("delta-") && f.ends_with(".pack")), "{interval}: {files:?}");
         // Only what a restart can need is kept: from the latest snapshot batch (or the retained
         // batches, if later) on.

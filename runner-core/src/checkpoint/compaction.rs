@@ -4,8 +4,8 @@
 //! few deltas after it.
 //!
 //! A snapshot made here lives in the folder of the batch it is taken at, next to that batch's
-//! deltas: its files (`*.snapshot.arrow`) and, written last, [`SNAPSHOT_MANIFEST`], which lists
-//! them with their CRC-32s. A folder whose snapshot manifest is missing has no snapshot (a
+//! deltas: its state files packed into `compacted-<n>.pack` files of about 64 MiB and, written
+//! last, [`SNAPSHOT_MANIFEST`], which lists them with their CRC-32s and places in the packs. A folder whose snapshot manifest is missing has no snapshot (a
 //! crash in the middle leaves stray files, removed with the folder). The runner records a
 //! snapshot in its commit log only once [`Compactor::finished`] reports it, and keeps every
 //! folder from it on, so a snapshot read on restart is always whole.
@@ -22,9 +22,6 @@ use weir_sdk::Result;
 
 /// The name of a folder's snapshot manifest.
 pub const SNAPSHOT_MANIFEST: &str = "snapshot.json";
-
-/// The name of the file a background snapshot's state files are packed in.
-const SNAPSHOT_PACK: &str = "snapshot.pack";
 
 /// A snapshot to make: the state of every (node, partition) in `sources` (a base folder, then
 /// deltas in order), written as a snapshot into `target`.
@@ -43,8 +40,8 @@ pub struct Job {
 pub struct Done {
     /// [`Job::id`].
     pub id: u64,
-    /// The snapshot's bytes per node.
-    pub bytes: HashMap<String, u64>,
+    /// Per node, the snapshot's bytes and the time spent reading, folding and writing them.
+    pub by_node: HashMap<String, (u64, Duration)>,
     /// How long it took.
     pub took: Duration,
 }
@@ -167,9 +164,11 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
             parts.entry((f.node.clone(), f.partition)).or_default().push((folder, f));
         }
     }
-    let mut written = Vec::with_capacity(parts.len());
-    let mut bytes: HashMap<String, u64> = HashMap::new();
+    let (mut written, mut packing) = (Vec::with_capacity(parts.len()), Vec::new());
+    let mut by_node: HashMap<String, (u64, Duration)> = HashMap::new();
+    let mut packs = 0;
     for ((node, partition), files) in parts {
+        let part_began = Instant::now();
         let mut map = HashMap::new();
         for (folder, f) in &files {
             read_into(loc, folder, f, &mut map)?;
@@ -180,16 +179,42 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
         let mut rows: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let (f, data) = write_snapshot(&node, partition, &rows)?;
-        *bytes.entry(node).or_default() += f.bytes;
-        written.push((f, data));
+        drop(rows);
+        let e = by_node.entry(node).or_default();
+        e.0 += f.bytes;
+        packing.push((f, data));
+        // Packed into files of at most about PACK_BYTES: a few files, and never the whole
+        // state encoded in memory at once.
+        if packing.iter().map(|(f, _)| f.bytes).sum::<u64>() >= PACK_BYTES {
+            written.extend(write_pack(loc, &job.target, &mut packs, &mut packing)?);
+        }
+        e.1 += part_began.elapsed();
     }
-    // One file for the lot.
-    let data = pack(SNAPSHOT_PACK, &mut written);
-    loc.put_listed(&format!("{}/{SNAPSHOT_PACK}", job.target), data)?;
-    let written: Vec<StateFile> = written.into_iter().map(|(f, _)| f).collect();
+    written.extend(write_pack(loc, &job.target, &mut packs, &mut packing)?);
     loc.sync_folder(&job.target)?;
     weir_sdk::testing::fault::point_at("snapshot-manifest", job.id);
     let key = format!("{}/{SNAPSHOT_MANIFEST}", job.target);
     loc.put(&key, encode_entry(&loc.name(&key), &written)?)?;
-    Ok(Done { id: job.id, bytes, took: began.elapsed() })
+    Ok(Done { id: job.id, by_node, took: began.elapsed() })
+}
+
+/// Most bytes of snapshot files packed into one file.
+const PACK_BYTES: u64 = 64 << 20;
+
+/// Writes the files in `packing` as the pack `compacted-<packs>.pack` of `folder` (none if
+/// empty); returns their manifest entries.
+fn write_pack(
+    loc: &Location,
+    folder: &str,
+    packs: &mut usize,
+    packing: &mut Vec<(StateFile, Vec<u8>)>,
+) -> Result<Vec<StateFile>> {
+    if packing.is_empty() {
+        return Ok(Vec::new());
+    }
+    let name = format!("compacted-{packs}.pack");
+    *packs += 1;
+    let data = pack(&name, packing);
+    loc.put_listed(&format!("{folder}/{name}"), data)?;
+    Ok(std::mem::take(packing).into_iter().map(|(f, _)| f).collect())
 }

@@ -96,9 +96,11 @@ impl Engine {
             match done {
                 Ok(d) => {
                     tracing::debug!(batch = d.id, took_ms = d.took.as_millis() as u64, "state snapshot written");
-                    for (node, bytes) in &d.bytes {
+                    for (node, (bytes, took)) in &d.by_node {
                         if let Some(i) = self.plan.nodes.iter().position(|n| &n.name == node) {
-                            self.ck.state_bytes.entry(i).or_default().2 += bytes;
+                            let e = self.ck.state_bytes.entry(i).or_default();
+                            e.2 += bytes;
+                            e.3 += *took;
                         }
                     }
                     if let Some(at) = self.ck.chain.iter().position(|(b, _)| *b == d.id) {

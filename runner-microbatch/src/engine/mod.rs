@@ -145,8 +145,8 @@ struct CheckpointState {
     /// The thread that folds the chain into snapshots, off the batch's path.
     compactor: Option<weir_runner_core::checkpoint::compaction::Compactor>,
     /// Per node, bytes of snapshot and delta files written by the last commit, and of
-    /// background snapshots finished since the commit before.
-    state_bytes: HashMap<usize, (u64, u64, u64)>,
+    /// background snapshots finished since the commit before, with their time.
+    state_bytes: HashMap<usize, (u64, u64, u64, std::time::Duration)>,
     /// Per node, the time the last commit spent taking, encoding and writing its state files,
     /// over its partitions (Spark's `commitTimeMs`).
     commit_time: HashMap<usize, std::time::Duration>,

@@ -141,7 +141,8 @@ impl Engine {
                 memory_used_bytes,
                 num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
-                    let (snap, delta, background) = self.ck.state_bytes.get(&i).copied().unwrap_or_default();
+                    let (snap, delta, background, background_time) =
+                        self.ck.state_bytes.get(&i).copied().unwrap_or_default();
                     // Each partition's state for this batch came from memory (a hit; a retried
                     // batch restores the copy kept in memory) or, after a restart, from the
                     // checkpoint's files (a miss).
@@ -151,6 +152,7 @@ impl Engine {
                         ("snapshotBytes".to_string(), snap),
                         ("deltaBytes".to_string(), delta),
                         ("backgroundSnapshotBytes".to_string(), background),
+                        ("backgroundSnapshotTimeMs".to_string(), background_time.as_millis() as u64),
                         ("loadedMapCacheHitCount".to_string(), hits),
                         ("loadedMapCacheMissCount".to_string(), misses),
                     ])
