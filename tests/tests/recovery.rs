@@ -385,6 +385,16 @@ fn background_snapshots_are_read_on_restart_and_a_crash_while_writing_one_loses_
         let kept = folders(&cp);
         assert!(kept[0] > 20, "{shape}: no late background snapshot was named by a commit: {kept:?}");
         assert!(cp.join(format!("state/{}/snapshot.json", kept[0])).exists(), "{shape}: {kept:?}");
+        // A damaged snapshot pack fails the restart, naming it; repaired, the restart goes on.
+        let pack = cp.join(format!("state/{}/compacted-0.pack", kept[0]));
+        let good = std::fs::read(&pack).unwrap();
+        let mut bad = good.clone();
+        bad[good.len() / 2] ^= 0x5a;
+        std::fs::write(&pack, &bad).unwrap();
+        let o = run(&cp, &out, None, shape);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("compacted-0.pack (bytes "), "{shape}: {err}");
+        std::fs::write(&pack, &good).unwrap();
         ok(&run(&cp, &out, None, shape));
         assert_eq!(output(&out), want, "{shape}: restarted from background snapshot {}", kept[0]);
     }
