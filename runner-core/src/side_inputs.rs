@@ -441,6 +441,11 @@ impl Pushback {
         Ok(true)
     }
 
+    /// Whether `key` is a waiting batch's entry key.
+    pub fn is_entry(key: &[u8]) -> bool {
+        key.first() == Some(&WAITING)
+    }
+
     /// Entry `entry` of a batch waiting, renumbered `n` (a restart at another parallelism
     /// gathers every old partition's); `None` if it is not a waiting batch's entry.
     pub fn renumber(entry: &[u8], n: u64) -> Option<Vec<u8>> {

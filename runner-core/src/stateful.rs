@@ -20,6 +20,21 @@ use weir_sdk::Result;
 type Kw = (Vec<u8>, Window);
 type TimerKey = (Timestamp, Vec<u8>, Window, String, String);
 
+/// The operator's bookkeeping: input watermark, processing time, late drops.
+type Meta = (Timestamp, Timestamp, u64);
+/// The bookkeeping as older checkpoints wrote it, with the waiting elements and side inputs.
+type LegacyMeta = (Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
+
+/// How the keys of entries that belong to no key and window begin (waiting elements, side
+/// inputs): ten bytes that no entry key of a key and window begins with (they are not a
+/// varint, which [`crate::checkpoint::entry_key`] begins with).
+const UNKEYED: [u8; 10] = [0xff; 10];
+
+/// Marks `key` as an unkeyed entry's.
+fn unkeyed(key: &mut Vec<u8>) {
+    key.splice(0..0, UNKEYED);
+}
+
 /// The state of every key and window, with timer, hold and expiry indexes.
 #[derive(Default)]
 struct Store {
@@ -195,17 +210,22 @@ impl StatefulParDoOperator {
         self.store.states.iter().map(|(k, s)| k.0.len() + s.size_bytes()).sum()
     }
 
-    /// The entry of the operator's own bookkeeping (watermark, processing time, drops, elements
-    /// waiting for side inputs, the side inputs), under the empty key.
+    /// The entry of the operator's own bookkeeping (watermark, processing time, drops), under
+    /// the empty key.
     fn bookkeeping_entry(&self) -> Result<(Vec<u8>, Vec<u8>)> {
-        let meta = (
-            self.input_watermark,
-            self.processing_time,
-            self.dropped.late,
-            self.pushback.snapshot()?,
-            self.sides.snapshot()?,
-        );
+        let meta: Meta = (self.input_watermark, self.processing_time, self.dropped.late);
         Ok((Vec::new(), crate::checkpoint::encode(self.runner.step(), &meta)?))
+    }
+
+    /// The entries of the elements waiting for side inputs and of the side inputs, one per
+    /// waiting batch and per side window ([`Pushback::entries`], [`SideInputs::entries`]),
+    /// under keys no key and window has ([`UNKEYED`]).
+    fn unkeyed_entries(&self, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        let (step, at) = (self.runner.step(), out.len());
+        self.pushback.entries(step, out)?;
+        self.sides.entries(step, out)?;
+        out[at..].iter_mut().for_each(|(k, _)| unkeyed(k));
+        Ok(())
     }
 
     /// The watermark windows expire at: the input watermark, held back by deferred input not
@@ -375,6 +395,7 @@ impl Operator for StatefulParDoOperator {
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let step = self.runner.step();
         let mut out = vec![self.bookkeeping_entry()?];
+        self.unkeyed_entries(&mut out)?;
         for ((key, window), state) in &self.store.states {
             out.push((crate::checkpoint::entry_key(step, key, window)?, crate::checkpoint::encode(step, state)?));
         }
@@ -383,10 +404,14 @@ impl Operator for StatefulParDoOperator {
 
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
         // Changes are kept from the first checkpoint on; that one diffs everything.
-        let Some(dirty) = self.store.dirty.take() else { return Ok(None) };
-        let mut written = vec![self.bookkeeping_entry()?];
-        let step = self.runner.step();
-        let mut removed = Vec::new();
+        let step = self.runner.step().to_string();
+        let (mut written, mut removed) = (vec![self.bookkeeping_entry()?], Vec::new());
+        let waiting = self.pushback.take_changes(&step, &mut written, &mut removed)?;
+        let sides = self.sides.take_changes(&step, &mut written)?;
+        written[1..].iter_mut().for_each(|(k, _)| unkeyed(k));
+        removed.iter_mut().for_each(unkeyed);
+        let Some(dirty) = self.store.dirty.take().filter(|_| waiting && sides) else { return Ok(None) };
+        let step = step.as_str();
         for kw in dirty {
             let entry = crate::checkpoint::entry_key(step, &kw.0, &kw.1)?;
             match self.store.states.get(&kw) {
@@ -401,28 +426,63 @@ impl Operator for StatefulParDoOperator {
     /// time, the drops summed, and the side inputs (the same in every partition). Elements
     /// waiting for side inputs cannot move yet: with any, the state is refused.
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
-        type Meta = (Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
         let step = self.runner.step().to_string();
-        crate::checkpoint::spread_keyed(&step, old, n, |metas| {
+        let refused = |waiting: usize| {
+            weir_sdk::Error::NotSupported(format!(
+                "{waiting} batches of elements wait for side inputs, and cannot move to another partition"
+            ))
+        };
+        // The side inputs' entries, from the first partition that has any, go to every one.
+        let (mut keyed, mut sides) = (Vec::with_capacity(old.len()), None::<crate::checkpoint::Entries>);
+        for entries in old {
+            let (own, rest): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(k, _)| k.starts_with(&UNKEYED));
+            let waiting = own.iter().filter(|(k, _)| Pushback::is_entry(&k[UNKEYED.len()..])).count();
+            if waiting > 0 {
+                return Err(refused(waiting));
+            }
+            if sides.as_ref().is_none_or(Vec::is_empty) {
+                sides = Some(own);
+            }
+            keyed.push(rest);
+        }
+        let mut legacy_sides = None;
+        let mut out = crate::checkpoint::spread_keyed(&step, keyed, n, |metas| {
             let mut merged: Option<Meta> = None;
             for m in metas {
-                let (wm, pt, late, pushback, sides): Meta = crate::checkpoint::decode(&step, &m)?;
-                if !pushback.is_empty() {
-                    return Err(weir_sdk::Error::NotSupported(format!(
-                        "{} elements wait for side inputs, and cannot move to another partition",
-                        pushback.len()
-                    )));
-                }
+                let (wm, pt, late) = match crate::checkpoint::decode::<LegacyMeta>(&step, &m) {
+                    Ok((wm, pt, late, pushback, s)) => {
+                        if !pushback.is_empty() {
+                            return Err(refused(pushback.len()));
+                        }
+                        legacy_sides.get_or_insert(s);
+                        (wm, pt, late)
+                    }
+                    Err(_) => crate::checkpoint::decode::<Meta>(&step, &m)?,
+                };
                 merged = Some(match merged {
-                    None => (wm, pt, late, Vec::new(), sides),
-                    Some(a) => (a.0.min(wm), a.1.max(pt), a.2 + late, Vec::new(), a.4),
+                    None => (wm, pt, late),
+                    Some(a) => (a.0.min(wm), a.1.max(pt), a.2 + late),
                 });
             }
             match merged {
                 Some(m) => crate::checkpoint::encode(&step, &m),
                 None => Ok(Vec::new()),
             }
-        })
+        })?;
+        for entries in &mut out {
+            entries.extend(sides.iter().flatten().cloned());
+        }
+        // Side inputs in the older layout go back into the bookkeeping, as it had them.
+        if let Some(s) = legacy_sides {
+            for entries in &mut out {
+                if let Some((_, meta)) = entries.iter_mut().find(|(k, _)| k.is_empty()) {
+                    let (wm, pt, late): Meta = crate::checkpoint::decode(&step, meta)?;
+                    let legacy: LegacyMeta = (wm, pt, late, Vec::new(), s.clone());
+                    *meta = crate::checkpoint::encode(&step, &legacy)?;
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
@@ -430,13 +490,25 @@ impl Operator for StatefulParDoOperator {
         self.store = Store::default();
         for (entry, value) in entries {
             if entry.is_empty() {
-                type Meta = (Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
-                let (wm, pt, late, pushback, sides): Meta = crate::checkpoint::decode(&step, &value)?;
+                // The older layout had the waiting elements and side inputs here. A newer
+                // entry is too short for it (it ends where their lengths would begin).
+                let (wm, pt, late) = match crate::checkpoint::decode::<LegacyMeta>(&step, &value) {
+                    Ok((wm, pt, late, pushback, sides)) => {
+                        self.pushback.restore(pushback)?;
+                        self.sides.restore(sides)?;
+                        (wm, pt, late)
+                    }
+                    Err(_) => crate::checkpoint::decode::<Meta>(&step, &value)?,
+                };
                 self.input_watermark = wm;
                 self.processing_time = pt;
                 self.dropped.late = late;
-                self.pushback.restore(pushback)?;
-                self.sides.restore(sides)?;
+                continue;
+            }
+            if let Some(own) = entry.strip_prefix(&UNKEYED) {
+                if !self.pushback.restore_entry(&step, own, &value)? && !self.sides.restore_entry(&step, own, &value)? {
+                    return Err(weir_sdk::Error::execution(&step, "an unknown unkeyed state entry"));
+                }
                 continue;
             }
             let kw = crate::checkpoint::split_entry_key(&step, &entry)?;

@@ -119,14 +119,25 @@ fn crash_at_every_phase_recovers_exactly_once() {
 /// it, whatever phase of a batch the crash hit.
 #[test]
 fn a_stateful_dofn_s_changes_recover_exactly_once() {
+    stateful_shape_recovers_exactly_once("stateful");
+}
+
+/// The same with a side input: its windows and the elements waiting for it are state entries of
+/// their own, written when they change (issue 52).
+#[test]
+fn a_stateful_dofn_with_side_inputs_recovers_exactly_once() {
+    stateful_shape_recovers_exactly_once("stateful-side");
+}
+
+fn stateful_shape_recovers_exactly_once(shape: &str) {
     for (point, batch) in [("state-commit", 6), ("sink-commit", 9), ("commit-log", 13)] {
         let dir = tempfile::tempdir().unwrap();
         let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
         // Snapshots every 5 batches: the crash comes after deltas.
         let opts = (false, "--state-snapshot-interval 5", "unbounded");
-        let crashed = child_shaped(&cp, &out, Some(&format!("{point}:{batch}")), opts, "stateful");
+        let crashed = child_shaped(&cp, &out, Some(&format!("{point}:{batch}")), opts, shape);
         assert!(!crashed.status.success(), "{point}:{batch} did not crash");
-        ok(&child_shaped(&cp, &out, None, opts, "stateful"));
+        ok(&child_shaped(&cp, &out, None, opts, shape));
         assert_eq!(output(&out), expected(), "after a crash at {point} of batch {batch}");
     }
 }

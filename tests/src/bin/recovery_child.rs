@@ -9,7 +9,9 @@
 //! with `WEIR_CHILD_SOURCE=splittable` from a splittable DoFn that claims seven per call. With
 //! `WEIR_CHILD_SHAPE=stateful` the sums come from a stateful DoFn instead (a value per key and
 //! window, emitted and cleared by an event-time timer at the window's end): the same output,
-//! from state that is written, read and removed every batch. `WEIR_CHILD_KEYS=runs` keys number
+//! from state that is written, read and removed every batch; `stateful-side` adds a side input's
+//! offset (0) to each value, so the stateful step keeps side inputs and waiting elements in its
+//! state too. `WEIR_CHILD_KEYS=runs` keys number
 //! i by i / 100 instead.
 
 use std::time::Duration;
@@ -41,6 +43,27 @@ impl DoFn for StatefulSum {
         ctx.value_state::<i64>("sum").clear()?;
         let key: i64 = ctx.key()?;
         ctx.output(KV::new(key, sum))
+    }
+}
+
+/// [`StatefulSum`], each value plus a side input's offset (0): the stateful step then keeps
+/// its side inputs, and the elements waiting for them, in its state too.
+#[derive(Clone)]
+struct StatefulSumWithOffset(PCollectionView<weir_sdk::view::Singleton<i64>>);
+
+impl DoFn for StatefulSumWithOffset {
+    type In = KV<i64, i64>;
+    type Out = KV<i64, i64>;
+    fn process(&mut self, kv: KV<i64, i64>, ctx: &mut ProcessContext<'_, KV<i64, i64>>) -> UserResult {
+        let offset = ctx.side_input(&self.0)?;
+        StatefulSum.process(KV::new(kv.key, kv.value + offset), ctx)
+    }
+    fn on_timer(
+        &mut self,
+        t: &weir_sdk::do_fn::TimerFiring,
+        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, KV<i64, i64>>,
+    ) -> UserResult {
+        StatefulSum.on_timer(t, ctx)
     }
 }
 
@@ -133,8 +156,16 @@ fn main() {
         .apply("Window", Window::into(FixedWindows::of(Duration::from_millis(window_ms))))
         .apply("Key", Map::new(move |i: i64| KV::new(if keys_in_runs { i / 100 } else { i % 3 }, i)));
     let stateful = std::env::var("WEIR_CHILD_SHAPE").is_ok_and(|s| s == "stateful");
+    let with_side = std::env::var("WEIR_CHILD_SHAPE").is_ok_and(|s| s == "stateful-side");
     let summed = if args.get(4).map(String::as_str) == Some("variant") {
         windowed.apply("Max", Max::per_key())
+    } else if with_side {
+        let offset = p.apply("Zero", Create::of(vec![0i64])).apply("Offset", Sum::globally());
+        let view = View::as_singleton(&offset);
+        windowed.apply(
+            "StatefulSum",
+            ParDo::stateful(StatefulSumWithOffset(view.clone())).with_side_inputs(vec![view.spec().clone()]),
+        )
     } else if stateful {
         windowed.apply("StatefulSum", ParDo::stateful(StatefulSum))
     } else {
