@@ -29,7 +29,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use weir_runner_core::checkpoint::compaction::{snapshot_files, Job, SNAPSHOT_MANIFEST};
+use weir_runner_core::checkpoint::compaction::{snapshot_files, SNAPSHOT_MANIFEST};
 use weir_runner_core::checkpoint::log::{self, refused};
 use weir_runner_core::checkpoint::protocol::{self, commit_key, state_key, Logged, Opening};
 use weir_runner_core::checkpoint::state_files::{apply, decode_file, StateFile};
@@ -231,16 +231,14 @@ impl EpochLog {
         e == self.start
     }
 
-    /// A background snapshot of worker `worker` at the last epoch of `chain` (its latest
-    /// snapshot's epoch, then the epochs after it, with their state files), once
-    /// `--state-snapshot-interval` epochs follow that snapshot.
-    pub(crate) fn snapshot_job(&self, worker: usize, chain: &[(u64, Vec<StateFile>)]) -> Option<Job> {
-        let &(last, _) = chain.last()?;
-        (chain.len() as u64 > self.interval).then(|| Job {
-            id: last,
-            sources: chain.iter().map(|(e, files)| (worker_state_key(*e, worker), files.clone())).collect(),
-            target: worker_state_key(last, worker),
-        })
+    /// `--state-snapshot-interval`: epochs after a snapshot before the next is made.
+    pub(crate) fn interval(&self) -> u64 {
+        self.interval
+    }
+
+    /// The folder of worker `worker`'s state of `epoch`.
+    pub(crate) fn state_folder(&self, epoch: u64, worker: usize) -> String {
+        worker_state_key(epoch, worker)
     }
 
     /// Where the checkpoint lives.

@@ -1,7 +1,7 @@
 //! A worker's ledger of its epochs: when each began and what its sources read, until the epoch
 //! is finished everywhere and reported; with a checkpoint, its manifests and acknowledgements.
 
-use crate::checkpoint::{EpochLog, WorkerManifest, WorkerOffsets};
+use crate::checkpoint::{WorkerManifest, WorkerOffsets};
 use crate::node::{NodeWorker, Pending};
 use crate::process::{IdleReport, Process};
 use crate::progress::{OperatorState, SourceRows, WorkerProgress};
@@ -12,8 +12,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 use timely::dataflow::InputHandle;
-use weir_runner_core::checkpoint::compaction::Compactor;
-use weir_runner_core::checkpoint::state_files::StateFile;
+use weir_runner_core::checkpoint::compaction::Snapshots;
 use weir_sdk::time::MAX_TIMESTAMP;
 use weir_sdk::Result;
 
@@ -65,55 +64,14 @@ pub(crate) struct WorkerCheckpoint {
     /// in without reading are logged with its final positions, so that every commit has every
     /// worker's offsets.
     pub(crate) last_offsets: Option<WorkerOffsets>,
-    /// The epochs whose state files make the worker's state since its latest snapshot (that
-    /// snapshot's epoch first), with their files.
-    chain: Vec<(u64, Vec<StateFile>)>,
-    /// The thread that folds the chain into snapshots, once the worker has a chain to fold.
-    compactor: Option<Compactor>,
-    /// The epoch of the worker's latest background snapshot, for worker 0.
-    snapshot: Option<u64>,
+    /// The epochs whose state files make the worker's state since its latest snapshot, and
+    /// the thread that folds them into the next.
+    snapshots: Snapshots,
 }
 
 impl WorkerCheckpoint {
     pub(crate) fn new(pending: Pending, acks: InputHandle<u64, AckBuilder>) -> Self {
-        WorkerCheckpoint { pending, acks, last_offsets: None, chain: Vec::new(), compactor: None, snapshot: None }
-    }
-
-    /// Takes the snapshots the thread finished (returns their bytes and time per step), and
-    /// asks for the next one when the chain is long enough and none is being made.
-    fn snapshots(&mut self, log: &EpochLog, me: usize) -> Result<HashMap<String, (u64, std::time::Duration)>> {
-        let mut bytes: HashMap<String, (u64, std::time::Duration)> = HashMap::new();
-        if let Some(compactor) = &mut self.compactor {
-            for done in compactor.finished() {
-                match done {
-                    Ok(d) => {
-                        for (node, (b, t)) in d.by_node {
-                            let e = bytes.entry(node).or_default();
-                            e.0 += b;
-                            e.1 += t;
-                        }
-                        if let Some(at) = self.chain.iter().position(|(e, _)| *e == d.id) {
-                            self.chain.drain(..at);
-                            self.snapshot = Some(d.id);
-                        }
-                    }
-                    Err(e) => tracing::warn!(
-                        worker = me,
-                        error = %e,
-                        "a background state snapshot failed; the next one starts from the one before"
-                    ),
-                }
-            }
-        }
-        let Some(job) = log.snapshot_job(me, &self.chain) else { return Ok(bytes) };
-        let compactor = match &mut self.compactor {
-            Some(c) => c,
-            None => self.compactor.insert(Compactor::start(log.location())?),
-        };
-        if compactor.pending() == 0 {
-            compactor.submit(job);
-        }
-        Ok(bytes)
+        WorkerCheckpoint { pending, acks, last_offsets: None, snapshots: Snapshots::default() }
     }
 }
 
@@ -190,13 +148,11 @@ impl Ledger {
                 let files = members.iter().filter_map(|m| m.file.clone()).collect();
                 log.write_manifest(&WorkerManifest { epoch, worker: self.me, members })?;
                 // A run's first epoch writes whole snapshots: the chain starts afresh there.
-                if log.is_snapshot(epoch) {
-                    ck.chain.clear();
-                }
-                ck.chain.push((epoch, files));
+                ck.snapshots.wrote(epoch, files, log.is_snapshot(epoch));
             }
-            background = ck.snapshots(log, self.me)?;
-            ck.acks.send((0, (self.me as u32, until, ck.snapshot)));
+            background = ck.snapshots.finished();
+            ck.snapshots.ask(&log.location(), log.interval(), |e| log.state_folder(e, self.me))?;
+            ck.acks.send((0, (self.me as u32, until, ck.snapshots.latest())));
             deliver(&mut ck.acks);
         }
         self.report_idle(until - 1);

@@ -130,6 +130,84 @@ impl Drop for Compactor {
     }
 }
 
+/// A runner's (or a worker's) state since its latest snapshot, and the thread that folds it
+/// into the next: the folders written since that snapshot, with their state files, that
+/// snapshot's first.
+#[derive(Default)]
+pub struct Snapshots {
+    chain: Vec<(u64, Vec<StateFile>)>,
+    compactor: Option<Compactor>,
+    latest: Option<u64>,
+}
+
+impl Snapshots {
+    /// Records the state files batch (epoch) `id` wrote; `whole` when they are whole snapshots,
+    /// from which on the chain starts afresh.
+    pub fn wrote(&mut self, id: u64, files: Vec<StateFile>, whole: bool) {
+        if whole {
+            self.chain.clear();
+        }
+        self.chain.push((id, files));
+    }
+
+    /// Starts the chain from what a restart read: the snapshot's folder, then the deltas'.
+    pub fn restored(&mut self, chain: Vec<(u64, Vec<StateFile>)>) {
+        self.chain = chain;
+    }
+
+    /// The latest snapshot the thread finished, if any.
+    pub fn latest(&self) -> Option<u64> {
+        self.latest
+    }
+
+    /// Takes the snapshots the thread finished: the latest becomes [`Snapshots::latest`] and
+    /// the chain starts at it. Returns each step's snapshot bytes and time. A failed one is
+    /// logged, and the next starts from the one before.
+    pub fn finished(&mut self) -> HashMap<String, (u64, Duration)> {
+        let mut by_node: HashMap<String, (u64, Duration)> = HashMap::new();
+        let Some(compactor) = &mut self.compactor else { return by_node };
+        for done in compactor.finished() {
+            match done {
+                Ok(d) => {
+                    tracing::debug!(at = d.id, took_ms = d.took.as_millis() as u64, "state snapshot written");
+                    for (node, (bytes, took)) in d.by_node {
+                        let e = by_node.entry(node).or_default();
+                        e.0 += bytes;
+                        e.1 += took;
+                    }
+                    if let Some(at) = self.chain.iter().position(|(id, _)| *id == d.id) {
+                        self.chain.drain(..at);
+                        self.latest = Some(d.id);
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "a background state snapshot failed; the next one starts from the one before"
+                ),
+            }
+        }
+        by_node
+    }
+
+    /// Asks for a snapshot at the chain's last batch once more than `interval` batches follow
+    /// its first, if none is being made; `folder` names a batch's folder in `loc`.
+    pub fn ask(&mut self, loc: &Location, interval: u64, folder: impl Fn(u64) -> String) -> Result<()> {
+        let Some(&(last, _)) = self.chain.last() else { return Ok(()) };
+        if self.chain.len() as u64 <= interval.max(1) {
+            return Ok(());
+        }
+        let compactor = match &mut self.compactor {
+            Some(c) => c,
+            None => self.compactor.insert(Compactor::start(loc.clone())?),
+        };
+        if compactor.pending() == 0 {
+            let sources = self.chain.iter().map(|(id, files)| (folder(*id), files.clone())).collect();
+            compactor.submit(Job { id: last, sources, target: folder(last) });
+        }
+        Ok(())
+    }
+}
+
 /// The files of `folder`'s snapshot, if it has one.
 pub fn snapshot_files(loc: &Location, folder: &str) -> Result<Option<Vec<StateFile>>> {
     let key = format!("{folder}/{SNAPSHOT_MANIFEST}");

@@ -5,7 +5,6 @@
 use super::Engine;
 use crate::checkpoint::CommitEntry;
 use std::time::Instant;
-use weir_runner_core::checkpoint::compaction::{Compactor, Job};
 use weir_runner_core::checkpoint::protocol::state_key;
 use weir_runner_core::checkpoint::state_files::{pack, FileKind, StateFile};
 use weir_runner_core::exec::node::UnitMetrics;
@@ -34,10 +33,7 @@ impl Engine {
         }
         let snapshot = self.ck.last_snapshot.is_none();
         let files = self.write_state(snapshot)?;
-        if snapshot {
-            self.ck.chain.clear();
-        }
-        self.ck.chain.push((self.batch_id, files));
+        self.ck.snapshots.wrote(self.batch_id, files, snapshot);
         weir_sdk::testing::fault::point("state-commit");
         self.commit_sinks(metrics)?;
         weir_sdk::testing::fault::point("sink-commit");
@@ -72,46 +68,23 @@ impl Engine {
     /// deltas follow the latest snapshot, if it is not making one already.
     fn ask_snapshot(&mut self) -> Result<()> {
         let Some(cp) = &self.ck.checkpoint else { return Ok(()) };
-        if self.ck.chain.len() <= self.snapshot_interval() as usize {
-            return Ok(());
-        }
-        let compactor = match &mut self.ck.compactor {
-            Some(c) => c,
-            None => self.ck.compactor.insert(Compactor::start(cp.location())?),
-        };
-        if compactor.pending() > 0 {
-            return Ok(());
-        }
-        let sources = self.ck.chain.iter().map(|(b, files)| (state_key(*b), files.clone())).collect();
-        compactor.submit(Job { id: self.batch_id, sources, target: state_key(self.batch_id) });
-        Ok(())
+        let interval = self.snapshot_interval();
+        self.ck.snapshots.ask(&cp.location(), interval, state_key)
     }
 
     /// Takes the snapshots the snapshot thread finished: the latest becomes the one commits
-    /// name, and its bytes count in the batch's `backgroundSnapshotBytes`. A failed one is logged, and
-    /// the state goes on from the snapshot before it.
+    /// name, and their bytes and time count in the batch's `backgroundSnapshotBytes` and
+    /// `backgroundSnapshotTimeMs`.
     fn take_snapshots(&mut self) {
-        let Some(compactor) = &mut self.ck.compactor else { return };
-        for done in compactor.finished() {
-            match done {
-                Ok(d) => {
-                    tracing::debug!(batch = d.id, took_ms = d.took.as_millis() as u64, "state snapshot written");
-                    for (node, (bytes, took)) in &d.by_node {
-                        if let Some(i) = self.plan.nodes.iter().position(|n| &n.name == node) {
-                            let e = self.ck.state_bytes.entry(i).or_default();
-                            e.2 += bytes;
-                            e.3 += *took;
-                        }
-                    }
-                    if let Some(at) = self.ck.chain.iter().position(|(b, _)| *b == d.id) {
-                        self.ck.chain.drain(..at);
-                        self.ck.last_snapshot = Some(d.id);
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "a background state snapshot failed; the next one starts from the one before")
-                }
+        for (node, (bytes, took)) in self.ck.snapshots.finished() {
+            if let Some(i) = self.plan.nodes.iter().position(|n| n.name == node) {
+                let e = self.ck.state_bytes.entry(i).or_default();
+                e.2 += bytes;
+                e.3 += took;
             }
+        }
+        if let Some(latest) = self.ck.snapshots.latest() {
+            self.ck.last_snapshot = Some(latest.max(self.ck.last_snapshot.unwrap_or(0)));
         }
     }
 

@@ -139,11 +139,9 @@ struct CheckpointState {
     /// The latest batch with a whole snapshot of the state, written by its commit or by the
     /// snapshot thread (`None`: none yet in this layout).
     last_snapshot: Option<u64>,
-    /// The batches whose state files make the state since `last_snapshot`, with their files:
-    /// the snapshot's batch first, then the deltas after it.
-    chain: Vec<(u64, Vec<weir_runner_core::checkpoint::state_files::StateFile>)>,
-    /// The thread that folds the chain into snapshots, off the batch's path.
-    compactor: Option<weir_runner_core::checkpoint::compaction::Compactor>,
+    /// The batches whose state files make the state since `last_snapshot`, and the thread
+    /// that folds them into snapshots, off the batch's path.
+    snapshots: weir_runner_core::checkpoint::compaction::Snapshots,
     /// Per node, bytes of snapshot and delta files written by the last commit, and of
     /// background snapshots finished since the commit before, with their time.
     state_bytes: HashMap<usize, (u64, u64, u64, std::time::Duration)>,

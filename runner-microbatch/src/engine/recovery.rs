@@ -99,7 +99,7 @@ impl Engine {
     /// over this run's partitions, key group by key group, if that is another number.
     pub(super) fn restore_state(&mut self, cp: &Checkpoint, (start, c): (u64, u64), written_by: usize) -> Result<()> {
         let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
-        self.ck.chain.clear();
+        let mut chain = Vec::new();
         for b in start..=c {
             let mut files = Vec::new();
             for (f, shown, data) in cp.read_state(b, b == start)? {
@@ -107,8 +107,9 @@ impl Engine {
                 apply(maps.entry((f.node.clone(), f.partition)).or_default(), f.kind, rows);
                 files.push(f);
             }
-            self.ck.chain.push((b, files));
+            chain.push((b, files));
         }
+        self.ck.snapshots.restored(chain);
         let plan = self.plan.clone();
         let n = self.partitions;
         for i in 0..plan.nodes.len() {
