@@ -5,7 +5,7 @@
 //!
 //! A bundle reports what it did alone, so a job's value is the combination over its bundles: a
 //! sum, a distribution's count, sum, minimum and maximum, a gauge's latest value, a string
-//! set's union. Only bundles that succeeded count, and their output is what the job hands on,
+//! set's union, a bounded trie's merge ([`super::bounded_trie`]). Only bundles that succeeded count, and their output is what the job hands on,
 //! so in batch the attempted and the committed values are the same.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -21,6 +21,7 @@ mod types {
     pub const DISTRIBUTION_INT64: &str = "beam:metrics:distribution_int64:v1";
     pub const LATEST_INT64: &str = "beam:metrics:latest_int64:v1";
     pub const SET_STRING: &str = "beam:metrics:set_string:v1";
+    pub const BOUNDED_TRIE: &str = "beam:metrics:bounded_trie:v1";
 }
 
 /// User metric URNs, which Weir's own metrics get too.
@@ -36,6 +37,7 @@ enum Value {
     Distribution(DistributionResult),
     Latest { timestamp: i64, value: i64 },
     Strings(BTreeSet<String>),
+    Trie(super::bounded_trie::Trie),
 }
 
 fn varint(input: &mut &[u8]) -> Option<i64> {
@@ -68,6 +70,7 @@ impl Value {
                 }
                 Value::Strings(set)
             }
+            types::BOUNDED_TRIE => Value::Trie(super::bounded_trie::Trie::decode(p)?),
             _ => return None,
         })
     }
@@ -86,6 +89,7 @@ impl Value {
                     out.extend_from_slice(s.as_bytes());
                 }
             }
+            Value::Trie(t) => out = t.encode(),
         }
         out
     }
@@ -101,6 +105,7 @@ impl Value {
                 }
             }
             (Value::Strings(a), Value::Strings(b)) => a.extend(b),
+            (Value::Trie(a), Value::Trie(b)) => a.combine(b),
             (a, b) => *a = b,
         }
     }

@@ -16,6 +16,7 @@
 //! The gRPC services run on a small tokio runtime of their own; the calls of this module block,
 //! as an operator's do.
 
+pub mod bounded_trie;
 pub mod bundle;
 pub mod control;
 pub mod data;
