@@ -230,11 +230,8 @@ mod tests {
         t.combine(single(&["dirB", "file1"]));
         t.combine(single(&["dirA", "file1"]));
         let got = t.flattened();
-        let want = vec![
-            (seq(&["dirA", "file1"]), false),
-            (seq(&["dirA", "file2"]), false),
-            (seq(&["dirB", "file1"]), false),
-        ];
+        let want =
+            vec![(seq(&["dirA", "file1"]), false), (seq(&["dirA", "file2"]), false), (seq(&["dirB", "file1"]), false)];
         assert_eq!(got, want);
         // Through the wire and back.
         assert_eq!(Trie::decode(&t.encode()).unwrap().flattened(), want);
