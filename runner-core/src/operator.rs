@@ -10,7 +10,7 @@ pub use crate::checkpoint::log::Journal;
 use crate::do_fn_runner::DoFnRunner;
 use crate::group_also_by_window::{DropCounts, GroupAlsoByWindow, StateChanges, Values};
 use crate::metrics::MetricsContainerImpl;
-use crate::side_inputs::{Pushback, SideInputs};
+use crate::side_inputs::{Pushback, SideInputs, SideState};
 use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
 use weir_sdk::kernel::{AssignKernel, Batch, NoSideInputs};
@@ -156,8 +156,7 @@ pub trait Operator: Send {
 /// pushed back, hold the output watermark, and are retried as side data and watermarks arrive.
 pub struct ParDoOperator {
     runner: DoFnRunner,
-    sides: SideInputs,
-    pushback: Pushback,
+    side: SideState,
 }
 
 impl ParDoOperator {
@@ -166,23 +165,23 @@ impl ParDoOperator {
         let ops = graph.pcollection(node.inputs[0]).ops.clone();
         ParDoOperator {
             runner: DoFnRunner::new(node, payload, graph),
-            sides: SideInputs::new(&payload.side_inputs, graph),
-            pushback: Pushback::new(ops),
+            side: SideState { sides: SideInputs::new(&payload.side_inputs, graph), pushback: Pushback::new(ops) },
         }
     }
 
     fn run(&mut self, input: Option<Batch>, retry: bool, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
         let ready = self
+            .side
             .pushback
-            .ready_batches(&self.sides, input, retry)
+            .ready_batches(&self.side.sides, input, retry)
             .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
         if ready.is_empty() {
             return Ok(self.runner.empty_outputs());
         }
-        if self.sides.is_empty() {
+        if self.side.sides.is_empty() {
             return self.runner.process_bundle(ready, &NoSideInputs, ctx.metrics);
         }
-        self.runner.process_bundle(ready, &self.sides, ctx.metrics)
+        self.runner.process_bundle(ready, &self.side.sides, ctx.metrics)
     }
 }
 
@@ -191,20 +190,20 @@ impl Operator for ParDoOperator {
         self.run(Some(input), false, ctx)
     }
     fn process_side(&mut self, index: usize, input: Batch) -> Result<()> {
-        self.sides.add(index, input);
+        self.side.sides.add(index, input);
         Ok(())
     }
     fn advance_side(&mut self, index: usize, watermark: Timestamp) {
-        self.sides.set_watermark(index, watermark);
+        self.side.sides.set_watermark(index, watermark);
     }
     fn advance(&mut self, _input_watermark: Timestamp, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {
-        if self.pushback.is_empty() {
+        if self.side.pushback.is_empty() {
             return Ok(Vec::new());
         }
         self.run(None, true, ctx)
     }
     fn hold(&self) -> Option<Timestamp> {
-        self.pushback.hold()
+        self.side.pushback.hold()
     }
     fn on_committed(&mut self) {
         self.runner.on_committed();
@@ -222,16 +221,13 @@ impl Operator for ParDoOperator {
     /// ([`SideInputs::entries`], [`Pushback::entries`]).
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::new();
-        self.pushback.entries(self.runner.step(), &mut out)?;
-        self.sides.entries(self.runner.step(), &mut out)?;
+        self.side.entries(self.runner.step(), &mut out)?;
         Ok(out)
     }
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
         let (mut written, mut removed) = (Vec::new(), Vec::new());
-        let step = self.runner.step().to_string();
-        let waiting = self.pushback.take_changes(&step, &mut written, &mut removed)?;
-        let sides = self.sides.take_changes(&step, &mut written)?;
-        Ok((waiting && sides).then_some((written, removed)))
+        let kept = self.side.take_changes(self.runner.step(), &mut written, &mut removed)?;
+        Ok(kept.then_some((written, removed)))
     }
     /// Elements waiting for side inputs are not keyed: every old partition's go to the first new
     /// one (renumbered); the side inputs (the same in every partition) to all. The older layout
@@ -273,15 +269,13 @@ impl Operator for ParDoOperator {
             if k.is_empty() {
                 let (pushback, sides): (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot) =
                     crate::checkpoint::decode(&step, &v)?;
-                self.pushback.restore(pushback)?;
-                self.sides.restore(sides)?;
-            } else if !self.pushback.restore_entry(&step, &k, &v)? && !self.sides.restore_entry(&step, &k, &v)? {
-                return Err(weir_sdk::Error::execution(&step, "a state entry of another kind of step"));
+                self.side.restore_legacy(pushback, sides)?;
+            } else {
+                self.side.restore_entry(&step, &k, &v)?;
             }
         }
         // What was restored is what was committed: changes count from here.
-        self.pushback.forget_changes();
-        self.sides.forget_changes();
+        self.side.forget_changes();
         Ok(())
     }
 }

@@ -78,6 +78,44 @@ pub struct StateOperatorProgress {
     pub custom_metrics: BTreeMap<String, u64>,
 }
 
+/// What a stateful step's checkpoint wrote in a batch (epoch), and the background snapshots
+/// of it finished meanwhile: its [`StateOperatorProgress::custom_metrics`] `snapshotBytes`,
+/// `deltaBytes`, `backgroundSnapshotBytes` and `backgroundSnapshotTimeMs`, named here once for
+/// every runner.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StateWrites {
+    snapshot_bytes: u64,
+    delta_bytes: u64,
+    background_bytes: u64,
+    background_time: std::time::Duration,
+}
+
+impl StateWrites {
+    /// Counts a state file the commit wrote.
+    pub fn wrote(&mut self, f: &crate::checkpoint::state_files::StateFile) {
+        match f.kind {
+            crate::checkpoint::state_files::FileKind::Snapshot => self.snapshot_bytes += f.bytes,
+            crate::checkpoint::state_files::FileKind::Delta => self.delta_bytes += f.bytes,
+        }
+    }
+
+    /// Counts a background snapshot's part of `bytes`, made in `took`.
+    pub fn snapshot_made(&mut self, bytes: u64, took: std::time::Duration) {
+        self.background_bytes += bytes;
+        self.background_time += took;
+    }
+
+    /// The figures, by their names in the progress.
+    pub fn custom_metrics(&self) -> BTreeMap<String, u64> {
+        BTreeMap::from([
+            ("snapshotBytes".to_string(), self.snapshot_bytes),
+            ("deltaBytes".to_string(), self.delta_bytes),
+            ("backgroundSnapshotBytes".to_string(), self.background_bytes),
+            ("backgroundSnapshotTimeMs".to_string(), self.background_time.as_millis() as u64),
+        ])
+    }
+}
+
 /// One source's part of a batch.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -90,40 +90,33 @@ impl SideInputs {
     }
 }
 
-/// Encoded side-input data: per side input, per window, the pane index and encoded batches.
+/// Encoded side-input data as older checkpoints wrote it, in one entry: per side input, per
+/// window, the pane index and encoded batches.
 pub type SidesSnapshot = Vec<Vec<(Window, i64, Vec<Vec<u8>>)>>;
 
 impl SideInputs {
-    /// The materialized side inputs, encoded.
-    pub fn snapshot(&self) -> Result<SidesSnapshot, weir_sdk::Error> {
-        let mut out = Vec::new();
-        for (i, data) in self.data.iter().enumerate() {
-            let mut windows = Vec::new();
-            for (w, (pane, batches)) in data {
-                let enc = batches.iter().map(|b| self.ops[i].encode_batch(b)).collect::<Result<Vec<_>, _>>().map_err(
-                    |source| weir_sdk::Error::Coder { step: format!("side input {}", self.specs[i].view_id), source },
-                )?;
-                windows.push((*w, *pane, enc));
-            }
-            out.push(windows);
-        }
-        Ok(out)
-    }
-
-    /// Restores side-input data written by [`SideInputs::snapshot`].
+    /// Restores side-input data an older checkpoint wrote in one entry ([`SidesSnapshot`]).
     pub fn restore(&mut self, snapshot: SidesSnapshot) -> Result<(), weir_sdk::Error> {
         for (i, windows) in snapshot.into_iter().enumerate().take(self.data.len()) {
             for (w, pane, batches) in windows {
-                let decoded =
-                    batches.iter().map(|b| self.ops[i].decode_batch(b)).collect::<Result<Vec<_>, _>>().map_err(
-                        |source| weir_sdk::Error::Coder {
-                            step: format!("side input {}", self.specs[i].view_id),
-                            source,
-                        },
-                    )?;
-                self.data[i].insert(w, (pane, decoded));
+                self.restore_window(i, w, pane, &batches)?;
             }
         }
+        Ok(())
+    }
+
+    /// Restores side input `index`'s window `w`: its pane index and encoded batches.
+    fn restore_window(
+        &mut self,
+        index: usize,
+        w: Window,
+        pane: i64,
+        batches: &[Vec<u8>],
+    ) -> Result<(), weir_sdk::Error> {
+        let decoded = batches.iter().map(|b| self.ops[index].decode_batch(b)).collect::<Result<Vec<_>, _>>().map_err(
+            |source| weir_sdk::Error::Coder { step: format!("side input {}", self.specs[index].view_id), source },
+        )?;
+        self.data[index].insert(w, (pane, decoded));
         Ok(())
     }
 }
@@ -267,17 +260,7 @@ impl Pushback {
         Ok(ready)
     }
 
-    /// The waiting elements, encoded.
-    pub fn snapshot(&self) -> Result<Vec<Vec<u8>>, weir_sdk::Error> {
-        self.waiting
-            .values()
-            .flat_map(|w| &w.batches)
-            .map(|(_, b)| self.ops.encode_batch(b))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })
-    }
-
-    /// Restores waiting elements written by [`Pushback::snapshot`].
+    /// Restores waiting elements an older checkpoint wrote in one entry (each batch encoded).
     pub fn restore(&mut self, batches: Vec<Vec<u8>>) -> Result<(), weir_sdk::Error> {
         for b in batches {
             let decoded = self
@@ -359,25 +342,15 @@ impl SideInputs {
         Ok(true)
     }
 
-    /// Forgets the changes kept so far (the state was restored to what was committed).
-    pub fn forget_changes(&mut self) {
-        self.dirty.forget();
-    }
-
     /// Restores a side input window's entry; `false` if `key` is not one.
     pub fn restore_entry(&mut self, step: &str, key: &[u8], value: &[u8]) -> weir_sdk::Result<bool> {
         let Some((index, window)) = split_tagged::<4>(key, SIDE, step)? else { return Ok(false) };
         let index = u32::from_be_bytes(index) as usize;
         let (pane, batches): (i64, Vec<Vec<u8>>) = crate::checkpoint::decode(step, value)?;
-        let (Some(ops), Some(spec)) = (self.ops.get(index), self.specs.get(index)) else {
+        if index >= self.data.len() {
             return Err(weir_sdk::Error::execution(step, format!("state of side input {index}, which the step lacks")));
-        };
-        let decoded = batches
-            .iter()
-            .map(|b| ops.decode_batch(b))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|source| weir_sdk::Error::Coder { step: format!("side input {}", spec.view_id), source })?;
-        self.data[index].insert(window, (pane, decoded));
+        }
+        self.restore_window(index, window, pane, &batches)?;
         Ok(true)
     }
 }
@@ -423,11 +396,6 @@ impl Pushback {
         Ok(true)
     }
 
-    /// Forgets the changes kept so far (the state was restored to what was committed).
-    pub fn forget_changes(&mut self) {
-        self.dirty.forget();
-    }
-
     /// Restores a waiting batch's entry; `false` if `key` is not one.
     pub fn restore_entry(&mut self, step: &str, key: &[u8], value: &[u8]) -> weir_sdk::Result<bool> {
         let Some((n, window)) = split_tagged::<8>(key, WAITING, step)? else { return Ok(false) };
@@ -455,5 +423,55 @@ impl Pushback {
         k.extend_from_slice(&n.to_be_bytes());
         k.extend_from_slice(window);
         Some(k)
+    }
+}
+
+/// A ParDo's side inputs and the elements waiting for them, checkpointed as state entries (one
+/// per side input window and per waiting batch, [`SideInputs::entries`] and
+/// [`Pushback::entries`]) by the stateless and the stateful ParDo operators alike.
+pub struct SideState {
+    /// The side inputs.
+    pub sides: SideInputs,
+    /// The elements waiting for them.
+    pub pushback: Pushback,
+}
+
+impl SideState {
+    /// Every entry, appended to `out`.
+    pub fn entries(&self, step: &str, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> weir_sdk::Result<()> {
+        self.pushback.entries(step, out)?;
+        self.sides.entries(step, out)
+    }
+
+    /// What changed since the last call, appended to `written` and `removed`; `false` at the
+    /// first call, from which on changes are kept.
+    pub fn take_changes(
+        &mut self,
+        step: &str,
+        written: &mut Vec<(Vec<u8>, Vec<u8>)>,
+        removed: &mut Vec<Vec<u8>>,
+    ) -> weir_sdk::Result<bool> {
+        let waiting = self.pushback.take_changes(step, written, removed)?;
+        Ok(self.sides.take_changes(step, written)? && waiting)
+    }
+
+    /// Restores one entry; an error names the step if it is neither kind.
+    pub fn restore_entry(&mut self, step: &str, key: &[u8], value: &[u8]) -> weir_sdk::Result<()> {
+        if self.pushback.restore_entry(step, key, value)? || self.sides.restore_entry(step, key, value)? {
+            return Ok(());
+        }
+        Err(weir_sdk::Error::execution(step, "a state entry that is neither a side input's nor a waiting element's"))
+    }
+
+    /// Restores what an older checkpoint wrote in one entry.
+    pub fn restore_legacy(&mut self, pushback: Vec<Vec<u8>>, sides: SidesSnapshot) -> weir_sdk::Result<()> {
+        self.pushback.restore(pushback)?;
+        self.sides.restore(sides)
+    }
+
+    /// Forgets the changes kept so far (the state was restored to what was committed).
+    pub fn forget_changes(&mut self) {
+        self.pushback.dirty.forget();
+        self.sides.dirty.forget();
     }
 }

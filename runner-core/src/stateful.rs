@@ -5,7 +5,7 @@ use crate::do_fn_runner::{guarded, DoFnRunner};
 use crate::group_also_by_window::{DropCounts, StateChanges};
 use crate::metrics::MetricsContainerImpl;
 use crate::operator::{OpContext, Operator};
-use crate::side_inputs::{Pushback, SideInputs};
+use crate::side_inputs::{Pushback, SideInputs, SideState};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use weir_sdk::do_fn::TimerFiring;
@@ -24,6 +24,8 @@ type TimerKey = (Timestamp, Vec<u8>, Window, String, String);
 type Meta = (Timestamp, Timestamp, u64);
 /// The bookkeeping as older checkpoints wrote it, with the waiting elements and side inputs.
 type LegacyMeta = (Timestamp, Timestamp, u64, Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
+/// The waiting elements and side inputs an older bookkeeping entry held.
+type LegacySides = (Vec<Vec<u8>>, crate::side_inputs::SidesSnapshot);
 
 /// How the keys of entries that belong to no key and window begin (waiting elements, side
 /// inputs): ten bytes that no entry key of a key and window begins with (they are not a
@@ -33,6 +35,16 @@ const UNKEYED: [u8; 10] = [0xff; 10];
 /// Marks `key` as an unkeyed entry's.
 fn unkeyed(key: &mut Vec<u8>) {
     key.splice(0..0, UNKEYED);
+}
+
+/// The bookkeeping entry's value, and the waiting elements and side inputs an older checkpoint
+/// kept in it. A newer entry is too short for the older layout (it ends where their lengths
+/// would begin), so it never reads as one.
+fn decode_meta(step: &str, value: &[u8]) -> Result<(Meta, Option<LegacySides>)> {
+    match crate::checkpoint::decode::<LegacyMeta>(step, value) {
+        Ok((wm, pt, late, pushback, sides)) => Ok(((wm, pt, late), Some((pushback, sides)))),
+        Err(_) => Ok((crate::checkpoint::decode::<Meta>(step, value)?, None)),
+    }
 }
 
 /// The state of every key and window, with timer, hold and expiry indexes.
@@ -110,14 +122,14 @@ impl Store {
         }
     }
 
-    /// Counts what happened to a row user code (or a timer firing) touched: updated if it was
-    /// written and still holds state (once per count), removed if it held state before and no
-    /// longer does.
     /// Notes that `kw`'s row may have changed, for the next delta.
     fn mark(&mut self, kw: &Kw) {
         self.dirty.mark(kw.clone());
     }
 
+    /// Counts what happened to a row user code (or a timer firing) touched: updated if it was
+    /// written and still holds state (once per count), removed if it held state before and no
+    /// longer does.
     fn count(&mut self, kw: &Kw, existed: bool, fired: bool) {
         self.mark(kw);
         let (exists, changed) = match self.states.get_mut(kw) {
@@ -171,8 +183,7 @@ pub struct StatefulParDoOperator {
     strategy: WindowingStrategy,
     input_ops: Arc<dyn CollectionOps>,
     output_ops: Vec<Arc<dyn CollectionOps>>,
-    sides: SideInputs,
-    pushback: Pushback,
+    side: SideState,
     store: Store,
     input_watermark: Timestamp,
     processing_time: Timestamp,
@@ -190,8 +201,10 @@ impl StatefulParDoOperator {
             strategy: input.windowing.clone(),
             input_ops: input.ops.clone(),
             output_ops: node.outputs.iter().map(|&o| graph.pcollection(o).ops.clone()).collect(),
-            sides: SideInputs::new(&payload.side_inputs, graph),
-            pushback: Pushback::new(input.ops.clone()),
+            side: SideState {
+                sides: SideInputs::new(&payload.side_inputs, graph),
+                pushback: Pushback::new(input.ops.clone()),
+            },
             store: Store::default(),
             input_watermark: MIN_TIMESTAMP,
             processing_time: MIN_TIMESTAMP,
@@ -221,9 +234,8 @@ impl StatefulParDoOperator {
     /// waiting batch and per side window ([`Pushback::entries`], [`SideInputs::entries`]),
     /// under keys no key and window has ([`UNKEYED`]).
     fn unkeyed_entries(&self, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
-        let (step, at) = (self.runner.step(), out.len());
-        self.pushback.entries(step, out)?;
-        self.sides.entries(step, out)?;
+        let at = out.len();
+        self.side.entries(self.runner.step(), out)?;
         out[at..].iter_mut().for_each(|(k, _)| unkeyed(k));
         Ok(())
     }
@@ -260,9 +272,9 @@ impl StatefulParDoOperator {
         if !has_work {
             return Ok(Vec::new());
         }
-        let StatefulParDoOperator { runner, store, strategy, sides, input_watermark, draining, .. } = self;
+        let StatefulParDoOperator { runner, store, strategy, side, input_watermark, draining, .. } = self;
         let (wm, draining) = (*input_watermark, *draining);
-        let sides: &SideInputs = sides;
+        let sides: &SideInputs = &side.sides;
         runner.bundle(metrics, |step, instance, outputs| {
             if instance.fires_timers_together() {
                 let clock = (wm, pt, draining);
@@ -329,8 +341,9 @@ impl Operator for StatefulParDoOperator {
             return Ok(self.runner.empty_outputs());
         }
         let live = self
+            .side
             .pushback
-            .ready(&self.sides, Some(live), false)
+            .ready(&self.side.sides, Some(live), false)
             .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
         self.run_keyed(live, ctx)
     }
@@ -340,10 +353,11 @@ impl Operator for StatefulParDoOperator {
         self.processing_time = self.processing_time.max(ctx.processing_time);
         self.draining |= ctx.draining;
         let mut outputs = Vec::new();
-        if !self.pushback.is_empty() {
+        if !self.side.pushback.is_empty() {
             let ready = self
+                .side
                 .pushback
-                .ready(&self.sides, None, true)
+                .ready(&self.side.sides, None, true)
                 .map_err(|e| weir_sdk::Error::execution(self.runner.step(), e.to_string()))?;
             outputs = self.run_keyed(ready, ctx)?;
         }
@@ -353,7 +367,7 @@ impl Operator for StatefulParDoOperator {
 
     fn hold(&self) -> Option<Timestamp> {
         let holds = self.store.holds.first().map(|h| h.0);
-        match (holds, self.pushback.hold()) {
+        match (holds, self.side.pushback.hold()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -380,12 +394,12 @@ impl Operator for StatefulParDoOperator {
     }
 
     fn process_side(&mut self, index: usize, input: Batch) -> Result<()> {
-        self.sides.add(index, input);
+        self.side.sides.add(index, input);
         Ok(())
     }
 
     fn advance_side(&mut self, index: usize, watermark: Timestamp) {
-        self.sides.set_watermark(index, watermark);
+        self.side.sides.set_watermark(index, watermark);
     }
 
     fn finish(&mut self) {
@@ -406,11 +420,10 @@ impl Operator for StatefulParDoOperator {
         // Changes are kept from the first checkpoint on; that one diffs everything.
         let step = self.runner.step().to_string();
         let (mut written, mut removed) = (vec![self.bookkeeping_entry()?], Vec::new());
-        let waiting = self.pushback.take_changes(&step, &mut written, &mut removed)?;
-        let sides = self.sides.take_changes(&step, &mut written)?;
+        let kept = self.side.take_changes(&step, &mut written, &mut removed)?;
         written[1..].iter_mut().for_each(|(k, _)| unkeyed(k));
         removed.iter_mut().for_each(unkeyed);
-        let Some(dirty) = self.store.dirty.take().filter(|_| waiting && sides) else { return Ok(None) };
+        let Some(dirty) = self.store.dirty.take().filter(|_| kept) else { return Ok(None) };
         let step = step.as_str();
         for kw in dirty {
             let entry = crate::checkpoint::entry_key(step, &kw.0, &kw.1)?;
@@ -449,16 +462,13 @@ impl Operator for StatefulParDoOperator {
         let mut out = crate::checkpoint::spread_keyed(&step, keyed, n, |metas| {
             let mut merged: Option<Meta> = None;
             for m in metas {
-                let (wm, pt, late) = match crate::checkpoint::decode::<LegacyMeta>(&step, &m) {
-                    Ok((wm, pt, late, pushback, s)) => {
-                        if !pushback.is_empty() {
-                            return Err(refused(pushback.len()));
-                        }
-                        legacy_sides.get_or_insert(s);
-                        (wm, pt, late)
+                let ((wm, pt, late), legacy) = decode_meta(&step, &m)?;
+                if let Some((pushback, s)) = legacy {
+                    if !pushback.is_empty() {
+                        return Err(refused(pushback.len()));
                     }
-                    Err(_) => crate::checkpoint::decode::<Meta>(&step, &m)?,
-                };
+                    legacy_sides.get_or_insert(s);
+                }
                 merged = Some(match merged {
                     None => (wm, pt, late),
                     Some(a) => (a.0.min(wm), a.1.max(pt), a.2 + late),
@@ -490,25 +500,17 @@ impl Operator for StatefulParDoOperator {
         self.store = Store::default();
         for (entry, value) in entries {
             if entry.is_empty() {
-                // The older layout had the waiting elements and side inputs here. A newer
-                // entry is too short for it (it ends where their lengths would begin).
-                let (wm, pt, late) = match crate::checkpoint::decode::<LegacyMeta>(&step, &value) {
-                    Ok((wm, pt, late, pushback, sides)) => {
-                        self.pushback.restore(pushback)?;
-                        self.sides.restore(sides)?;
-                        (wm, pt, late)
-                    }
-                    Err(_) => crate::checkpoint::decode::<Meta>(&step, &value)?,
-                };
+                let ((wm, pt, late), legacy) = decode_meta(&step, &value)?;
+                if let Some((pushback, sides)) = legacy {
+                    self.side.restore_legacy(pushback, sides)?;
+                }
                 self.input_watermark = wm;
                 self.processing_time = pt;
                 self.dropped.late = late;
                 continue;
             }
             if let Some(own) = entry.strip_prefix(&UNKEYED) {
-                if !self.pushback.restore_entry(&step, own, &value)? && !self.sides.restore_entry(&step, own, &value)? {
-                    return Err(weir_sdk::Error::execution(&step, "an unknown unkeyed state entry"));
-                }
+                self.side.restore_entry(&step, own, &value)?;
                 continue;
             }
             let kw = crate::checkpoint::split_entry_key(&step, &entry)?;
@@ -611,14 +613,7 @@ impl StatefulParDoOperator {
         let mut touched = HashMap::new();
         let result = {
             let StatefulParDoOperator {
-                runner,
-                store,
-                strategy,
-                sides,
-                input_watermark,
-                processing_time,
-                draining,
-                ..
+                runner, store, strategy, side, input_watermark, processing_time, draining, ..
             } = self;
             let mut env = Env {
                 store,
@@ -629,7 +624,7 @@ impl StatefulParDoOperator {
                 draining: *draining,
             };
             runner.bundle(ctx.metrics, |step, instance, outputs| {
-                guarded(step, "process", || instance.process_keyed(live, outputs, sides, &mut env))
+                guarded(step, "process", || instance.process_keyed(live, outputs, &side.sides, &mut env))
             })
         };
         for (kw, existed) in touched {

@@ -168,9 +168,12 @@ impl Ledger {
                 self.nodes.iter().filter_map(|n| n.borrow_mut().operator_state(epoch)).collect();
             // Background snapshots finished by now count in the first epoch reported.
             for o in operators.iter_mut() {
-                if let Some((b, t)) = background.remove(&o.operator_name) {
-                    o.custom_metrics.insert("backgroundSnapshotBytes".to_string(), b);
-                    o.custom_metrics.insert("backgroundSnapshotTimeMs".to_string(), t.as_millis() as u64);
+                if let Some((bytes, took)) = background.remove(&o.operator_name) {
+                    let mut made = weir_runner_core::progress::StateWrites::default();
+                    made.snapshot_made(bytes, took);
+                    for (k, v) in made.custom_metrics() {
+                        *o.custom_metrics.entry(k).or_default() += v;
+                    }
                 }
             }
             let open = self.open.remove(&epoch);

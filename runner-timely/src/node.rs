@@ -150,8 +150,7 @@ pub(crate) fn progress(
 struct EpochState {
     stats: MemberStats,
     commit_time: std::time::Duration,
-    snapshot_bytes: u64,
-    delta_bytes: u64,
+    writes: weir_runner_core::progress::StateWrites,
 }
 
 /// One worker's share of a transform or sink node (or of a fused chain) across epochs: the
@@ -295,17 +294,12 @@ impl NodeWorker {
         let Some(log) = process.checkpoint.as_ref() else { return Ok(()) };
         let mut states = Vec::new();
         let mut commit_time = std::time::Duration::ZERO;
-        let (mut snapshot_bytes, mut delta_bytes) = (0, 0);
         for m in self.share.checkpoint(log.is_snapshot(epoch))? {
             let file = match m.file {
                 Some((f, bytes)) => {
                     let began = std::time::Instant::now();
                     log.write_state_file(epoch, self.me, &f, bytes)?;
                     commit_time += m.encode_time + began.elapsed();
-                    match f.kind {
-                        weir_runner_core::checkpoint::state_files::FileKind::Snapshot => snapshot_bytes += f.bytes,
-                        weir_runner_core::checkpoint::state_files::FileKind::Delta => delta_bytes += f.bytes,
-                    }
                     Some(f)
                 }
                 None => None,
@@ -313,11 +307,10 @@ impl NodeWorker {
             let node = process.plan.nodes[m.node].name.clone();
             states.push(MemberState { node, input: m.watermarks.input(), output: m.watermarks.output(), file });
         }
-        pending.borrow_mut().entry(epoch).or_default().extend(states);
         let e = self.epochs.entry(epoch).or_default();
         e.commit_time += commit_time;
-        e.snapshot_bytes += snapshot_bytes;
-        e.delta_bytes += delta_bytes;
+        states.iter().filter_map(|m| m.file.as_ref()).for_each(|f| e.writes.wrote(f));
+        pending.borrow_mut().entry(epoch).or_default().extend(states);
         Ok(())
     }
 
@@ -460,8 +453,7 @@ impl NodeWorker {
     /// A stateful node's state on this worker as `epoch` left it, and what the epoch did to
     /// it (taken: each epoch is reported once).
     pub(crate) fn operator_state(&mut self, epoch: u64) -> Option<crate::progress::OperatorState> {
-        let EpochState { stats, commit_time, snapshot_bytes, delta_bytes } =
-            self.epochs.remove(&epoch).unwrap_or_default();
+        let EpochState { stats, commit_time, writes } = self.epochs.remove(&epoch).unwrap_or_default();
         // Epochs before it that were never reported (none are, in order) are dropped.
         self.epochs.retain(|&e, _| e > epoch);
         let node = &self.process.plan.nodes[self.i];
@@ -479,12 +471,7 @@ impl NodeWorker {
             all_updates_time_ms: stats.update_ms,
             all_removals_time_ms: stats.removal_ms,
             commit_time_ms: weir_runner_core::progress::millis_rounded_up(commit_time),
-            custom_metrics: BTreeMap::from([
-                ("snapshotBytes".to_string(), snapshot_bytes),
-                ("deltaBytes".to_string(), delta_bytes),
-                ("backgroundSnapshotBytes".to_string(), 0),
-                ("backgroundSnapshotTimeMs".to_string(), 0),
-            ]),
+            custom_metrics: writes.custom_metrics(),
         })
     }
 

@@ -246,9 +246,12 @@ fn side_streams(scope: timely::dataflow::Scope<'_, u64>, process: &Arc<Process>,
     // Its state store figures reach the job's metrics, and every sink, as gauges.
     side_stream(scope, rows, "Progress", move |(epoch, row)| {
         if let Some(report) = p.progress.add(epoch, row) {
-            let mut gauges = weir_runner_core::exec::node::UnitMetrics::default();
-            gauges.state_operators(&report.state_operators, weir_sdk::time::now_millis());
-            gauges.publish(&p.metrics, true);
+            let now = weir_sdk::time::now_millis();
+            weir_runner_core::exec::node::UnitMetrics::publish_state_operators(
+                &p.metrics,
+                &report.state_operators,
+                now,
+            );
         }
     });
     // Every worker's acknowledgements reach worker 0, which commits the epochs all have

@@ -101,21 +101,6 @@ impl Compactor {
         self.pending -= out.len().min(self.pending);
         out
     }
-
-    /// Waits for every snapshot asked for (tests, and a drain that wants its last snapshot).
-    pub fn wait(&mut self) -> Vec<Result<Done>> {
-        let mut out = Vec::new();
-        while self.pending > 0 {
-            match self.done.recv() {
-                Ok(d) => {
-                    out.push(d);
-                    self.pending -= 1;
-                }
-                Err(_) => break,
-            }
-        }
-        out
-    }
 }
 
 impl Drop for Compactor {
@@ -224,7 +209,7 @@ pub fn snapshot_files(loc: &Location, folder: &str) -> Result<Option<Vec<StateFi
 }
 
 /// Reads state file `f` of `folder` and applies it to `map`.
-pub fn read_into(loc: &Location, folder: &str, f: &StateFile, map: &mut HashMap<Vec<u8>, Vec<u8>>) -> Result<()> {
+fn read_into(loc: &Location, folder: &str, f: &StateFile, map: &mut HashMap<Vec<u8>, Vec<u8>>) -> Result<()> {
     let (shown, data) = read_file(loc, folder, f)?;
     apply(map, f.kind, decode_file(&shown, f, data)?);
     Ok(())

@@ -104,14 +104,17 @@ impl UnitMetrics {
         }
     }
 
-    /// Every stateful step's state store gauges from a batch's (epoch's) progress
-    /// ([`system_metrics::state_operator`]).
-    pub fn state_operators(&mut self, ops: &[crate::progress::StateOperatorProgress], now: Timestamp) {
+    /// Publishes every stateful step's state store gauges from a committed batch's (epoch's)
+    /// progress into the job's metrics ([`system_metrics::state_operator`]), so every sink has
+    /// them.
+    pub fn publish_state_operators(job: &JobMetrics, ops: &[crate::progress::StateOperatorProgress], now: Timestamp) {
+        let mut unit = UnitMetrics::default();
         for op in ops {
             let c = MetricsContainerImpl::new();
             system_metrics::state_operator(&c, op, now);
-            self.push(&op.operator_name, c);
+            unit.push(&op.operator_name, c);
         }
+        unit.publish(job, true);
     }
 
     /// Step `step`'s watermark gauges.

@@ -6,7 +6,7 @@ use super::Engine;
 use crate::checkpoint::CommitEntry;
 use std::time::Instant;
 use weir_runner_core::checkpoint::protocol::state_key;
-use weir_runner_core::checkpoint::state_files::{pack, FileKind, StateFile};
+use weir_runner_core::checkpoint::state_files::{pack, StateFile};
 use weir_runner_core::exec::node::UnitMetrics;
 use weir_sdk::Result;
 
@@ -78,9 +78,7 @@ impl Engine {
     fn take_snapshots(&mut self) {
         for (node, (bytes, took)) in self.ck.snapshots.finished() {
             if let Some(i) = self.plan.nodes.iter().position(|n| n.name == node) {
-                let e = self.ck.state_bytes.entry(i).or_default();
-                e.2 += bytes;
-                e.3 += took;
+                self.ck.state_bytes.entry(i).or_default().snapshot_made(bytes, took);
             }
         }
         if let Some(latest) = self.ck.snapshots.latest() {
@@ -143,11 +141,7 @@ impl Engine {
         for written in results {
             for (node, f, took) in written? {
                 *self.ck.commit_time.entry(node).or_default() += took;
-                let e = self.ck.state_bytes.entry(node).or_default();
-                match f.kind {
-                    FileKind::Snapshot => e.0 += f.bytes,
-                    FileKind::Delta => e.1 += f.bytes,
-                }
+                self.ck.state_bytes.entry(node).or_default().wrote(&f);
                 files.push(f);
             }
         }

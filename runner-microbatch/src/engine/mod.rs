@@ -144,7 +144,7 @@ struct CheckpointState {
     snapshots: weir_runner_core::checkpoint::compaction::Snapshots,
     /// Per node, bytes of snapshot and delta files written by the last commit, and of
     /// background snapshots finished since the commit before, with their time.
-    state_bytes: HashMap<usize, (u64, u64, u64, std::time::Duration)>,
+    state_bytes: HashMap<usize, weir_runner_core::progress::StateWrites>,
     /// Per node, the time the last commit spent taking, encoding and writing its state files,
     /// over its partitions (Spark's `commitTimeMs`).
     commit_time: HashMap<usize, std::time::Duration>,

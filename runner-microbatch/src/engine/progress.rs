@@ -9,7 +9,6 @@ use super::Engine;
 use crate::progress::{
     DurationMs, EventTimeStats, SinkProgress, SourceProgress, StateOperatorProgress, StreamingQueryProgress,
 };
-use std::collections::BTreeMap;
 use std::time::Instant;
 use weir_runner_core::exec::clock::Clock;
 use weir_runner_core::exec::source::add_stats;
@@ -96,9 +95,11 @@ impl Engine {
         });
         self.ck.state_loaded_from_files = false;
         // The state store figures reach the job's metrics, and every sink, as gauges.
-        let mut gauges = weir_runner_core::exec::node::UnitMetrics::default();
-        gauges.state_operators(&progress.state_operators, self.clock.now());
-        gauges.publish(&self.report.metrics, true);
+        weir_runner_core::exec::node::UnitMetrics::publish_state_operators(
+            &self.report.metrics,
+            &progress.state_operators,
+            self.clock.now(),
+        );
         {
             let mut recent = self.report.shared.recent.lock().unwrap_or_else(|e| e.into_inner());
             recent.push_back(progress.clone());
@@ -141,21 +142,15 @@ impl Engine {
                 memory_used_bytes,
                 num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
-                    let (snap, delta, background, background_time) =
-                        self.ck.state_bytes.get(&i).copied().unwrap_or_default();
+                    let mut custom = self.ck.state_bytes.get(&i).copied().unwrap_or_default().custom_metrics();
                     // Each partition's state for this batch came from memory (a hit; a retried
                     // batch restores the copy kept in memory) or, after a restart, from the
                     // checkpoint's files (a miss).
                     let instances = self.partitions as u64;
                     let (hits, misses) = if self.ck.state_loaded_from_files { (0, instances) } else { (instances, 0) };
-                    BTreeMap::from([
-                        ("snapshotBytes".to_string(), snap),
-                        ("deltaBytes".to_string(), delta),
-                        ("backgroundSnapshotBytes".to_string(), background),
-                        ("backgroundSnapshotTimeMs".to_string(), background_time.as_millis() as u64),
-                        ("loadedMapCacheHitCount".to_string(), hits),
-                        ("loadedMapCacheMissCount".to_string(), misses),
-                    ])
+                    custom.insert("loadedMapCacheHitCount".to_string(), hits);
+                    custom.insert("loadedMapCacheMissCount".to_string(), misses);
+                    custom
                 },
             });
         }
