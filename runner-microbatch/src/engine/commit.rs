@@ -10,7 +10,9 @@ use weir_runner_core::checkpoint::state_files::{pack, StateFile};
 use weir_runner_core::exec::node::UnitMetrics;
 use weir_sdk::Result;
 
-/// Most threads writing a batch's state files at once.
+/// Most threads writing a batch's state files at once. Not the engine's worker pool: that has
+/// one thread per core, and these threads mostly wait for the disk, so more of them than cores
+/// overlap the waits (a handful of thread starts per batch cost far less than one flush).
 const STATE_WRITERS: usize = 8;
 
 /// The error of a state writer thread that panicked.
