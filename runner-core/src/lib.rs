@@ -39,6 +39,7 @@ pub mod progress;
 pub mod pusher;
 pub mod side_inputs;
 pub mod splittable;
+pub mod state_backend;
 pub mod stateful;
 pub mod streaming;
 pub mod system_metrics;

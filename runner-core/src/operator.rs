@@ -297,6 +297,11 @@ impl GroupOperator {
         GroupOperator { engine: GroupAlsoByWindow::new(step, strategy, values) }
     }
 
+    /// The same operator keeping its state where `state` says.
+    pub fn with_state(self, state: &crate::state_backend::StateBackend) -> Self {
+        GroupOperator { engine: self.engine.with_state(state) }
+    }
+
     /// The same operator taking partial accumulators (combiner lifting); see
     /// [`can_lift_combine`].
     pub fn lifted(self) -> Self {

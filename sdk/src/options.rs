@@ -220,6 +220,56 @@ pub enum WindowAggregation {
     General,
 }
 
+/// Where keyed state lives (`--state-backend`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StateBackendKind {
+    /// In memory: every key's state in the operator's own maps.
+    #[default]
+    Memory,
+    /// In memory up to `--state-memory-budget`, the least recently used keys beyond it in an
+    /// embedded LSM store on local disk (`--state-local-dir`); batch grouping spills to it too.
+    Disk,
+}
+
+/// A size in bytes, with an optional unit: `1048576`, `512k`, `64m`, `2g` (powers of 1024).
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let t = t.strip_suffix('b').unwrap_or(&t);
+    let (digits, shift) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 10),
+        Some('m') => (&t[..t.len() - 1], 20),
+        Some('g') => (&t[..t.len() - 1], 30),
+        Some('t') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: u64 =
+        digits.trim().parse().map_err(|_| format!("`{s}` is not a size in bytes (e.g. 1048576, 512k, 64m, 2g)"))?;
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("`{s}` is too large"))
+}
+
+/// Where keyed state lives, and how much of it memory holds.
+#[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
+pub struct StateOptions {
+    /// Where keyed state lives: `memory`, or `disk` (memory up to the budget, the rest in an
+    /// embedded LSM store on local disk).
+    #[arg(long = "state-backend", value_enum, default_value = "memory")]
+    pub backend: StateBackendKind,
+    /// With `--state-backend disk`: the bytes of keyed state the job keeps in memory, shared
+    /// among its stateful steps' partitions (e.g. `256m`, `2g`).
+    #[arg(long = "state-memory-budget", default_value = "256m", value_parser = parse_bytes)]
+    pub memory_budget: u64,
+    /// With `--state-backend disk`: the directory the store lives in (a fresh folder in it per
+    /// job, removed when the job ends); the system's temporary directory when not given.
+    #[arg(long = "state-local-dir", value_parser = non_empty())]
+    pub local_dir: Option<String>,
+}
+
+impl Default for StateOptions {
+    fn default() -> Self {
+        StateOptions { backend: StateBackendKind::Memory, memory_budget: 256 << 20, local_dir: None }
+    }
+}
+
 /// The options every pipeline has.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]
 struct CoreOptions {
@@ -240,6 +290,8 @@ struct CoreOptions {
     #[arg(long = "window-aggregation", value_enum, default_value = "hash")]
     window_aggregation: WindowAggregation,
     #[command(flatten)]
+    state: StateOptions,
+    #[command(flatten)]
     metrics: MetricsOptions,
     #[command(flatten)]
     ui: UiOptions,
@@ -259,6 +311,8 @@ pub struct PipelineOptions {
     pub read_via: Option<ReadVia>,
     /// How a Combine.perKey whose windows each fire once, at their end, runs.
     pub window_aggregation: WindowAggregation,
+    /// Where keyed state lives.
+    pub state: StateOptions,
     /// When and where metrics are pushed.
     pub metrics: MetricsOptions,
     /// The live page of a streaming query.
@@ -288,6 +342,7 @@ impl Default for PipelineOptions {
             explain: false,
             read_via: None,
             window_aggregation: WindowAggregation::Hash,
+            state: StateOptions::default(),
             metrics: MetricsOptions::default(),
             ui: UiOptions::default(),
             groups: Groups::default(),
@@ -327,6 +382,7 @@ impl clap::FromArgMatches for PipelineOptions {
             explain: core.explain,
             read_via: core.read_via,
             window_aggregation: core.window_aggregation,
+            state: core.state,
             metrics: core.metrics,
             ui: core.ui,
             groups,

@@ -143,6 +143,7 @@ impl GroupScratch {
 
 impl GroupAlsoByWindow {
     pub(super) fn process_rows(&mut self, batch: &EncodedKvBatch, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        self.read_back_rows(batch)?;
         let mut scratch = std::mem::take(&mut self.work.grouping);
         let result = if self.strategy.needs_merge() {
             self.process_merging_rows(batch, out, &mut scratch)

@@ -93,6 +93,9 @@ pub(super) struct KeyWindows {
     /// listed without reading any state (a cache miss each, for a key with thousands of
     /// windows merged every batch).
     pub(super) closed: usize,
+    /// The last call that touched the key, with the disk backend (which moves the least
+    /// recently touched keys to disk).
+    pub(super) touched: u32,
 }
 
 impl KeyWindows {

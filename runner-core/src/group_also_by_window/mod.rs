@@ -36,6 +36,7 @@ mod key_map;
 mod merging;
 mod panes;
 mod snapshot;
+mod spilling;
 mod state;
 mod timers;
 
@@ -108,6 +109,8 @@ pub struct GroupAlsoByWindow {
     /// ([`GroupAlsoByWindow::take_changed_entries`]); not kept until a checkpoint first asks
     /// (a run without checkpoints would keep every state it ever touched).
     dirty: crate::checkpoint::Changed<(Key, Window)>,
+    /// The disk backend's part, when state may move to disk (`--state-backend disk`).
+    disk: Option<Box<spilling::Disk>>,
 }
 
 /// The engine's timers and holds.
@@ -185,6 +188,7 @@ impl GroupAlsoByWindow {
             },
             lifted: false,
             dirty: Default::default(),
+            disk: None,
         }
     }
 
@@ -241,12 +245,12 @@ impl GroupAlsoByWindow {
         self.timers.processing_timers.first().map(|t| t.0)
     }
 
-    /// Number of key-window states held.
+    /// Number of key-window states held, in memory and on disk.
     pub fn state_size(&self) -> usize {
         self.counts.windows
     }
 
-    /// Approximate bytes of state held (keys, buffered values or accumulators).
+    /// Approximate bytes of state held in memory (keys, buffered values or accumulators).
     pub fn state_bytes(&self) -> usize {
         // Every test run checks the running count against a full recount.
         debug_assert_eq!(self.counts.bytes, self.counted_bytes(), "state bytes of {}", self.step);
@@ -264,7 +268,7 @@ impl GroupAlsoByWindow {
 
     /// Whether no state is held.
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.keys.is_empty() && !self.has_spilled()
     }
 
     fn ctx(&self, window: &Window) -> TriggerContext {
@@ -361,6 +365,7 @@ impl GroupAlsoByWindow {
         let result = self.process_rows(&scratch, &mut out);
         self.work.scratch = scratch;
         result?;
+        self.evict_over_budget()?;
         Ok(out)
     }
 
@@ -394,12 +399,13 @@ impl GroupAlsoByWindow {
         self.watermarks = wm;
         // At the end of time every window expires at once, timers and holds unused.
         if !self.timers.tracked && wm.input() > MIN_TIMESTAMP && wm.input() < MAX_TIMESTAMP {
-            self.track();
+            self.track()?;
         }
         let mut out = Vec::new();
         self.fire_timers(&mut out)?;
         let hold = self.hold();
         self.watermarks.advance(input_watermark, None, hold);
+        self.evict_over_budget()?;
         Ok(out)
     }
 }

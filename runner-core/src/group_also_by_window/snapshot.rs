@@ -18,6 +18,13 @@ impl GroupAlsoByWindow {
                 ));
             }
         }
+        self.for_each_spilled(|key, window, state| {
+            out.push((
+                crate::checkpoint::entry_key(&self.step, key, &window)?,
+                crate::checkpoint::encode(&self.step, &state.repr(&self.fresh))?,
+            ));
+            Ok(())
+        })?;
         Ok(out)
     }
 
@@ -33,7 +40,13 @@ impl GroupAlsoByWindow {
             let entry = crate::checkpoint::entry_key(&self.step, &key, &window)?;
             match self.keys.get(&key).and_then(|w| w.get(&window)) {
                 Some(state) => written.push((entry, crate::checkpoint::encode(&self.step, &state.repr(&self.fresh))?)),
-                None => removed.push(entry),
+                // A key moved to disk since it changed.
+                None => match self.spilled_state(&key, &window)? {
+                    Some(state) => {
+                        written.push((entry, crate::checkpoint::encode(&self.step, &state.repr(&self.fresh))?))
+                    }
+                    None => removed.push(entry),
+                },
             }
         }
         Ok(Some((written, removed)))
@@ -47,6 +60,7 @@ impl GroupAlsoByWindow {
     /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
     pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
+        self.clear_spilled()?;
         self.dirty.forget();
         self.counts.windows = 0;
         self.timers.event_timers.clear();
@@ -72,10 +86,10 @@ impl GroupAlsoByWindow {
             }
         }
         if self.watermarks.input() > MIN_TIMESTAMP {
-            self.track();
+            self.track()?;
         }
         self.recount_bytes();
-        Ok(())
+        self.evict_over_budget()
     }
 }
 

@@ -251,13 +251,13 @@ proptest::proptest! {
         for (rows, advance) in steps {
             gaw.process(windowed_input(&strategy, &rows), 0).unwrap();
             if gaw.timers.tracked {
-                proptest::prop_assert_eq!(&gaw.timers.holds, &gaw.counted_holds());
+                proptest::prop_assert_eq!(&gaw.timers.holds, &gaw.counted_holds().unwrap());
             }
             watermark = watermark.max(0) + advance;
             gaw.advance(watermark, 0).unwrap();
             proptest::prop_assert!(gaw.timers.tracked);
-            proptest::prop_assert_eq!(&gaw.timers.holds, &gaw.counted_holds());
-            proptest::prop_assert_eq!(gaw.hold(), gaw.counted_holds().earliest());
+            proptest::prop_assert_eq!(&gaw.timers.holds, &gaw.counted_holds().unwrap());
+            proptest::prop_assert_eq!(gaw.hold(), gaw.counted_holds().unwrap().earliest());
         }
         gaw.advance(MAX_TIMESTAMP, 0).unwrap();
         proptest::prop_assert!(gaw.is_empty());
@@ -486,4 +486,84 @@ proptest::proptest! {
             }
         }
     }
+}
+
+/// A disk backend keeping about `budget` bytes of state in memory, in `dir`.
+fn disk_backend(dir: &std::path::Path, budget: u64) -> crate::state_backend::StateBackend {
+    crate::state_backend::StateBackend::of(&weir_sdk::options::StateOptions {
+        backend: weir_sdk::options::StateBackendKind::Disk,
+        memory_budget: budget,
+        local_dir: Some(dir.display().to_string()),
+    })
+}
+
+fn sorted(batch: Batch) -> Vec<(i64, Vec<i64>, Timestamp, Timing)> {
+    let mut g = grouped(batch);
+    g.sort_by(|a, b| (a.0, a.2, &a.1).cmp(&(b.0, b.2, &b.1)));
+    g
+}
+
+#[test]
+fn state_on_disk_past_the_budget_gives_the_same_panes_state_and_deltas_as_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    // Streaming (the watermark moves every call, some input late) and bounded (it stays at
+    // its minimum until the end).
+    for bounded in [false, true] {
+        let mut memory = engine();
+        let mut disk = engine().with_state(&disk_backend(dir.path(), 2048));
+        assert_eq!(memory.take_changed_entries().unwrap(), None);
+        assert_eq!(disk.take_changed_entries().unwrap(), None);
+        let mut seed = 7u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as i64
+        };
+        for call in 0..60i64 {
+            let rows: Vec<(i64, i64, Timestamp)> = (0..40)
+                .map(|_| (next() % 300, next() % 1000, call * 5 + next() % 30 - 10))
+                .map(|(k, v, t)| (k, v, t.max(0)))
+                .collect();
+            assert_eq!(
+                sorted(memory.process(input(&rows), call).unwrap()),
+                sorted(disk.process(input(&rows), call).unwrap())
+            );
+            if !bounded {
+                let wm = call * 5 - 5;
+                assert_eq!(
+                    sorted(memory.advance(wm, call).unwrap()),
+                    sorted(disk.advance(wm, call).unwrap()),
+                    "call {call}"
+                );
+                assert_eq!(memory.hold(), disk.hold());
+            }
+            assert_eq!(memory.state_size(), disk.state_size());
+            assert_eq!(memory.dropped(), disk.dropped());
+            if call % 7 == 0 {
+                let (mut a, mut b) =
+                    (memory.take_changed_entries().unwrap().unwrap(), disk.take_changed_entries().unwrap().unwrap());
+                a.0.sort();
+                b.0.sort();
+                a.1.sort();
+                b.1.sort();
+                assert_eq!(a, b, "the deltas of call {call}");
+            }
+        }
+        assert!(disk.spilled_windows() > 0, "the state passed its budget");
+        assert!(disk.state_bytes() < memory.state_bytes() / 2, "{} in memory", disk.state_bytes());
+        let (mut a, mut b) = (memory.state_entries().unwrap(), disk.state_entries().unwrap());
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+        // A restore onto the disk backend, then the end of the input.
+        let mut restored = engine().with_state(&disk_backend(dir.path(), 2048));
+        restored.restore_entries(b).unwrap();
+        let want = sorted(memory.advance(MAX_TIMESTAMP, 1000).unwrap());
+        assert!(!want.is_empty());
+        assert_eq!(want, sorted(disk.advance(MAX_TIMESTAMP, 1000).unwrap()));
+        assert_eq!(want, sorted(restored.advance(MAX_TIMESTAMP, 1000).unwrap()));
+        assert!(disk.is_empty() && restored.is_empty());
+        assert_eq!(disk.spilled_windows(), 0);
+    }
+    // Every store folder is gone with its engines.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

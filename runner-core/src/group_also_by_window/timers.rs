@@ -18,6 +18,7 @@ impl GroupAlsoByWindow {
                 break;
             }
             self.timers.processing_timers.remove(&(t, key.clone(), window));
+            self.read_back(&key)?;
             if let Some(ws) = self.keys.get_mut(&key).and_then(|w| w.get_mut(&window)) {
                 ws.set_pt_timer(None, &self.fresh);
             }
@@ -104,6 +105,7 @@ impl GroupAlsoByWindow {
     /// An event-time timer of the window: classified by the window's state, not by which timer
     /// it was.
     pub(super) fn on_event_timer(&mut self, key: &[u8], window: Window, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        self.read_back(key)?;
         if self.watermarks.input() <= self.strategy.gc_time(&window) {
             if self.keys.get(key).and_then(|w| w.get(&window)).is_some_and(|ws| !ws.closed) {
                 self.maybe_fire(key, window, out)?;
@@ -149,13 +151,18 @@ impl GroupAlsoByWindow {
         // Nothing is held from here on, so nothing is left to derive.
         self.timers.tracked = true;
         out.reserve(self.counts.windows.min(self.work.bundle_limit));
-        for (key, windows) in std::mem::take(&mut self.keys) {
-            for (window, ws) in windows.windows {
-                self.forget(key.clone(), &window, &ws);
-                self.expire(&key, window, ws, out);
+        // Then the keys on disk, a run at a time in key order.
+        loop {
+            for (key, windows) in std::mem::take(&mut self.keys) {
+                for (window, ws) in windows.windows {
+                    self.forget(key.clone(), &window, &ws);
+                    self.expire(&key, window, ws, out);
+                }
+                self.spill(out)?;
             }
-            self.spill(out)?;
+            if !self.read_back_run()? {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 }

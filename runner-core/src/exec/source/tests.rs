@@ -55,6 +55,7 @@ fn stream() -> SourceState {
             lift_combines: false,
             window_aggregation: true,
             partitions: 1,
+            state: Default::default(),
         },
     )
     .unwrap();

@@ -26,9 +26,10 @@ impl Translator<PlanBuilder> for CoGroupByKeyTranslator {
     }
     fn translate(&self, node: &TransformNode, _: &PipelineGraph, b: &mut PlanBuilder) -> Result<()> {
         let Some(p) = composite_payload::<CoGroupByKeyPayload>(node) else { return Ok(()) };
-        let (id, kernel) = (node.id, p.kernel.clone());
+        let (id, kernel, state) = (node.id, p.kernel.clone(), b.state().clone());
         let factory = Arc::new(move |g: &PipelineGraph| {
-            Box::new(GroupOperator::new(g.node(id), g, Values::Buffer(kernel.clone()))) as Box<dyn Operator>
+            let op = GroupOperator::new(g.node(id), g, Values::Buffer(kernel.clone())).with_state(&state);
+            Box::new(op) as Box<dyn Operator>
         });
         let exchanges = p.encoders.iter().map(|e| Exchange::encoding(&node.full_name, e.clone())).collect();
         let description = format!("GroupAlsoByWindow[co-group of {} inputs]", p.encoders.len());

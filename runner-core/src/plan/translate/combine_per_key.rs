@@ -50,8 +50,9 @@ impl Translator<PlanBuilder> for CombinePerKeyTranslator {
             );
             return Ok(());
         }
+        let state = b.state().clone();
         let factory = Arc::new(move |g: &PipelineGraph| {
-            let op = GroupOperator::new(g.node(id), g, Values::Combine(kernel.clone()));
+            let op = GroupOperator::new(g.node(id), g, Values::Combine(kernel.clone())).with_state(&state);
             Box::new(if lifted { op.lifted() } else { op }) as Box<dyn Operator>
         });
         let (exchange, description) = if lifted {

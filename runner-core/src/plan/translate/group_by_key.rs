@@ -16,9 +16,10 @@ impl Translator<PlanBuilder> for GroupByKeyTranslator {
         let Payload::GroupByKey(kernel, partitioner) = &node.payload else {
             return Err(internal(node, "grouping kernel"));
         };
-        let (id, kernel) = (node.id, kernel.clone());
+        let (id, kernel, state) = (node.id, kernel.clone(), b.state().clone());
         let factory = Arc::new(move |g: &PipelineGraph| {
-            Box::new(GroupOperator::new(g.node(id), g, Values::Buffer(kernel.clone()))) as Box<dyn Operator>
+            let op = GroupOperator::new(g.node(id), g, Values::Buffer(kernel.clone())).with_state(&state);
+            Box::new(op) as Box<dyn Operator>
         });
         let exchange = Exchange::by_key(&node.full_name, partitioner.clone());
         b.push(

@@ -46,7 +46,7 @@ impl Natives {
 }
 
 /// How a runner wants its pipeline translated.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Translation {
     /// The runner's name, for errors.
     pub runner: &'static str,
@@ -62,6 +62,8 @@ pub struct Translation {
     /// How many partitions each stateful node runs in (a window aggregation in one partition
     /// takes its input unlifted).
     pub partitions: usize,
+    /// Where keyed state lives (`--state-backend`).
+    pub state: crate::state_backend::StateBackend,
 }
 
 impl Translation {
@@ -76,7 +78,8 @@ impl Translation {
         options: &weir_sdk::options::PipelineOptions,
     ) -> Self {
         let window_aggregation = options.window_aggregation == weir_sdk::options::WindowAggregation::Hash;
-        Translation { runner, natives, lift_combines, window_aggregation, partitions }
+        let state = crate::state_backend::StateBackend::of(&options.state);
+        Translation { runner, natives, lift_combines, window_aggregation, partitions, state }
     }
 }
 
@@ -86,6 +89,7 @@ pub struct PlanBuilder {
     lift_combines: bool,
     window_aggregation: bool,
     partitions: usize,
+    state: crate::state_backend::StateBackend,
 }
 
 impl PlanBuilder {
@@ -107,6 +111,11 @@ impl PlanBuilder {
     /// Whether combines may run as window aggregations.
     pub fn window_aggregation(&self) -> bool {
         self.window_aggregation
+    }
+
+    /// Where keyed state lives.
+    pub fn state(&self) -> &crate::state_backend::StateBackend {
+        &self.state
     }
 }
 
@@ -209,6 +218,7 @@ pub fn translate(graph: &PipelineGraph, translation: &Translation) -> Result<Phy
         lift_combines: translation.lift_combines,
         window_aggregation: translation.window_aggregation,
         partitions: translation.partitions,
+        state: translation.state.clone(),
     };
     registry(translation).translate(graph, &mut b)?;
     Ok(PhysicalPlan { nodes: b.nodes })

@@ -1,0 +1,391 @@
+//! Where keyed state lives: in memory (the operators' own maps), or on local disk beyond a
+//! memory budget (`--state-backend disk`).
+//!
+//! The disk backend is a cache, not a second source of truth. Each stateful operator keeps its
+//! hot keys in its own maps, exactly as the memory backend does, and when the job's keyed state
+//! passes `--state-memory-budget` it moves its least recently used keys, encoded, into one
+//! embedded LSM store per job ([`fjall`]: see `docs/state.md` for the measurement that chose it
+//! over RocksDB). A key the input or a timer touches again is read back (and removed from the
+//! store) before the operator looks at it, so operators run the same code on either backend.
+//! A bounded GroupByKey, whose keys all wait for the end of the input, is Spark's and Flink's
+//! spilling batch shuffle: its cold keys leave memory in sorted runs the LSM store merges, and
+//! at the end of the input they are read back in key order.
+//!
+//! Checkpoints do not copy the store. A commit writes what changed (see
+//! [`crate::checkpoint`]), reading a changed key that was moved out from the store; the
+//! background snapshots fold deltas into immutable packs that later checkpoints reference. So
+//! the store holds no state a checkpoint needs, and a restart rebuilds it from the checkpoint.
+//! The store's folder is removed when the job ends.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use weir_sdk::options::{StateBackendKind, StateOptions};
+use weir_sdk::{Error, Result};
+
+/// A job's state backend, shared by the factories of its stateful operators.
+#[derive(Clone, Default)]
+pub struct StateBackend {
+    disk: Option<Arc<DiskStore>>,
+}
+
+impl std::fmt::Debug for StateBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.disk {
+            None => f.write_str("memory"),
+            Some(d) => write!(f, "disk({} bytes in memory, in {})", d.budget, d.parent.display()),
+        }
+    }
+}
+
+impl StateBackend {
+    /// The backend `options` ask for; the disk store is opened when the first operator needs it.
+    pub fn of(options: &StateOptions) -> Self {
+        match options.backend {
+            StateBackendKind::Memory => StateBackend { disk: None },
+            StateBackendKind::Disk => {
+                let parent = options.local_dir.as_ref().map_or_else(std::env::temp_dir, PathBuf::from);
+                StateBackend {
+                    disk: Some(Arc::new(DiskStore {
+                        parent,
+                        budget: options.memory_budget.try_into().unwrap_or(usize::MAX),
+                        opened: OnceLock::new(),
+                        instances: AtomicUsize::new(0),
+                        next_prefix: AtomicU64::new(1),
+                        stats: SpillStats::default(),
+                    })),
+                }
+            }
+        }
+    }
+
+    /// Whether state goes to disk past the budget.
+    pub fn is_disk(&self) -> bool {
+        self.disk.is_some()
+    }
+
+    /// The memory backend.
+    pub fn memory() -> Self {
+        StateBackend::default()
+    }
+
+    /// A spill area for one operator instance of `step`, or `None` on the memory backend.
+    pub fn spill(&self, step: &str) -> Result<Option<Spill>> {
+        let Some(disk) = &self.disk else { return Ok(None) };
+        disk.open(step)?;
+        let prefix = disk.next_prefix.fetch_add(1, Ordering::Relaxed).to_be_bytes();
+        disk.instances.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(Spill {
+            store: disk.clone(),
+            step: step.to_string(),
+            prefix,
+            on_disk: hashbrown::HashMap::new(),
+            bytes_on_disk: 0,
+        }))
+    }
+
+    /// The disk store's totals, when the backend is disk.
+    pub fn stats(&self) -> Option<SpillTotals> {
+        self.disk.as_ref().map(|d| d.stats.totals())
+    }
+}
+
+/// The store of one job: an LSM keyspace in a folder of its own, shared by every operator
+/// instance (each under a prefix of its own).
+struct DiskStore {
+    parent: PathBuf,
+    /// `--state-memory-budget`, shared equally by the live operator instances.
+    budget: usize,
+    opened: OnceLock<std::result::Result<Opened, String>>,
+    instances: AtomicUsize,
+    next_prefix: AtomicU64,
+    stats: SpillStats,
+}
+
+struct Opened {
+    /// Dropped before the folder is removed.
+    db: Mutex<Option<(fjall::Database, fjall::Keyspace)>>,
+    dir: PathBuf,
+}
+
+impl DiskStore {
+    fn open(&self, step: &str) -> Result<&Opened> {
+        let opened = self.opened.get_or_init(|| {
+            static SEQ: AtomicU64 = AtomicU64::new(0);
+            let name = format!("weir-state-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+            let dir = self.parent.join(name);
+            let open = || -> std::result::Result<(fjall::Database, fjall::Keyspace), String> {
+                std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+                // The store is a cache of state a checkpoint already holds: its journal is
+                // never synced.
+                let db = fjall::Database::builder(&dir)
+                    .manual_journal_persist(true)
+                    .cache_size(32 << 20)
+                    .worker_threads(1)
+                    .open()
+                    .map_err(|e| e.to_string())?;
+                let ks = db.keyspace("state", fjall::KeyspaceCreateOptions::default).map_err(|e| e.to_string())?;
+                Ok((db, ks))
+            };
+            open()
+                .map(|(db, ks)| Opened { db: Mutex::new(Some((db, ks))), dir: dir.clone() })
+                .map_err(|e| format!("cannot open the disk state store in {}: {e}", dir.display()))
+        });
+        opened.as_ref().map_err(|message| Error::Execution { step: step.to_string(), message: message.clone() })
+    }
+
+    fn keyspace(&self, step: &str) -> Result<fjall::Keyspace> {
+        let opened = self.open(step)?;
+        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner());
+        db.as_ref().map(|(_, ks)| ks.clone()).ok_or_else(|| Error::Execution {
+            step: step.to_string(),
+            message: format!("the disk state store in {} is closed", opened.dir.display()),
+        })
+    }
+}
+
+impl Drop for DiskStore {
+    fn drop(&mut self) {
+        if let Some(Ok(opened)) = self.opened.get() {
+            drop(opened.db.lock().unwrap_or_else(|p| p.into_inner()).take());
+            if let Err(e) = std::fs::remove_dir_all(&opened.dir) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!("cannot remove the disk state store {}: {e}", opened.dir.display());
+                }
+            }
+        }
+    }
+}
+
+/// What the disk store did, over the job's operators: the backend's custom metrics.
+#[derive(Default)]
+struct SpillStats {
+    spilled_bytes: AtomicU64,
+    spilled_keys: AtomicU64,
+    read_back_bytes: AtomicU64,
+    read_back_keys: AtomicU64,
+    spill_time_us: AtomicU64,
+    read_back_time_us: AtomicU64,
+}
+
+impl SpillStats {
+    fn totals(&self) -> SpillTotals {
+        SpillTotals {
+            spilled_bytes: self.spilled_bytes.load(Ordering::Relaxed),
+            spilled_keys: self.spilled_keys.load(Ordering::Relaxed),
+            read_back_bytes: self.read_back_bytes.load(Ordering::Relaxed),
+            read_back_keys: self.read_back_keys.load(Ordering::Relaxed),
+            spill_time_ms: self.spill_time_us.load(Ordering::Relaxed) / 1000,
+            read_back_time_ms: self.read_back_time_us.load(Ordering::Relaxed) / 1000,
+        }
+    }
+}
+
+/// The disk store's totals since the job started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpillTotals {
+    /// Bytes of encoded key state written to the store.
+    pub spilled_bytes: u64,
+    /// Keys moved out of memory.
+    pub spilled_keys: u64,
+    /// Bytes read back into memory.
+    pub read_back_bytes: u64,
+    /// Keys read back into memory (cache misses).
+    pub read_back_keys: u64,
+    /// Time spent writing to the store.
+    pub spill_time_ms: u64,
+    /// Time spent reading back.
+    pub read_back_time_ms: u64,
+}
+
+/// One operator instance's part of the disk store: the keys it moved out, under its own prefix.
+/// Knows which keys it holds (by a hash each), so a key never moved out costs no disk lookup.
+pub struct Spill {
+    store: Arc<DiskStore>,
+    step: String,
+    prefix: [u8; 8],
+    /// Hash of each key on disk, with how many keys share it, its encoded bytes and rows.
+    on_disk: hashbrown::HashMap<u64, OnDisk>,
+    bytes_on_disk: usize,
+}
+
+#[derive(Clone, Copy, Default)]
+struct OnDisk {
+    keys: u32,
+}
+
+fn key_hash(key: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    static HASHER: OnceLock<hashbrown::DefaultHashBuilder> = OnceLock::new();
+    HASHER.get_or_init(hashbrown::DefaultHashBuilder::default).hash_one(key)
+}
+
+impl Spill {
+    /// This instance's share of the memory budget: the budget over the live instances.
+    pub fn budget(&self) -> usize {
+        self.store.budget / self.store.instances.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Whether no key is on disk.
+    pub fn is_empty(&self) -> bool {
+        self.on_disk.is_empty()
+    }
+
+    /// Bytes of encoded state on disk.
+    pub fn bytes_on_disk(&self) -> usize {
+        self.bytes_on_disk
+    }
+
+    /// Whether `key` may be on disk (no false negatives).
+    pub fn may_hold(&self, key: &[u8]) -> bool {
+        !self.on_disk.is_empty() && self.on_disk.contains_key(&key_hash(key))
+    }
+
+    fn disk_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(8 + key.len());
+        k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(key);
+        k
+    }
+
+    fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
+        let dir = self.store.opened.get().and_then(|o| o.as_ref().ok()).map(|o| o.dir.display().to_string());
+        Error::Execution {
+            step: self.step.clone(),
+            message: format!("disk state store in {}: cannot {what}: {e}", dir.unwrap_or_default()),
+        }
+    }
+
+    /// Moves encoded key states to disk (none of them may be there already).
+    pub fn put(&mut self, states: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        if states.is_empty() {
+            return Ok(());
+        }
+        let start = std::time::Instant::now();
+        let ks = self.store.keyspace(&self.step)?;
+        let opened = self.store.open(&self.step)?;
+        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _)| db.clone());
+        let Some(db) = db else { return Err(self.error("write", "closed")) };
+        let mut batch = db.batch();
+        let (mut bytes, n) = (0usize, states.len());
+        for (key, value) in states {
+            self.on_disk.entry(key_hash(&key)).or_default().keys += 1;
+            bytes += value.len();
+            batch.insert(&ks, self.disk_key(&key), value);
+        }
+        batch.commit().map_err(|e| self.error("write", e))?;
+        self.bytes_on_disk += bytes;
+        let stats = &self.store.stats;
+        stats.spilled_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        stats.spilled_keys.fetch_add(n as u64, Ordering::Relaxed);
+        stats.spill_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Reads `key`'s state back and removes it from disk; `None` when it is not there.
+    pub fn take(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let h = key_hash(key);
+        if !self.on_disk.contains_key(&h) {
+            return Ok(None);
+        }
+        let start = std::time::Instant::now();
+        let ks = self.store.keyspace(&self.step)?;
+        let dk = self.disk_key(key);
+        let Some(value) = ks.get(&dk).map_err(|e| self.error("read", e))? else { return Ok(None) };
+        ks.remove(dk).map_err(|e| self.error("remove", e))?;
+        self.forget(h, value.len());
+        let stats = &self.store.stats;
+        stats.read_back_bytes.fetch_add(value.len() as u64, Ordering::Relaxed);
+        stats.read_back_keys.fetch_add(1, Ordering::Relaxed);
+        stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        Ok(Some(value.to_vec()))
+    }
+
+    fn forget(&mut self, h: u64, bytes: usize) {
+        if let hashbrown::hash_map::Entry::Occupied(mut e) = self.on_disk.entry(h) {
+            e.get_mut().keys -= 1;
+            if e.get().keys == 0 {
+                e.remove();
+            }
+        }
+        self.bytes_on_disk -= bytes.min(self.bytes_on_disk);
+    }
+
+    /// Reads `key`'s state without removing it.
+    pub fn peek(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if !self.may_hold(key) {
+            return Ok(None);
+        }
+        let ks = self.store.keyspace(&self.step)?;
+        Ok(ks.get(self.disk_key(key)).map_err(|e| self.error("read", e))?.map(|v| v.to_vec()))
+    }
+
+    /// Takes up to `limit` key states off disk, in key order.
+    pub fn take_first(&mut self, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if self.on_disk.is_empty() {
+            return Ok(Vec::new());
+        }
+        let start = std::time::Instant::now();
+        let ks = self.store.keyspace(&self.step)?;
+        let mut out = Vec::new();
+        for kv in ks.prefix(self.prefix).take(limit) {
+            let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
+            out.push((k[8..].to_vec(), v.to_vec()));
+        }
+        for (k, v) in &out {
+            ks.remove(self.disk_key(k)).map_err(|e| self.error("remove", e))?;
+            self.forget(key_hash(k), v.len());
+        }
+        let stats = &self.store.stats;
+        stats.read_back_bytes.fetch_add(out.iter().map(|(_, v)| v.len() as u64).sum(), Ordering::Relaxed);
+        stats.read_back_keys.fetch_add(out.len() as u64, Ordering::Relaxed);
+        stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Calls `f` with every key state on disk, in key order, leaving them there.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        if self.on_disk.is_empty() {
+            return Ok(());
+        }
+        let ks = self.store.keyspace(&self.step)?;
+        for kv in ks.prefix(self.prefix) {
+            let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
+            f(&k[8..], &v)?;
+        }
+        Ok(())
+    }
+
+    /// Removes every key state on disk.
+    pub fn clear(&mut self) -> Result<()> {
+        if self.on_disk.is_empty() {
+            return Ok(());
+        }
+        let ks = self.store.keyspace(&self.step)?;
+        let keys: Vec<_> = ks
+            .prefix(self.prefix)
+            .map(|kv| kv.key())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.error("read", e))?;
+        for k in keys {
+            ks.remove(k).map_err(|e| self.error("remove", e))?;
+        }
+        self.on_disk.clear();
+        self.bytes_on_disk = 0;
+        Ok(())
+    }
+
+    /// The folder of the store, for tests.
+    pub fn dir(&self) -> Option<&Path> {
+        self.store.opened.get().and_then(|o| o.as_ref().ok()).map(|o| o.dir.as_path())
+    }
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        self.store.instances.fetch_sub(1, Ordering::Relaxed);
+        if let Err(e) = self.clear() {
+            tracing::warn!("{e}");
+        }
+    }
+}
