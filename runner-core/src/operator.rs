@@ -145,6 +145,12 @@ pub trait Operator: Send {
     fn state_bytes(&self) -> usize {
         0
     }
+    /// The state backend's own figures (`--state-backend disk`: what is on disk, what was
+    /// spilled, cache hits and misses), summed over partitions into the state operator's
+    /// custom metrics.
+    fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// State rows (keys and windows) updated and removed since the previous call; runners call
     /// it once per batch for the progress report.
     fn take_state_changes(&mut self) -> StateChanges {
@@ -387,6 +393,9 @@ impl Operator for GroupOperator {
     }
     fn state_bytes(&self) -> usize {
         self.engine.state_bytes()
+    }
+    fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
+        self.engine.state_backend_metrics()
     }
     fn take_state_changes(&mut self) -> StateChanges {
         self.engine.take_state_changes()

@@ -81,6 +81,7 @@ impl StateBackend {
             prefix,
             on_disk: hashbrown::HashMap::new(),
             bytes_on_disk: 0,
+            spilled_total: 0,
         }))
     }
 
@@ -207,6 +208,8 @@ pub struct Spill {
     /// Hash of each key on disk, with how many keys share it, its encoded bytes and rows.
     on_disk: hashbrown::HashMap<u64, OnDisk>,
     bytes_on_disk: usize,
+    /// Bytes written to disk since the instance started.
+    spilled_total: usize,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -229,6 +232,11 @@ impl Spill {
     /// Whether no key is on disk.
     pub fn is_empty(&self) -> bool {
         self.on_disk.is_empty()
+    }
+
+    /// Bytes written to disk since the instance started.
+    pub fn spilled_total(&self) -> usize {
+        self.spilled_total
     }
 
     /// Bytes of encoded state on disk.
@@ -275,6 +283,7 @@ impl Spill {
         }
         batch.commit().map_err(|e| self.error("write", e))?;
         self.bytes_on_disk += bytes;
+        self.spilled_total += bytes;
         let stats = &self.store.stats;
         stats.spilled_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         stats.spilled_keys.fetch_add(n as u64, Ordering::Relaxed);

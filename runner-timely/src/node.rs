@@ -471,7 +471,11 @@ impl NodeWorker {
             all_updates_time_ms: stats.update_ms,
             all_removals_time_ms: stats.removal_ms,
             commit_time_ms: weir_runner_core::progress::millis_rounded_up(commit_time),
-            custom_metrics: writes.custom_metrics(),
+            custom_metrics: {
+                let mut custom = writes.custom_metrics();
+                custom.extend(self.share.state_backend_metrics());
+                custom
+            },
         })
     }
 

@@ -488,6 +488,15 @@ impl NodeShare {
         self.ops.iter().fold((0, 0), |(r, b), o| (r + o.state_rows() as u64, b + o.state_bytes() as u64))
     }
 
+    /// The state backend's figures of the share's operators, summed by name.
+    pub fn state_backend_metrics(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for (name, v) in self.ops.iter().flat_map(|o| o.state_backend_metrics()) {
+            *out.entry(name.to_string()).or_default() += v;
+        }
+        out
+    }
+
     /// The earliest output the share's operators may still produce.
     pub fn hold(&self) -> Option<Timestamp> {
         self.ops.iter().filter_map(|o| o.hold()).min()

@@ -44,6 +44,9 @@ impl GroupAlsoByWindow {
     /// not tracked), the minimum if any state is held: it holds back nothing the input
     /// watermark does not.
     pub fn hold(&self) -> Option<Timestamp> {
+        if let Some(held) = self.expiring.filter(|_| !self.is_empty()) {
+            return Some(held);
+        }
         if !self.timers.tracked {
             return (!self.is_empty()).then_some(MIN_TIMESTAMP);
         }

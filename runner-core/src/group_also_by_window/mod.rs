@@ -111,6 +111,9 @@ pub struct GroupAlsoByWindow {
     dirty: crate::checkpoint::Changed<(Key, Window)>,
     /// The disk backend's part, when state may move to disk (`--state-backend disk`).
     disk: Option<Box<spilling::Disk>>,
+    /// Once the input watermark reached the end of time: the output watermark then, held
+    /// while windows are left to fire (see [`GroupAlsoByWindow::expire_all`]).
+    expiring: Option<Timestamp>,
 }
 
 /// The engine's timers and holds.
@@ -189,6 +192,7 @@ impl GroupAlsoByWindow {
             lifted: false,
             dirty: Default::default(),
             disk: None,
+            expiring: None,
         }
     }
 
@@ -242,6 +246,10 @@ impl GroupAlsoByWindow {
 
     /// The earliest processing-time timer, for runners that sleep until it.
     pub fn next_processing_timer(&self) -> Option<Timestamp> {
+        if self.expiring.is_some() && !self.is_empty() {
+            // Windows left to fire at the end of time: at once.
+            return Some(MIN_TIMESTAMP);
+        }
         self.timers.processing_timers.first().map(|t| t.0)
     }
 

@@ -61,6 +61,7 @@ impl GroupAlsoByWindow {
     pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
         self.clear_spilled()?;
+        self.expiring = None;
         self.dirty.forget();
         self.counts.windows = 0;
         self.timers.event_timers.clear();

@@ -21,6 +21,9 @@ pub(super) struct Disk {
     tick: u32,
     /// Window states on disk.
     windows: usize,
+    /// Keys a batch's rows or a timer found in memory, and read back from disk.
+    hits: u64,
+    misses: u64,
 }
 
 /// Keys read back from disk at a time at the end of the input.
@@ -35,9 +38,30 @@ impl GroupAlsoByWindow {
     /// The same engine keeping its state where `state` says.
     pub fn with_state(mut self, state: &StateBackend) -> Self {
         if state.is_disk() {
-            self.disk = Some(Box::new(Disk { backend: state.clone(), spill: None, tick: 0, windows: 0 }));
+            self.disk =
+                Some(Box::new(Disk { backend: state.clone(), spill: None, tick: 0, windows: 0, hits: 0, misses: 0 }));
         }
         self
+    }
+
+    /// How many bytes of values one call fires at the end of time: the engine's share of the
+    /// memory budget once any key went to disk; else no limit.
+    pub(super) fn output_limit(&self) -> Option<usize> {
+        self.spill_area().filter(|_| self.has_spilled()).map(Spill::budget)
+    }
+
+    /// The disk backend's figures (see [`crate::operator::Operator::state_backend_metrics`]);
+    /// none on the memory backend.
+    pub fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
+        let Some(disk) = &self.disk else { return Vec::new() };
+        let spill = disk.spill.as_ref();
+        vec![
+            ("stateOnDiskBytes", spill.map_or(0, |s| s.bytes_on_disk() as u64)),
+            ("stateOnDiskRows", disk.windows as u64),
+            ("spilledBytes", spill.map_or(0, |s| s.spilled_total() as u64)),
+            ("cacheHitCount", disk.hits),
+            ("cacheMissCount", disk.misses),
+        ]
     }
 
     /// Bytes of window state on disk.
@@ -67,7 +91,13 @@ impl GroupAlsoByWindow {
         for i in 0..batch.rows.len() {
             let key = batch.key(i);
             match self.keys.get_mut(key) {
-                Some(windows) => windows.touched = tick,
+                Some(windows) if windows.touched == tick => {}
+                Some(windows) => {
+                    windows.touched = tick;
+                    if let Some(d) = self.disk.as_mut() {
+                        d.hits += 1;
+                    }
+                }
                 None if spilled => {
                     self.read_back(key)?;
                 }
@@ -86,6 +116,7 @@ impl GroupAlsoByWindow {
         }
         let Some(bytes) = spill.take(key)? else { return Ok(()) };
         let tick = disk.tick;
+        disk.misses += 1;
         let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, &bytes)?;
         disk.windows -= states.len();
         let k = Key::from(key);
@@ -122,7 +153,7 @@ impl GroupAlsoByWindow {
             .map(|(k, w)| (disk.tick.wrapping_sub(w.touched), w.iter().map(|(_, s)| state_bytes(k, s)).sum(), k))
             .collect();
         // Oldest first.
-        by_age.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        by_age.sort_unstable_by_key(|a| Reverse(a.0));
         let mut freed = 0;
         let mut chosen: Vec<Key> = Vec::new();
         for (_, bytes, key) in by_age {

@@ -510,7 +510,7 @@ fn state_on_disk_past_the_budget_gives_the_same_panes_state_and_deltas_as_in_mem
     // its minimum until the end).
     for bounded in [false, true] {
         let mut memory = engine();
-        let mut disk = engine().with_state(&disk_backend(dir.path(), 2048));
+        let mut disk = engine().with_state(&disk_backend(dir.path(), 600));
         assert_eq!(memory.take_changed_entries().unwrap(), None);
         assert_eq!(disk.take_changed_entries().unwrap(), None);
         let mut seed = 7u64;
@@ -555,12 +555,33 @@ fn state_on_disk_past_the_budget_gives_the_same_panes_state_and_deltas_as_in_mem
         b.sort();
         assert_eq!(a, b);
         // A restore onto the disk backend, then the end of the input.
-        let mut restored = engine().with_state(&disk_backend(dir.path(), 2048));
+        let mut restored = engine().with_state(&disk_backend(dir.path(), 600));
         restored.restore_entries(b).unwrap();
         let want = sorted(memory.advance(MAX_TIMESTAMP, 1000).unwrap());
         assert!(!want.is_empty());
-        assert_eq!(want, sorted(disk.advance(MAX_TIMESTAMP, 1000).unwrap()));
-        assert_eq!(want, sorted(restored.advance(MAX_TIMESTAMP, 1000).unwrap()));
+        assert_eq!(memory.watermarks().output(), MAX_TIMESTAMP);
+        // On disk, the end of time fires a budget's worth a call, holding the output
+        // watermark and asking for the next call at once until the last.
+        for engine in [&mut disk, &mut restored] {
+            let held = engine.watermarks().output();
+            let (mut got, mut calls) = (Vec::new(), 0);
+            loop {
+                got.extend(grouped(engine.advance(MAX_TIMESTAMP, 1000).unwrap()));
+                calls += 1;
+                if engine.is_empty() {
+                    break;
+                }
+                assert_eq!(engine.hold(), Some(held));
+                assert_eq!(engine.watermarks().output(), held);
+                assert_eq!(engine.next_processing_timer(), Some(MIN_TIMESTAMP));
+                assert!(calls < 1000);
+            }
+            assert!(!bounded || calls > 2, "{calls} calls");
+            assert_eq!(engine.watermarks().output(), MAX_TIMESTAMP);
+            assert_eq!(engine.next_processing_timer(), None);
+            got.sort_by(|a, b| (a.0, a.2, &a.1).cmp(&(b.0, b.2, &b.1)));
+            assert_eq!(want, got);
+        }
         assert!(disk.is_empty() && restored.is_empty());
         assert_eq!(disk.spilled_windows(), 0);
     }

@@ -145,14 +145,22 @@ impl GroupAlsoByWindow {
     /// own order instead of in timer order: the same panes, but each key's windows visited once
     /// and in memory order (at the end of a bounded input every window of the whole input fires
     /// here, and in timer order each cost several cache misses).
+    ///
+    /// With keys on disk (`--state-backend disk`), the firing is cut into calls of about the
+    /// engine's memory budget of output each, so the whole input's groups never sit in memory
+    /// at once: the keys in memory first, then those on disk, a run at a time in key order.
+    /// Until the last call the output watermark is held where it was, and the engine asks for
+    /// its next call at once ([`GroupAlsoByWindow::next_processing_timer`]).
     pub(super) fn expire_all(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
+        if self.expiring.is_none() {
+            self.expiring = Some(self.watermarks.output());
+        }
         self.timers.event_timers.clear();
         self.timers.holds = Holds::default();
         // Nothing is held from here on, so nothing is left to derive.
         self.timers.tracked = true;
-        out.reserve(self.counts.windows.min(self.work.bundle_limit));
-        // Then the keys on disk, a run at a time in key order.
-        loop {
+        let Some(limit) = self.output_limit() else {
+            out.reserve(self.counts.windows.min(self.work.bundle_limit));
             for (key, windows) in std::mem::take(&mut self.keys) {
                 for (window, ws) in windows.windows {
                     self.forget(key.clone(), &window, &ws);
@@ -160,8 +168,25 @@ impl GroupAlsoByWindow {
                 }
                 self.spill(out)?;
             }
-            if !self.read_back_run()? {
+            return Ok(());
+        };
+        let mut fired = 0;
+        loop {
+            if self.keys.is_empty() && !self.read_back_run()? {
                 return Ok(());
+            }
+            let run: Vec<Key> = self.keys.keys().take(256).cloned().collect();
+            for key in run {
+                let Some(windows) = self.keys.remove(&key) else { continue };
+                for (window, ws) in windows.windows {
+                    fired += ws.values.len();
+                    self.forget(key.clone(), &window, &ws);
+                    self.expire(&key, window, ws, out);
+                }
+                self.spill(out)?;
+                if fired >= limit && !self.is_empty() {
+                    return Ok(());
+                }
             }
         }
     }

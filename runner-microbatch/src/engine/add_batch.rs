@@ -159,9 +159,16 @@ impl Engine {
                     Watermarks::restored(input, output)
                 })
                 .collect();
+            let mut backend = std::collections::BTreeMap::new();
+            if stateful {
+                for (name, v) in shares.iter().flat_map(|s| s.state_backend_metrics()) {
+                    *backend.entry(name).or_default() += v;
+                }
+            }
             for (k, &m) in members.iter().enumerate() {
                 self.nodes[m].wm = wms[k];
                 self.nodes[m].state_size = Some(if k == 0 { size } else { (0, 0) });
+                self.nodes[m].backend_metrics = if k == 0 { std::mem::take(&mut backend) } else { Default::default() };
             }
         }
     }

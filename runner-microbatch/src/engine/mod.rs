@@ -62,6 +62,8 @@ struct NodeRt {
     /// State rows and bytes of the node's partitions as of the last batch (`None`: not
     /// measured yet).
     state_size: Option<(u64, u64)>,
+    /// The state backend's figures of the node's partitions as of the last batch.
+    backend_metrics: std::collections::BTreeMap<String, u64>,
 }
 
 impl NodeRt {
@@ -173,6 +175,7 @@ fn node_runtimes(graph: &PipelineGraph, plan: &PhysicalPlan, partitions: usize) 
             pending: (0..partitions).map(|_| Vec::new()).collect(),
             side_pending: Vec::new(),
             state_size: None,
+            backend_metrics: Default::default(),
         })
         .collect()
 }

@@ -150,6 +150,7 @@ impl Engine {
                     let (hits, misses) = if self.ck.state_loaded_from_files { (0, instances) } else { (instances, 0) };
                     custom.insert("loadedMapCacheHitCount".to_string(), hits);
                     custom.insert("loadedMapCacheMissCount".to_string(), misses);
+                    custom.extend(self.nodes[i].backend_metrics.clone());
                     custom
                 },
             });

@@ -1,0 +1,102 @@
+//! `--state-backend disk`: a grouping's state past `--state-memory-budget` moves to disk and
+//! comes back, with the same results on every runner configuration, and its figures in the
+//! progress and the job's metrics.
+
+use weir::microbatch::MicroBatchRunner;
+use weir_sdk::metrics::MetricsFilter;
+use weir_sdk::options::{StateBackendKind, StateOptions};
+use weir_sdk::prelude::*;
+use weir_sdk::testing::TestPipeline;
+use weir_sdk::PipelineOptions;
+
+const KEYS: i64 = 400;
+const ELEMENTS: i64 = 6_000;
+
+/// Groups and co-groups `ELEMENTS` numbers over `KEYS` keys (strings long enough that the
+/// state passes a few kilobytes), and checks every group.
+fn grouping(p: &Pipeline) {
+    let key = |k: i64| format!("key-{k:05}-{}", "x".repeat(24));
+    let input: Vec<KV<String, i64>> = (0..ELEMENTS).map(|i| KV::new(key(i * 7 % KEYS), i)).collect();
+    let kvs = p.apply("Create", Create::of(input));
+    let sums = kvs.apply("GroupByKey", GroupByKey::create()).apply(
+        "Sum",
+        Map::new(|kv: KV<String, Vec<i64>>| (kv.key, kv.value.len() as i64, kv.value.iter().sum::<i64>())),
+    );
+    let mut want: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+    for i in 0..ELEMENTS {
+        let e = want.entry(key(i * 7 % KEYS)).or_default();
+        e.0 += 1;
+        e.1 += i;
+    }
+    assert_that(&sums).contains_in_any_order(want.iter().map(|(k, (n, s))| (k.clone(), *n, *s)).collect());
+    let tens = kvs.apply("Tens", Map::new(|kv: KV<String, i64>| KV::new(kv.key, kv.value / 10)));
+    let (a, b) = (TupleTag::<i64>::new("a"), TupleTag::<i64>::new("b"));
+    let (ta, tb) = (a.clone(), b.clone());
+    let joined = KeyedPCollectionTuple::of(&a, &kvs).and(&b, &tens).apply("Join", CoGroupByKey).apply(
+        "Sizes",
+        Map::new(move |r: KV<String, CoGbkResult>| {
+            (r.key.clone(), r.value.get_all(&ta).unwrap().len(), r.value.get_all(&tb).unwrap().len())
+        }),
+    );
+    assert_that(&joined)
+        .contains_in_any_order(want.iter().map(|(k, (n, _))| (k.clone(), *n as usize, *n as usize)).collect());
+}
+
+fn on_disk(mut o: PipelineOptions, dir: &std::path::Path) -> PipelineOptions {
+    o.state = StateOptions {
+        backend: StateBackendKind::Disk,
+        memory_budget: 8 << 10,
+        local_dir: Some(dir.display().to_string()),
+    };
+    o
+}
+
+#[test]
+fn groupings_past_the_budget_give_the_same_results_on_every_runner() {
+    weir_tests::register_runners();
+    for config in weir_tests::CONFIGURATIONS {
+        let dir = tempfile::tempdir().unwrap();
+        let p = TestPipeline::from_options(on_disk(weir_tests::configuration(config), dir.path()));
+        grouping(&p);
+        p.run();
+        // The job's store went with it.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{config}");
+    }
+}
+
+#[test]
+fn the_progress_and_the_metrics_show_what_went_to_disk_and_came_back() {
+    weir_tests::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = PipelineOptions::from_args(["--runner", "microbatch", "--parallelism", "2", "--max-batch-size", "500"])
+        .unwrap();
+    o = on_disk(o, dir.path());
+    let p = Pipeline::new(o);
+    grouping(&p);
+    let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
+    let recent = query.recent_progress();
+    let figure = |step: &str, name: &str| -> Vec<u64> {
+        recent
+            .iter()
+            .filter_map(|pr| pr.state_operators.iter().find(|o| o.operator_name == step))
+            .map(|o| *o.custom_metrics.get(name).unwrap_or_else(|| panic!("{name} of {step}")))
+            .collect()
+    };
+    for step in ["GroupByKey", "Join"] {
+        assert!(figure(step, "stateOnDiskRows").iter().any(|&r| r > 0), "{step}: {recent:?}");
+        assert!(figure(step, "spilledBytes").last().is_some_and(|&b| b > 0));
+        // Keys that came back when touched again, and at the end of the input.
+        assert!(figure(step, "cacheMissCount").last().is_some_and(|&m| m > 0));
+        assert!(figure(step, "cacheHitCount").last().is_some_and(|&h| h > 0));
+        // All of it fired: nothing is left on disk or in memory.
+        assert_eq!(figure(step, "stateOnDiskRows").last(), Some(&0));
+        let last = recent.last().unwrap().state_operators.iter().find(|o| o.operator_name == step).unwrap();
+        assert_eq!(last.num_rows_total, 0);
+        // The step's gauges in the job's metrics.
+        let m = query.metrics().query_metrics(&MetricsFilter::all().in_namespace("weir"));
+        let gauge = m.gauge(step, "weir", "spilledBytes").and_then(|g| g.committed.as_ref().map(|c| c.value));
+        assert_eq!(gauge, Some(last.custom_metrics["spilledBytes"] as i64));
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
