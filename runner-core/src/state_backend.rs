@@ -119,12 +119,10 @@ impl DiskStore {
                 std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                 // The store is a cache of state a checkpoint already holds: its journal is
                 // never synced.
-                // Its own memory is bounded too: 32 MiB of block cache, memtables of 16 MiB,
-                // and writes wait for flushes past 64 MiB of them.
+                // Its own memory is bounded too: 32 MiB of block cache, memtables of 16 MiB.
                 let db = fjall::Database::builder(&dir)
                     .manual_journal_persist(true)
                     .cache_size(32 << 20)
-                    .max_write_buffer_size(Some(64 << 20))
                     .worker_threads(1)
                     .open()
                     .map_err(|e| e.to_string())?;
