@@ -226,6 +226,8 @@ impl WindowState {
 /// A window state as checkpoints hold it: every field, in this order.
 #[derive(Serialize)]
 pub(super) struct StateRepr<'a> {
+    /// As bytes: the same encoding as a sequence of `u8` in postcard, copied at once.
+    #[serde(with = "serde_bytes")]
     values: &'a [u8],
     count: usize,
     added_since_fire: usize,
@@ -241,6 +243,7 @@ pub(super) struct StateRepr<'a> {
 /// [`StateRepr`], read back.
 #[derive(Deserialize)]
 pub(super) struct OwnedStateRepr {
+    #[serde(with = "serde_bytes")]
     values: Vec<u8>,
     count: usize,
     added_since_fire: usize,

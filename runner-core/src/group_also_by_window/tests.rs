@@ -588,3 +588,10 @@ fn state_on_disk_past_the_budget_gives_the_same_panes_state_and_deltas_as_in_mem
     // Every store folder is gone with its engines.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn window_values_encode_as_bytes_exactly_as_they_did_as_a_sequence() {
+    // Checkpoints written before the values were encoded as bytes still read.
+    let values: Vec<u8> = (0..=255).chain(0..40).collect();
+    assert_eq!(postcard::to_stdvec(&values).unwrap(), postcard::to_stdvec(&serde_bytes::Bytes::new(&values)).unwrap());
+}
