@@ -68,10 +68,139 @@ struct Store {
     /// without checkpoints would keep every key it ever touched).
     dirty: crate::checkpoint::Changed<Kw>,
     changes: StateChanges,
+    /// The disk backend's part (`--state-backend disk`): keys and windows past the budget
+    /// wait on disk, their timer, hold and expiry indexes in memory.
+    disk: Option<Box<StoreDisk>>,
+}
+
+/// What a stateful ParDo keeps of the disk backend.
+struct StoreDisk {
+    backend: crate::state_backend::StateBackend,
+    step: String,
+    /// Opened when the state first passes the budget.
+    spill: Option<crate::state_backend::Spill>,
+    /// Keys and windows on disk.
+    rows: usize,
+    /// Keys and windows user code or a timer touched since the last eviction: they stay.
+    recent: HashSet<Kw>,
+    /// A read from disk that failed, for the call to report.
+    error: Option<weir_sdk::Error>,
+    hits: u64,
+    misses: u64,
 }
 
 impl Store {
+    /// A store keeping its state where `backend` says, for `step`.
+    fn new(backend: &crate::state_backend::StateBackend, step: &str) -> Self {
+        let disk = backend.is_disk().then(|| {
+            Box::new(StoreDisk {
+                backend: backend.clone(),
+                step: step.to_string(),
+                spill: None,
+                rows: 0,
+                recent: HashSet::new(),
+                error: None,
+                hits: 0,
+                misses: 0,
+            })
+        });
+        Store { disk, ..Store::default() }
+    }
+
+    /// Reads the state of `kw` back from disk if it is there, and notes it touched.
+    fn resident(&mut self, kw: &Kw) {
+        let Some(d) = self.disk.as_mut() else { return };
+        if !d.recent.contains(kw) {
+            d.recent.insert(kw.clone());
+        }
+        if self.states.contains_key(kw) {
+            d.hits += 1;
+            return;
+        }
+        let Some(spill) = d.spill.as_mut() else { return };
+        let read = (|| -> Result<Option<KeyedState>> {
+            let key = crate::checkpoint::entry_key(&d.step, &kw.0, &kw.1)?;
+            if !spill.may_hold(&key) {
+                return Ok(None);
+            }
+            spill.take(&key)?.map(|bytes| crate::checkpoint::decode(&d.step, &bytes)).transpose()
+        })();
+        match read {
+            Ok(Some(state)) => {
+                d.rows -= 1;
+                d.misses += 1;
+                self.states.insert(kw.clone(), state);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                d.error.get_or_insert(e);
+            }
+        }
+    }
+
+    /// The state of `kw` on disk, if there.
+    fn spilled(&self, kw: &Kw) -> Result<Option<KeyedState>> {
+        let Some((d, spill)) = self.disk.as_ref().and_then(|d| d.spill.as_ref().map(|s| (d, s))) else {
+            return Ok(None);
+        };
+        let key = crate::checkpoint::entry_key(&d.step, &kw.0, &kw.1)?;
+        spill.peek(&key)?.map(|bytes| crate::checkpoint::decode(&d.step, &bytes)).transpose()
+    }
+
+    /// A failed read from disk since the last call.
+    fn take_error(&mut self) -> Result<()> {
+        match self.disk.as_mut().and_then(|d| d.error.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves keys and windows not touched since the last call to disk while the state holds
+    /// more than its share of the memory budget, down to three quarters of it.
+    fn evict_over_budget(&mut self) -> Result<()> {
+        let Some(d) = self.disk.as_mut() else { return Ok(()) };
+        let recent = std::mem::take(&mut d.recent);
+        if self.states.is_empty() {
+            return Ok(());
+        }
+        if d.spill.is_none() {
+            d.spill = d.backend.spill(&d.step)?;
+        }
+        let Some(spill) = d.spill.as_mut() else { return Ok(()) };
+        let budget = spill.budget();
+        let size = |k: &Kw, s: &KeyedState| k.0.len() + s.size_bytes();
+        let mut bytes: usize = self.states.iter().map(|(k, s)| size(k, s)).sum();
+        if bytes <= budget {
+            return Ok(());
+        }
+        let target = budget / 4 * 3;
+        // Those not touched in the last call first.
+        let mut victims: Vec<(bool, &Kw, usize)> =
+            self.states.iter().map(|(k, s)| (recent.contains(k), k, size(k, s))).collect();
+        victims.sort_unstable_by_key(|v| v.0);
+        let mut chosen = Vec::new();
+        for (_, kw, b) in victims {
+            if bytes <= target {
+                break;
+            }
+            bytes -= b;
+            chosen.push(kw.clone());
+        }
+        let mut out = Vec::with_capacity(chosen.len());
+        for kw in chosen {
+            let Some(state) = self.states.remove(&kw) else { continue };
+            out.push((
+                crate::checkpoint::entry_key(&d.step, &kw.0, &kw.1)?,
+                crate::checkpoint::encode(&d.step, &state)?,
+            ));
+        }
+        out.sort_unstable();
+        d.rows += out.len();
+        spill.put(out)
+    }
+
     fn unindex(&mut self, kw: &Kw, gc: Timestamp) {
+        self.resident(kw);
         if let Some(state) = self.states.get(kw) {
             for ((family, id), t) in &state.timers {
                 let k = (t.fire, kw.0.clone(), kw.1, family.clone(), id.clone());
@@ -162,6 +291,7 @@ impl KeyedStateEnv for Env<'_> {
     fn state(&mut self, key: &[u8], window: &Window) -> (&mut KeyedState, StateTime) {
         let gc = self.strategy.gc_time(window);
         let kw = (key.to_vec(), *window);
+        self.store.resident(&kw);
         if let std::collections::hash_map::Entry::Vacant(first) = self.touched.entry(kw.clone()) {
             first.insert(self.store.states.contains_key(&kw));
             self.store.unindex(&kw, gc);
@@ -193,6 +323,12 @@ pub struct StatefulParDoOperator {
 }
 
 impl StatefulParDoOperator {
+    /// The same operator keeping its state where `state` says.
+    pub fn with_state(mut self, state: &crate::state_backend::StateBackend) -> Self {
+        self.store = Store::new(state, self.runner.step());
+        self
+    }
+
     /// The stateful ParDo `node`.
     pub fn new(node: &TransformNode, payload: &ParDoPayload, graph: &PipelineGraph) -> Self {
         let input = graph.pcollection(node.inputs[0]);
@@ -213,12 +349,12 @@ impl StatefulParDoOperator {
         }
     }
 
-    /// Number of keys and windows holding state.
+    /// Number of keys and windows holding state, in memory and on disk.
     pub fn state_size(&self) -> usize {
-        self.store.states.len()
+        self.store.states.len() + self.store.disk.as_ref().map_or(0, |d| d.rows)
     }
 
-    /// Approximate bytes of state held.
+    /// Approximate bytes of state held in memory.
     pub fn state_bytes(&self) -> usize {
         self.store.states.iter().map(|(k, s)| k.0.len() + s.size_bytes()).sum()
     }
@@ -293,6 +429,8 @@ impl StatefulParDoOperator {
                 let kw = (key.clone(), window);
                 let gc = strategy.gc_time(&window);
                 store.unindex(&kw, gc);
+                // A state that could not be read back from disk: its timer would stay due.
+                store.take_error()?;
                 let Some(mut state) = store.states.remove(&kw) else { continue };
                 let Some(data) = state.timers.remove(&(family.clone(), id.clone())) else {
                     store.states.insert(kw.clone(), state);
@@ -316,6 +454,8 @@ impl StatefulParDoOperator {
                     break;
                 }
                 let kw = (key.clone(), window);
+                store.resident(&kw);
+                store.take_error()?;
                 let mut state = store.states.get(&kw).cloned().unwrap_or_default();
                 let time = StateTime { draining, ..StateTime::at(wm, pt, gc) };
                 let r = guarded(step, "on_window_expiration", || {
@@ -362,6 +502,8 @@ impl Operator for StatefulParDoOperator {
             outputs = self.run_keyed(ready, ctx)?;
         }
         let fired = self.fire_due(ctx.metrics)?;
+        self.store.take_error()?;
+        self.store.evict_over_budget()?;
         Ok(concat_outputs(&self.output_ops, outputs, fired))
     }
 
@@ -413,6 +555,13 @@ impl Operator for StatefulParDoOperator {
         for ((key, window), state) in &self.store.states {
             out.push((crate::checkpoint::entry_key(step, key, window)?, crate::checkpoint::encode(step, state)?));
         }
+        // Those on disk are stored as their entries.
+        if let Some(spill) = self.store.disk.as_ref().and_then(|d| d.spill.as_ref()) {
+            spill.for_each(|k, v| {
+                out.push((k.to_vec(), v.to_vec()));
+                Ok(())
+            })?;
+        }
         Ok(out)
     }
 
@@ -429,7 +578,11 @@ impl Operator for StatefulParDoOperator {
             let entry = crate::checkpoint::entry_key(step, &kw.0, &kw.1)?;
             match self.store.states.get(&kw) {
                 Some(state) => written.push((entry, crate::checkpoint::encode(step, state)?)),
-                None => removed.push(entry),
+                // Moved to disk since it changed.
+                None => match self.store.spilled(&kw)? {
+                    Some(state) => written.push((entry, crate::checkpoint::encode(step, &state)?)),
+                    None => removed.push(entry),
+                },
             }
         }
         Ok(Some((written, removed)))
@@ -497,7 +650,14 @@ impl Operator for StatefulParDoOperator {
 
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         let step = self.runner.step().to_string();
-        self.store = Store::default();
+        let mut disk = self.store.disk.take();
+        if let Some(d) = disk.as_mut() {
+            d.rows = 0;
+            if let Some(spill) = d.spill.as_mut() {
+                spill.clear()?;
+            }
+        }
+        self.store = Store { disk, ..Store::default() };
         for (entry, value) in entries {
             if entry.is_empty() {
                 let ((wm, pt, late), legacy) = decode_meta(&step, &value)?;
@@ -519,7 +679,7 @@ impl Operator for StatefulParDoOperator {
             self.store.states.insert(kw.clone(), state);
             self.store.index(&kw, gc);
         }
-        Ok(())
+        self.store.evict_over_budget()
     }
 
     fn state_rows(&self) -> usize {
@@ -528,6 +688,18 @@ impl Operator for StatefulParDoOperator {
 
     fn state_bytes(&self) -> usize {
         StatefulParDoOperator::state_bytes(self)
+    }
+
+    fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
+        let Some(d) = &self.store.disk else { return Vec::new() };
+        let spill = d.spill.as_ref();
+        vec![
+            ("stateOnDiskBytes", spill.map_or(0, |s| s.bytes_on_disk() as u64)),
+            ("stateOnDiskRows", d.rows as u64),
+            ("spilledBytes", spill.map_or(0, |s| s.spilled_total() as u64)),
+            ("cacheHitCount", d.hits),
+            ("cacheMissCount", d.misses),
+        ]
     }
 
     fn take_state_changes(&mut self) -> StateChanges {
@@ -583,6 +755,7 @@ fn fire_together(
         store.count(&kw, existed, true);
         store.index(&kw, gc);
     }
+    store.take_error()?;
     r.map(|()| true)
 }
 
@@ -632,6 +805,9 @@ impl StatefulParDoOperator {
             self.store.count(&kw, existed, false);
             self.store.index(&kw, gc);
         }
-        result
+        let result = result?;
+        self.store.take_error()?;
+        self.store.evict_over_budget()?;
+        Ok(result)
     }
 }

@@ -1,6 +1,6 @@
-//! `--state-backend disk`: a grouping's state past `--state-memory-budget` moves to disk and
-//! comes back, with the same results on every runner configuration, and its figures in the
-//! progress and the job's metrics.
+//! `--state-backend disk`: a grouping's or a stateful DoFn's state past
+//! `--state-memory-budget` moves to disk and comes back, with the same results on every runner
+//! configuration, and its figures in the progress and the job's metrics.
 
 use weir::microbatch::MicroBatchRunner;
 use weir_sdk::metrics::MetricsFilter;
@@ -42,6 +42,76 @@ fn grouping(p: &Pipeline) {
         .contains_in_any_order(want.iter().map(|(k, (n, _))| (k.clone(), *n as usize, *n as usize)).collect());
 }
 
+/// The running count of its key with each element (value state).
+#[derive(Clone)]
+struct RunningCount;
+
+impl DoFn for RunningCount {
+    type In = KV<String, i64>;
+    type Out = (String, i64, i64);
+    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, (String, i64, i64)>) -> UserResult {
+        let n = ctx.value_state::<i64>("count").read()?.unwrap_or(0) + 1;
+        ctx.value_state::<i64>("count").write(&n)?;
+        ctx.output((e.key, e.value, n));
+        Ok(())
+    }
+}
+
+/// Buffers values in a bag and flushes their sum at the end of the window (event-time timer).
+#[derive(Clone)]
+struct SumAtEndOfWindow;
+
+impl DoFn for SumAtEndOfWindow {
+    type In = KV<String, i64>;
+    type Out = (String, i64);
+    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, (String, i64)>) -> UserResult {
+        ctx.bag_state::<i64>("buffer").add(&e.value)?;
+        let end = ctx.window().max_timestamp();
+        ctx.timer("flush", TimeDomain::EventTime).set(end)?;
+        Ok(())
+    }
+    fn on_timer(
+        &mut self,
+        _: &weir_sdk::do_fn::TimerFiring,
+        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, (String, i64)>,
+    ) -> UserResult {
+        let values = ctx.bag_state::<i64>("buffer").read()?;
+        ctx.bag_state::<i64>("buffer").clear()?;
+        let key: String = ctx.key()?;
+        ctx.output((key, values.iter().sum()))
+    }
+}
+
+/// Stateful DoFns over `ELEMENTS` numbers and `KEYS` keys: running counts (every element
+/// reads its key's state back), and sums flushed by timers at the end of the window.
+fn stateful(p: &Pipeline) {
+    let key = |k: i64| format!("key-{k:05}-{}", "y".repeat(24));
+    let input: Vec<KV<String, i64>> = (0..ELEMENTS).map(|i| KV::new(key(i * 7 % KEYS), i)).collect();
+    let kvs = p.apply("CreateKeyed", Create::of(input));
+    let counts = kvs.apply("Count", ParDo::stateful(RunningCount));
+    // Each key's counts are 1..=n, whatever order its elements came in.
+    let finals = counts
+        .apply("ByKey", Map::new(|(k, _, n): (String, i64, i64)| KV::new(k, n)))
+        .apply("Counts", GroupByKey::create())
+        .apply(
+            "Check",
+            Map::new(|kv: KV<String, Vec<i64>>| {
+                let mut n = kv.value.clone();
+                n.sort();
+                (kv.key, n == (1..=kv.value.len() as i64).collect::<Vec<_>>(), kv.value.len() as i64)
+            }),
+        );
+    let sums = kvs.apply("SumAtEnd", ParDo::stateful(SumAtEndOfWindow));
+    let mut want: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+    for i in 0..ELEMENTS {
+        let e = want.entry(key(i * 7 % KEYS)).or_default();
+        e.0 += 1;
+        e.1 += i;
+    }
+    assert_that(&finals).contains_in_any_order(want.iter().map(|(k, (n, _))| (k.clone(), true, *n)).collect());
+    assert_that(&sums).contains_in_any_order(want.iter().map(|(k, (_, s))| (k.clone(), *s)).collect());
+}
+
 fn on_disk(mut o: PipelineOptions, dir: &std::path::Path) -> PipelineOptions {
     o.state = StateOptions {
         backend: StateBackendKind::Disk,
@@ -52,12 +122,15 @@ fn on_disk(mut o: PipelineOptions, dir: &std::path::Path) -> PipelineOptions {
 }
 
 #[test]
-fn groupings_past_the_budget_give_the_same_results_on_every_runner() {
+fn groupings_and_stateful_dofns_past_the_budget_give_the_same_results_on_every_runner() {
     weir_tests::register_runners();
     for config in weir_tests::CONFIGURATIONS {
         let dir = tempfile::tempdir().unwrap();
         let p = TestPipeline::from_options(on_disk(weir_tests::configuration(config), dir.path()));
         grouping(&p);
+        p.run();
+        let p = TestPipeline::from_options(on_disk(weir_tests::configuration(config), dir.path()));
+        stateful(&p);
         p.run();
         // The job's store went with it.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{config}");
@@ -73,6 +146,7 @@ fn the_progress_and_the_metrics_show_what_went_to_disk_and_came_back() {
     o = on_disk(o, dir.path());
     let p = Pipeline::new(o);
     grouping(&p);
+    stateful(&p);
     let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
     assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
     let recent = query.recent_progress();
@@ -83,8 +157,8 @@ fn the_progress_and_the_metrics_show_what_went_to_disk_and_came_back() {
             .map(|o| *o.custom_metrics.get(name).unwrap_or_else(|| panic!("{name} of {step}")))
             .collect()
     };
-    for step in ["GroupByKey", "Join"] {
-        assert!(figure(step, "stateOnDiskRows").iter().any(|&r| r > 0), "{step}: {recent:?}");
+    for step in ["GroupByKey", "Join", "Count", "SumAtEnd"] {
+        assert!(figure(step, "stateOnDiskRows").iter().any(|&r| r > 0), "{step}");
         assert!(figure(step, "spilledBytes").last().is_some_and(|&b| b > 0));
         // Keys that came back when touched again, and at the end of the input.
         assert!(figure(step, "cacheMissCount").last().is_some_and(|&m| m > 0));
@@ -99,4 +173,49 @@ fn the_progress_and_the_metrics_show_what_went_to_disk_and_came_back() {
         assert_eq!(gauge, Some(last.custom_metrics["spilledBytes"] as i64));
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// With a checkpoint, every commit's delta names the keys that changed wherever they are: a
+/// debug build checks each delta, applied to what was committed before, against the whole
+/// state (in memory and on disk), on micro-batch and timely.
+#[test]
+fn checkpoints_of_state_on_disk_are_exact() {
+    weir_tests::register_runners();
+    for runner in [["--runner", "microbatch", "--parallelism", "2"], ["--runner", "timely", "--workers", "2"]] {
+        let dir = tempfile::tempdir().unwrap();
+        let cp = dir.path().join("cp");
+        let local = dir.path().join("local");
+        std::fs::create_dir_all(&local).unwrap();
+        let mut args: Vec<&str> = runner.to_vec();
+        args.extend([
+            "--max-batch-size",
+            "700",
+            "--checkpoint-dir",
+            cp.to_str().unwrap(),
+            "--state-snapshot-interval",
+            "3",
+        ]);
+        let p = TestPipeline::from_options(on_disk(PipelineOptions::from_args(args).unwrap(), &local));
+        grouping(&p);
+        stateful(&p);
+        p.run();
+        assert_eq!(std::fs::read_dir(&local).unwrap().count(), 0);
+    }
+}
+
+/// A store that cannot be opened fails the job, naming the step and the folder.
+#[test]
+fn an_unusable_local_dir_fails_the_job_naming_the_step_and_the_folder() {
+    weir_tests::register_runners();
+    let dir = tempfile::tempdir().unwrap();
+    // A file where the folder should be.
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let o = on_disk(weir_tests::configuration("microbatch_p1"), &file);
+    let p = Pipeline::new(o);
+    grouping(&p);
+    let err = p.run().and_then(|r| r.wait_until_finish(None)).expect_err("the store cannot be opened");
+    let msg = err.to_string();
+    assert!(msg.contains("GroupByKey") || msg.contains("Join"), "{msg}");
+    assert!(msg.contains("disk state store") && msg.contains("not-a-dir"), "{msg}");
 }

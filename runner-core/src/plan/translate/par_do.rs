@@ -18,8 +18,10 @@ impl Translator<PlanBuilder> for ParDoTranslator {
         let id = node.id;
         let payload = p.clone();
         let n = if p.stateful {
+            let state = b.state().clone();
             let factory = Arc::new(move |g: &PipelineGraph| {
-                Box::new(StatefulParDoOperator::new(g.node(id), &payload, g)) as Box<dyn crate::operator::Operator>
+                let op = StatefulParDoOperator::new(g.node(id), &payload, g).with_state(&state);
+                Box::new(op) as Box<dyn crate::operator::Operator>
             });
             let description = format!("StatefulParDo[{}]", short_type_name(p.fn_name));
             let n = PhysicalNode::of(node, Role::Transform(factory), "stateful-pardo", description).stateful();
