@@ -22,6 +22,7 @@ pub const CONFIGURATIONS: &[&str] = &[
     "microbatch_p4_small_batches",
     "timely_w1",
     "timely_w3_small_batches",
+    "microbatch_p2_disk",
 ];
 
 /// Registers every runner with the SDK's registry (once per process).
@@ -61,6 +62,17 @@ pub fn configuration(name: &str) -> PipelineOptions {
             o.runner = "timely".into();
             o.group_mut::<TimelyOptions>().workers = 3;
             o.group_mut::<StreamingOptions>().max_batch_size = 5;
+        }
+        "microbatch_p2_disk" => {
+            // Keyed state past a kilobyte waits on disk (`--state-backend disk`).
+            o.runner = "microbatch".into();
+            o.group_mut::<MicroBatchOptions>().parallelism = 2;
+            o.group_mut::<StreamingOptions>().max_batch_size = 4;
+            o.state = weir_sdk::options::StateOptions {
+                backend: weir_sdk::options::StateBackendKind::Disk,
+                memory_budget: 1 << 10,
+                local_dir: None,
+            };
         }
         other => panic!("unknown conformance configuration '{other}'; known: {CONFIGURATIONS:?}"),
     }
@@ -185,6 +197,7 @@ macro_rules! conformance {
             fn body($p: &weir_sdk::testing::TestPipeline) $body
             $crate::configurations! {
                 direct direct_unshuffled microbatch_p1 microbatch_p4_small_batches timely_w1 timely_w3_small_batches
+                microbatch_p2_disk
             }
         }
     )*};
