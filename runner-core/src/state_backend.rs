@@ -401,6 +401,20 @@ impl Spill {
         Ok(())
     }
 
+    /// The backend's figures of an operator instance with this area (`None`: not opened yet)
+    /// holding `rows` state rows on disk, after `hits` and `misses` of its cache: the names
+    /// every stateful operator reports them under
+    /// ([`crate::operator::Operator::state_backend_metrics`]).
+    pub fn metrics(area: Option<&Spill>, rows: usize, hits: u64, misses: u64) -> Vec<(&'static str, u64)> {
+        vec![
+            ("stateOnDiskBytes", area.map_or(0, |s| s.bytes_on_disk() as u64)),
+            ("stateOnDiskRows", rows as u64),
+            ("spilledBytes", area.map_or(0, |s| s.spilled_total() as u64)),
+            ("cacheHitCount", hits),
+            ("cacheMissCount", misses),
+        ]
+    }
+
     /// The folder of the store, for tests.
     pub fn dir(&self) -> Option<&Path> {
         self.store.opened.get().and_then(|o| o.as_ref().ok()).map(|o| o.dir.as_path())

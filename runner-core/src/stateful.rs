@@ -692,14 +692,7 @@ impl Operator for StatefulParDoOperator {
 
     fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(d) = &self.store.disk else { return Vec::new() };
-        let spill = d.spill.as_ref();
-        vec![
-            ("stateOnDiskBytes", spill.map_or(0, |s| s.bytes_on_disk() as u64)),
-            ("stateOnDiskRows", d.rows as u64),
-            ("spilledBytes", spill.map_or(0, |s| s.spilled_total() as u64)),
-            ("cacheHitCount", d.hits),
-            ("cacheMissCount", d.misses),
-        ]
+        crate::state_backend::Spill::metrics(d.spill.as_ref(), d.rows, d.hits, d.misses)
     }
 
     fn take_state_changes(&mut self) -> StateChanges {

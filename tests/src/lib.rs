@@ -96,6 +96,42 @@ impl weir_sdk::DoFn for Measured {
     }
 }
 
+mod state_fixtures {
+    use weir_sdk::prelude::*;
+
+    /// Buffers values in a bag and flushes their sum at the end of the window (event-time timer).
+    #[derive(Clone)]
+    pub struct BufferUntilEndOfWindow;
+
+    impl weir_sdk::DoFn for BufferUntilEndOfWindow {
+        type In = weir_sdk::KV<String, i64>;
+        type Out = weir_sdk::KV<String, i64>;
+        fn process(
+            &mut self,
+            e: weir_sdk::KV<String, i64>,
+            ctx: &mut weir_sdk::ProcessContext<'_, weir_sdk::KV<String, i64>>,
+        ) -> weir_sdk::UserResult {
+            ctx.bag_state::<i64>("buffer").add(&e.value)?;
+            let end = ctx.window().max_timestamp();
+            ctx.timer("flush", weir_sdk::state::TimeDomain::EventTime).set(end)?;
+            Ok(())
+        }
+        fn on_timer(
+            &mut self,
+            t: &weir_sdk::do_fn::TimerFiring,
+            ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, weir_sdk::KV<String, i64>>,
+        ) -> weir_sdk::UserResult {
+            assert_eq!(t.id, "flush");
+            let values = ctx.bag_state::<i64>("buffer").read()?;
+            ctx.bag_state::<i64>("buffer").clear()?;
+            let key: String = ctx.key()?;
+            ctx.output(weir_sdk::KV::new(key, values.iter().sum()))
+        }
+    }
+}
+
+pub use state_fixtures::BufferUntilEndOfWindow;
+
 /// The numbers `0..n` of an element `n`, number `i` at `i * 10` ms, seven per call: the rest of
 /// the restriction is resumed after `resume_delay`, from the operator's checkpointed state.
 #[derive(Clone)]

@@ -57,31 +57,6 @@ impl DoFn for RunningCount {
     }
 }
 
-/// Buffers values in a bag and flushes their sum at the end of the window (event-time timer).
-#[derive(Clone)]
-struct SumAtEndOfWindow;
-
-impl DoFn for SumAtEndOfWindow {
-    type In = KV<String, i64>;
-    type Out = (String, i64);
-    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, (String, i64)>) -> UserResult {
-        ctx.bag_state::<i64>("buffer").add(&e.value)?;
-        let end = ctx.window().max_timestamp();
-        ctx.timer("flush", TimeDomain::EventTime).set(end)?;
-        Ok(())
-    }
-    fn on_timer(
-        &mut self,
-        _: &weir_sdk::do_fn::TimerFiring,
-        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, (String, i64)>,
-    ) -> UserResult {
-        let values = ctx.bag_state::<i64>("buffer").read()?;
-        ctx.bag_state::<i64>("buffer").clear()?;
-        let key: String = ctx.key()?;
-        ctx.output((key, values.iter().sum()))
-    }
-}
-
 /// Stateful DoFns over `ELEMENTS` numbers and `KEYS` keys: running counts (every element
 /// reads its key's state back), and sums flushed by timers at the end of the window.
 fn stateful(p: &Pipeline) {
@@ -101,7 +76,7 @@ fn stateful(p: &Pipeline) {
                 (kv.key, n == (1..=kv.value.len() as i64).collect::<Vec<_>>(), kv.value.len() as i64)
             }),
         );
-    let sums = kvs.apply("SumAtEnd", ParDo::stateful(SumAtEndOfWindow));
+    let sums = kvs.apply("SumAtEnd", ParDo::stateful(weir_tests::BufferUntilEndOfWindow));
     let mut want: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
     for i in 0..ELEMENTS {
         let e = want.entry(key(i * 7 % KEYS)).or_default();
@@ -109,7 +84,7 @@ fn stateful(p: &Pipeline) {
         e.1 += i;
     }
     assert_that(&finals).contains_in_any_order(want.iter().map(|(k, (n, _))| (k.clone(), true, *n)).collect());
-    assert_that(&sums).contains_in_any_order(want.iter().map(|(k, (_, s))| (k.clone(), *s)).collect());
+    assert_that(&sums).contains_in_any_order(want.iter().map(|(k, (_, s))| KV::new(k.clone(), *s)).collect());
 }
 
 fn on_disk(mut o: PipelineOptions, dir: &std::path::Path) -> PipelineOptions {

@@ -33,31 +33,7 @@ impl DoFn for RunningCount {
     }
 }
 
-/// Buffers values in a bag and flushes their sum at the end of the window (event-time timer).
-#[derive(Clone)]
-struct BufferUntilEndOfWindow;
-
-impl DoFn for BufferUntilEndOfWindow {
-    type In = KV<String, i64>;
-    type Out = KV<String, i64>;
-    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, KV<String, i64>>) -> UserResult {
-        ctx.bag_state::<i64>("buffer").add(&e.value)?;
-        let end = ctx.window().max_timestamp();
-        ctx.timer("flush", TimeDomain::EventTime).set(end)?;
-        Ok(())
-    }
-    fn on_timer(
-        &mut self,
-        t: &weir_sdk::do_fn::TimerFiring,
-        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, KV<String, i64>>,
-    ) -> UserResult {
-        assert_eq!(t.id, "flush");
-        let values = ctx.bag_state::<i64>("buffer").read()?;
-        ctx.bag_state::<i64>("buffer").clear()?;
-        let key: String = ctx.key()?;
-        ctx.output(KV::new(key, values.iter().sum()))
-    }
-}
+use weir_tests::BufferUntilEndOfWindow;
 
 /// Exercises combining, set, map and ordered-list state; emits a summary at window expiration.
 #[derive(Clone)]

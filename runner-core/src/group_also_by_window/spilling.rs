@@ -54,14 +54,7 @@ impl GroupAlsoByWindow {
     /// none on the memory backend.
     pub fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(disk) = &self.disk else { return Vec::new() };
-        let spill = disk.spill.as_ref();
-        vec![
-            ("stateOnDiskBytes", spill.map_or(0, |s| s.bytes_on_disk() as u64)),
-            ("stateOnDiskRows", disk.windows as u64),
-            ("spilledBytes", spill.map_or(0, |s| s.spilled_total() as u64)),
-            ("cacheHitCount", disk.hits),
-            ("cacheMissCount", disk.misses),
-        ]
+        Spill::metrics(disk.spill.as_ref(), disk.windows, disk.hits, disk.misses)
     }
 
     /// Bytes of window state on disk.
