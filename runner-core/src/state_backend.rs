@@ -215,16 +215,11 @@ pub struct Spill {
     store: Arc<DiskStore>,
     step: String,
     prefix: [u8; 8],
-    /// Hash of each key on disk, with how many keys share it, its encoded bytes and rows.
-    on_disk: hashbrown::HashMap<u64, OnDisk>,
+    /// Hash of each key on disk, with how many keys on disk share it.
+    on_disk: hashbrown::HashMap<u64, u32>,
     bytes_on_disk: usize,
     /// Bytes written to disk since the instance started.
     spilled_total: usize,
-}
-
-#[derive(Clone, Copy, Default)]
-struct OnDisk {
-    keys: u32,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -287,7 +282,7 @@ impl Spill {
         let mut batch = db.batch();
         let (mut bytes, n) = (0usize, states.len());
         for (key, value) in states {
-            self.on_disk.entry(key_hash(&key)).or_default().keys += 1;
+            *self.on_disk.entry(key_hash(&key)).or_default() += 1;
             bytes += value.len();
             batch.insert(&ks, self.disk_key(&key), value);
         }
@@ -329,8 +324,8 @@ impl Spill {
 
     fn forget(&mut self, h: u64, bytes: usize) {
         if let hashbrown::hash_map::Entry::Occupied(mut e) = self.on_disk.entry(h) {
-            e.get_mut().keys -= 1;
-            if e.get().keys == 0 {
+            *e.get_mut() -= 1;
+            if *e.get() == 0 {
                 e.remove();
             }
         }

@@ -108,19 +108,25 @@ impl GroupAlsoByWindow {
             return Ok(());
         }
         let Some(bytes) = spill.take(key)? else { return Ok(()) };
-        let tick = disk.tick;
         disk.misses += 1;
-        let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, &bytes)?;
-        disk.windows -= states.len();
-        let k = Key::from(key);
-        let mut windows = KeyWindows { touched: tick, ..KeyWindows::default() };
+        self.resume_key(key, &bytes)
+    }
+
+    /// Puts a key read back from disk (its encoded windows) into the key map.
+    fn resume_key(&mut self, key: &[u8], bytes: &[u8]) -> Result<()> {
+        let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, bytes)?;
+        let mut windows = KeyWindows::default();
+        if let Some(d) = self.disk.as_mut() {
+            d.windows -= states.len();
+            windows.touched = d.tick;
+        }
         for (window, updated_in, repr) in states {
             let mut state = WindowState::from_repr(repr, &self.fresh);
             state.updated_in = updated_in;
             self.counts.bytes += state_bytes(key, &state);
             windows.insert(window, state);
         }
-        self.keys.insert(k, windows);
+        self.keys.insert(Key::from(key), windows);
         Ok(())
     }
 
@@ -187,20 +193,8 @@ impl GroupAlsoByWindow {
         if run.is_empty() {
             return Ok(false);
         }
-        let tick = disk.tick;
         for (key, bytes) in run {
-            let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, &bytes)?;
-            if let Some(d) = self.disk.as_mut() {
-                d.windows -= states.len();
-            }
-            let mut windows = KeyWindows { touched: tick, ..KeyWindows::default() };
-            for (window, updated_in, repr) in states {
-                let mut state = WindowState::from_repr(repr, &self.fresh);
-                state.updated_in = updated_in;
-                self.counts.bytes += state_bytes(&key, &state);
-                windows.insert(window, state);
-            }
-            self.keys.insert(Key::from(&key[..]), windows);
+            self.resume_key(&key, &bytes)?;
         }
         Ok(true)
     }
