@@ -2,6 +2,7 @@
 //! stages, and what cannot run refused at Prepare, naming the transform and the URN.
 
 mod common;
+use weir_portable::preprocess::descriptor::describe;
 use weir_portable::preprocess::{plan, StageKind};
 use weir_portable::proto::pipeline::v1 as rapi;
 use weir_portable::Error;
@@ -124,16 +125,21 @@ class Odd(window.WindowFn):
 "#;
     let interval = merging.replace("CODER", "beam.coders.coders.IntervalWindowCoder()");
     assert!(plan(&common::submitted(&interval).unwrap()).is_ok(), "an SDK's merging interval windows plan");
-    // ... unless its windows are coded by a coder of the SDK's own, which Weir cannot read:
-    // refused ahead of the GroupByKey.
+    // ... and one whose windows are coded by a coder of the SDK's own: Weir asks the harnesses
+    // to write each window after its last instant, length-prefixed, and carries it as bytes.
     let own = merging.replace("CODER", "OwnCoder()");
-    let err = plan(&common::submitted(&own).unwrap()).expect_err("windows of an SDK coder are refused").to_string();
-    assert!(err.starts_with("transform 'Group' (beam:transform:group_by_key:v1)"), "{err}");
-    assert!(err.contains("known only to the SDK") && err.contains("which Weir cannot read"), "{err}");
-    // The PCollection by its name and the user's step that makes it, not the proto's id, and
-    // what to do instead.
-    assert!(!err.contains("ref_PCollection") && err.contains("the output of 'MyWindows"), "{err}");
-    assert!(err.contains("Weir runs GlobalWindows, FixedWindows, SlidingWindows and Sessions"), "{err}");
+    let planned = plan(&common::submitted(&own).unwrap()).expect("windows of an SDK coder plan");
+    let mut custom = 0;
+    for (i, stage) in planned.stages.iter().enumerate().filter(|(_, s)| matches!(s.kind, StageKind::Sdk { .. })) {
+        let d = describe(&planned.pipeline, stage, &format!("s{i}"), "127.0.0.1:1").unwrap();
+        let urn = |id: &str| d.descriptor.coders[id].spec.as_ref().unwrap().urn.clone();
+        for c in d.descriptor.coders.values().filter(|c| c.spec.as_ref().unwrap().urn == "beam:coder:custom_window:v1")
+        {
+            assert_eq!(urn(&c.component_coder_ids[0]), "beam:coder:length_prefix:v1");
+            custom += 1;
+        }
+    }
+    assert!(custom >= 1, "the harnesses write SDK windows after their last instant: {custom}");
 }
 
 /// Every data port of every harness stage has a wire coder Weir can delimit: for the grouping's
@@ -141,7 +147,6 @@ class Odd(window.WindowFn):
 #[test]
 fn every_data_port_speaks_a_wire_form_weir_can_delimit() {
     use prost::Message;
-    use weir_portable::preprocess::descriptor::describe;
     use weir_portable::preprocess::wire::Wire;
     use weir_portable::proto::fn_execution::v1::RemoteGrpcPort;
     let Some(p) = common::submitted(

@@ -94,6 +94,8 @@ pub mod coders {
     pub const GLOBAL_WINDOW: &str = "beam:coder:global_window:v1";
     /// An interval window.
     pub const INTERVAL_WINDOW: &str = "beam:coder:interval_window:v1";
+    /// A window of another coder, after its last instant (its component: that coder).
+    pub const CUSTOM_WINDOW: &str = "beam:coder:custom_window:v1";
     /// A Python value, pickled: only Beam Python reads it.
     pub const PICKLED_PYTHON: &str = "beam:coder:pickled_python:v1";
 }

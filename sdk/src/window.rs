@@ -69,6 +69,118 @@ impl CustomWindow {
     }
 }
 
+/// How many bytes of an [`SdkWindow`] are kept inline; a longer window is kept once per process
+/// in a table and named by its index there.
+const SDK_WINDOW_INLINE: usize = 23;
+
+/// `SdkWindow::len` of a window kept in the table.
+const SDK_WINDOW_INTERNED: u8 = u8::MAX;
+
+/// A window that only the SDK that made it can read: a portable pipeline's window in a coder of
+/// the SDK's own (a Beam Java `BoundedWindow` of the user's, with its coder). Weir carries the
+/// window's bytes in that coder as they are, and knows of it only its last instant, which the
+/// harness writes before the bytes (Beam's `beam:coder:custom_window:v1`). Two are the same
+/// window when their bytes are equal (Beam requires window coders to be deterministic).
+///
+/// It is `Copy`, as every window is, and no larger than Weir's other windows: windows of up to
+/// 23 bytes (an interval, an id and a flag take about 15) are kept inline; a longer window is
+/// kept once per process in a table that lives as long as the process.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SdkWindow {
+    max_timestamp: Timestamp,
+    len: u8,
+    bytes: [u8; SDK_WINDOW_INLINE],
+}
+
+/// The table of longer SDK windows: their bytes by index, and their indexes by bytes.
+#[derive(Default)]
+struct SdkWindowTable {
+    bytes: Vec<std::sync::Arc<[u8]>>,
+    index: std::collections::HashMap<std::sync::Arc<[u8]>, u64>,
+}
+
+fn sdk_window_table() -> &'static std::sync::RwLock<SdkWindowTable> {
+    static TABLE: std::sync::OnceLock<std::sync::RwLock<SdkWindowTable>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(Default::default)
+}
+
+impl SdkWindow {
+    /// The window whose last instant is `max_timestamp` and whose encoding in its SDK's coder is
+    /// `bytes`.
+    pub fn new(max_timestamp: Timestamp, bytes: &[u8]) -> SdkWindow {
+        let mut inline = [0u8; SDK_WINDOW_INLINE];
+        if bytes.len() <= SDK_WINDOW_INLINE {
+            inline[..bytes.len()].copy_from_slice(bytes);
+            return SdkWindow { max_timestamp, len: bytes.len() as u8, bytes: inline };
+        }
+        let known = sdk_window_table().read().unwrap_or_else(|e| e.into_inner()).index.get(bytes).copied();
+        let id = known.unwrap_or_else(|| {
+            let mut table = sdk_window_table().write().unwrap_or_else(|e| e.into_inner());
+            if let Some(id) = table.index.get(bytes) {
+                return *id;
+            }
+            let shared: std::sync::Arc<[u8]> = bytes.into();
+            let id = table.bytes.len() as u64;
+            table.bytes.push(shared.clone());
+            table.index.insert(shared, id);
+            id
+        });
+        inline[..8].copy_from_slice(&id.to_le_bytes());
+        SdkWindow { max_timestamp, len: SDK_WINDOW_INTERNED, bytes: inline }
+    }
+
+    /// The last instant inside the window.
+    pub fn max_timestamp(&self) -> Timestamp {
+        self.max_timestamp
+    }
+
+    /// Calls `f` with the window's encoding in its SDK's coder.
+    pub fn with_bytes<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        if self.len != SDK_WINDOW_INTERNED {
+            return f(&self.bytes[..self.len as usize]);
+        }
+        let id = u64::from_le_bytes(self.bytes[..8].try_into().expect("8 bytes"));
+        let shared = sdk_window_table().read().unwrap_or_else(|e| e.into_inner()).bytes[id as usize].clone();
+        f(&shared)
+    }
+
+    /// The window's encoding in its SDK's coder.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.with_bytes(<[u8]>::to_vec)
+    }
+}
+
+impl fmt::Debug for SdkWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SdkWindow(..{}, ", self.max_timestamp)?;
+        self.with_bytes(|b| b.iter().try_for_each(|x| write!(f, "{x:02x}")))?;
+        f.write_str(")")
+    }
+}
+
+/// The form an SDK window is written in checkpoints and between processes: its last instant and
+/// its bytes (a window kept in the table has another index in another process).
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "SdkWindow")]
+struct SdkWindowForm {
+    max_timestamp: Timestamp,
+    #[serde(with = "serde_bytes")]
+    bytes: Vec<u8>,
+}
+
+impl Serialize for SdkWindow {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        SdkWindowForm { max_timestamp: self.max_timestamp, bytes: self.to_bytes() }.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for SdkWindow {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let form = SdkWindowForm::deserialize(deserializer)?;
+        Ok(SdkWindow::new(form.max_timestamp, &form.bytes))
+    }
+}
+
 /// A window an element belongs to.
 ///
 /// Every element carries exactly one window: an element that a `WindowFn` assigns to several
@@ -81,13 +193,16 @@ pub enum Window {
     Interval(IntervalWindow),
     /// A custom window from a user [`crate::window_fn::WindowFn`].
     Custom(CustomWindow),
+    /// A window only its SDK can read (a portable pipeline's window in a coder of its own).
+    Sdk(SdkWindow),
 }
 
 impl Window {
-    /// The first instant inside the window (the earliest timestamp for the global window).
+    /// The first instant inside the window (the earliest timestamp for the global window, and
+    /// for an SDK's window, whose start Weir does not know).
     pub fn min_timestamp(&self) -> Timestamp {
         match self {
-            Window::Global => crate::time::MIN_TIMESTAMP,
+            Window::Global | Window::Sdk(_) => crate::time::MIN_TIMESTAMP,
             Window::Interval(w) => w.start,
             Window::Custom(w) => w.start,
         }
@@ -99,19 +214,22 @@ impl Window {
             Window::Global => GLOBAL_WINDOW_MAX_TIMESTAMP,
             Window::Interval(w) => w.max_timestamp(),
             Window::Custom(w) => w.end - 1,
+            Window::Sdk(w) => w.max_timestamp,
         }
     }
 
     /// The interval of an interval or custom window.
     pub fn interval(&self) -> Option<IntervalWindow> {
         match self {
-            Window::Global => None,
+            Window::Global | Window::Sdk(_) => None,
             Window::Interval(w) => Some(*w),
             Window::Custom(w) => Some(w.interval()),
         }
     }
 
-    /// Appends the window's encoding (Beam's global-window / interval-window coders).
+    /// Appends the window's encoding (Beam's global-window / interval-window coders; an SDK's
+    /// window as Beam's `beam:coder:custom_window:v1` of a length-prefixed window, the form Weir
+    /// asks harnesses for).
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Window::Global => {}
@@ -120,6 +238,13 @@ impl Window {
                 crate::coders::encode_interval_window(&w.interval(), out);
                 crate::coders::write_varint(w.tag as u64, out);
                 out.push(w.kind);
+            }
+            Window::Sdk(w) => {
+                crate::coders::write_timestamp(w.max_timestamp, out);
+                w.with_bytes(|b| {
+                    crate::coders::write_varint(b.len() as u64, out);
+                    out.extend_from_slice(b);
+                });
             }
         }
     }
@@ -131,6 +256,7 @@ impl fmt::Display for Window {
             Window::Global => f.write_str("GlobalWindow"),
             Window::Interval(w) => w.fmt(f),
             Window::Custom(w) => write!(f, "[{}..{})#{}/{}", w.start, w.end, w.tag, w.kind),
+            Window::Sdk(w) => fmt::Debug::fmt(w, f),
         }
     }
 }

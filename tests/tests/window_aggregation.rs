@@ -29,6 +29,7 @@ impl<T: Element + Debug> DoFn for RenderOf<T> {
             W::Global => "global".to_string(),
             W::Interval(w) => format!("[{},{})", w.start, w.end),
             W::Custom(c) => format!("{c:?}"),
+            W::Sdk(s) => format!("{s:?}"),
         };
         let (i, n, first, last) = (p.index, p.non_speculative_index, p.is_first, p.is_last);
         ctx.output(format!("{v:?} {window}@{} {timing} {i} {n} {first} {last}", ctx.timestamp()));

@@ -112,9 +112,7 @@ pub(crate) fn check_windowing(c: &rapi::Components, t: &rapi::PTransform, pc: &s
             format!("the windowing of {}: {e}", pc_name(c, pc))
         } else {
             format!(
-                "PCollection {} is windowed by {window_fn}, a window function known only to the SDK: {e}; \
-                 Weir runs GlobalWindows, FixedWindows, SlidingWindows and Sessions, and window functions of \
-                 the SDK whose windows do not merge and are coded as global or interval windows",
+                "PCollection {} is windowed by {window_fn}, a window function known only to the SDK: {e}",
                 pc_name(c, pc)
             )
         };

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::preprocess::wire::standard;
+use crate::preprocess::wire::{plain_coder as coder, standard, wire_window_coder};
 use crate::preprocess::{Stage, StageKind};
 use crate::proto::fn_execution::v1 as fapi;
 use crate::proto::pipeline::v1 as rapi;
@@ -72,9 +72,18 @@ impl Builder<'_> {
         let pc = self.pcollection(id)?.clone();
         let ws = &self.c.windowing_strategies[&pc.windowing_strategy_id];
         let value = self.readable(&pc.coder_id);
+        let window = self.window_coder(&ws.window_coder_id)?;
         let wire = format!("{id}_weir_wire");
-        self.d.coders.insert(wire.clone(), coder(WINDOWED_VALUE, vec![value, ws.window_coder_id.clone()]));
+        self.d.coders.insert(wire.clone(), coder(WINDOWED_VALUE, vec![value, window]));
         Ok(wire)
+    }
+
+    /// Window coder `id` as the harness writes windows for Weir ([`wire_window_coder`]).
+    fn window_coder(&mut self, id: &str) -> Result<String, Error> {
+        self.coder(id)?;
+        let wire = wire_window_coder(&self.c.coders, id)?;
+        self.d.coders.extend(wire.coders);
+        Ok(wire.id)
     }
 }
 
@@ -119,9 +128,9 @@ impl Builder<'_> {
                 return Err(Error::Malformed(format!("no key and window coders in timer coder '{id}'")));
             };
             let key = self.readable(key);
-            self.coder(window)?;
+            let window = self.window_coder(window)?;
             let readable = format!("{id}_weir_readable");
-            self.d.coders.insert(readable.clone(), coder(TIMER, vec![key, window.clone()]));
+            self.d.coders.insert(readable.clone(), coder(TIMER, vec![key, window]));
             family.timer_family_coder_id = readable;
         }
         spec.payload = p.encode_to_vec();
@@ -130,13 +139,6 @@ impl Builder<'_> {
 
     fn standard(&self, id: &str) -> bool {
         standard(&self.c.coders, id)
-    }
-}
-
-fn coder(urn: &str, components: Vec<String>) -> rapi::Coder {
-    rapi::Coder {
-        spec: Some(rapi::FunctionSpec { urn: urn.into(), payload: Vec::new() }),
-        component_coder_ids: components,
     }
 }
 

@@ -17,7 +17,6 @@ use weir_sdk::trigger::{AccumulationMode, ClosingBehavior, OnTimeBehavior, Times
 use weir_sdk::window::Window;
 use weir_sdk::window_fn::{FixedWindows, GlobalWindows, Sessions, SlidingWindows, WindowFn, WindowingStrategy};
 
-use weir_sdk::urns::coders as coder_urns;
 use weir_sdk::urns::window_fns as urns;
 
 fn duration(d: Option<prost_types::Duration>) -> Result<Duration, String> {
@@ -104,10 +103,11 @@ pub trait SdkMerger: Send + Sync {
 }
 
 /// Windows the SDK's own window function assigns (Beam Java's `serialized_java`, a
-/// `WindowFn` only the harness can run), coded as global or interval windows: Weir never
+/// `WindowFn` only the harness can run), coded as global or interval windows or by a coder of
+/// the SDK's own (then carried as bytes after their last instant, `SdkWindow`): Weir never
 /// assigns them (the WindowInto that does runs in the harness), it groups and triggers on them
-/// as on any window whose bounds it reads. Windows that merge are merged by a harness, through
-/// the `merger` the translation gives them.
+/// as on any window whose end it knows. Windows that merge are merged by a harness, through the
+/// `merger` the translation gives them.
 #[derive(Clone)]
 pub struct SdkWindows {
     /// The window function as the pipeline gives it.
@@ -153,16 +153,15 @@ impl WindowFn for SdkWindows {
 }
 
 /// The window function of strategy `ws`: one Weir runs, or (for one only the SDK knows) the
-/// harness's own, when its windows are coded as global or interval windows.
+/// harness's own.
 fn strategy_window_fn(ws: &rapi::WindowingStrategy, coders: &Coders) -> Result<Arc<dyn WindowFn>, String> {
     let spec = ws.window_fn.as_ref().ok_or("a windowing strategy without a window function")?;
     match window_fn(spec) {
         Ok(f) => Ok(f),
         Err(e) if !is_known(&spec.urn) => {
             let merging = ws.merge_status == rapi::merge_status::Enum::NeedsMerge as i32;
-            let coder = coders.get(&ws.window_coder_id).and_then(|c| c.spec.as_ref()).map_or("", |s| s.urn.as_str());
-            if coder != coder_urns::GLOBAL_WINDOW && coder != coder_urns::INTERVAL_WINDOW {
-                return Err(format!("{e}, and its windows are coded by {coder}, which Weir cannot read"));
+            if !coders.contains_key(&ws.window_coder_id) {
+                return Err(format!("{e}, and its window coder '{}' is not among the pipeline's", ws.window_coder_id));
             }
             Ok(Arc::new(SdkWindows { spec: spec.clone(), merging, merger: None }))
         }

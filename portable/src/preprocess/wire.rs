@@ -18,6 +18,53 @@ pub(crate) fn standard(coders: &std::collections::HashMap<String, rapi::Coder>, 
     })
 }
 
+/// A window coder as harnesses write windows for Weir: what Weir reads of it, the id of the coder
+/// the harnesses use, and the coders that define that id.
+#[derive(Debug, Clone)]
+pub struct WireWindowCoder {
+    /// How Weir reads the windows.
+    pub kind: weir_sdk::coders::WindowCoderKind,
+    /// The coder harnesses write windows in.
+    pub id: String,
+    /// The coders that define it (the window coder itself first).
+    pub coders: Vec<(String, rapi::Coder)>,
+}
+
+/// Window coder `id` as harnesses write windows for Weir: Beam's global and interval window
+/// coders as they are; any other (an SDK's own) as `beam:coder:custom_window:v1` of it
+/// length-prefixed, so that each window comes after its last instant and Weir finds where it ends
+/// ([`weir_sdk::window::SdkWindow`]).
+pub fn wire_window_coder(
+    coders: &std::collections::HashMap<String, rapi::Coder>,
+    id: &str,
+) -> Result<WireWindowCoder, Error> {
+    use weir_sdk::coders::WindowCoderKind;
+    use weir_sdk::urns::coders::{CUSTOM_WINDOW, GLOBAL_WINDOW, INTERVAL_WINDOW};
+    let coder = coders.get(id).ok_or_else(|| Error::Malformed(format!("no coder '{id}'")))?;
+    let own = vec![(id.to_string(), coder.clone())];
+    let kind = match coder.spec.as_ref().map_or("", |s| s.urn.as_str()) {
+        GLOBAL_WINDOW => WindowCoderKind::Global,
+        INTERVAL_WINDOW => WindowCoderKind::Interval,
+        _ => {
+            let prefixed = format!("{id}_weir_prefixed");
+            let wire = format!("{id}_weir_window");
+            let mut defined = own;
+            defined.push((prefixed.clone(), plain_coder(LENGTH_PREFIX, vec![id.to_string()])));
+            defined.push((wire.clone(), plain_coder(CUSTOM_WINDOW, vec![prefixed])));
+            return Ok(WireWindowCoder { kind: WindowCoderKind::Sdk, id: wire, coders: defined });
+        }
+    };
+    Ok(WireWindowCoder { kind, id: id.to_string(), coders: own })
+}
+
+/// A coder of `urn` with `components` and no payload.
+pub(crate) fn plain_coder(urn: &str, components: Vec<String>) -> rapi::Coder {
+    rapi::Coder {
+        spec: Some(rapi::FunctionSpec { urn: urn.into(), payload: Vec::new() }),
+        component_coder_ids: components,
+    }
+}
+
 /// How Weir reads a value in its wire coder: enough to find where a value ends and, for a KV,
 /// where its key ends (Weir groups on the key's bytes and never decodes an SDK's values).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -34,7 +34,7 @@ use weir_sdk::transforms::impulse::Impulse;
 use weir_sdk::{Map, PCollection, PCollectionList, Pipeline};
 
 use crate::preprocess::windowing;
-use crate::preprocess::wire::Wire;
+use crate::preprocess::wire::{Wire, WireWindowCoder};
 use crate::preprocess::{PortablePlan, Stage, StageKind};
 use crate::proto::pipeline::v1 as rapi;
 use crate::worker::FnServer;
@@ -141,16 +141,9 @@ impl Translator<'_> {
         Ok(merger)
     }
 
-    /// The window coder of strategy `ws`, as the harnesses and Weir read it.
-    fn window_coder_of<'s>(&'s self, ws: &'s rapi::WindowingStrategy) -> Result<sdk_windows::WindowCoder<'s>, Error> {
-        let coder =
-            self.c.coders.get(&ws.window_coder_id).ok_or_else(|| err(format!("no coder '{}'", ws.window_coder_id)))?;
-        let kind = match coder.spec.as_ref().map(|s| s.urn.as_str()) {
-            Some(weir_sdk::urns::coders::INTERVAL_WINDOW) => WindowCoderKind::Interval,
-            Some(weir_sdk::urns::coders::GLOBAL_WINDOW) => WindowCoderKind::Global,
-            other => return Err(err(format!("windows of coder {other:?}, which Weir cannot read"))),
-        };
-        Ok(sdk_windows::WindowCoder { id: &ws.window_coder_id, coder, kind })
+    /// The window coder of strategy `ws`, as the harnesses write windows for Weir.
+    fn window_coder_of(&self, ws: &rapi::WindowingStrategy) -> Result<WireWindowCoder, Error> {
+        crate::preprocess::wire::wire_window_coder(&self.c.coders, &ws.window_coder_id)
     }
 
     /// The harnesses of environment `id` (or, if it has none, of any), with the environment.
@@ -162,17 +155,9 @@ impl Translator<'_> {
         Ok(((env_id.as_str(), env), self.h.workers[*env_id].clone()))
     }
 
-    /// The window coder of PCollection `pc`.
+    /// How Weir reads the windows of PCollection `pc`.
     fn window_coder(&self, pc: &str) -> Result<WindowCoderKind, Error> {
-        let id = &self.strategy_proto(pc)?.window_coder_id;
-        match self.c.coders.get(id).and_then(|c| c.spec.as_ref()).map(|s| s.urn.as_str()) {
-            Some("beam:coder:global_window:v1") => Ok(WindowCoderKind::Global),
-            Some("beam:coder:interval_window:v1") => Ok(WindowCoderKind::Interval),
-            other => Err(err(format!(
-                "PCollection {} has windows Weir cannot encode (coder {other:?})",
-                crate::preprocess::pc_name(self.c, pc)
-            ))),
-        }
+        Ok(self.window_coder_of(self.strategy_proto(pc)?)?.kind)
     }
 
     /// The wire form of PCollection `pc`'s values.

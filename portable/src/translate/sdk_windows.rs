@@ -28,6 +28,7 @@ use weir_sdk::window::Window;
 use weir_sdk::window_fn::WindowFn;
 
 use crate::preprocess::windowing::SdkMerger;
+use crate::preprocess::wire::WireWindowCoder;
 use crate::proto::fn_execution::v1 as fapi;
 use crate::proto::pipeline::v1 as rapi;
 use crate::worker::FnServer;
@@ -35,16 +36,6 @@ use crate::Error;
 
 const SOURCE: &str = "weir_sdk_windows_source";
 const SINK: &str = "weir_sdk_windows_sink";
-
-/// A window coder of the pipeline: its id, its definition, and how Weir reads it.
-pub struct WindowCoder<'a> {
-    /// Its id among the pipeline's coders.
-    pub id: &'a str,
-    /// Its definition.
-    pub coder: &'a rapi::Coder,
-    /// How Weir reads it.
-    pub kind: WindowCoderKind,
-}
 
 /// One transform of the SDK's own that a harness runs on `KV<nonce, value>`, giving
 /// `KV<nonce, value>` back, on the harnesses of an environment.
@@ -130,17 +121,17 @@ impl HarnessMerger {
         env: (&str, &rapi::Environment),
         workers: Vec<String>,
         window_fn: &rapi::FunctionSpec,
-        window: WindowCoder<'_>,
+        window: WireWindowCoder,
         id: String,
     ) -> Self {
-        let w = window.id;
-        let coders = vec![
-            (w.to_string(), window.coder.clone()),
+        let w = window.id.as_str();
+        let mut coders = window.coders.clone();
+        coders.extend([
             ("weir_windows".to_string(), coder(urns::coders::ITERABLE, &[w])),
             ("weir_merge".to_string(), coder(urns::coders::KV, &[w, "weir_windows"])),
             ("weir_merges".to_string(), coder(urns::coders::ITERABLE, &["weir_merge"])),
             ("weir_merged".to_string(), coder(urns::coders::KV, &["weir_windows", "weir_merges"])),
-        ];
+        ]);
         let spec = rapi::FunctionSpec { urn: urns::MERGE_WINDOWS.into(), payload: window_fn.encode_to_vec() };
         let descriptor = describe(h.server.address(), env, spec, coders, ("weir_windows", "weir_merged"), id);
         let call = HarnessCall::new(h, workers, descriptor);
@@ -203,12 +194,12 @@ impl MappedBySdk {
         (env, workers): ((&str, &rapi::Environment), Vec<String>),
         inner: Arc<dyn WindowFn>,
         mapping_fn: &rapi::FunctionSpec,
-        (main, side): (WindowCoder<'_>, WindowCoder<'_>),
+        (main, side): (WireWindowCoder, WireWindowCoder),
         id: String,
     ) -> Self {
-        let coders = vec![(main.id.to_string(), main.coder.clone()), (side.id.to_string(), side.coder.clone())];
+        let coders = main.coders.iter().chain(&side.coders).cloned().collect();
         let spec = rapi::FunctionSpec { urn: urns::MAP_WINDOWS.into(), payload: mapping_fn.encode_to_vec() };
-        let descriptor = describe(h.server.address(), env, spec, coders, (main.id, side.id), id);
+        let descriptor = describe(h.server.address(), env, spec, coders, (&main.id, &side.id), id);
         let call = HarnessCall::new(h, workers, descriptor);
         MappedBySdk { inner, call, side: side.kind, mapped: Mutex::new(HashMap::new()) }
     }

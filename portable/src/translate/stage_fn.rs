@@ -529,11 +529,7 @@ impl StageFn {
     fn gather(&mut self, wv: WindowedValue<Vec<u8>>, sides: &dyn SideInputReader) -> Result<bool, UserError> {
         self.gather_sides(&wv.window, sides)?;
         // Beam's windowed value, as `port_coder` writes it, without a window list per element.
-        let fits = matches!(
-            (self.rt.input.1, &wv.window),
-            (WindowCoderKind::Global, Window::Global) | (WindowCoderKind::Interval, Window::Interval(_))
-        );
-        if !fits {
+        if !self.rt.input.1.fits(&wv.window) {
             return Err(
                 format!("window {} does not fit the stage's window coder {:?}", wv.window, self.rt.input.1).into()
             );

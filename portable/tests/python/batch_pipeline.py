@@ -7,6 +7,7 @@ Weir (through weir-job-server) and compare the files.
 
 import argparse
 import json
+import struct
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -91,8 +92,18 @@ def run(argv=None):
             | "CountOwnSessions" >> beam.CombinePerKey(sum)
             | "OwnWithWindow" >> beam.ParDo(_WithWindow())
             | "OwnRewindow" >> beam.WindowInto(window.GlobalWindows()))
+        # Windows of the user's own type and coder, which Weir carries as bytes: sessions per
+        # key, some windows longer than Weir keeps inline (a long key makes a long tag).
+        tagged_sessions = (
+            stamped
+            | "LongKeys" >> beam.Map(lambda kv: (kv[0] * (1 if kv[0] == "m0" else 12), kv[1]))
+            | "TaggedSessions" >> beam.WindowInto(_TaggedSessions(4))
+            | "CountTagged" >> beam.CombinePerKey(sum)
+            | "TaggedWithWindow" >> beam.ParDo(_WithTaggedWindow())
+            | "TaggedRewindow" >> beam.WindowInto(window.GlobalWindows()))
         # Flatten, of inputs with different coders (and one windowing, as Beam requires).
-        everything = (grouped, counts, tagged, windowed, mixed, regrouped, own_sessions) | "All" >> beam.Flatten()
+        everything = ((grouped, counts, tagged, windowed, mixed, regrouped, own_sessions, tagged_sessions)
+                      | "All" >> beam.Flatten())
         (everything
          | "Json" >> beam.Map(lambda r: json.dumps(r, sort_keys=True))
          | "Write" >> beam.io.WriteToText(known.output))
@@ -122,6 +133,82 @@ class _OwnSessions(window.WindowFn):
 
     def get_window_coder(self):
         return beam.coders.coders.IntervalWindowCoder()
+
+
+class _TaggedWindow(window.BoundedWindow):
+    """A window of the user's own type: an interval with a tag (the key it was made for)."""
+
+    def __init__(self, start, end, tag):
+        super().__init__(end)
+        self._start = window.Timestamp.of(start)
+        self.tag = tag
+
+    @property
+    def start(self):
+        return self._start
+
+    def _parts(self):
+        return (self.start, self.end, self.tag)
+
+    def __eq__(self, other):
+        return type(other) is _TaggedWindow and self._parts() == other._parts()
+
+    def __hash__(self):
+        return hash(self._parts())
+
+    def __lt__(self, other):
+        return self._parts() < other._parts()
+
+    def __repr__(self):
+        return "_TaggedWindow(%s, %s, %s)" % self._parts()
+
+
+class _TaggedWindowCoder(beam.coders.Coder):
+    """The tagged window's own coder: start and end in microseconds, then the tag."""
+
+    def encode(self, w):
+        tag = w.tag.encode()
+        return struct.pack(">qqB", w.start.micros, w.end.micros, len(tag)) + tag
+
+    def decode(self, b):
+        start, end, n = struct.unpack(">qqB", b[:17])
+        return _TaggedWindow(window.Timestamp(micros=start), window.Timestamp(micros=end), b[17:17 + n].decode())
+
+    def is_deterministic(self):
+        return True
+
+
+class _TaggedSessions(window.WindowFn):
+    """Sessions of `gap` seconds in tagged windows, merged by the SDK."""
+
+    def __init__(self, gap):
+        self.gap = gap
+
+    def assign(self, context):
+        return [_TaggedWindow(context.timestamp, context.timestamp + self.gap, context.element[0])]
+
+    def merge(self, merge_context):
+        run, end = [], None
+        for w in sorted(merge_context.windows, key=lambda w: w.start):
+            if run and w.start < end:
+                run.append(w)
+                end = max(end, w.end)
+                continue
+            if len(run) > 1:
+                merge_context.merge(run, _TaggedWindow(run[0].start, end, run[0].tag))
+            run, end = [w], w.end
+        if len(run) > 1:
+            merge_context.merge(run, _TaggedWindow(run[0].start, end, run[0].tag))
+
+    def get_window_coder(self):
+        return _TaggedWindowCoder()
+
+
+class _WithTaggedWindow(beam.DoFn):
+    def process(self, kv, w=beam.DoFn.WindowParam, ts=beam.DoFn.TimestampParam):
+        # The grouping's output at the end of the window, in milliseconds (Beam's portable
+        # runners keep time in milliseconds; Beam Python's own DirectRunner in microseconds).
+        yield ("tagged_window", kv[0], kv[1], float(w.start), float(w.end), w.tag, ts.micros // 1000)
 
 
 class _WithWindow(beam.DoFn):

@@ -451,6 +451,10 @@ pub enum WindowCoderKind {
     Global,
     /// `beam:coder:interval_window:v1`.
     Interval,
+    /// A window coder of an SDK's own, which Weir asks harnesses to write as
+    /// `beam:coder:custom_window:v1` of `beam:coder:length_prefix:v1` of it: the window's last
+    /// instant, then its bytes, length-prefixed ([`Window::Sdk`]).
+    Sdk,
 }
 
 impl WindowCoderKind {
@@ -459,7 +463,23 @@ impl WindowCoderKind {
         Ok(match self {
             WindowCoderKind::Global => Window::Global,
             WindowCoderKind::Interval => Window::Interval(IntervalWindowCoder.decode(input)?),
+            WindowCoderKind::Sdk => {
+                let max_timestamp = read_timestamp(input)?;
+                let n = read_varint(input)?;
+                let n = usize::try_from(n).map_err(|_| CoderError::new(format!("invalid window length {n}")))?;
+                Window::Sdk(crate::window::SdkWindow::new(max_timestamp, read_bytes(input, n)?))
+            }
         })
+    }
+
+    /// Whether `window` is of this coder.
+    pub fn fits(self, window: &Window) -> bool {
+        matches!(
+            (self, window),
+            (WindowCoderKind::Global, Window::Global)
+                | (WindowCoderKind::Interval, Window::Interval(_))
+                | (WindowCoderKind::Sdk, Window::Sdk(_))
+        )
     }
 }
 
@@ -493,6 +513,7 @@ impl<T: Send + Sync + 'static> Coder<FullWindowedValue<T>> for WindowedValueCode
             match (self.window, w) {
                 (WindowCoderKind::Global, Window::Global) => {}
                 (WindowCoderKind::Interval, Window::Interval(iw)) => encode_interval_window(iw, out),
+                (WindowCoderKind::Sdk, w @ Window::Sdk(_)) => w.encode(out),
                 (k, w) => return Err(CoderError::new(format!("window {w} does not match window coder {k:?}"))),
             }
         }
