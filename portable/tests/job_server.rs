@@ -122,6 +122,70 @@ from apache_beam.transforms import window
     );
 }
 
+#[test]
+fn state_timers_and_side_inputs_work_in_windows_of_a_coder_of_the_sdks_own() {
+    let Some(py) = common::beam_python() else { return };
+    let server = common::JobServer::start(&[]);
+    // Fixed windows of the tagged window type of `batch_pipeline.py` (a type and coder of the
+    // user's own, that Weir carries as bytes; the long key makes windows too long to keep
+    // inline); a DoFn keeps each key and window's values and flushes them at the window's end,
+    // and a side input in those windows is read in them.
+    let setup = format!(
+        r#"
+sys.path.insert(0, {dir:?})
+from batch_pipeline import _TaggedWindow, _TaggedWindowCoder
+from apache_beam.transforms import window, userstate
+class Tagged(window.NonMergingWindowFn):
+    def assign(self, c):
+        start = int(c.timestamp) // 10 * 10
+        # A side input's window is found by assigning its end, with no element.
+        return [_TaggedWindow(start, start + 10, c.element[0] if c.element else "side")]
+    def get_window_coder(self):
+        return _TaggedWindowCoder()
+class Buffer(beam.DoFn):
+    BAG = userstate.BagStateSpec("bag", beam.coders.VarIntCoder())
+    END = userstate.TimerSpec("end", userstate.TimeDomain.WATERMARK)
+    def process(self, kv, w=beam.DoFn.WindowParam, bag=beam.DoFn.StateParam(BAG), end=beam.DoFn.TimerParam(END)):
+        bag.add(kv[1])
+        end.set(w.max_timestamp())
+    @userstate.on_timer(END)
+    def flush(self, key=beam.DoFn.KeyParam, w=beam.DoFn.WindowParam, bag=beam.DoFn.StateParam(BAG)):
+        yield "%s %s %s %s" % (key, w.tag == key, float(w.start), sorted(bag.read()))
+"#,
+        dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python"),
+    );
+    let program = raising(
+        &setup,
+        r#"
+side = (p | "Side" >> beam.Create([("side", i) for i in range(25)])
+        | "StampSide" >> beam.Map(lambda kv: window.TimestampedValue(kv, kv[1]))
+        | "WindowSide" >> beam.WindowInto(Tagged())
+        | beam.Map(lambda kv: kv[1]) | beam.CombineGlobally(sum).without_defaults())
+(p | beam.Create([(k, i) for i in range(25) for k in ("a", "b" * 30)])
+   | beam.Map(lambda kv: window.TimestampedValue(kv, kv[1]))
+   | beam.WindowInto(Tagged())
+   | beam.ParDo(Buffer())
+   | beam.Map(lambda line, total: print("OUT", line, total, flush=True), total=beam.pvalue.AsSingleton(side)))
+"#,
+    );
+    let out = submit(&py, &server, &program);
+    let mut lines: Vec<&str> = out.lines().filter_map(|l| l.strip_prefix("OUT ")).collect();
+    lines.sort();
+    let long = "b".repeat(30);
+    let mut expected = Vec::new();
+    for key in ["a", long.as_str()] {
+        for start in [0, 10, 20] {
+            let values: Vec<String> = (start..(start + 10).min(25)).map(|v| v.to_string()).collect();
+            // The side input's sum in the window of the same start.
+            let total: i32 = (start..(start + 10).min(25)).sum();
+            expected.push(format!("{key} True {start}.0 [{}] {total}", values.join(", ")));
+        }
+    }
+    expected.sort();
+    assert_eq!(lines, expected, "{out}");
+    assert!(out.contains("NOT RAISED"), "{out}");
+}
+
 /// Runs `program` (Python; `sys.argv[1:]` are the Beam options to submit with) against a
 /// server started with `server_args`, in the PROCESS environment; its standard output.
 fn run_in_process_environment(py: &str, server_args: &[&str], program: &str) -> String {

@@ -260,3 +260,39 @@ impl fmt::Display for Window {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coders::WindowCoderKind;
+
+    #[test]
+    fn sdk_windows_keep_their_bytes_inline_or_in_the_table_and_travel_as_bytes() {
+        let short = SdkWindow::new(41, b"0123456789");
+        let long_bytes: Vec<u8> = (0..100u8).collect();
+        let long = SdkWindow::new(99, &long_bytes);
+        assert_eq!(std::mem::size_of::<Window>(), 40, "an SDK window makes no window larger");
+        assert_eq!(short.to_bytes(), b"0123456789");
+        assert_eq!(long.to_bytes(), long_bytes);
+        // The same bytes are the same window, inline or in the table; others are not.
+        assert_eq!(SdkWindow::new(99, &long_bytes), long);
+        assert_ne!(SdkWindow::new(99, &long_bytes[1..]), long);
+        assert_ne!(SdkWindow::new(41, b"012345678"), short);
+        for w in [short, long] {
+            let window = Window::Sdk(w);
+            assert_eq!(window.max_timestamp(), w.max_timestamp());
+            assert_eq!(window.interval(), None);
+            // As the harness writes it (custom_window of a length-prefixed window) and back.
+            let mut bytes = Vec::new();
+            window.encode(&mut bytes);
+            assert_eq!(&bytes[..8], &((w.max_timestamp() as u64) ^ (1 << 63)).to_be_bytes());
+            assert_eq!(WindowCoderKind::Sdk.decode(&mut &bytes[..]).unwrap(), window);
+            assert!(WindowCoderKind::Sdk.decode(&mut &bytes[..bytes.len() - 1]).is_err());
+            // In checkpoints and between processes: its bytes, not its place in the table.
+            let saved = postcard::to_allocvec(&window).unwrap();
+            assert!(saved.len() > w.to_bytes().len());
+            assert_eq!(postcard::from_bytes::<Window>(&saved).unwrap(), window);
+        }
+        assert!(WindowCoderKind::Sdk.fits(&Window::Sdk(short)) && !WindowCoderKind::Sdk.fits(&Window::Global));
+    }
+}

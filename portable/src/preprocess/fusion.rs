@@ -65,19 +65,9 @@ pub(crate) fn stages_of(pipeline: &rapi::Pipeline) -> Result<Vec<Stage>, Error> 
             // A side input is mapped to windows by its own window function.
             let pc =
                 t.inputs.get(side).ok_or_else(|| unsupported(t, format!("side input '{side}' is not an input")))?;
-            let ws = check_windowing(c, t, pc)?;
-            let window_fn = c.windowing_strategies.get(&ws).and_then(|w| w.window_fn.as_ref()).map_or("", |f| &f.urn);
-            if !crate::preprocess::windowing::is_known(window_fn) {
-                return Err(unsupported(
-                    t,
-                    format!(
-                        "side input '{side}' ({}) is windowed by {window_fn}, a window function known only to the \
-                         SDK, whose mapping of main-input windows to side-input windows Weir cannot run: window \
-                         the side input into GlobalWindows, FixedWindows, SlidingWindows or Sessions",
-                        crate::preprocess::pc_name(c, pc)
-                    ),
-                ));
-            }
+            // A window function known only to the SDK maps main windows to its side windows in
+            // a harness (`MappedBySdk`).
+            check_windowing(c, t, pc)?;
         }
         // In the order of their local names: every process of a cluster plans alike.
         let inputs = sorted(&t.inputs);

@@ -219,7 +219,7 @@ impl StageFn {
             let value = reader.get(&s.view_id, window)?;
             let view = value.downcast_ref::<SideView>().ok_or("internal error: a side input of another kind")?;
             let mut side_window = Vec::new();
-            s.window_fn.side_input_window(window)?.encode(&mut side_window);
+            crate::worker::state_key_window(&s.window_fn.side_input_window(window)?, &mut side_window);
             let key = (s.transform.clone(), s.local.clone(), side_window);
             self.sides.iterables.insert(key.clone(), view.elements.clone());
             self.sides.multimaps.insert(key, view.by_key.clone());
@@ -582,6 +582,7 @@ impl ErasedDoFn for StageFn {
                 self.draining |= keyed.draining(&wv.value, &wv.window)?;
                 // One restriction per bundle: its residuals wait in its own state.
                 let (key, window) = (wv.value.clone(), wv.window);
+                keyed.holds(&window);
                 self.gather(wv, sides)?;
                 let residuals = self.flush(outputs, Some(&mut keyed))?;
                 keyed.defer(&key, &window, residuals)?;
@@ -598,6 +599,7 @@ impl ErasedDoFn for StageFn {
                 }
             } else {
                 keyed.expires(&wv.value, &wv.window)?;
+                keyed.holds(&wv.window);
                 if self.gather(wv, sides)? {
                     self.flush(outputs, Some(&mut keyed))?;
                 }
@@ -694,6 +696,7 @@ impl ErasedDoFn for StageFn {
         }
         let input = rt.input(Vec::new(), by_family)?;
         let mut keyed = Keyed::new(stage, Cells::Env(env));
+        firings.iter().for_each(|(_, w, _)| keyed.holds(w));
         let (got, residuals) = self.run(input, bundle_sides, Some(&mut keyed))?;
         if !residuals.is_empty() {
             return Err("a timer callback handed back a residual, which Weir cannot run".into());

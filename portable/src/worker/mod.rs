@@ -28,7 +28,7 @@ pub mod state;
 pub mod user_state;
 
 pub use bundle::{BundleInput, BundleOutput, BundleRequest, Port, Started};
-pub use state::{get_response, ByKey, SideInputKey, SideInputs, UserState};
+pub use state::{get_response, state_key_window, ByKey, SideInputKey, SideInputs, UserState};
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;

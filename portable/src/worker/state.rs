@@ -10,12 +10,22 @@ use tonic::{Request, Response, Status, Streaming};
 use super::Services;
 use crate::proto::fn_execution::v1 as fapi;
 use fapi::beam_fn_state_server::BeamFnState;
+use weir_sdk::window::Window;
 
 /// A multimap side input's values: per encoded key, its values' encodings one after another.
 pub type ByKey = std::collections::BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// Which side input, in which window: (transform id, side input id, encoded window).
 pub type SideInputKey = (String, String, Vec<u8>);
+
+/// Appends `window` as harnesses write windows in state keys: in the window function's own coder
+/// (so an SDK's window without the last instant Weir asks for on the data plane).
+pub fn state_key_window(window: &Window, out: &mut Vec<u8>) {
+    match window {
+        Window::Sdk(w) => w.with_bytes(|b| out.extend_from_slice(b)),
+        w => w.encode(out),
+    }
+}
 
 /// A bundle's side inputs, as a harness asks for them through the State API: per
 /// [`SideInputKey`], the concatenated encodings of the elements; for a multimap side input,

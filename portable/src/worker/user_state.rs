@@ -225,12 +225,36 @@ pub struct Keyed<'a> {
     pub cells: Cells<'a>,
     /// Each key and window touched, as it was before: restored if the bundle fails.
     undo: HashMap<(Vec<u8>, Window), KeyedState>,
+    /// The windows of the SDK's own coder that the bundle's elements and timers are in, by their
+    /// bytes: a state key carries only those (see [`crate::worker::state_key_window`]).
+    sdk_windows: HashMap<Vec<u8>, Window>,
 }
 
 impl<'a> Keyed<'a> {
     /// State at `cells`, of `stage`.
     pub fn new(stage: &'a StageState, cells: Cells<'a>) -> Self {
-        Keyed { stage, cells, undo: HashMap::new() }
+        let mut keyed = Keyed { stage, cells, undo: HashMap::new(), sdk_windows: HashMap::new() };
+        if let Cells::One { window, .. } = keyed.cells {
+            keyed.holds(&window);
+        }
+        keyed
+    }
+
+    /// Notes that the bundle holds an element or timer in `window`.
+    pub fn holds(&mut self, window: &Window) {
+        if let Window::Sdk(w) = window {
+            self.sdk_windows.entry(w.to_bytes()).or_insert(*window);
+        }
+    }
+
+    /// The window of a state key's `bytes`.
+    fn state_window(&self, bytes: &[u8]) -> Result<Window, String> {
+        if self.stage.codec.window == WindowCoderKind::Sdk {
+            return self.sdk_windows.get(bytes).copied().ok_or_else(|| {
+                format!("state of a window the bundle holds no element or timer of ({} bytes)", bytes.len())
+            });
+        }
+        self.stage.codec.window.decode(&mut &bytes[..]).map_err(|e| format!("state window: {e}"))
     }
 
     /// The state of `key` in `window`, remembered as it was at its first touch.
@@ -419,7 +443,7 @@ impl UserState for Keyed<'_> {
         if transform != self.stage.transform {
             return Err(format!("user state of transform '{transform}', which is not this stage's stateful transform"));
         }
-        let window = self.stage.codec.window.decode(&mut &window[..]).map_err(|e| format!("state window: {e}"))?;
+        let window = self.state_window(window)?;
         let op = match r.request.as_ref() {
             Some(R::Get(g)) if g.continuation_token.is_empty() => Op::Get,
             Some(R::Get(_)) => return Err("a continuation token Weir never gave".into()),

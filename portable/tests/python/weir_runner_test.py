@@ -43,23 +43,10 @@ class WeirRunnerTest(portable_runner_test.PortableRunnerTest):
     options.view_as(PortableOptions).environment_type = "LOOPBACK"
     return options
 
-  # What Weir does not run yet, each named; Beam's own job service is run as it is.
-  def _missing(self, feature):
-    if os.environ.get("WEIR_JOB_SERVER") != "beam":
-      raise unittest.SkipTest("Weir's portable runner lacks " + feature)
-
-  def test_custom_merging_window(self):
-    self._missing("window functions known only to the SDK (merging, run by the harness)")
-    super().test_custom_merging_window()
-
   # Skipped by Beam for the runners it had ("TestStream not yet supported"); Weir plays a
   # TestStream itself.
   def test_teststream_pardo_timers(self):
     getattr(portable_runner_test.PortableRunnerTest.test_teststream_pardo_timers, "__wrapped__")(self)
-
-  def test_custom_window_type(self):
-    self._missing("window types and window coders known only to the SDK")
-    super().test_custom_window_type()
 
 
 if __name__ == "__main__":
