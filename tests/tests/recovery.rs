@@ -617,3 +617,58 @@ fn random_kills_recover_exactly_once() {
     ok(&child(&cp, &out, None, false));
     assert_eq!(output(&out), expected());
 }
+
+/// What a step of [`any_sequence_of_crashes_rescales_and_backends_matches_the_model`] runs:
+/// where it crashes (a fault point, and how many batches after the last step's), its worker
+/// threads, and whether its state waits on disk past a 1 KiB budget.
+type Step = (&'static str, u64, usize, bool);
+
+fn options_of(parallelism: usize, disk: bool, spill: &Path) -> String {
+    let mut o = format!("--state-snapshot-interval 3 --parallelism {parallelism}");
+    if disk {
+        o += &format!(" --state-backend disk --state-memory-budget 1k --state-local-dir {}", spill.display());
+    }
+    o
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 10, ..Default::default() })]
+    /// Issue 52: any sequence of crashes at any phase, restarts at another parallelism, and
+    /// switches between the memory and the disk state backend, of a grouping or a stateful DoFn
+    /// (values, timers, side inputs, removals every batch), ends with exactly the uninterrupted
+    /// run's output.
+    #[test]
+    fn any_sequence_of_crashes_rescales_and_backends_matches_the_model(
+        shape in proptest::sample::select(vec!["sum", "stateful", "stateful-side"]),
+        steps in proptest::collection::vec(
+            (
+                proptest::sample::select(vec!["wal-commit", "add-batch", "state-commit", "sink-commit", "commit-log"]),
+                1u64..12,
+                1usize..4,
+                proptest::bool::ANY,
+            ),
+            1..4,
+        ),
+        last in (1usize..4, proptest::bool::ANY),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let (cp, out, spill) = (dir.path().join("cp"), dir.path().join("out"), dir.path().join("spill"));
+        std::fs::create_dir_all(&spill).unwrap();
+        let mut batch = 0;
+        let steps: Vec<Step> = steps;
+        for (point, gap, parallelism, disk) in steps {
+            batch += gap;
+            let options = options_of(parallelism, disk, &spill);
+            let crash = format!("{point}:{batch}");
+            // A crash past the input's last batch never comes: the run just ends.
+            let o = child_shaped(&cp, &out, Some(&crash), (false, &options, "unbounded"), shape);
+            // It crashed where told (an abort), or ended first; never failed on its own.
+            use std::os::unix::process::ExitStatusExt;
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            proptest::prop_assert!(o.status.success() || o.status.signal() == Some(6), "{crash} {options}: {stderr}");
+        }
+        let options = options_of(last.0, last.1, &spill);
+        ok(&child_shaped(&cp, &out, None, (false, &options, "unbounded"), shape));
+        proptest::prop_assert_eq!(output(&out), expected());
+    }
+}
