@@ -82,6 +82,7 @@ impl StateBackend {
             on_disk: hashbrown::HashMap::new(),
             bytes_on_disk: 0,
             spilled_total: 0,
+            next_fragment: 0,
         }))
     }
 
@@ -211,15 +212,23 @@ pub struct SpillTotals {
 
 /// One operator instance's part of the disk store: the keys it moved out, under its own prefix.
 /// Knows which keys it holds (by a hash each), so a key never moved out costs no disk lookup.
+///
+/// A key's state may be on disk in several fragments, each written when the key left memory
+/// (see [`Spill::put`]): a grouping that adds values to a key on disk writes the new ones
+/// beside the old instead of reading the key back (the store's keys are the prefix, the key's
+/// length and bytes, and a sequence number, so a key's fragments lie together, in the order
+/// they were written).
 pub struct Spill {
     store: Arc<DiskStore>,
     step: String,
     prefix: [u8; 8],
-    /// Hash of each key on disk, with how many keys on disk share it.
+    /// Hash of each key on disk, with how many fragments on disk share it.
     on_disk: hashbrown::HashMap<u64, u32>,
     bytes_on_disk: usize,
     /// Bytes written to disk since the instance started.
     spilled_total: usize,
+    /// The next fragment's sequence number.
+    next_fragment: u64,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -227,6 +236,9 @@ fn key_hash(key: &[u8]) -> u64 {
     static HASHER: OnceLock<hashbrown::DefaultHashBuilder> = OnceLock::new();
     HASHER.get_or_init(hashbrown::DefaultHashBuilder::default).hash_one(key)
 }
+
+/// A key's fragments, oldest first.
+pub type Fragments = Vec<Vec<u8>>;
 
 impl Spill {
     /// This instance's share of the memory budget: the budget over the live instances.
@@ -254,11 +266,19 @@ impl Spill {
         !self.on_disk.is_empty() && self.on_disk.contains_key(&key_hash(key))
     }
 
-    fn disk_key(&self, key: &[u8]) -> Vec<u8> {
-        let mut k = Vec::with_capacity(8 + key.len());
+    /// Where `key`'s fragments lie: the prefix, the key's length and the key.
+    fn key_prefix(&self, key: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(8 + 4 + key.len() + 8);
         k.extend_from_slice(&self.prefix);
+        k.extend_from_slice(&(key.len() as u32).to_be_bytes());
         k.extend_from_slice(key);
         k
+    }
+
+    /// The user key of a store key (see [`Spill::key_prefix`]).
+    fn user_key<'k>(&self, stored: &'k [u8]) -> Result<&'k [u8]> {
+        let n = stored.get(8..12).map(|b| u32::from_be_bytes(b.try_into().unwrap_or_default()) as usize);
+        n.and_then(|n| stored.get(12..12 + n)).ok_or_else(|| self.error("read", "a malformed key in the store"))
     }
 
     fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
@@ -269,7 +289,8 @@ impl Spill {
         }
     }
 
-    /// Moves encoded key states to disk (none of them may be there already).
+    /// Moves encoded key states to disk, each as a new fragment of its key (beside any the key
+    /// already has there).
     pub fn put(&mut self, states: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         if states.is_empty() {
             return Ok(());
@@ -284,7 +305,10 @@ impl Spill {
         for (key, value) in states {
             *self.on_disk.entry(key_hash(&key)).or_default() += 1;
             bytes += value.len();
-            batch.insert(&ks, self.disk_key(&key), value);
+            let mut stored = self.key_prefix(&key);
+            stored.extend_from_slice(&self.next_fragment.to_be_bytes());
+            self.next_fragment += 1;
+            batch.insert(&ks, stored, value);
         }
         batch.commit().map_err(|e| self.error("write", e))?;
         // A batch does not wait for the store's flushes as single writes do: without this,
@@ -303,23 +327,51 @@ impl Spill {
         Ok(())
     }
 
-    /// Reads `key`'s state back and removes it from disk; `None` when it is not there.
-    pub fn take(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let h = key_hash(key);
-        if !self.on_disk.contains_key(&h) {
-            return Ok(None);
+    /// `key`'s fragments on disk, oldest first, with their store keys.
+    fn fragments(&self, key: &[u8]) -> Result<Vec<(fjall::Slice, Vec<u8>)>> {
+        if !self.may_hold(key) {
+            return Ok(Vec::new());
         }
-        let start = std::time::Instant::now();
         let ks = self.store.keyspace(&self.step)?;
-        let dk = self.disk_key(key);
-        let Some(value) = ks.get(&dk).map_err(|e| self.error("read", e))? else { return Ok(None) };
-        ks.remove(dk).map_err(|e| self.error("remove", e))?;
-        self.forget(h, value.len());
+        let mut out = Vec::new();
+        for kv in ks.prefix(self.key_prefix(key)) {
+            let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
+            out.push((k, v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Reads `key`'s fragments back (oldest first) and removes them from disk; none when it is
+    /// not there.
+    pub fn take_all(&mut self, key: &[u8]) -> Result<Fragments> {
+        let start = std::time::Instant::now();
+        let found = self.fragments(key)?;
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ks = self.store.keyspace(&self.step)?;
+        let h = key_hash(key);
+        let mut out = Vec::with_capacity(found.len());
+        for (k, v) in found {
+            ks.remove(k).map_err(|e| self.error("remove", e))?;
+            self.forget(h, v.len());
+            out.push(v);
+        }
         let stats = &self.store.stats;
-        stats.read_back_bytes.fetch_add(value.len() as u64, Ordering::Relaxed);
+        stats.read_back_bytes.fetch_add(out.iter().map(|v| v.len() as u64).sum(), Ordering::Relaxed);
         stats.read_back_keys.fetch_add(1, Ordering::Relaxed);
         stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-        Ok(Some(value.to_vec()))
+        Ok(out)
+    }
+
+    /// Reads `key`'s state back and removes it from disk, for a state kept whole (one
+    /// fragment a key); `None` when it is not there.
+    pub fn take(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut all = self.take_all(key)?;
+        match all.len() {
+            0 | 1 => Ok(all.pop()),
+            n => Err(self.error("read", format!("{n} fragments of a state kept whole"))),
+        }
     }
 
     fn forget(&mut self, h: u64, bytes: usize) {
@@ -332,47 +384,82 @@ impl Spill {
         self.bytes_on_disk -= bytes.min(self.bytes_on_disk);
     }
 
-    /// Reads `key`'s state without removing it.
-    pub fn peek(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if !self.may_hold(key) {
-            return Ok(None);
-        }
-        let ks = self.store.keyspace(&self.step)?;
-        Ok(ks.get(self.disk_key(key)).map_err(|e| self.error("read", e))?.map(|v| v.to_vec()))
+    /// `key`'s fragments, oldest first, left on disk.
+    pub fn peek_all(&self, key: &[u8]) -> Result<Fragments> {
+        Ok(self.fragments(key)?.into_iter().map(|(_, v)| v).collect())
     }
 
-    /// Takes up to `limit` key states off disk, in key order.
-    pub fn take_first(&mut self, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    /// Reads `key`'s state without removing it, for a state kept whole.
+    pub fn peek(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut all = self.peek_all(key)?;
+        match all.len() {
+            0 | 1 => Ok(all.pop()),
+            n => Err(self.error("read", format!("{n} fragments of a state kept whole"))),
+        }
+    }
+
+    /// Takes up to `limit` keys off disk, in key order (shorter keys first), each with its
+    /// fragments.
+    pub fn take_first(&mut self, limit: usize) -> Result<Vec<(Vec<u8>, Fragments)>> {
         if self.on_disk.is_empty() {
             return Ok(Vec::new());
         }
         let start = std::time::Instant::now();
         let ks = self.store.keyspace(&self.step)?;
-        let mut out = Vec::new();
-        for kv in ks.prefix(self.prefix).take(limit) {
+        let mut out: Vec<(Vec<u8>, Fragments)> = Vec::new();
+        let mut stored = Vec::new();
+        for kv in ks.prefix(self.prefix) {
             let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
-            out.push((k[8..].to_vec(), v.to_vec()));
+            let key = self.user_key(&k)?;
+            let full = out.len() >= limit;
+            match out.last_mut() {
+                Some((last, fragments)) if last.as_slice() == key => fragments.push(v.to_vec()),
+                _ if full => break,
+                _ => out.push((key.to_vec(), vec![v.to_vec()])),
+            }
+            stored.push(k);
         }
-        for (k, v) in &out {
-            ks.remove(self.disk_key(k)).map_err(|e| self.error("remove", e))?;
-            self.forget(key_hash(k), v.len());
+        for k in stored {
+            ks.remove(k).map_err(|e| self.error("remove", e))?;
+        }
+        let mut bytes = 0;
+        for (k, fragments) in &out {
+            let h = key_hash(k);
+            for f in fragments {
+                self.forget(h, f.len());
+                bytes += f.len() as u64;
+            }
         }
         let stats = &self.store.stats;
-        stats.read_back_bytes.fetch_add(out.iter().map(|(_, v)| v.len() as u64).sum(), Ordering::Relaxed);
+        stats.read_back_bytes.fetch_add(bytes, Ordering::Relaxed);
         stats.read_back_keys.fetch_add(out.len() as u64, Ordering::Relaxed);
         stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
         Ok(out)
     }
 
-    /// Calls `f` with every key state on disk, in key order, leaving them there.
-    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+    /// Calls `f` with every key on disk and its fragments (oldest first), in key order,
+    /// leaving them there.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[Vec<u8>]) -> Result<()>) -> Result<()> {
         if self.on_disk.is_empty() {
             return Ok(());
         }
         let ks = self.store.keyspace(&self.step)?;
+        let mut current: Option<(Vec<u8>, Fragments)> = None;
         for kv in ks.prefix(self.prefix) {
             let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
-            f(&k[8..], &v)?;
+            let key = self.user_key(&k)?;
+            match current.as_mut() {
+                Some((last, fragments)) if last.as_slice() == key => fragments.push(v.to_vec()),
+                _ => {
+                    if let Some((last, fragments)) = current.take() {
+                        f(&last, &fragments)?;
+                    }
+                    current = Some((key.to_vec(), vec![v.to_vec()]));
+                }
+            }
+        }
+        if let Some((last, fragments)) = current {
+            f(&last, &fragments)?;
         }
         Ok(())
     }

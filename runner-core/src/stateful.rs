@@ -557,8 +557,9 @@ impl Operator for StatefulParDoOperator {
         }
         // Those on disk are stored as their entries.
         if let Some(spill) = self.store.disk.as_ref().and_then(|d| d.spill.as_ref()) {
-            spill.for_each(|k, v| {
-                out.push((k.to_vec(), v.to_vec()));
+            spill.for_each(|k, fragments| {
+                // A stateful DoFn's state is kept whole: one fragment a key and window.
+                out.extend(fragments.iter().map(|v| (k.to_vec(), v.clone())));
                 Ok(())
             })?;
         }

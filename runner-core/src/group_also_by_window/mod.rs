@@ -373,6 +373,7 @@ impl GroupAlsoByWindow {
         let result = self.process_rows(&scratch, &mut out);
         self.work.scratch = scratch;
         result?;
+        self.flush_partial()?;
         self.evict_over_budget()?;
         Ok(out)
     }

@@ -8,6 +8,14 @@
 //! without reading the disk; a timer of a key on disk reads it back when it fires. A bounded
 //! input, whose windows all wait for its end, thus groups any amount of data in a fixed amount
 //! of memory: at its end the keys on disk come back in key order, a run at a time.
+//!
+//! While nothing can fire before the input ends (a bounded input, windows fired by the
+//! watermark alone), a batch's rows for a key on disk are not read back: the key's new values
+//! gather in memory and leave at the end of the call as a new fragment beside the key's others
+//! (as Flink's RocksDB backend appends to a list state without reading it). A key read back
+//! later has its fragments merged: the same window's states into one, and windows that merge
+//! merged by the window function. Each value is then written once, and a call's memory holds
+//! what its rows add, not the whole state of every key they touch.
 
 use super::*;
 use crate::state_backend::{Spill, StateBackend};
@@ -24,6 +32,9 @@ pub(super) struct Disk {
     /// Keys a batch's rows or a timer found in memory, and read back from disk.
     hits: u64,
     misses: u64,
+    /// Keys on disk whose new values this call gathers in memory, to leave as a new fragment at
+    /// its end.
+    partial: Vec<Key>,
 }
 
 /// Keys read back from disk at a time at the end of the input.
@@ -38,8 +49,15 @@ impl GroupAlsoByWindow {
     /// The same engine keeping its state where `state` says.
     pub fn with_state(mut self, state: &StateBackend) -> Self {
         if state.is_disk() {
-            self.disk =
-                Some(Box::new(Disk { backend: state.clone(), spill: None, tick: 0, windows: 0, hits: 0, misses: 0 }));
+            self.disk = Some(Box::new(Disk {
+                backend: state.clone(),
+                spill: None,
+                tick: 0,
+                windows: 0,
+                hits: 0,
+                misses: 0,
+                partial: Vec::new(),
+            }));
         }
         self
     }
@@ -76,8 +94,25 @@ impl GroupAlsoByWindow {
         self.spill_area().is_some_and(|s| !s.is_empty())
     }
 
-    /// Reads back every key of `batch` that is on disk, and notes the others touched.
+    /// Whether rows for keys on disk add their values beside them instead of reading them back
+    /// (see the module's text): while nothing fires before the input ends (the input watermark
+    /// at its start, windows fired by the watermark alone) and no checkpoint keeps changes.
+    fn defers_reads(&self) -> bool {
+        use weir_sdk::trigger::Trigger;
+        self.expiring.is_none()
+            && !self.timers.tracked
+            && self.watermarks.input() == MIN_TIMESTAMP
+            && !self.dirty.is_kept()
+            && matches!(
+                self.strategy.trigger,
+                Trigger::Default | Trigger::Never | Trigger::AfterWatermark { early: None, .. }
+            )
+    }
+
+    /// Reads back every key of `batch` that is on disk (or, while reads are deferred, starts
+    /// gathering its new values), and notes the others touched.
     pub(super) fn read_back_rows(&mut self, batch: &EncodedKvBatch) -> Result<()> {
+        let defers = self.defers_reads();
         let Some(disk) = self.disk.as_mut() else { return Ok(()) };
         disk.tick = disk.tick.wrapping_add(1);
         let (tick, spilled) = (disk.tick, disk.spill.as_ref().is_some_and(|s| !s.is_empty()));
@@ -89,6 +124,14 @@ impl GroupAlsoByWindow {
                     windows.touched = tick;
                     if let Some(d) = self.disk.as_mut() {
                         d.hits += 1;
+                    }
+                }
+                None if spilled && defers => {
+                    let Some(d) = self.disk.as_mut() else { continue };
+                    if d.spill.as_ref().is_some_and(|s| s.may_hold(key)) {
+                        let key = Key::from(key);
+                        self.keys.insert(key.clone(), KeyWindows { touched: tick, ..KeyWindows::default() });
+                        d.partial.push(key);
                     }
                 }
                 None if spilled => {
@@ -107,27 +150,92 @@ impl GroupAlsoByWindow {
         if self.keys.contains_key(key) {
             return Ok(());
         }
-        let Some(bytes) = spill.take(key)? else { return Ok(()) };
+        let fragments = spill.take_all(key)?;
+        if fragments.is_empty() {
+            return Ok(());
+        }
         disk.misses += 1;
-        self.resume_key(key, &bytes)
+        self.resume_key(key, &fragments)
     }
 
-    /// Puts a key read back from disk (its encoded windows) into the key map.
-    fn resume_key(&mut self, key: &[u8], bytes: &[u8]) -> Result<()> {
-        let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, bytes)?;
+    /// A key's fragments as one state: each window's states merged, and then, for windows that
+    /// merge, the windows the window function merges; with how many window states the
+    /// fragments held.
+    fn decode_fragments(&self, fragments: &[Vec<u8>]) -> Result<(Vec<(Window, u64, WindowState)>, usize)> {
+        let mut out: Vec<(Window, u64, WindowState)> = Vec::new();
+        let mut stored = 0;
+        for bytes in fragments {
+            let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, bytes)?;
+            stored += states.len();
+            for (window, updated_in, repr) in states {
+                let state = WindowState::from_repr(repr, &self.fresh);
+                match out.iter_mut().find(|(w, _, _)| *w == window) {
+                    Some((_, updated, existing)) => {
+                        let older = std::mem::take(existing);
+                        *existing = self.merge_states(&window, vec![older, state])?;
+                        *updated = (*updated).max(updated_in);
+                    }
+                    None => out.push((window, updated_in, state)),
+                }
+            }
+        }
+        if fragments.len() > 1 && self.strategy.needs_merge() {
+            let windows: Vec<Window> = out.iter().map(|(w, _, _)| *w).collect();
+            let merges =
+                self.strategy.window_fn.try_merge_windows(&windows).map_err(|e| {
+                    weir_sdk::Error::execution(self.step.clone(), format!("merging windows failed: {e}"))
+                })?;
+            for (sources, merged) in merges {
+                let (mut states, mut updated) = (Vec::new(), 0);
+                let mut i = 0;
+                while i < out.len() {
+                    if out[i].0 == merged || sources.contains(&out[i].0) {
+                        let (_, u, state) = out.swap_remove(i);
+                        updated = updated.max(u);
+                        states.push(state);
+                    } else {
+                        i += 1;
+                    }
+                }
+                if !states.is_empty() {
+                    let state = self.merge_states(&merged, states)?;
+                    out.push((merged, updated, state));
+                }
+            }
+        }
+        Ok((out, stored))
+    }
+
+    /// Puts a key read back from disk (its fragments) into the key map.
+    fn resume_key(&mut self, key: &[u8], fragments: &[Vec<u8>]) -> Result<()> {
+        let (states, stored) = self.decode_fragments(fragments)?;
         let mut windows = KeyWindows::default();
         if let Some(d) = self.disk.as_mut() {
-            d.windows -= states.len();
+            d.windows -= stored.min(d.windows);
             windows.touched = d.tick;
         }
-        for (window, updated_in, repr) in states {
-            let mut state = WindowState::from_repr(repr, &self.fresh);
+        // A window in several fragments is one state now.
+        self.counts.windows -= (stored - states.len()).min(self.counts.windows);
+        for (window, updated_in, mut state) in states {
             state.updated_in = updated_in;
             self.counts.bytes += state_bytes(key, &state);
             windows.insert(window, state);
         }
         self.keys.insert(Key::from(key), windows);
         Ok(())
+    }
+
+    /// Moves the keys whose new values this call gathered (see [`Self::read_back_rows`]) to
+    /// disk, each as a new fragment.
+    pub(super) fn flush_partial(&mut self) -> Result<()> {
+        let Some(disk) = self.disk.as_mut() else { return Ok(()) };
+        if disk.partial.is_empty() {
+            return Ok(());
+        }
+        let mut keys = std::mem::take(&mut disk.partial);
+        keys.sort_unstable();
+        keys.dedup();
+        self.write_out(keys)
     }
 
     /// Moves the least recently touched keys to disk while the engine holds more than its
@@ -168,10 +276,19 @@ impl GroupAlsoByWindow {
         }
         // In key order: the store writes them as one sorted run.
         chosen.sort_unstable();
-        let mut out = Vec::with_capacity(chosen.len());
+        self.write_out(chosen)
+    }
+
+    /// Moves `keys` (in key order) from memory to disk.
+    fn write_out(&mut self, keys: Vec<Key>) -> Result<()> {
+        let Some(disk) = self.disk.as_mut() else { return Ok(()) };
+        let mut out = Vec::with_capacity(keys.len());
         let mut moved = 0;
-        for key in chosen {
+        for key in keys {
             let Some(windows) = self.keys.remove(&key) else { continue };
+            if windows.windows.is_empty() {
+                continue;
+            }
             let states: OnDisk<'_> = windows.iter().map(|(w, s)| (*w, s.updated_in, s.repr(&self.fresh))).collect();
             out.push((key.to_vec(), crate::checkpoint::encode(&self.step, &states)?));
             moved += states.len();
@@ -193,8 +310,9 @@ impl GroupAlsoByWindow {
         if run.is_empty() {
             return Ok(false);
         }
-        for (key, bytes) in run {
-            self.resume_key(&key, &bytes)?;
+        disk.misses += run.len() as u64;
+        for (key, fragments) in run {
+            self.resume_key(&key, &fragments)?;
         }
         Ok(true)
     }
@@ -202,10 +320,9 @@ impl GroupAlsoByWindow {
     /// Calls `f` with each window state on disk, leaving it there.
     pub(super) fn for_each_spilled(&self, mut f: impl FnMut(&[u8], Window, WindowState) -> Result<()>) -> Result<()> {
         let Some(spill) = self.spill_area() else { return Ok(()) };
-        spill.for_each(|key, bytes| {
-            let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, bytes)?;
-            for (window, _, repr) in states {
-                f(key, window, WindowState::from_repr(repr, &self.fresh))?;
+        spill.for_each(|key, fragments| {
+            for (window, _, state) in self.decode_fragments(fragments)?.0 {
+                f(key, window, state)?;
             }
             Ok(())
         })
@@ -213,12 +330,12 @@ impl GroupAlsoByWindow {
 
     /// The state of `key` in `window` on disk, if there.
     pub(super) fn spilled_state(&self, key: &[u8], window: &Window) -> Result<Option<WindowState>> {
-        let Some(bytes) = self.spill_area().map(|s| s.peek(key)).transpose()?.flatten() else { return Ok(None) };
-        let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, &bytes)?;
-        Ok(states
-            .into_iter()
-            .find(|(w, _, _)| w == window)
-            .map(|(_, _, repr)| WindowState::from_repr(repr, &self.fresh)))
+        let Some(spill) = self.spill_area() else { return Ok(None) };
+        let fragments = spill.peek_all(key)?;
+        if fragments.is_empty() {
+            return Ok(None);
+        }
+        Ok(self.decode_fragments(&fragments)?.0.into_iter().find(|(w, _, _)| w == window).map(|(_, _, s)| s))
     }
 
     /// Removes every key from disk (a restore replaces the state).

@@ -589,6 +589,60 @@ fn state_on_disk_past_the_budget_gives_the_same_panes_state_and_deltas_as_in_mem
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
+/// A bounded input on the disk backend (the watermark at its start, windows fired by the
+/// watermark): rows for keys on disk leave as new fragments beside the old instead of reading
+/// them back, and the end of the input merges them (the same window's values, and windows that
+/// merge) into the groups the memory backend fires.
+#[test]
+fn a_bounded_input_adds_fragments_to_keys_on_disk_and_merges_them_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixed = || engine().strategy.clone();
+    for strategy in [fixed(), sessions(7)] {
+        let make = || {
+            GroupAlsoByWindow::new(
+                "G",
+                strategy.clone(),
+                Values::Buffer(weir_sdk::runner_api::group_kernel::<i64, i64>()),
+            )
+        };
+        let (mut memory, mut disk) = (make(), make().with_state(&disk_backend(dir.path(), 600)));
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) as i64
+        };
+        let mut read_back = 0;
+        for call in 0..60i64 {
+            let rows: Vec<(i64, i64, Timestamp)> =
+                (0..40).map(|_| (next() % 50, next() % 1000, call * 3 + next() % 20)).collect();
+            assert!(fired_of(vec![memory.process(windowed_input(&strategy, &rows), call).unwrap()]).is_empty());
+            let before = disk.state_backend_metrics();
+            assert!(fired_of(vec![disk.process(windowed_input(&strategy, &rows), call).unwrap()]).is_empty());
+            let misses = |m: &[(&str, u64)]| m.iter().find(|(n, _)| *n == "cacheMissCount").map_or(0, |x| x.1);
+            read_back += misses(&disk.state_backend_metrics()) - misses(&before);
+            // Between calls, what a checkpoint would take reads the fragments merged.
+            if call % 20 == 19 {
+                let (mut a, mut b) = (memory.state_entries().unwrap(), disk.state_entries().unwrap());
+                a.sort();
+                b.sort();
+                // The same keys and windows (values may lie in another order).
+                let keys = |e: &[(Vec<u8>, Vec<u8>)]| e.iter().map(|(k, v)| (k.clone(), v.len())).collect::<Vec<_>>();
+                assert_eq!(keys(&a), keys(&b), "call {call}");
+            }
+        }
+        assert!(disk.spilled_windows() > 0, "the state passed its budget");
+        assert_eq!(read_back, 0, "no key was read back before the end of the input");
+        let want = fired_of(vec![memory.advance(MAX_TIMESTAMP, 1000).unwrap()]);
+        let mut got = Vec::new();
+        while !disk.is_empty() || got.is_empty() {
+            got.push(disk.advance(MAX_TIMESTAMP, 1000).unwrap());
+        }
+        let got = fired_of(got);
+        assert!(!want.is_empty());
+        assert_eq!(want, got);
+    }
+}
+
 #[test]
 fn window_values_encode_as_bytes_exactly_as_they_did_as_a_sequence() {
     // Checkpoints written before the values were encoded as bytes still read.
