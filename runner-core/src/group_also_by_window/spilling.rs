@@ -44,6 +44,8 @@ const RUN: usize = 4096;
 /// was last counted in.
 type OnDisk<'a> = Vec<(Window, u64, StateRepr<'a>)>;
 type OwnedOnDisk = Vec<(Window, u64, OwnedStateRepr)>;
+/// A key's window states read back: each window with its state and its change epoch.
+type KeyStates = Vec<(Window, u64, WindowState)>;
 
 impl GroupAlsoByWindow {
     /// The same engine keeping its state where `state` says.
@@ -161,8 +163,8 @@ impl GroupAlsoByWindow {
     /// A key's fragments as one state: each window's states merged, and then, for windows that
     /// merge, the windows the window function merges; with how many window states the
     /// fragments held.
-    fn decode_fragments(&self, fragments: &[Vec<u8>]) -> Result<(Vec<(Window, u64, WindowState)>, usize)> {
-        let mut out: Vec<(Window, u64, WindowState)> = Vec::new();
+    fn decode_fragments(&self, fragments: &[Vec<u8>]) -> Result<(KeyStates, usize)> {
+        let mut out: KeyStates = Vec::new();
         let mut stored = 0;
         for bytes in fragments {
             let states: OwnedOnDisk = crate::checkpoint::decode(&self.step, bytes)?;
