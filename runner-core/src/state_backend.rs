@@ -327,8 +327,10 @@ impl Spill {
         Ok(())
     }
 
-    /// `key`'s fragments on disk, oldest first, with their store keys.
-    fn fragments(&self, key: &[u8]) -> Result<Vec<(fjall::Slice, Vec<u8>)>> {
+    /// `key`'s fragments on disk, oldest first, with their store keys. (Keys are copied out of
+    /// the store's slices: a slice shares the block it was read from, and keeping it keeps the
+    /// block.)
+    fn fragments(&self, key: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         if !self.may_hold(key) {
             return Ok(Vec::new());
         }
@@ -336,7 +338,7 @@ impl Spill {
         let mut out = Vec::new();
         for kv in ks.prefix(self.key_prefix(key)) {
             let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
-            out.push((k, v.to_vec()));
+            out.push((k.to_vec(), v.to_vec()));
         }
         Ok(out)
     }
@@ -417,7 +419,8 @@ impl Spill {
                 _ if full => break,
                 _ => out.push((key.to_vec(), vec![v.to_vec()])),
             }
-            stored.push(k);
+            // Copied: a slice of the store keeps the whole block it was read from.
+            stored.push(k.to_vec());
         }
         for k in stored {
             ks.remove(k).map_err(|e| self.error("remove", e))?;
@@ -472,7 +475,7 @@ impl Spill {
         let ks = self.store.keyspace(&self.step)?;
         let keys: Vec<_> = ks
             .prefix(self.prefix)
-            .map(|kv| kv.key())
+            .map(|kv| kv.key().map(|k| k.to_vec()))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| self.error("read", e))?;
         for k in keys {
