@@ -231,7 +231,7 @@ impl GroupAlsoByWindow {
             ws.updated_in = self.counts.epoch;
             self.counts.changes.updated += 1;
         }
-        let before = ws.values.len();
+        let before = ws.values.capacity();
         match &self.values {
             Values::Buffer(_) => {
                 if idx.len() > 1 {
@@ -256,7 +256,7 @@ impl GroupAlsoByWindow {
                 ws.values = k.add_inputs(acc, &mut inputs).with_step(&self.step)?;
             }
         }
-        self.counts.bytes = self.counts.bytes + ws.values.len() - before;
+        self.counts.bytes = self.counts.bytes + ws.values.capacity() - before;
         ws.count += inputs as usize;
         ws.added(inputs as usize);
         // Element holds (see `element_hold`).

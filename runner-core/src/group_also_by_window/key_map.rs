@@ -207,9 +207,13 @@ impl KeyWindows {
     }
 }
 
-/// What one key and window's state counts for in [`GroupAlsoByWindow::state_bytes`].
+/// What one key and window's state counts for in [`GroupAlsoByWindow::state_bytes`]: what it
+/// holds allocated, as near as can be told without asking the allocator: its values' buffer
+/// (its capacity, not only what it uses), the key's bytes, the window's slot among its key's,
+/// and its key's entry in the key map (each window pays for a whole one).
 pub(super) fn state_bytes(key: &[u8], state: &WindowState) -> usize {
-    key.len() + state.values.len() + 96
+    const SLOTS: usize = std::mem::size_of::<(Window, WindowState)>() + std::mem::size_of::<(Key, KeyWindows)>();
+    key.len() + state.values.capacity() + SLOTS
 }
 
 impl GroupAlsoByWindow {

@@ -107,7 +107,7 @@ impl GroupAlsoByWindow {
     pub(super) fn close(&mut self, key: &[u8], window: Window) {
         self.mark_changed(key, window);
         if let Some(ws) = self.keys.get_mut(key).and_then(|w| w.close(&window)) {
-            self.counts.bytes -= ws.values.len();
+            self.counts.bytes -= ws.values.capacity();
             ws.values = Vec::new();
             ws.count = 0;
             let pt = ws.pt_timer();
@@ -128,7 +128,7 @@ impl GroupAlsoByWindow {
     ) -> Result<()> {
         self.mark_changed(key, window);
         let Some(ws) = self.keys.get_mut(key).and_then(|w| w.get_mut(&window)) else { return Ok(()) };
-        self.counts.bytes -= ws.values.len();
+        self.counts.bytes -= ws.values.capacity();
         let hold = ws.hold();
         let mut ctx = PaneContext {
             strategy: &self.strategy,
@@ -139,7 +139,7 @@ impl GroupAlsoByWindow {
         };
         let panes = emit_pane(&mut ctx, ws, key, window, is_final, out);
         ws.set_panes(panes, &self.fresh);
-        self.counts.bytes += ws.values.len();
+        self.counts.bytes += ws.values.capacity();
         if self.timers.tracked {
             self.timers.holds.change(hold, ws.hold());
         }
