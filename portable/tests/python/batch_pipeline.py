@@ -126,10 +126,14 @@ class _OwnSessions(window.WindowFn):
                 end = max(end, w.end)
                 continue
             if len(run) > 1:
-                merge_context.merge(run, window.IntervalWindow(run[0].start, end))
+                merge_context.merge(run, self._merged(run, end))
             run, end = [w], w.end
         if len(run) > 1:
-            merge_context.merge(run, window.IntervalWindow(run[0].start, end))
+            merge_context.merge(run, self._merged(run, end))
+
+    def _merged(self, run, end):
+        """The window `run` merges into, ending at `end`."""
+        return window.IntervalWindow(run[0].start, end)
 
     def get_window_coder(self):
         return beam.coders.coders.IntervalWindowCoder()
@@ -178,27 +182,14 @@ class _TaggedWindowCoder(beam.coders.Coder):
         return True
 
 
-class _TaggedSessions(window.WindowFn):
+class _TaggedSessions(_OwnSessions):
     """Sessions of `gap` seconds in tagged windows, merged by the SDK."""
-
-    def __init__(self, gap):
-        self.gap = gap
 
     def assign(self, context):
         return [_TaggedWindow(context.timestamp, context.timestamp + self.gap, context.element[0])]
 
-    def merge(self, merge_context):
-        run, end = [], None
-        for w in sorted(merge_context.windows, key=lambda w: w.start):
-            if run and w.start < end:
-                run.append(w)
-                end = max(end, w.end)
-                continue
-            if len(run) > 1:
-                merge_context.merge(run, _TaggedWindow(run[0].start, end, run[0].tag))
-            run, end = [w], w.end
-        if len(run) > 1:
-            merge_context.merge(run, _TaggedWindow(run[0].start, end, run[0].tag))
+    def _merged(self, run, end):
+        return _TaggedWindow(run[0].start, end, run[0].tag)
 
     def get_window_coder(self):
         return _TaggedWindowCoder()
