@@ -165,7 +165,8 @@ side = (p | "Side" >> beam.Create([("side", i) for i in range(25)])
    | beam.Map(lambda kv: window.TimestampedValue(kv, kv[1]))
    | beam.WindowInto(Tagged())
    | beam.ParDo(Buffer())
-   | beam.Map(lambda line, total: print("OUT", line, total, flush=True), total=beam.pvalue.AsSingleton(side)))
+   | beam.Map(lambda line, total: sys.stdout.write("OUT %s %s\n" % (line, total)) and sys.stdout.flush(),
+              total=beam.pvalue.AsSingleton(side)))
 "#,
     );
     let out = submit(&py, &server, &program);
