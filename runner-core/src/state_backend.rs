@@ -369,7 +369,12 @@ impl Spill {
     /// Reads `key`'s state back and removes it from disk, for a state kept whole (one
     /// fragment a key); `None` when it is not there.
     pub fn take(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let mut all = self.take_all(key)?;
+        let all = self.take_all(key)?;
+        self.whole(all)
+    }
+
+    /// The one fragment of a state kept whole, if any.
+    fn whole(&self, mut all: Fragments) -> Result<Option<Vec<u8>>> {
         match all.len() {
             0 | 1 => Ok(all.pop()),
             n => Err(self.error("read", format!("{n} fragments of a state kept whole"))),
@@ -393,11 +398,8 @@ impl Spill {
 
     /// Reads `key`'s state without removing it, for a state kept whole.
     pub fn peek(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let mut all = self.peek_all(key)?;
-        match all.len() {
-            0 | 1 => Ok(all.pop()),
-            n => Err(self.error("read", format!("{n} fragments of a state kept whole"))),
-        }
+        let all = self.peek_all(key)?;
+        self.whole(all)
     }
 
     /// Takes up to `limit` keys off disk, in key order (shorter keys first), each with its

@@ -273,12 +273,9 @@ fn iterable(
     }
 }
 
-/// A coder of `urn` with `components`.
+/// A coder of `urn` with `components` ([`crate::preprocess::wire::plain_coder`]).
 fn coder(urn: &str, components: &[&str]) -> rapi::Coder {
-    rapi::Coder {
-        spec: Some(rapi::FunctionSpec { urn: urn.into(), payload: Vec::new() }),
-        component_coder_ids: components.iter().map(|c| c.to_string()).collect(),
-    }
+    crate::preprocess::wire::plain_coder(urn, components.iter().map(|c| c.to_string()).collect())
 }
 
 /// The descriptor of a bundle of one transform `spec` of environment `env`: a data source of
