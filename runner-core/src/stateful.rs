@@ -312,6 +312,8 @@ pub struct StatefulParDoOperator {
     runner: DoFnRunner,
     strategy: WindowingStrategy,
     input_ops: Arc<dyn CollectionOps>,
+    /// Splits input batches by key (a rescale moves the elements waiting for side inputs so).
+    key_partitioner: Option<Arc<dyn weir_sdk::kernel::KeyPartitioner>>,
     output_ops: Vec<Arc<dyn CollectionOps>>,
     side: SideState,
     store: Store,
@@ -329,6 +331,32 @@ impl StatefulParDoOperator {
         self
     }
 
+    /// The entries of batches of elements waiting for side inputs, written by any number of
+    /// partitions, split by the elements' keys over `n` partitions and numbered anew in each.
+    fn spread_waiting(
+        &self,
+        by_key: &dyn weir_sdk::kernel::KeyPartitioner,
+        waiting: crate::checkpoint::Entries,
+        n: usize,
+    ) -> Result<Vec<crate::checkpoint::Entries>> {
+        let coder = |source| weir_sdk::Error::Coder { step: format!("{} (waiting input)", self.runner.step()), source };
+        let mut out: Vec<crate::checkpoint::Entries> = (0..n.max(1)).map(|_| Vec::new()).collect();
+        for (k, v) in waiting {
+            let batch = self.input_ops.decode_batch(&v).map_err(coder)?;
+            for (p, part) in by_key.partition(batch, n.max(1)).map_err(coder)?.into_iter().enumerate() {
+                if part.is_empty() {
+                    continue;
+                }
+                let number = out[p].len() as u64;
+                let Some(renumbered) = Pushback::renumber(&k[UNKEYED.len()..], number) else { continue };
+                let mut key = UNKEYED.to_vec();
+                key.extend(renumbered);
+                out[p].push((key, self.input_ops.encode_batch(&part).map_err(coder)?));
+            }
+        }
+        Ok(out)
+    }
+
     /// The stateful ParDo `node`.
     pub fn new(node: &TransformNode, payload: &ParDoPayload, graph: &PipelineGraph) -> Self {
         let input = graph.pcollection(node.inputs[0]);
@@ -336,6 +364,7 @@ impl StatefulParDoOperator {
             runner: DoFnRunner::new(node, payload, graph),
             strategy: input.windowing.clone(),
             input_ops: input.ops.clone(),
+            key_partitioner: payload.key_partitioner.clone(),
             output_ops: node.outputs.iter().map(|&o| graph.pcollection(o).ops.clone()).collect(),
             side: SideState {
                 sides: SideInputs::new(&payload.side_inputs, graph),
@@ -591,7 +620,7 @@ impl Operator for StatefulParDoOperator {
 
     /// By key; each new partition's bookkeeping is the lowest watermark, the latest processing
     /// time, the drops summed, and the side inputs (the same in every partition). Elements
-    /// waiting for side inputs cannot move yet: with any, the state is refused.
+    /// waiting for side inputs move by their keys too.
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         let step = self.runner.step().to_string();
         let refused = |waiting: usize| {
@@ -601,17 +630,22 @@ impl Operator for StatefulParDoOperator {
         };
         // The side inputs' entries, from the first partition that has any, go to every one.
         let (mut keyed, mut sides) = (Vec::with_capacity(old.len()), None::<crate::checkpoint::Entries>);
+        let mut waiting = Vec::new();
         for entries in old {
             let (own, rest): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(k, _)| k.starts_with(&UNKEYED));
-            let waiting = own.iter().filter(|(k, _)| Pushback::is_entry(&k[UNKEYED.len()..])).count();
-            if waiting > 0 {
-                return Err(refused(waiting));
-            }
+            let (waits, own): (Vec<_>, Vec<_>) =
+                own.into_iter().partition(|(k, _)| Pushback::is_entry(&k[UNKEYED.len()..]));
+            waiting.extend(waits);
             if sides.as_ref().is_none_or(Vec::is_empty) {
                 sides = Some(own);
             }
             keyed.push(rest);
         }
+        let moved = match (&self.key_partitioner, waiting.len()) {
+            (_, 0) => Vec::new(),
+            (Some(by_key), _) => self.spread_waiting(by_key.as_ref(), waiting, n)?,
+            (None, count) => return Err(refused(count)),
+        };
         let mut legacy_sides = None;
         let mut out = crate::checkpoint::spread_keyed(&step, keyed, n, |metas| {
             let mut merged: Option<Meta> = None;
@@ -635,6 +669,9 @@ impl Operator for StatefulParDoOperator {
         })?;
         for entries in &mut out {
             entries.extend(sides.iter().flatten().cloned());
+        }
+        for (p, entries) in moved.into_iter().enumerate() {
+            out[p].extend(entries);
         }
         // Side inputs in the older layout go back into the bookkeeping, as it had them.
         if let Some(s) = legacy_sides {

@@ -22,9 +22,10 @@
 //! repeat a batch, so it is an error naming the file.
 
 use serde::{Deserialize, Serialize};
-use weir_runner_core::checkpoint::log::refused;
+use weir_runner_core::checkpoint::log::{encode_entry, refused};
 use weir_runner_core::checkpoint::protocol::{self, commit_key, offsets_key, state_key, Logged, Opening};
 use weir_runner_core::checkpoint::state_files::StateFile;
+use weir_runner_core::checkpoint::store::{Location, Unflushed};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_sdk::time::Timestamp;
 use weir_sdk::Result;
@@ -147,18 +148,6 @@ impl Checkpoint {
         self.cp.write(&offsets_key(entry.batch_id), entry)
     }
 
-    /// Writes state file (or pack of them) `name` of `batch`.
-    pub(crate) fn write_state_file(&self, batch: u64, name: &str, bytes: Vec<u8>) -> Result<()> {
-        self.cp.loc.put_listed(&format!("{}/{name}", state_key(batch)), bytes)
-    }
-
-    /// Records which state files a batch wrote, so a missing one is detected; their folder is
-    /// made durable first.
-    pub(crate) fn write_manifest(&self, batch: u64, files: &[StateFile]) -> Result<()> {
-        self.cp.loc.sync_folder(&state_key(batch))?;
-        self.cp.write(&format!("{}/manifest.json", state_key(batch)), &files.to_vec())
-    }
-
     /// The state files of `batch`, each with its name in errors and its bytes; when `base`,
     /// its snapshot's if the snapshot thread made one there.
     pub(crate) fn read_state(&self, batch: u64, base: bool) -> Result<Vec<(StateFile, String, Vec<u8>)>> {
@@ -191,14 +180,39 @@ impl Checkpoint {
         Ok(files)
     }
 
-    /// Marks the batch done, then drops state and log entries no restart can need: everything
-    /// before both the latest snapshot batch and the retained batches.
-    pub(crate) fn write_commit(&self, entry: &CommitEntry, latest_snapshot: u64) -> Result<()> {
+    /// Marks the batch done. Returns the first batch a restart can need (before both the
+    /// latest snapshot batch and the retained batches): the caller drops the ones before it
+    /// with [`protocol::retire_before`], off the batch's path.
+    pub(crate) fn write_commit(&self, entry: &CommitEntry, latest_snapshot: u64) -> Result<u64> {
         // A process whose lease another has taken over commits nothing more.
         self.cp.guard.check()?;
         self.cp.write(&commit_key(entry.batch_id), entry)?;
-        self.cp.retire_before(latest_snapshot.min((entry.batch_id + 1).saturating_sub(self.retain)))
+        Ok(latest_snapshot.min((entry.batch_id + 1).saturating_sub(self.retain)))
     }
+}
+
+/// Writes state file (or pack of them) `name` of batch `batch` at `loc`, leaving its flush to
+/// [`flush_state`] (`None`: an object store's, durable already).
+pub(crate) fn write_state_file(loc: &Location, batch: u64, name: &str, bytes: Vec<u8>) -> Result<Option<Unflushed>> {
+    loc.put_unflushed(&format!("{}/{name}", state_key(batch)), bytes)
+}
+
+/// Writes the manifest of batch `batch` at `loc`, which lists the state files it wrote so a
+/// missing one is detected, leaving its flush to [`flush_state`]. It needs no atomic rename: no
+/// reader looks at a batch's folder before the commit log records the batch, and the commit log
+/// entry is written only once the folder is flushed.
+pub(crate) fn write_manifest(loc: &Location, batch: u64, files: &[StateFile]) -> Result<Option<Unflushed>> {
+    let key = format!("{}/manifest.json", state_key(batch));
+    loc.put_unflushed(&key, encode_entry(&loc.name(&key), &files.to_vec())?)
+}
+
+/// Makes batch `batch`'s state folder at `loc` durable: its files (written by
+/// [`write_state_file`] and [`write_manifest`]), then the folder's entries.
+pub(crate) fn flush_state(loc: &Location, batch: u64, files: Vec<Unflushed>) -> Result<()> {
+    for f in files {
+        f.flush()?;
+    }
+    loc.sync_folder(&state_key(batch))
 }
 
 #[cfg(test)]

@@ -50,8 +50,11 @@ impl<K: std::hash::Hash + Eq> Changed<K> {
     }
 
     /// What changed since the last call; `None` at the first, from which on changes are kept.
+    /// The next set starts as large as this one: a batch changes about as much as the last,
+    /// and growing the set again, rehashing, cost as much as marking.
     pub fn take(&mut self) -> Option<hashbrown::HashSet<K>> {
-        self.0.replace(hashbrown::HashSet::new())
+        let capacity = self.0.as_ref().map_or(0, hashbrown::HashSet::len);
+        self.0.replace(hashbrown::HashSet::with_capacity(capacity))
     }
 
     /// Forgets what changed (the state was restored to what was committed).

@@ -224,15 +224,7 @@ impl Checkpoint {
     /// Drops every batch (epoch) before `keep_from` from the logs and the state, commits first:
     /// a commit whose files are gone must never be the last one.
     pub fn retire_before(&self, keep_from: u64) -> Result<()> {
-        for dir in ["commits", "offsets", "state"] {
-            for id in self.ids(dir)? {
-                if id >= keep_from {
-                    break;
-                }
-                self.loc.delete_all(&format!("{dir}/{id}"))?;
-            }
-        }
-        Ok(())
+        retire_before(&self.loc, keep_from)
     }
 
     /// The bytes of state file `file` of `manifest_key`'s folder, which the manifest lists.
@@ -240,4 +232,19 @@ impl Checkpoint {
         super::state_files::check_name(&self.loc.name(&format!("{folder}/manifest.json")), file)?;
         super::state_files::read_file(&self.loc, folder, file)
     }
+}
+
+/// Drops every batch (epoch) before `keep_from` from the logs and the state at `loc`, commits
+/// first: a commit whose files are gone must never be the last one. For a thread that holds
+/// the location but not the checkpoint.
+pub fn retire_before(loc: &Location, keep_from: u64) -> Result<()> {
+    for dir in ["commits", "offsets", "state"] {
+        for id in batch_ids(loc.list(dir)?, |n| loc.name(&format!("{dir}/{n}"))) {
+            if id >= keep_from {
+                break;
+            }
+            loc.delete_all(&format!("{dir}/{id}"))?;
+        }
+    }
+    Ok(())
 }

@@ -18,6 +18,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use weir_sdk::{Error, Result};
 
+/// A local file written by [`Location::put_unflushed`] and not yet flushed to the disk.
+pub struct Unflushed {
+    file: std::fs::File,
+    shown: String,
+}
+
+impl Unflushed {
+    /// Flushes the file's bytes to the disk; an error names the file.
+    pub fn flush(self) -> Result<()> {
+        self.file.sync_all().map_err(|e| io(&self.shown, e))
+    }
+}
+
 /// A checkpoint location.
 #[derive(Clone)]
 pub enum Location {
@@ -131,6 +144,16 @@ impl Location {
     /// all of them before writing the manifest. Half the flushes of [`Location::put`], and no
     /// rename. An object store writes objects whole anyway.
     pub fn put_listed(&self, key: &str, bytes: Vec<u8>) -> Result<()> {
+        match self.put_unflushed(key, bytes)? {
+            Some(file) => file.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `bytes` at `key` as [`Location::put_listed`] does, but leaves the flush to the
+    /// caller, who may do it on another thread: a local file comes back to be flushed (and
+    /// its folder after it); an object store's write is durable when it returns (`None`).
+    pub fn put_unflushed(&self, key: &str, bytes: Vec<u8>) -> Result<Option<Unflushed>> {
         match self {
             Location::Local(root) => {
                 let path = root.join(key);
@@ -140,9 +163,9 @@ impl Location {
                 }
                 let mut file = std::fs::File::create(&path).map_err(|e| io(&shown, e))?;
                 std::io::Write::write_all(&mut file, &bytes).map_err(|e| io(&shown, e))?;
-                file.sync_all().map_err(|e| io(&shown, e))
+                Ok(Some(Unflushed { file, shown }))
             }
-            Location::Object(_) => self.put(key, bytes),
+            Location::Object(_) => self.put(key, bytes).map(|()| None),
         }
     }
 

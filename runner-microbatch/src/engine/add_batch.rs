@@ -47,11 +47,14 @@ impl Engine {
             weir_sdk::testing::fault::point("add-batch");
             // commit: state, sinks, commit log; then the batch's metrics count as committed.
             let commit_result = result.and_then(|_| self.commit(&mut metrics));
+            // A pending commit took the metrics: they count as committed when it finishes.
             metrics.publish(&self.report.metrics, commit_result.is_ok());
             match commit_result {
                 Ok(commit_ms) => {
-                    // The batch is durable: what waited for that runs (bundle finalization).
-                    self.shares_mut().for_each(NodeShare::on_committed);
+                    if self.ck.pending.is_none() {
+                        // The batch is durable: what waited for that runs (bundle finalization).
+                        self.shares_mut().for_each(NodeShare::on_committed);
+                    }
                     break Added { stats, sink_rows, add_ms, commit_ms };
                 }
                 Err(e) if !matches!(e, Error::Cancelled) && attempt < self.mb.max_batch_retries => {
@@ -90,6 +93,13 @@ impl Engine {
             now,
             draining,
         );
+        // With a checkpoint, each partition encodes its state as it finishes; the batch's
+        // commit writes those files.
+        let flow = match &self.ck.checkpoint {
+            Some(_) => flow.checkpointed(self.ck.last_snapshot.is_none()),
+            None => flow,
+        };
+        self.ck.encoded.clear();
         for (i, node) in self.nodes.iter_mut().enumerate() {
             let pending = std::mem::replace(&mut node.pending, (0..self.partitions).map(|_| Vec::new()).collect());
             let sides = std::mem::take(&mut node.side_pending);
@@ -116,7 +126,8 @@ impl Engine {
             error: None,
         };
         for outcome in results {
-            let PartitionOutcome { metrics, stats, read_stats, sink_rows, error } = outcome;
+            let PartitionOutcome { metrics, stats, read_stats, sink_rows, error, state } = outcome;
+            self.ck.encoded.extend(state);
             ran.metrics.append(metrics);
             ran.sink_rows += sink_rows;
             weir_runner_core::exec::source::add_stats(&mut self.planner.deferred_stats, read_stats);

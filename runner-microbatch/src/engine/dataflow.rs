@@ -17,6 +17,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use weir_runner_core::checkpoint::state_files::StateFile;
 use weir_runner_core::exec::node::{Input, MemberStats, NodeShare, Unit, UnitMetrics};
 use weir_runner_core::exec::sink::SinkWriter;
 use weir_runner_core::exec::source::{add_stats, TsStats};
@@ -64,7 +65,15 @@ pub(super) struct BatchFlow {
     now: Timestamp,
     draining: bool,
     failed: AtomicBool,
+    /// With a checkpoint, whether its commit writes full snapshots (`Some(true)`) or deltas:
+    /// each partition takes and encodes its state right after it runs, while it is still in
+    /// the processor's caches, on the thread that ran it.
+    checkpoint: Option<bool>,
 }
+
+/// A member's state file, taken and encoded after its partition ran: its node, the file and its
+/// bytes, and the time taking and encoding it took.
+pub(super) type EncodedState = (usize, (StateFile, Vec<u8>), std::time::Duration);
 
 /// What the partitions one thread ran did in a batch.
 pub(super) struct PartitionOutcome {
@@ -77,6 +86,8 @@ pub(super) struct PartitionOutcome {
     pub(super) sink_rows: i64,
     /// The thread's partitions' own error; `None` when they succeeded or stopped for another's.
     pub(super) error: Option<Error>,
+    /// The state files of the partitions it ran, with a checkpoint.
+    pub(super) state: Vec<EncodedState>,
 }
 
 impl BatchFlow {
@@ -106,7 +117,15 @@ impl BatchFlow {
             })
             .collect();
         let out_wms = wms.iter().map(|&w| (0..partitions).map(|_| AtomicI64::new(w)).collect()).collect();
-        BatchFlow { plan, topology, partitions, mail, out_wms, sinks, now, draining, failed: AtomicBool::new(false) }
+        let failed = AtomicBool::new(false);
+        BatchFlow { plan, topology, partitions, mail, out_wms, sinks, now, draining, failed, checkpoint: None }
+    }
+
+    /// The batch with a checkpoint whose commit writes full snapshots when `snapshot`, else
+    /// deltas ([`BatchFlow::checkpoint`]).
+    pub(super) fn checkpointed(mut self, snapshot: bool) -> Self {
+        self.checkpoint = Some(snapshot);
+        self
     }
 
     /// Delivers input the engine read (the sources' slices) to node `c`'s partition `q`, ahead
@@ -270,6 +289,7 @@ pub(super) fn run_partitions(flow: &BatchFlow, shares: &Shares) -> PartitionOutc
         read_stats: (Timestamp::MAX, Timestamp::MIN, 0, 0),
         sink_rows: 0,
         error: None,
+        state: Vec::new(),
     };
     'nodes: for (i, next) in shares.next.iter().enumerate() {
         loop {
@@ -324,5 +344,13 @@ fn run_node(flow: &BatchFlow, p: usize, i: usize, share: &mut NodeShare, out: &m
         flow.route(tail, p, port, batches)?;
     }
     flow.delivered(tail);
+    // The consumers have their input; now the state this run left, while it is still hot.
+    if let Some(snapshot) = flow.checkpoint {
+        for m in share.checkpoint(snapshot)? {
+            if let Some(file) = m.file {
+                out.state.push((m.node, file, m.encode_time));
+            }
+        }
+    }
     Ok(())
 }

@@ -7,8 +7,15 @@ use weir_runner_core::job::Job;
 use weir_runner_core::streaming::StreamingTrigger;
 use weir_sdk::{Error, Result};
 
-/// Drives batches by the trigger until the query ends.
+/// Drives batches by the trigger until the query ends. The last batch's commit finishes
+/// however the run ends: the batch was processed and its sinks committed.
 pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
+    let ran = run_batches(engine, job);
+    let finished = engine.finish_commit().and_then(|()| engine.retire());
+    ran.and(finished)
+}
+
+fn run_batches(engine: &mut Engine, job: &Job) -> Result<()> {
     let trigger = engine.streaming.trigger;
     let interval = Duration::from_millis(engine.streaming.trigger_interval_ms);
     loop {
@@ -21,6 +28,12 @@ pub(super) fn run(engine: &mut Engine, job: &Job) -> Result<()> {
         let ran = engine.run_batch(max, job)?;
         let ran_behind = ran == Ran::Behind;
         let ran = ran != Ran::Skipped;
+        // The next batch's reading overlaps this one's commit only when it follows at once
+        // because a source has more; otherwise the commit finishes now (a skipped batch
+        // finished the last one already).
+        if !ran_behind || trigger == StreamingTrigger::Once {
+            engine.finish_commit()?;
+        }
         // Once: one batch of what is available, and then what it left due at once (a
         // splittable DoFn's checkpointed restrictions), as Spark's Trigger.Once reads all.
         if engine.is_finished() || (trigger == StreamingTrigger::Once && !engine.processing_timer_due()) {
@@ -69,8 +82,12 @@ impl Engine {
         let replay = self.planner.replay.take();
         let mut report = super::progress::BatchReport::begin(self);
         // latestOffset: every source's slice of this batch (exactly the logged one on a replay).
-        let mut read = self.latest_offset(max, replay.as_ref(), job.is_drain_requested())?;
+        let read = self.latest_offset(max, replay.as_ref(), job.is_drain_requested());
         report.read_ms = started.elapsed().as_millis() as u64;
+        // The last batch's commit, whose flush overlapped this reading, finishes before this
+        // batch logs its offsets (or before it is skipped).
+        self.finish_commit()?;
+        let mut read = read?;
         if replay.is_none() && !read.moved && !self.processing_timer_due() {
             return Ok(Ran::Skipped);
         }

@@ -153,6 +153,13 @@ struct CheckpointState {
     /// Whether the next batch starts from state read back from checkpoint files (a restart)
     /// rather than the state already in memory: Spark's state store cache miss.
     state_loaded_from_files: bool,
+    /// The state files the partitions encoded in the batch just run, for its commit.
+    encoded: Vec<dataflow::EncodedState>,
+    /// The last batch's commit, while its state files are written and flushed.
+    pending: Option<commit::PendingCommit>,
+    /// The first batch a restart can need, as of the last commit: the next commit's flush
+    /// thread drops the ones before it.
+    retire_from: Option<u64>,
 }
 
 /// Per (node, partition) share, each member's state entries; and every node's watermarks.

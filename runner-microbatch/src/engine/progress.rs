@@ -56,7 +56,8 @@ struct ProgressInput {
 }
 
 impl Engine {
-    /// Builds the batch's progress and publishes it.
+    /// Builds the batch's progress: published at once, or, when its commit is pending, once
+    /// the commit log records the batch ([`Engine::finish_commit`]).
     pub(super) fn publish_progress(&mut self, report: BatchReport, read: SourcesRead, added: Added, started: Instant) {
         let mut ts_stats = read.ts_stats;
         add_stats(&mut ts_stats, self.planner.deferred_stats);
@@ -94,6 +95,15 @@ impl Engine {
             total_ms: started.elapsed().as_millis() as u64,
         });
         self.ck.state_loaded_from_files = false;
+        match self.ck.pending.as_mut() {
+            Some(pending) => pending.progress = Some(progress),
+            None => self.publish(progress),
+        }
+    }
+
+    /// Publishes a batch's progress: to the job's metrics (the state figures), the handle and
+    /// its listeners.
+    pub(super) fn publish(&mut self, progress: StreamingQueryProgress) {
         // The state store figures reach the job's metrics, and every sink, as gauges.
         weir_runner_core::exec::node::UnitMetrics::publish_state_operators(
             &self.report.metrics,
@@ -201,6 +211,18 @@ impl Engine {
             sources,
             sink: SinkProgress { description: leaves.join(", "), num_output_rows: p.sink_rows },
             watermarks,
+        }
+    }
+
+    /// Sets the state figures of a batch's progress built before its state was written (a
+    /// pending commit's): each stateful step's commit time and bytes written.
+    pub(super) fn add_state_writes(&self, progress: &mut StreamingQueryProgress) {
+        for (i, spec) in self.plan.nodes.iter().enumerate() {
+            let Some(op) = progress.state_operators.iter_mut().find(|o| o.operator_name == spec.name) else {
+                continue;
+            };
+            op.commit_time_ms = self.ck.commit_time.get(&i).map_or(0, |&d| millis_rounded_up(d));
+            op.custom_metrics.extend(self.ck.state_bytes.get(&i).copied().unwrap_or_default().custom_metrics());
         }
     }
 
