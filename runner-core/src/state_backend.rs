@@ -403,19 +403,20 @@ impl Spill {
     }
 
     /// Takes up to `limit` keys off disk, in key order (shorter keys first), each with its
-    /// fragments.
-    pub fn take_first(&mut self, limit: usize) -> Result<Vec<(Vec<u8>, Fragments)>> {
+    /// fragments, and no more once they hold `max_bytes` (at least one key).
+    pub fn take_first(&mut self, limit: usize, max_bytes: usize) -> Result<Vec<(Vec<u8>, Fragments)>> {
         if self.on_disk.is_empty() {
             return Ok(Vec::new());
         }
         let start = std::time::Instant::now();
         let ks = self.store.keyspace(&self.step)?;
         let mut out: Vec<(Vec<u8>, Fragments)> = Vec::new();
-        let mut stored = Vec::new();
+        let (mut stored, mut taken) = (Vec::new(), 0);
         for kv in ks.prefix(self.prefix) {
             let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
             let key = self.user_key(&k)?;
-            let full = out.len() >= limit;
+            let full = out.len() >= limit || taken >= max_bytes;
+            taken += v.len();
             match out.last_mut() {
                 Some((last, fragments)) if last.as_slice() == key => fragments.push(v.to_vec()),
                 _ if full => break,

@@ -37,7 +37,9 @@ pub(super) struct Disk {
     partial: Vec<Key>,
 }
 
-/// Keys read back from disk at a time at the end of the input.
+/// Most keys read back from disk at a time at the end of the input; a run also holds at most
+/// half the engine's share of the memory budget (encoded), so that the runs every partition
+/// holds between its calls stay within the budget.
 const RUN: usize = 4096;
 
 /// A key's windows as the disk holds them: each window with its state and the change epoch it
@@ -308,7 +310,7 @@ impl GroupAlsoByWindow {
     pub(super) fn read_back_run(&mut self) -> Result<bool> {
         let Some(disk) = self.disk.as_mut() else { return Ok(false) };
         let Some(spill) = disk.spill.as_mut() else { return Ok(false) };
-        let run = spill.take_first(RUN)?;
+        let run = spill.take_first(RUN, spill.budget() / 2)?;
         if run.is_empty() {
             return Ok(false);
         }
