@@ -35,13 +35,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def tenths(batches, of):
-    n = max(1, len(batches) // 10)
-    first = sum(of(b) for b in batches[:n]) / n
-    last = sum(of(b) for b in batches[-n:]) / n
-    return first, last
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from state_bench import on_path, progress, state_work, tenth  # noqa: E402
 
 
 def report(name, batches):
@@ -49,10 +44,8 @@ def report(name, batches):
     batches = [b for b in batches if b.get("numInputRows", 0) > 0]
     if not batches:
         sys.exit(f"{name}: no batch read any input")
-    on_path = lambda b: b["durationMs"].get("commitOffsets", 0)
-    state = lambda b: sum(o.get("commitTimeMs", 0) for o in b.get("stateOperators", []))
-    p_first, p_last = tenths(batches, on_path)
-    s_first, s_last = tenths(batches, state)
+    p_first, p_last = tenth(batches, False, on_path), tenth(batches, True, on_path)
+    s_first, s_last = tenth(batches, False, state_work), tenth(batches, True, state_work)
     rows = sum(b["numInputRows"] for b in batches)
     secs = sum(b["durationMs"].get("triggerExecution", 0) for b in batches) / 1000.0
     ratio = s_last / s_first if s_first else float("inf")
@@ -92,9 +85,9 @@ def spark_run(args, stream_dir, work):
     query = (result.writeStream.format("json").option("path", out).option("checkpointLocation", ck)
              .outputMode("append").trigger(availableNow=True).start())
     query.awaitTermination()
-    progress = [json.loads(p.json) for p in query.recentProgress]
+    batches = [json.loads(p.json) for p in query.recentProgress]
     spark.stop()
-    return progress
+    return batches
 
 
 def weir_run(args, events, work):
@@ -105,12 +98,7 @@ def weir_run(args, events, work):
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{p.stderr[-4000:]}")
-    progress = []
-    for line in p.stderr.splitlines():
-        at = line.find("batch committed progress=")
-        if at >= 0:
-            progress.append(json.loads(line[at + len("batch committed progress="):]))
-    return progress
+    return progress(p.stderr.splitlines())
 
 
 def main():

@@ -67,13 +67,13 @@ def tenth(batches, last, of):
 
 def on_path(b):
     """The commit's time on the batch's path (`durationMs.commitOffsets`)."""
-    return b["durationMs"]["commitOffsets"]
+    return b["durationMs"].get("commitOffsets", 0)
 
 
 def state_work(b):
     """The time taking, encoding, writing and flushing the batch's state took, over its
     stateful steps (their `commitTimeMs`), wherever it ran."""
-    return sum(o["commitTimeMs"] for o in b.get("stateOperators", []))
+    return sum(o.get("commitTimeMs", 0) for o in b.get("stateOperators", []))
 
 
 def main():

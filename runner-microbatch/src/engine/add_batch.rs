@@ -95,11 +95,12 @@ impl Engine {
         );
         // With a checkpoint, each partition encodes its state as it finishes; the batch's
         // commit writes those files.
+        let snapshot = self.ck.last_snapshot.is_none();
         let flow = match &self.ck.checkpoint {
-            Some(_) => flow.checkpointed(self.ck.last_snapshot.is_none()),
+            Some(_) => flow.checkpointed(snapshot),
             None => flow,
         };
-        self.ck.encoded.clear();
+        self.ck.encoded = (snapshot, Vec::new());
         for (i, node) in self.nodes.iter_mut().enumerate() {
             let pending = std::mem::replace(&mut node.pending, (0..self.partitions).map(|_| Vec::new()).collect());
             let sides = std::mem::take(&mut node.side_pending);
@@ -127,7 +128,7 @@ impl Engine {
         };
         for outcome in results {
             let PartitionOutcome { metrics, stats, read_stats, sink_rows, error, state } = outcome;
-            self.ck.encoded.extend(state);
+            self.ck.encoded.1.extend(state);
             ran.metrics.append(metrics);
             ran.sink_rows += sink_rows;
             weir_runner_core::exec::source::add_stats(&mut self.planner.deferred_stats, read_stats);

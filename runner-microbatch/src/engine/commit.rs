@@ -59,9 +59,8 @@ impl Engine {
         self.commit_sinks(metrics)?;
         weir_sdk::testing::fault::point("sink-commit");
         let Some(cp) = &self.ck.checkpoint else { return Ok(t.elapsed().as_millis() as u64) };
-        let snapshot = self.ck.last_snapshot.is_none();
         let (loc, batch, retire) = (cp.location(), self.batch_id, self.ck.retire_from.take());
-        let encoded = std::mem::take(&mut self.ck.encoded);
+        let (snapshot, encoded) = std::mem::take(&mut self.ck.encoded);
         let spawned = std::thread::Builder::new().name("weir-state-commit".into()).spawn(move || {
             let written = write_state(encoded, &loc, batch, snapshot)?;
             weir_sdk::testing::fault::point_at("state-commit", batch);

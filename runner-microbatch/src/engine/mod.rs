@@ -153,8 +153,9 @@ struct CheckpointState {
     /// Whether the next batch starts from state read back from checkpoint files (a restart)
     /// rather than the state already in memory: Spark's state store cache miss.
     state_loaded_from_files: bool,
-    /// The state files the partitions encoded in the batch just run, for its commit.
-    encoded: Vec<dataflow::EncodedState>,
+    /// The state files the partitions encoded in the batch just run, for its commit, and
+    /// whether they are full snapshots (decided once, when the batch started).
+    encoded: (bool, Vec<dataflow::EncodedState>),
     /// The last batch's commit, while its state files are written and flushed.
     pending: Option<commit::PendingCommit>,
     /// The first batch a restart can need, as of the last commit: the next commit's flush

@@ -148,11 +148,11 @@ impl Engine {
                 num_rows_dropped_by_watermark: st.dropped,
                 all_updates_time_ms: st.update_ms,
                 all_removals_time_ms: st.removal_ms,
-                commit_time_ms: self.ck.commit_time.get(&i).map_or(0, |&d| millis_rounded_up(d)),
+                commit_time_ms: self.state_writes(i).0,
                 memory_used_bytes,
                 num_state_store_instances: self.partitions as u64,
                 custom_metrics: {
-                    let mut custom = self.ck.state_bytes.get(&i).copied().unwrap_or_default().custom_metrics();
+                    let mut custom = self.state_writes(i).1;
                     // Each partition's state for this batch came from memory (a hit; a retried
                     // batch restores the copy kept in memory) or, after a restart, from the
                     // checkpoint's files (a miss).
@@ -214,6 +214,13 @@ impl Engine {
         }
     }
 
+    /// Node `i`'s state writes in the last commit: its `commitTimeMs`, and its bytes written as
+    /// custom metrics.
+    fn state_writes(&self, i: usize) -> (u64, std::collections::BTreeMap<String, u64>) {
+        let time = self.ck.commit_time.get(&i).map_or(0, |&d| millis_rounded_up(d));
+        (time, self.ck.state_bytes.get(&i).copied().unwrap_or_default().custom_metrics())
+    }
+
     /// Sets the state figures of a batch's progress built before its state was written (a
     /// pending commit's): each stateful step's commit time and bytes written.
     pub(super) fn add_state_writes(&self, progress: &mut StreamingQueryProgress) {
@@ -221,8 +228,9 @@ impl Engine {
             let Some(op) = progress.state_operators.iter_mut().find(|o| o.operator_name == spec.name) else {
                 continue;
             };
-            op.commit_time_ms = self.ck.commit_time.get(&i).map_or(0, |&d| millis_rounded_up(d));
-            op.custom_metrics.extend(self.ck.state_bytes.get(&i).copied().unwrap_or_default().custom_metrics());
+            let (time, bytes) = self.state_writes(i);
+            op.commit_time_ms = time;
+            op.custom_metrics.extend(bytes);
         }
     }
 
