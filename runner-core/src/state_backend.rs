@@ -45,10 +45,13 @@ impl StateBackend {
             StateBackendKind::Memory => StateBackend { disk: None },
             StateBackendKind::Disk => {
                 let parent = options.local_dir.as_ref().map_or_else(std::env::temp_dir, PathBuf::from);
+                let budget: usize = options.memory_budget.try_into().unwrap_or(usize::MAX);
+                // Buffers kept for reuse hold no more than an eighth of the budget beside it.
+                weir_sdk::batch::recycle::limit_kept_bytes(budget / 8);
                 StateBackend {
                     disk: Some(Arc::new(DiskStore {
                         parent,
-                        budget: options.memory_budget.try_into().unwrap_or(usize::MAX),
+                        budget,
                         opened: OnceLock::new(),
                         instances: AtomicUsize::new(0),
                         next_prefix: AtomicU64::new(1),
@@ -83,6 +86,7 @@ impl StateBackend {
             bytes_on_disk: 0,
             spilled_total: 0,
             next_fragment: 0,
+            taken_to: None,
         }))
     }
 
@@ -229,6 +233,10 @@ pub struct Spill {
     spilled_total: usize,
     /// The next fragment's sequence number.
     next_fragment: u64,
+    /// Where [`Spill::take_first`] stopped: the last store key it took. Keys leave in key
+    /// order at the end of an input, and each leaves a tombstone behind: the next take starts
+    /// after it instead of scanning every tombstone again. Cleared when a key is written.
+    taken_to: Option<Vec<u8>>,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -302,6 +310,8 @@ impl Spill {
         let Some(db) = db else { return Err(self.error("write", "closed")) };
         let mut batch = db.batch();
         let (mut bytes, n) = (0usize, states.len());
+        // A key written may lie before where the last take stopped.
+        self.taken_to = None;
         for (key, value) in states {
             *self.on_disk.entry(key_hash(&key)).or_default() += 1;
             bytes += value.len();
@@ -353,11 +363,10 @@ impl Spill {
         }
         let ks = self.store.keyspace(&self.step)?;
         let h = key_hash(key);
-        let mut out = Vec::with_capacity(found.len());
-        for (k, v) in found {
-            ks.remove(k).map_err(|e| self.error("remove", e))?;
+        let (stored, out): (Vec<_>, Vec<_>) = found.into_iter().unzip();
+        self.remove_stored(&ks, &stored)?;
+        for v in &out {
             self.forget(h, v.len());
-            out.push(v);
         }
         let stats = &self.store.stats;
         stats.read_back_bytes.fetch_add(out.iter().map(|v| v.len() as u64).sum(), Ordering::Relaxed);
@@ -405,6 +414,7 @@ impl Spill {
     /// Takes up to `limit` keys off disk, in key order (shorter keys first), each with its
     /// fragments, and no more once they hold `max_bytes` (at least one key).
     pub fn take_first(&mut self, limit: usize, max_bytes: usize) -> Result<Vec<(Vec<u8>, Fragments)>> {
+        use std::ops::Bound;
         if self.on_disk.is_empty() {
             return Ok(Vec::new());
         }
@@ -412,22 +422,28 @@ impl Spill {
         let ks = self.store.keyspace(&self.step)?;
         let mut out: Vec<(Vec<u8>, Fragments)> = Vec::new();
         let (mut stored, mut taken) = (Vec::new(), 0);
-        for kv in ks.prefix(self.prefix) {
+        let from = match self.taken_to.take() {
+            Some(after) => Bound::Excluded(after),
+            None => Bound::Included(self.prefix.to_vec()),
+        };
+        for kv in ks.range::<Vec<u8>, _>((from, Bound::Unbounded)) {
             let (k, v) = kv.into_inner().map_err(|e| self.error("read", e))?;
+            if !k.starts_with(&self.prefix) {
+                break;
+            }
             let key = self.user_key(&k)?;
             let full = out.len() >= limit || taken >= max_bytes;
-            taken += v.len();
             match out.last_mut() {
                 Some((last, fragments)) if last.as_slice() == key => fragments.push(v.to_vec()),
                 _ if full => break,
                 _ => out.push((key.to_vec(), vec![v.to_vec()])),
             }
+            taken += v.len();
             // Copied: a slice of the store keeps the whole block it was read from.
             stored.push(k.to_vec());
         }
-        for k in stored {
-            ks.remove(k).map_err(|e| self.error("remove", e))?;
-        }
+        self.remove_stored(&ks, &stored)?;
+        self.taken_to = stored.pop();
         let mut bytes = 0;
         for (k, fragments) in &out {
             let h = key_hash(k);
@@ -441,6 +457,23 @@ impl Spill {
         stats.read_back_keys.fetch_add(out.len() as u64, Ordering::Relaxed);
         stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
         Ok(out)
+    }
+
+    /// Removes store keys, in one write. Each was written once (its fragment's sequence number
+    /// is its own), so a weak tombstone removes it: one that vanishes with the value it meets
+    /// in a compaction instead of travelling down every level.
+    fn remove_stored(&self, ks: &fjall::Keyspace, stored: &[Vec<u8>]) -> Result<()> {
+        if stored.is_empty() {
+            return Ok(());
+        }
+        let opened = self.store.open(&self.step)?;
+        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _)| db.clone());
+        let Some(db) = db else { return Err(self.error("remove", "closed")) };
+        let mut batch = db.batch();
+        for k in stored {
+            batch.remove_weak(ks, k.as_slice());
+        }
+        batch.commit().map_err(|e| self.error("remove", e))
     }
 
     /// Calls `f` with every key on disk and its fragments (oldest first), in key order,
@@ -481,9 +514,8 @@ impl Spill {
             .map(|kv| kv.key().map(|k| k.to_vec()))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| self.error("read", e))?;
-        for k in keys {
-            ks.remove(k).map_err(|e| self.error("remove", e))?;
-        }
+        self.remove_stored(&ks, &keys)?;
+        self.taken_to = None;
         self.on_disk.clear();
         self.bytes_on_disk = 0;
         Ok(())

@@ -404,6 +404,17 @@ impl clap::Args for PipelineOptions {
     }
 }
 
+/// A pipeline flag as [`PipelineOptions::describe_flags`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlagDescription {
+    /// The flag, e.g. `--runner`.
+    pub flag: String,
+    /// Whether it takes a value (`--runner direct`), or is a switch (`--explain`).
+    pub takes_value: bool,
+    /// Its help text.
+    pub help: String,
+}
+
 impl PipelineOptions {
     /// The command line of pipeline options alone (no program name).
     fn command() -> clap::Command {
@@ -446,6 +457,22 @@ impl PipelineOptions {
             .get_arguments()
             .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
             .filter(|l| l != "--help")
+            .collect()
+    }
+
+    /// Every flag with whether it takes a value and its help text, e.g. `("--runner", true,
+    /// "...")`: what a client in another language declares to parse them itself.
+    pub fn describe_flags() -> Vec<FlagDescription> {
+        Self::command()
+            .get_arguments()
+            .filter_map(|a| {
+                let long = a.get_long().filter(|l| *l != "help")?;
+                Some(FlagDescription {
+                    flag: format!("--{long}"),
+                    takes_value: a.get_action().takes_values(),
+                    help: a.get_help().map(|h| h.to_string()).unwrap_or_default(),
+                })
+            })
             .collect()
     }
 
@@ -577,5 +604,19 @@ mod tests {
         assert!(e.contains("--runner") && e.contains("--test-group-seed"), "{e}");
         let e = PipelineOptions::from_args(["--test-group-seed", "abc"]).unwrap_err().to_string();
         assert!(e.contains("test-group-seed"), "{e}");
+    }
+
+    #[test]
+    fn flags_are_described_with_whether_they_take_a_value() {
+        register_option_group::<TestGroup>();
+        let flags = PipelineOptions::describe_flags();
+        let find = |f: &str| flags.iter().find(|d| d.flag == f).unwrap_or_else(|| panic!("{f} in {flags:?}")).clone();
+        assert!(find("--runner").takes_value);
+        assert!(find("--test-group-seed").takes_value);
+        assert!(!find("--explain").takes_value);
+        assert!(!find("--runner").help.is_empty());
+        assert!(flags.iter().all(|d| d.flag != "--help"));
+        let names: Vec<String> = flags.iter().map(|d| d.flag.clone()).collect();
+        assert_eq!(names, PipelineOptions::valid_flags());
     }
 }

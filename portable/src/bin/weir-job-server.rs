@@ -25,7 +25,7 @@ use weir_portable::jobservices::service::{bind, serve, Jobs};
 
 const USAGE: &str = "usage: weir-job-server [--job-port PORT] [--job-host HOST] [--sdk-workers N] [--python PATH] \
 [--max-finished-jobs N] [--artifact-dir DIR] [--artifact-store-max-bytes N] [Weir pipeline flags, e.g. --runner microbatch --parallelism 2]\n       weir-job-server --drain JOB_ID [--job-port PORT] \
-[--job-host HOST]";
+[--job-host HOST]\n       weir-job-server --describe-flags   (Weir's pipeline flags as JSON lines)";
 
 struct Args {
     address: SocketAddr,
@@ -114,8 +114,26 @@ async fn terminated() -> Result<(), String> {
     Ok(())
 }
 
+/// `--describe-flags`: Weir's pipeline flags, one JSON object a line (`flag`, `takes_value`,
+/// `help`), for clients that declare them (the Python package's `WeirOptions`).
+fn describe_flags() {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for f in weir_sdk::PipelineOptions::describe_flags() {
+        let line = serde_json::json!({"flag": f.flag, "takes_value": f.takes_value, "help": f.help});
+        // A reader that stops early (`| head`) ends the listing, not the program with a panic.
+        if writeln!(out, "{line}").is_err() {
+            return;
+        }
+    }
+}
+
 fn main() {
     weir::register_with_logging();
+    if std::env::args().skip(1).any(|a| a == "--describe-flags") {
+        describe_flags();
+        return;
+    }
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {

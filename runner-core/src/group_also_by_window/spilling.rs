@@ -38,9 +38,21 @@ pub(super) struct Disk {
 }
 
 /// Most keys read back from disk at a time at the end of the input; a run also holds at most
-/// half the engine's share of the memory budget (encoded), so that the runs every partition
-/// holds between its calls stay within the budget.
+/// a call's worth of values ([`GroupAlsoByWindow::output_limit`]), encoded.
 const RUN: usize = 4096;
+
+/// Most bytes of values one call fires at the end of time, when keys went to disk: what the
+/// call's output (decoded, and what the steps after it make of it) adds to the state in
+/// memory. An eighth of the engine's share of the budget, and no more than this.
+const END_CALL_BYTES: usize = 32 << 20;
+
+/// Most bytes of encoded state one write to the store carries.
+const WRITE_BYTES: usize = 8 << 20;
+
+/// A call's worth of values at the end of time (see [`END_CALL_BYTES`]).
+fn call_bytes(spill: &Spill) -> usize {
+    (spill.budget() / 8).clamp(1, END_CALL_BYTES)
+}
 
 /// A key's windows as the disk holds them: each window with its state and the change epoch it
 /// was last counted in.
@@ -66,10 +78,11 @@ impl GroupAlsoByWindow {
         self
     }
 
-    /// How many bytes of values one call fires at the end of time: the engine's share of the
-    /// memory budget once any key went to disk; else no limit.
+    /// How many bytes of values one call fires at the end of time once any key went to disk
+    /// (an eighth of the engine's share of the budget, at most [`END_CALL_BYTES`]); else no
+    /// limit.
     pub(super) fn output_limit(&self) -> Option<usize> {
-        self.spill_area().filter(|_| self.has_spilled()).map(Spill::budget)
+        self.spill_area().filter(|_| self.has_spilled()).map(call_bytes)
     }
 
     /// The disk backend's figures (see [`crate::operator::Operator::state_backend_metrics`]);
@@ -283,10 +296,12 @@ impl GroupAlsoByWindow {
         self.write_out(chosen)
     }
 
-    /// Moves `keys` (in key order) from memory to disk.
+    /// Moves `keys` (in key order) from memory to disk, in writes of at most [`WRITE_BYTES`]
+    /// (the store copies a write into its batch and memtable: one write of every key leaving
+    /// would hold a quarter of the budget twice more).
     fn write_out(&mut self, keys: Vec<Key>) -> Result<()> {
         let Some(disk) = self.disk.as_mut() else { return Ok(()) };
-        let mut out = Vec::with_capacity(keys.len());
+        let (mut out, mut bytes) = (Vec::new(), 0);
         let mut moved = 0;
         for key in keys {
             let Some(windows) = self.keys.remove(&key) else { continue };
@@ -294,9 +309,18 @@ impl GroupAlsoByWindow {
                 continue;
             }
             let states: OnDisk<'_> = windows.iter().map(|(w, s)| (*w, s.updated_in, s.repr(&self.fresh))).collect();
-            out.push((key.to_vec(), crate::checkpoint::encode(&self.step, &states)?));
+            let encoded = crate::checkpoint::encode(&self.step, &states)?;
+            bytes += encoded.len();
+            out.push((key.to_vec(), encoded));
             moved += states.len();
             self.counts.bytes -= windows.iter().map(|(_, s)| state_bytes(&key, s)).sum::<usize>();
+            drop(windows);
+            if bytes >= WRITE_BYTES {
+                if let Some(spill) = disk.spill.as_mut() {
+                    spill.put(std::mem::take(&mut out))?;
+                }
+                bytes = 0;
+            }
         }
         disk.windows += moved;
         if let Some(spill) = disk.spill.as_mut() {
@@ -310,7 +334,7 @@ impl GroupAlsoByWindow {
     pub(super) fn read_back_run(&mut self) -> Result<bool> {
         let Some(disk) = self.disk.as_mut() else { return Ok(false) };
         let Some(spill) = disk.spill.as_mut() else { return Ok(false) };
-        let run = spill.take_first(RUN, spill.budget() / 2)?;
+        let run = spill.take_first(RUN, call_bytes(spill))?;
         if run.is_empty() {
             return Ok(false);
         }

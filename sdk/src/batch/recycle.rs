@@ -7,11 +7,13 @@
 //! back here, and kernels that fill one take a buffer of the same element type from here, so a
 //! pipeline in its steady state reuses the memory it already touched.
 //!
-//! What is kept is bounded ([`MAX_KEPT_BYTES`] in all, [`MAX_KEPT_PER_TYPE`] buffers per element
-//! type); buffers below [`MIN_BYTES`] are left to the allocator, which reuses small blocks well.
+//! What is kept is bounded ([`MAX_KEPT_BYTES`] in all, or less under a memory budget: see
+//! [`limit_kept_bytes`]; [`MAX_KEPT_PER_TYPE`] buffers per element type); buffers below
+//! [`MIN_BYTES`] are left to the allocator, which reuses small blocks well.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Buffers smaller than this are not kept.
@@ -21,14 +23,40 @@ pub const MAX_KEPT_BYTES: usize = 1 << 30;
 /// Most buffers kept per element type.
 pub const MAX_KEPT_PER_TYPE: usize = 128;
 
+/// A kept buffer (a `Vec<E>`) with its size in bytes.
+type Kept = (usize, Box<dyn Any + Send>);
+
 struct Pool {
     /// Emptied buffers (`Vec<E>`) per element type `E` (a `WindowedValue<T>` for a bundle of
     /// rows, `T` for the values of a uniform bundle).
-    spare: HashMap<TypeId, Vec<Box<dyn Any + Send>>>,
+    spare: HashMap<TypeId, Vec<Kept>>,
     bytes: usize,
 }
 
 static POOL: Mutex<Option<Pool>> = Mutex::new(None);
+
+/// Most bytes kept now: [`MAX_KEPT_BYTES`], or less once [`limit_kept_bytes`] lowered it.
+static KEPT_LIMIT: AtomicUsize = AtomicUsize::new(MAX_KEPT_BYTES);
+
+/// Keeps at most `bytes` of buffers from now on (the least of every limit asked for; kept
+/// buffers over it are dropped): a job with a memory budget for its state
+/// (`--state-memory-budget`) asks for a part of it, so that buffers kept for reuse do not
+/// hold more than the state itself (at most 128 buffers of each type, a grouping's input
+/// buffers alone kept 190 MB beside a 128 MiB budget). The limit holds for the process.
+pub fn limit_kept_bytes(bytes: usize) {
+    let before = KEPT_LIMIT.fetch_min(bytes, Ordering::Relaxed);
+    if bytes < before {
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pool) = pool.as_mut() {
+            while pool.bytes > bytes {
+                let Some(list) = pool.spare.values_mut().find(|l| !l.is_empty()) else { break };
+                if let Some((bytes, _)) = list.pop() {
+                    pool.bytes -= bytes;
+                }
+            }
+        }
+    }
+}
 
 fn bytes_of<E>(v: &Vec<E>) -> usize {
     v.capacity() * std::mem::size_of::<E>()
@@ -52,12 +80,12 @@ fn take_kept<E: Send + 'static>(min_capacity: usize) -> Option<Vec<E>> {
         if let Some(pool) = pool.as_mut() {
             if let Some(list) = pool.spare.get_mut(&TypeId::of::<Vec<E>>()) {
                 // Not much larger than asked for either: what fills the buffer may keep it.
-                let fits = |b: &Box<dyn Any + Send>| {
+                let fits = |(_, b): &Kept| {
                     b.downcast_ref::<Vec<E>>()
                         .is_some_and(|v| (min_capacity..=min_capacity.saturating_mul(4)).contains(&v.capacity()))
                 };
                 if let Some(i) = list.iter().position(fits) {
-                    let v = *list.swap_remove(i).downcast::<Vec<E>>().expect("kept by element type");
+                    let v = *list.swap_remove(i).1.downcast::<Vec<E>>().expect("kept by element type");
                     pool.bytes -= bytes_of(&v);
                     return Some(v);
                 }
@@ -76,12 +104,12 @@ pub fn give<E: Send + 'static>(mut v: Vec<E>) {
     v.clear();
     let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
     let pool = pool.get_or_insert_with(|| Pool { spare: HashMap::new(), bytes: 0 });
-    if pool.bytes + bytes > MAX_KEPT_BYTES {
+    if pool.bytes + bytes > KEPT_LIMIT.load(Ordering::Relaxed) {
         return;
     }
     let list = pool.spare.entry(TypeId::of::<Vec<E>>()).or_default();
     if list.len() < MAX_KEPT_PER_TYPE {
-        list.push(Box::new(v));
+        list.push((bytes, Box::new(v)));
         pool.bytes += bytes;
     }
 }
