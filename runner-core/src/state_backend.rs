@@ -17,6 +17,10 @@
 //! the store holds no state a checkpoint needs, and a restart rebuilds it from the checkpoint.
 //! The store's folder is removed when the job ends.
 
+mod runs;
+
+pub use runs::key_order;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -87,6 +91,8 @@ impl StateBackend {
             spilled_total: 0,
             next_fragment: 0,
             taken_to: None,
+            runs: None,
+            store_used: false,
         }))
     }
 
@@ -237,6 +243,11 @@ pub struct Spill {
     /// order at the end of an input, and each leaves a tombstone behind: the next take starts
     /// after it instead of scanning every tombstone again. Cleared when a key is written.
     taken_to: Option<Vec<u8>>,
+    /// Keys that left in sorted runs ([`Spill::put_run`]); opened with the first.
+    runs: Option<runs::Runs>,
+    /// Whether any key went to the store: runs are then no longer written (a key's fragments
+    /// are in runs or in the store, never both).
+    store_used: bool,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -247,6 +258,24 @@ fn key_hash(key: &[u8]) -> u64 {
 
 /// A key's fragments, oldest first.
 pub type Fragments = Vec<Vec<u8>>;
+
+/// A sorted run being written ([`Spill::start_run`]).
+pub struct RunWriter {
+    w: runs::Writer,
+    hashes: Vec<u64>,
+    bytes: usize,
+    start: std::time::Instant,
+}
+
+impl RunWriter {
+    /// Appends `key`'s encoded state (keys in key order, each once).
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> std::io::Result<()> {
+        self.w.push(key, value)?;
+        self.hashes.push(key_hash(key));
+        self.bytes += value.len();
+        Ok(())
+    }
+}
 
 impl Spill {
     /// This instance's share of the memory budget: the budget over the live instances.
@@ -303,6 +332,97 @@ impl Spill {
         if states.is_empty() {
             return Ok(());
         }
+        self.runs_into_store()?;
+        self.put_in_store(states)
+    }
+
+    /// Moves encoded key states to disk as a sorted run (keys in key order, each once): for a
+    /// grouping that reads no key back before its input ends and then reads them all in key
+    /// order (see the `runs` module). Into the store instead once the store holds keys.
+    pub fn put_run(&mut self, states: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        if states.is_empty() {
+            return Ok(());
+        }
+        let Some(mut run) = self.start_run()? else { return self.put(states) };
+        for (key, value) in &states {
+            if let Err(e) = run.push(key, value) {
+                return Err(self.error("write a run", e));
+            }
+        }
+        self.finish_run(run)
+    }
+
+    /// A sorted run to write key by key ([`RunWriter::push`], keys in key order, each once),
+    /// then give to [`Spill::finish_run`]; `None` where [`Spill::put_run`] would write to the
+    /// store.
+    pub fn start_run(&mut self) -> Result<Option<RunWriter>> {
+        if self.store_used || self.runs.as_ref().is_some_and(runs::Runs::merging) {
+            return Ok(None);
+        }
+        if self.runs.is_none() {
+            let dir = self.store.open(&self.step)?.dir.clone();
+            let name = format!("{:016x}", u64::from_be_bytes(self.prefix));
+            self.runs = Some(runs::Runs::new(dir, name));
+        }
+        let Some(runs) = self.runs.as_mut() else { return Ok(None) };
+        let w = runs.writer().map_err(|e| self.error("write a run", e))?;
+        Ok(Some(RunWriter { w, hashes: Vec::new(), bytes: 0, start: std::time::Instant::now() }))
+    }
+
+    /// Adds a run written with [`Spill::start_run`].
+    pub fn finish_run(&mut self, run: RunWriter) -> Result<()> {
+        let RunWriter { w, hashes, bytes, start } = run;
+        if let Some(runs) = self.runs.as_mut() {
+            if let Err(e) = runs.finish(w) {
+                return Err(self.error("write a run", e));
+            }
+        }
+        let n = hashes.len();
+        for h in hashes {
+            *self.on_disk.entry(h).or_default() += 1;
+        }
+        self.bytes_on_disk += bytes;
+        self.spilled_total += bytes;
+        let stats = &self.store.stats;
+        stats.spilled_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        stats.spilled_keys.fetch_add(n as u64, Ordering::Relaxed);
+        stats.spill_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn has_runs(&self) -> bool {
+        self.runs.as_ref().is_some_and(|r| !r.is_empty())
+    }
+
+    /// Moves every key in runs into the store (a key is read back on its own, or the store is
+    /// written to: each key's fragments then lie in the store alone, oldest first).
+    fn runs_into_store(&mut self) -> Result<()> {
+        if !self.has_runs() {
+            return Ok(());
+        }
+        let Some(mut runs) = self.runs.take() else { return Ok(()) };
+        let (mut batch, mut bytes) = (Vec::new(), 0);
+        // Their hashes and bytes are counted again as the store takes them.
+        while let Some((key, value)) = runs.pop().map_err(|e| self.error("read a run", e))? {
+            self.forget(key_hash(&key), value.len());
+            bytes += value.len();
+            batch.push((key, value));
+            if bytes >= 8 << 20 {
+                self.put_in_store(std::mem::take(&mut batch))?;
+                bytes = 0;
+            }
+        }
+        self.put_in_store(batch)?;
+        self.runs = Some(runs);
+        Ok(())
+    }
+
+    /// Writes encoded key states into the store.
+    fn put_in_store(&mut self, states: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+        if states.is_empty() {
+            return Ok(());
+        }
+        self.store_used = true;
         let start = std::time::Instant::now();
         let ks = self.store.keyspace(&self.step)?;
         let opened = self.store.open(&self.step)?;
@@ -356,6 +476,9 @@ impl Spill {
     /// Reads `key`'s fragments back (oldest first) and removes them from disk; none when it is
     /// not there.
     pub fn take_all(&mut self, key: &[u8]) -> Result<Fragments> {
+        if self.has_runs() && self.may_hold(key) {
+            self.runs_into_store()?;
+        }
         let start = std::time::Instant::now();
         let found = self.fragments(key)?;
         if found.is_empty() {
@@ -402,6 +525,18 @@ impl Spill {
 
     /// `key`'s fragments, oldest first, left on disk.
     pub fn peek_all(&self, key: &[u8]) -> Result<Fragments> {
+        if self.has_runs() {
+            let mut out = Vec::new();
+            if self.may_hold(key) {
+                self.scan_runs(|k, v| {
+                    if k == key {
+                        out.push(v);
+                    }
+                    Ok(())
+                })?;
+            }
+            return Ok(out);
+        }
         Ok(self.fragments(key)?.into_iter().map(|(_, v)| v).collect())
     }
 
@@ -417,6 +552,9 @@ impl Spill {
         use std::ops::Bound;
         if self.on_disk.is_empty() {
             return Ok(Vec::new());
+        }
+        if self.has_runs() {
+            return self.take_first_of_runs(limit, max_bytes);
         }
         let start = std::time::Instant::now();
         let ks = self.store.keyspace(&self.step)?;
@@ -459,6 +597,52 @@ impl Spill {
         Ok(out)
     }
 
+    /// [`Spill::take_first`] from the runs: their merge.
+    fn take_first_of_runs(&mut self, limit: usize, max_bytes: usize) -> Result<Vec<(Vec<u8>, Fragments)>> {
+        let start = std::time::Instant::now();
+        let Some(mut runs) = self.runs.take() else { return Ok(Vec::new()) };
+        let mut out: Vec<(Vec<u8>, Fragments)> = Vec::new();
+        let mut taken = 0;
+        let result = (|| -> std::io::Result<()> {
+            while let Some(next) = runs.peek_key()? {
+                let same = out.last().is_some_and(|(last, _)| last.as_slice() == next);
+                if !same && (out.len() >= limit || taken >= max_bytes) {
+                    break;
+                }
+                let Some((key, value)) = runs.pop()? else { break };
+                taken += value.len();
+                match out.last_mut() {
+                    Some((last, fragments)) if *last == key => fragments.push(value),
+                    _ => out.push((key, vec![value])),
+                }
+            }
+            Ok(())
+        })();
+        self.runs = Some(runs);
+        result.map_err(|e| self.error("read a run", e))?;
+        let mut bytes = 0;
+        for (k, fragments) in &out {
+            let h = key_hash(k);
+            for f in fragments {
+                self.forget(h, f.len());
+                bytes += f.len() as u64;
+            }
+        }
+        let stats = &self.store.stats;
+        stats.read_back_bytes.fetch_add(bytes, Ordering::Relaxed);
+        stats.read_back_keys.fetch_add(out.len() as u64, Ordering::Relaxed);
+        stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Calls `f` with every record of the runs, in key order, leaving them.
+    fn scan_runs(&self, f: impl FnMut(Vec<u8>, Vec<u8>) -> std::io::Result<()>) -> Result<()> {
+        match &self.runs {
+            Some(runs) => runs.scan(f).map_err(|e| self.error("read a run", e)),
+            None => Ok(()),
+        }
+    }
+
     /// Removes store keys, in one write. Each was written once (its fragment's sequence number
     /// is its own), so a weak tombstone removes it: one that vanishes with the value it meets
     /// in a compaction instead of travelling down every level.
@@ -480,6 +664,29 @@ impl Spill {
     /// leaving them there.
     pub fn for_each(&self, mut f: impl FnMut(&[u8], &[Vec<u8>]) -> Result<()>) -> Result<()> {
         if self.on_disk.is_empty() {
+            return Ok(());
+        }
+        if self.has_runs() {
+            let mut current: Option<(Vec<u8>, Fragments)> = None;
+            let mut failed = None;
+            self.scan_runs(|key, value| {
+                match current.as_mut() {
+                    Some((last, fragments)) if *last == key => fragments.push(value),
+                    _ => {
+                        if let Some((last, fragments)) = current.replace((key, vec![value])) {
+                            if let Err(e) = f(&last, &fragments) {
+                                failed = Some(e);
+                                return Err(std::io::Error::other("stopped"));
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .or_else(|e| failed.take().map_or(Err(e), Err))?;
+            if let Some((last, fragments)) = current {
+                f(&last, &fragments)?;
+            }
             return Ok(());
         }
         let ks = self.store.keyspace(&self.step)?;
@@ -505,6 +712,11 @@ impl Spill {
 
     /// Removes every key state on disk.
     pub fn clear(&mut self) -> Result<()> {
+        if let Some(runs) = self.runs.as_mut() {
+            if let Err(e) = runs.clear() {
+                return Err(self.error("remove a run", e));
+            }
+        }
         if self.on_disk.is_empty() {
             return Ok(());
         }
@@ -547,5 +759,69 @@ impl Drop for Spill {
         if let Err(e) = self.clear() {
             tracing::warn!("{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_sdk::options::{StateBackendKind, StateOptions};
+
+    fn spill(dir: &Path) -> (StateBackend, Spill) {
+        let backend = StateBackend::of(&StateOptions {
+            backend: StateBackendKind::Disk,
+            memory_budget: 1 << 20,
+            local_dir: Some(dir.display().to_string()),
+        });
+        let spill = backend.spill("step").unwrap().unwrap();
+        (backend, spill)
+    }
+
+    fn states(keys: &[&str], tag: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut v: Vec<(Vec<u8>, Vec<u8>)> =
+            keys.iter().map(|k| (k.as_bytes().to_vec(), format!("{k}@{tag}").into_bytes())).collect();
+        v.sort_by(|a, b| key_order(&a.0, &b.0));
+        v
+    }
+
+    fn text(f: &[Vec<u8>]) -> Vec<String> {
+        f.iter().map(|v| String::from_utf8(v.clone()).unwrap()).collect()
+    }
+
+    #[test]
+    fn runs_come_back_in_key_order_each_key_s_fragments_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_backend, mut spill) = spill(dir.path());
+        spill.put_run(states(&["b", "a", "cc"], "1")).unwrap();
+        spill.put_run(states(&["a", "d"], "2")).unwrap();
+        assert!(spill.has_runs() && !spill.store_used);
+        assert!(spill.may_hold(b"a") && !spill.may_hold(b"zz"));
+        assert_eq!(text(&spill.peek_all(b"a").unwrap()), ["a@1", "a@2"]);
+        let first = spill.take_first(2, usize::MAX).unwrap();
+        let got: Vec<(String, Vec<String>)> =
+            first.iter().map(|(k, f)| (String::from_utf8(k.clone()).unwrap(), text(f))).collect();
+        assert_eq!(
+            got,
+            [("a".to_string(), vec!["a@1".to_string(), "a@2".to_string()]), ("b".into(), vec!["b@1".into()])]
+        );
+        let rest = spill.take_first(10, usize::MAX).unwrap();
+        let keys: Vec<&[u8]> = rest.iter().map(|(k, _)| k.as_slice()).collect();
+        assert_eq!(keys, [&b"d"[..], b"cc"]);
+        assert!(spill.is_empty() && spill.bytes_on_disk() == 0);
+    }
+
+    #[test]
+    fn a_key_read_back_on_its_own_moves_the_runs_into_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_backend, mut spill) = spill(dir.path());
+        spill.put_run(states(&["a", "b"], "1")).unwrap();
+        spill.put_run(states(&["a"], "2")).unwrap();
+        assert_eq!(text(&spill.take_all(b"a").unwrap()), ["a@1", "a@2"]);
+        assert!(!spill.has_runs() && spill.store_used);
+        // Later runs go to the store too, beside what is there.
+        spill.put_run(states(&["b"], "3")).unwrap();
+        assert!(!spill.has_runs());
+        assert_eq!(text(&spill.take_all(b"b").unwrap()), ["b@1", "b@3"]);
+        assert!(spill.is_empty());
     }
 }

@@ -296,11 +296,17 @@ impl GroupAlsoByWindow {
         self.write_out(chosen)
     }
 
-    /// Moves `keys` (in key order) from memory to disk, in writes of at most [`WRITE_BYTES`]
-    /// (the store copies a write into its batch and memtable: one write of every key leaving
-    /// would hold a quarter of the budget twice more).
-    fn write_out(&mut self, keys: Vec<Key>) -> Result<()> {
+    /// Moves `keys` from memory to disk: while reads are deferred (see the module's text), as
+    /// one sorted run, written key by key (the `runs` of [`crate::state_backend`]); else into
+    /// the store, in writes of at most [`WRITE_BYTES`] (the store copies a write into its batch
+    /// and memtable: one write of every key leaving would hold a quarter of the budget twice
+    /// more).
+    fn write_out(&mut self, mut keys: Vec<Key>) -> Result<()> {
+        let defers = self.defers_reads();
         let Some(disk) = self.disk.as_mut() else { return Ok(()) };
+        let Some(spill) = disk.spill.as_mut() else { return Ok(()) };
+        keys.sort_unstable_by(|a, b| crate::state_backend::key_order(a, b));
+        let mut run = if defers { spill.start_run()? } else { None };
         let (mut out, mut bytes) = (Vec::new(), 0);
         let mut moved = 0;
         for key in keys {
@@ -310,23 +316,29 @@ impl GroupAlsoByWindow {
             }
             let states: OnDisk<'_> = windows.iter().map(|(w, s)| (*w, s.updated_in, s.repr(&self.fresh))).collect();
             let encoded = crate::checkpoint::encode(&self.step, &states)?;
-            bytes += encoded.len();
-            out.push((key.to_vec(), encoded));
             moved += states.len();
             self.counts.bytes -= windows.iter().map(|(_, s)| state_bytes(&key, s)).sum::<usize>();
+            drop(states);
             drop(windows);
-            if bytes >= WRITE_BYTES {
-                if let Some(spill) = disk.spill.as_mut() {
-                    spill.put(std::mem::take(&mut out))?;
+            match run.as_mut() {
+                Some(run) => run.push(&key, &encoded).map_err(|e| {
+                    weir_sdk::Error::execution(self.step.clone(), format!("disk state store: cannot write a run: {e}"))
+                })?,
+                None => {
+                    bytes += encoded.len();
+                    out.push((key.to_vec(), encoded));
+                    if bytes >= WRITE_BYTES {
+                        spill.put(std::mem::take(&mut out))?;
+                        bytes = 0;
+                    }
                 }
-                bytes = 0;
             }
         }
         disk.windows += moved;
-        if let Some(spill) = disk.spill.as_mut() {
-            spill.put(out)?;
+        match run {
+            Some(run) => spill.finish_run(run),
+            None => spill.put(out),
         }
-        Ok(())
     }
 
     /// Takes up to a run of keys off disk, in key order, into the key map; returns whether any
