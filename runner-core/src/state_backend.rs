@@ -582,8 +582,14 @@ impl Spill {
         }
         self.remove_stored(&ks, &stored)?;
         self.taken_to = stored.pop();
+        self.taken(&out, start);
+        Ok(out)
+    }
+
+    /// Forgets the keys taken off disk, and counts them in the store's figures.
+    fn taken(&mut self, out: &[(Vec<u8>, Fragments)], start: std::time::Instant) {
         let mut bytes = 0;
-        for (k, fragments) in &out {
+        for (k, fragments) in out {
             let h = key_hash(k);
             for f in fragments {
                 self.forget(h, f.len());
@@ -594,7 +600,6 @@ impl Spill {
         stats.read_back_bytes.fetch_add(bytes, Ordering::Relaxed);
         stats.read_back_keys.fetch_add(out.len() as u64, Ordering::Relaxed);
         stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
-        Ok(out)
     }
 
     /// [`Spill::take_first`] from the runs: their merge.
@@ -620,18 +625,7 @@ impl Spill {
         })();
         self.runs = Some(runs);
         result.map_err(|e| self.error("read a run", e))?;
-        let mut bytes = 0;
-        for (k, fragments) in &out {
-            let h = key_hash(k);
-            for f in fragments {
-                self.forget(h, f.len());
-                bytes += f.len() as u64;
-            }
-        }
-        let stats = &self.store.stats;
-        stats.read_back_bytes.fetch_add(bytes, Ordering::Relaxed);
-        stats.read_back_keys.fetch_add(out.len() as u64, Ordering::Relaxed);
-        stats.read_back_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.taken(&out, start);
         Ok(out)
     }
 
