@@ -209,7 +209,8 @@ pub enum ReadVia {
 
 /// How runners run a Combine.perKey whose windows never merge and fire once, at their end (the
 /// default trigger, no allowed lateness, outputs at the end of the window):
-/// `--window-aggregation`.
+/// `--window-aggregation`. With `--state-backend disk` such a combine runs on the general
+/// engine whatever this says: the hash aggregation keeps every accumulator in memory.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WindowAggregation {
     /// As a hash aggregation per key and window with typed accumulators, each window fired

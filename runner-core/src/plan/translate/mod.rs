@@ -77,7 +77,10 @@ impl Translation {
         partitions: usize,
         options: &weir_sdk::options::PipelineOptions,
     ) -> Self {
-        let window_aggregation = options.window_aggregation == weir_sdk::options::WindowAggregation::Hash;
+        // The hash aggregation keeps every key's accumulators in memory: on the disk backend a
+        // Combine.perKey runs on the general engine, whose state leaves memory past the budget.
+        let window_aggregation = options.window_aggregation == weir_sdk::options::WindowAggregation::Hash
+            && options.state.backend != weir_sdk::options::StateBackendKind::Disk;
         let state = crate::state_backend::StateBackend::of(&options.state);
         Translation { runner, natives, lift_combines, window_aggregation, partitions, state }
     }
