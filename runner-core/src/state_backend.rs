@@ -381,12 +381,7 @@ impl Spill {
         for h in hashes {
             *self.on_disk.entry(h).or_default() += 1;
         }
-        self.bytes_on_disk += bytes;
-        self.spilled_total += bytes;
-        let stats = &self.store.stats;
-        stats.spilled_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-        stats.spilled_keys.fetch_add(n as u64, Ordering::Relaxed);
-        stats.spill_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.spilled(bytes, n, start);
         Ok(())
     }
 
@@ -448,12 +443,7 @@ impl Spill {
         while ks.sealed_memtable_count() >= 2 && waited.elapsed() < std::time::Duration::from_secs(2) {
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
-        self.bytes_on_disk += bytes;
-        self.spilled_total += bytes;
-        let stats = &self.store.stats;
-        stats.spilled_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-        stats.spilled_keys.fetch_add(n as u64, Ordering::Relaxed);
-        stats.spill_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.spilled(bytes, n, start);
         Ok(())
     }
 
@@ -584,6 +574,16 @@ impl Spill {
         self.taken_to = stored.pop();
         self.taken(&out, start);
         Ok(out)
+    }
+
+    /// Counts `n` key states of `bytes` written to disk since `start`.
+    fn spilled(&mut self, bytes: usize, n: usize, start: std::time::Instant) {
+        self.bytes_on_disk += bytes;
+        self.spilled_total += bytes;
+        let stats = &self.store.stats;
+        stats.spilled_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        stats.spilled_keys.fetch_add(n as u64, Ordering::Relaxed);
+        stats.spill_time_us.fetch_add(start.elapsed().as_micros() as u64, Ordering::Relaxed);
     }
 
     /// Forgets the keys taken off disk, and counts them in the store's figures.
