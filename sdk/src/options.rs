@@ -209,8 +209,7 @@ pub enum ReadVia {
 
 /// How runners run a Combine.perKey whose windows never merge and fire once, at their end (the
 /// default trigger, no allowed lateness, outputs at the end of the window):
-/// `--window-aggregation`. With `--state-backend disk` such a combine runs on the general
-/// engine whatever this says: the hash aggregation keeps every accumulator in memory.
+/// `--window-aggregation`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum WindowAggregation {
     /// As a hash aggregation per key and window with typed accumulators, each window fired

@@ -70,8 +70,6 @@ fn on_both_engines(
     let mut general = p.options();
     general.window_aggregation = WindowAggregation::General;
     let g = TestPipeline::from_options(general);
-    // On the disk backend every Combine.perKey runs on the general engine, which spills.
-    let steps = if p.options().state.backend == weir_sdk::options::StateBackendKind::Disk { 0 } else { steps };
     for (pipeline, aggregations) in [(p, steps), (&g, 0)] {
         let out = build(pipeline);
         assert_that(&out).contains_in_any_order(expected.clone());

@@ -77,10 +77,7 @@ impl Translation {
         partitions: usize,
         options: &weir_sdk::options::PipelineOptions,
     ) -> Self {
-        // The hash aggregation keeps every key's accumulators in memory: on the disk backend a
-        // Combine.perKey runs on the general engine, whose state leaves memory past the budget.
-        let window_aggregation = options.window_aggregation == weir_sdk::options::WindowAggregation::Hash
-            && options.state.backend != weir_sdk::options::StateBackendKind::Disk;
+        let window_aggregation = options.window_aggregation == weir_sdk::options::WindowAggregation::Hash;
         let state = crate::state_backend::StateBackend::of(&options.state);
         Translation { runner, natives, lift_combines, window_aggregation, partitions, state }
     }
