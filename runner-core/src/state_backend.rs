@@ -339,7 +339,8 @@ impl Spill {
     /// Moves encoded key states to disk as a sorted run (keys in key order, each once): for a
     /// grouping that reads no key back before its input ends and then reads them all in key
     /// order (see the `runs` module). Into the store instead once the store holds keys.
-    pub fn put_run(&mut self, states: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
+    #[cfg(test)]
+    fn put_run(&mut self, states: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         if states.is_empty() {
             return Ok(());
         }
@@ -353,8 +354,8 @@ impl Spill {
     }
 
     /// A sorted run to write key by key ([`RunWriter::push`], keys in key order, each once),
-    /// then give to [`Spill::finish_run`]; `None` where [`Spill::put_run`] would write to the
-    /// store.
+    /// then give to [`Spill::finish_run`]; `None` once the store holds keys or the runs are
+    /// being read (keys then go to the store).
     pub fn start_run(&mut self) -> Result<Option<RunWriter>> {
         if self.store_used || self.runs.as_ref().is_some_and(runs::Runs::merging) {
             return Ok(None);
