@@ -93,6 +93,7 @@ impl StateBackend {
             taken_to: None,
             runs: None,
             store_used: false,
+            counted: true,
         }))
     }
 
@@ -248,6 +249,8 @@ pub struct Spill {
     /// Whether any key went to the store: runs are then no longer written (a key's fragments
     /// are in runs or in the store, never both).
     store_used: bool,
+    /// Whether the instance counts in the budget's shares (not a [`Spill::sibling`]).
+    counted: bool,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -278,6 +281,26 @@ impl RunWriter {
 }
 
 impl Spill {
+    /// Another area of the same operator instance, under a prefix of its own, sharing this
+    /// one's share of the budget: for an operator that keeps parts of its state apart (a window
+    /// aggregation, each window's groups).
+    pub fn sibling(&self) -> Spill {
+        let prefix = self.store.next_prefix.fetch_add(1, Ordering::Relaxed).to_be_bytes();
+        Spill {
+            store: self.store.clone(),
+            step: self.step.clone(),
+            prefix,
+            on_disk: hashbrown::HashMap::new(),
+            bytes_on_disk: 0,
+            spilled_total: 0,
+            next_fragment: 0,
+            taken_to: None,
+            runs: None,
+            store_used: false,
+            counted: false,
+        }
+    }
+
     /// This instance's share of the memory budget: the budget over the live instances.
     pub fn budget(&self) -> usize {
         self.store.budget / self.store.instances.load(Ordering::Relaxed).max(1)
@@ -750,7 +773,9 @@ impl Spill {
 
 impl Drop for Spill {
     fn drop(&mut self) {
-        self.store.instances.fetch_sub(1, Ordering::Relaxed);
+        if self.counted {
+            self.store.instances.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Err(e) = self.clear() {
             tracing::warn!("{e}");
         }

@@ -14,6 +14,11 @@
 //! below drive both engines with the same random input and require the same panes, holds and
 //! drops; the window aggregation's conformance tests (`tests/tests/window_aggregation.rs`) run
 //! the same pipelines on both (`--window-aggregation general`) on every runner configuration.
+//!
+//! With `--state-backend disk`, windows leave memory past the budget and fire from disk a
+//! slice at a time (see the `disk` module).
+
+mod disk;
 
 use crate::group_also_by_window::{engine_entry, restore_engine_entry, DropCounts, StateChanges, FIRED_BUNDLE};
 use crate::operator::{OpContext, Operator};
@@ -49,6 +54,8 @@ pub struct WindowAggregation {
     dropped: DropCounts,
     /// Groups fired since the last [`Operator::take_state_changes`].
     removed: u64,
+    /// The disk backend's part, when the backend is disk.
+    disk: Option<Box<disk::Disk>>,
 }
 
 impl WindowAggregation {
@@ -69,16 +76,21 @@ impl WindowAggregation {
             processing_time: MIN_TIMESTAMP,
             dropped: DropCounts::default(),
             removed: 0,
+            disk: None,
         }
     }
 
     fn add(&mut self, bundles: Vec<Batch>) -> Result<()> {
-        let (strategy, input) = (&self.strategy, self.watermarks.input());
-        let mut expired = |w: &weir_sdk::window::Window| strategy.gc_time(w) < input;
+        if self.disk.is_some() {
+            self.open_disk()?;
+        }
         for b in bundles {
+            self.read_back_rows(&b)?;
+            let (strategy, input) = (&self.strategy, self.watermarks.input());
+            let mut expired = |w: &weir_sdk::window::Window| strategy.gc_time(w) < input;
             self.dropped.late += self.table.add(b, &mut expired).with_step(&self.step)?;
         }
-        Ok(())
+        self.evict_over_budget()
     }
 
     /// Moves the input watermark, fires every window it releases (each in bundles of at most
@@ -94,10 +106,17 @@ impl WindowAggregation {
         self.watermarks.advance(input_watermark, None, Some(before));
         let input = self.watermarks.input();
         let mut out = Vec::new();
-        while let Some(window) = self.table.first_window() {
+        while let Some(window) = self.next_window() {
             // Ends are in order, and so are the garbage-collection times (capped ends).
             if self.strategy.gc_time(&window) >= input {
                 break;
+            }
+            if self.on_disk(&window) {
+                if !self.fire_from_disk(window, limit, &mut out)? {
+                    // The rest in the next calls (see `next_processing_timer`).
+                    break;
+                }
+                continue;
             }
             let fired =
                 self.table.fire_first(PaneInfo::ON_TIME_AND_ONLY_FIRING, limit, &mut out).with_step(&self.step)?;
@@ -132,7 +151,14 @@ impl Operator for WindowAggregation {
         Ok(vec![self.advance_to(input_watermark, ctx.processing_time, FIRED_BUNDLE)?])
     }
     fn hold(&self) -> Option<Timestamp> {
-        self.table.first_window().map(|w| w.max_timestamp())
+        self.next_window().map(|w| w.max_timestamp())
+    }
+    fn next_processing_timer(&self) -> Option<Timestamp> {
+        // A window firing from disk, a slice a call: the next at once.
+        self.firing_from_disk().then_some(MIN_TIMESTAMP)
+    }
+    fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
+        self.disk_metrics()
     }
     fn dropped(&self) -> DropCounts {
         self.dropped
@@ -140,21 +166,14 @@ impl Operator for WindowAggregation {
     fn state_entries(&self) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut out = Vec::with_capacity(self.table.len() + 1);
         out.push(engine_entry(&self.step, self.watermarks, self.processing_time, self.dropped)?);
-        let mut failed = None;
-        self.table
-            .entries(&mut |key, window, count, acc| {
-                let entry = crate::checkpoint::entry_key(&self.step, key, &window)
-                    .and_then(|k| Ok((k, crate::checkpoint::encode(&self.step, &(count, acc))?)));
-                match entry {
-                    Ok(e) => out.push(e),
-                    Err(e) => failed = failed.take().or(Some(e)),
-                }
-            })
-            .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(out),
-        }
+        self.for_each_group(&mut |key, window, group| {
+            out.push((
+                crate::checkpoint::entry_key(&self.step, key, &window)?,
+                crate::checkpoint::encode(&self.step, &group)?,
+            ));
+            Ok(())
+        })?;
+        Ok(out)
     }
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
         let mut written = vec![engine_entry(&self.step, self.watermarks, self.processing_time, self.dropped)?];
@@ -177,8 +196,15 @@ impl Operator for WindowAggregation {
         if let Some(e) = failed {
             return Err(e);
         }
+        if !kept {
+            // Changes are kept from here on, on disk too.
+            self.start_tracking()?;
+            return Ok(None);
+        }
+        self.take_moved(&mut written)?;
+        let step = &self.step;
         let removed = removed.iter().map(|(k, w)| crate::checkpoint::entry_key(step, k, w)).collect::<Result<_>>()?;
-        Ok(kept.then_some((written, removed)))
+        Ok(Some((written, removed)))
     }
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         crate::group_also_by_window::rescale_keyed(&self.step, old, n)
@@ -187,7 +213,14 @@ impl Operator for WindowAggregation {
         // Restoring replaces what is held.
         self.table = self.kernel.table();
         self.removed = 0;
-        for (entry, value) in entries {
+        self.clear_disk();
+        if self.disk.is_some() {
+            self.open_disk()?;
+        }
+        for (i, (entry, value)) in entries.into_iter().enumerate() {
+            if i % 4096 == 4095 {
+                self.evict_over_budget()?;
+            }
             if entry.is_empty() {
                 (self.watermarks, self.processing_time, self.dropped) = restore_engine_entry(&self.step, &value)?;
                 continue;
@@ -198,10 +231,10 @@ impl Operator for WindowAggregation {
                 .restore(&key, window, count, &acc)
                 .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
         }
-        Ok(())
+        self.evict_over_budget()
     }
     fn state_rows(&self) -> usize {
-        self.table.len()
+        self.table.len() + self.rows_on_disk()
     }
     fn state_bytes(&self) -> usize {
         self.table.bytes()
@@ -275,6 +308,11 @@ mod tests {
         let metrics = MetricsContainerImpl::new();
         let ctx = OpContext { processing_time: 0, metrics: &metrics, draining: false };
         let kernel = weir_sdk::runner_api::combine_kernel::<String, SumFn<i64>>(SumFn::default());
+        // What the disk backend did over every seed: each path taken somewhere.
+        let (mut spilled, mut sliced, mut tracked_reads) = (0, 0, 0);
+        let metric = |op: &WindowAggregation, name: &str| {
+            op.state_backend_metrics().into_iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| v)
+        };
         for (s, strategy) in strategies().into_iter().enumerate() {
             assert!(applies(&strategy));
             for seed in 0..20u64 {
@@ -285,6 +323,19 @@ mod tests {
                     general = general.lifted();
                 }
                 let mut fast = WindowAggregation::of("G", strategy.clone(), kernel.clone());
+                // The same on the disk backend with a budget of a few groups: windows leave
+                // memory and fire from disk a slice a call; its changes are kept from a random
+                // step on (before, a group's parts on disk and in memory are merged late).
+                let dir = tempfile::tempdir().unwrap();
+                let backend = crate::state_backend::StateBackend::of(&weir_sdk::options::StateOptions {
+                    backend: weir_sdk::options::StateBackendKind::Disk,
+                    memory_budget: rng.random_range(200..2000),
+                    local_dir: Some(dir.path().display().to_string()),
+                });
+                let on_disk = || WindowAggregation::of("G", strategy.clone(), kernel.clone()).with_state(&backend);
+                let mut disk = on_disk();
+                let commits_from = rng.random_range(0..40);
+                let mut disk_committed = crate::operator::testing::Committed::default();
                 let mut wm = weir_sdk::time::MIN_TIMESTAMP;
                 // What each has committed by the changes it reported (issue 52).
                 let (mut fast_committed, mut general_committed) =
@@ -292,29 +343,39 @@ mod tests {
                 for step in 0..30 {
                     let input = rows(&mut rng, &strategy, wm.max(0));
                     // The same rows as the exchange delivers them: typed, encoded, or lifted.
-                    let (a, b) = match (lifted, rng.random_range(0..2)) {
+                    let (a, b, c) = match (lifted, rng.random_range(0..2)) {
                         (true, _) => {
                             let mut e = EncodedKvBatch::default();
                             kernel.partial(vec![Batch::new(input)], &mut e).unwrap();
                             e.lifted = true;
-                            (Batch::new(e.clone()), Batch::new(e))
+                            (Batch::new(e.clone()), Batch::new(e.clone()), Batch::new(e))
                         }
-                        (false, 0) => (Batch::new(input.clone()), Batch::new(input)),
+                        (false, 0) => (Batch::new(input.clone()), Batch::new(input.clone()), Batch::new(input)),
                         (false, _) => {
                             let mut e = EncodedKvBatch::default();
                             kernel.encode(Batch::new(input), &mut e).unwrap();
-                            (Batch::new(e.clone()), Batch::new(e))
+                            (Batch::new(e.clone()), Batch::new(e.clone()), Batch::new(e))
                         }
                     };
                     let want = general.process_bundles(vec![a], &ctx).unwrap().remove(0);
                     let got = fast.process_bundles(vec![b], &ctx).unwrap().remove(0);
-                    assert_eq!(outputs(got), outputs(want), "seed {seed}, step {step}: nothing fires on input");
+                    assert_eq!(outputs(got), outputs(want.clone()), "seed {seed}, step {step}: nothing fires on input");
+                    let got = disk.process_bundles(vec![c], &ctx).unwrap().remove(0);
+                    assert_eq!(outputs(got), outputs(want), "seed {seed}, step {step}: on disk");
                     if rng.random_bool(0.2) {
                         // A checkpoint and a restore in between.
                         let entries = fast.state_entries().unwrap();
                         fast = WindowAggregation::of("G", strategy.clone(), kernel.clone());
                         fast.restore_entries(entries).unwrap();
                         fast_committed = crate::operator::testing::Committed::default();
+                        let mut entries = disk.state_entries().unwrap();
+                        let mut memory = fast.state_entries().unwrap();
+                        entries.sort();
+                        memory.sort();
+                        assert_eq!(entries, memory, "seed {seed}, step {step}: the disk's snapshot");
+                        disk = on_disk();
+                        disk.restore_entries(entries).unwrap();
+                        disk_committed = crate::operator::testing::Committed::default();
                     }
                     wm = match rng.random_range(0..10) {
                         0 => wm,
@@ -323,7 +384,27 @@ mod tests {
                     };
                     let want = general.advance_bundles(wm, &ctx).unwrap().remove(0);
                     let got = fast.advance_bundles(wm, &ctx).unwrap().remove(0);
-                    assert_eq!(outputs(got), outputs(want), "seed {seed}, step {step}, watermark {wm}");
+                    assert_eq!(outputs(got), outputs(want.clone()), "seed {seed}, step {step}, watermark {wm}");
+                    // From disk, a slice a call until it asks for no more.
+                    let mut got = disk.advance_bundles(wm, &ctx).unwrap().remove(0);
+                    let mut calls = 0;
+                    while disk.next_processing_timer().is_some() {
+                        let held = disk.hold().is_some_and(|h| fast.hold().is_none_or(|f| h <= f));
+                        assert!(held, "seed {seed}, step {step}: the output watermark is held while firing");
+                        got.extend(disk.advance_bundles(wm, &ctx).unwrap().remove(0));
+                        calls += 1;
+                        sliced += 1;
+                        assert!(calls < 10_000, "seed {seed}, step {step}: firing from disk never ends");
+                    }
+                    assert_eq!(outputs(got), outputs(want), "seed {seed}, step {step}, watermark {wm}: on disk");
+                    assert_eq!(disk.hold(), fast.hold());
+                    assert_eq!(disk.dropped(), fast.dropped());
+                    assert!(disk.state_rows() >= fast.state_rows(), "seed {seed}, step {step}");
+                    if step >= commits_from {
+                        disk_committed.commit(&mut disk);
+                    }
+                    spilled += metric(&disk, "spilledBytes");
+                    tracked_reads += metric(&disk, "cacheHitCount");
                     assert_eq!(
                         fast.hold().filter(|_| wm > weir_sdk::time::MIN_TIMESTAMP),
                         general.hold().filter(|_| wm > weir_sdk::time::MIN_TIMESTAMP)
@@ -338,6 +419,10 @@ mod tests {
                 }
             }
         }
+        assert!(
+            spilled > 0 && sliced > 0 && tracked_reads > 0,
+            "{spilled} bytes spilled, {sliced} slices, {tracked_reads} reads"
+        );
     }
 
     #[test]

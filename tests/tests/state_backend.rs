@@ -40,6 +40,43 @@ fn grouping(p: &Pipeline) {
     );
     assert_that(&joined)
         .contains_in_any_order(want.iter().map(|(k, (n, _))| (k.clone(), *n as usize, *n as usize)).collect());
+    // Combine.perKey as a window aggregation: in the global window, and in sliding windows
+    // (element i at i ms, windows of 2,000 ms every 1,000 ms).
+    let sums = kvs.apply("SumPerKey", Sum::per_key());
+    assert_that(&sums).contains_in_any_order(want.iter().map(|(k, (_, s))| KV::new(k.clone(), *s)).collect());
+    let windowed = kvs
+        .apply("Stamp", WithTimestamps::of(|kv: &KV<String, i64>| kv.value))
+        .apply("Slide", Window::into(SlidingWindows::of(ms(2000)).every(ms(1000))))
+        .apply("CountPerKey", Count::per_key())
+        .apply("Ends", ParDo::of(WithWindowEnd));
+    let mut counts: std::collections::BTreeMap<(String, i64), i64> = Default::default();
+    for i in 0..ELEMENTS {
+        for end in [(i / 1000 + 1) * 1000, (i / 1000 + 2) * 1000] {
+            *counts.entry((key(i * 7 % KEYS), end)).or_default() += 1;
+        }
+    }
+    assert_that(&windowed).contains_in_any_order(counts.into_iter().map(|((k, e), n)| (k, e, n)).collect());
+}
+
+fn ms(n: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(n)
+}
+
+/// Each count with the end of its window.
+#[derive(Clone)]
+struct WithWindowEnd;
+
+impl DoFn for WithWindowEnd {
+    type In = KV<String, i64>;
+    type Out = (String, i64, i64);
+    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, (String, i64, i64)>) -> UserResult {
+        let end = match ctx.window() {
+            weir_sdk::window::Window::Interval(w) => w.end,
+            other => panic!("not a sliding window: {other:?}"),
+        };
+        ctx.output((e.key, end, e.value));
+        Ok(())
+    }
 }
 
 /// The running count of its key with each element (value state).
@@ -132,7 +169,7 @@ fn the_progress_and_the_metrics_show_what_went_to_disk_and_came_back() {
             .map(|o| *o.custom_metrics.get(name).unwrap_or_else(|| panic!("{name} of {step}")))
             .collect()
     };
-    for step in ["GroupByKey", "Join", "Count", "SumAtEnd"] {
+    for step in ["GroupByKey", "Join", "SumPerKey", "CountPerKey", "Count", "SumAtEnd"] {
         assert!(figure(step, "stateOnDiskRows").iter().any(|&r| r > 0), "{step}");
         assert!(figure(step, "spilledBytes").last().is_some_and(|&b| b > 0));
         // Keys that came back when touched again, and at the end of the input.

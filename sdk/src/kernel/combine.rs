@@ -36,6 +36,10 @@ pub trait CombineKernel: Send + Sync {
 /// encoded accumulator.
 pub type TableEntries<'a> = dyn FnMut(&[u8], Window, u64, Vec<u8>) + 'a;
 
+/// Takes the groups of one window of a [`CombineTable`]: encoded key, number of inputs and
+/// encoded accumulator.
+pub type WindowEntries<'a> = dyn FnMut(&[u8], u64, Vec<u8>) + 'a;
+
 /// Takes the groups a [`CombineTable`] no longer holds: encoded key and window.
 pub type TableKeys<'a> = dyn FnMut(&[u8], Window) + 'a;
 
@@ -79,8 +83,22 @@ pub trait CombineTable: Send {
     /// Every group, for checkpoints: its encoded key, window, the number of inputs it combines
     /// and its encoded accumulator.
     fn entries(&self, out: &mut TableEntries<'_>) -> Result<(), CoderError>;
-    /// Restores a group written by [`CombineTable::entries`].
+    /// Restores a group written by [`CombineTable::entries`] (merged into the group when the
+    /// table holds it already).
     fn restore(&mut self, key: &[u8], window: Window, count: u64, acc: &[u8]) -> Result<(), CoderError>;
+    /// Calls `missing` with the encoded key and window of each row of `input` (as
+    /// [`CombineTable::add`] takes it) whose group the table does not hold, for a runner that
+    /// keeps groups elsewhere too (on disk) and brings them back before adding; a key may come
+    /// more than once.
+    fn missing(&self, input: &Batch, missing: &mut TableKeys<'_>) -> Result<(), CoderError>;
+    /// Calls `f` with each window held and the approximate bytes of its groups, in the order of
+    /// the windows' maximum timestamps.
+    fn window_sizes(&self, f: &mut dyn FnMut(Window, usize));
+    /// Takes every group of `window` out of the table, in key order (shorter encoded keys
+    /// first, then by their bytes), each as its encoded key, its number of inputs and its
+    /// encoded accumulator; for a runner that moves groups elsewhere (to disk). The groups are
+    /// not fired: no change is recorded for them. Returns how many there were.
+    fn take_window(&mut self, window: &Window, out: &mut WindowEntries<'_>) -> Result<usize, CoderError>;
 }
 
 /// The value of a lifted row: the number of inputs it combines (8 bytes, little-endian), then

@@ -33,8 +33,9 @@ impl Translator<PlanBuilder> for CombinePerKeyTranslator {
             // table takes the typed input as it is, with no partial accumulators to encode and
             // merge (the state is the same either way, so a checkpoint resumes at any number).
             let lifted = lifted && b.partitions() > 1;
+            let state = b.state().clone();
             let factory = Arc::new(move |g: &PipelineGraph| {
-                Box::new(WindowAggregation::new(g.node(id), g, kernel.clone())) as Box<dyn Operator>
+                Box::new(WindowAggregation::new(g.node(id), g, kernel.clone()).with_state(&state)) as Box<dyn Operator>
             });
             let exchange = if lifted {
                 Exchange::partial_combine(&node.full_name, p.kernel.clone())

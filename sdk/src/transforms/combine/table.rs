@@ -12,7 +12,9 @@ use super::CombineKernelImpl;
 use crate::coders::{Coder, CoderError, Element, ElementCoder};
 use crate::combine_fn::CombineFn;
 use crate::error::UserError;
-use crate::kernel::{lifted_value, Batch, Bundle, CombineTable, EncodedKvBatch, TableEntries, TableKeys};
+use crate::kernel::{
+    lifted_value, Batch, Bundle, CombineTable, EncodedKvBatch, TableEntries, TableKeys, WindowEntries,
+};
 use crate::kv::KV;
 use crate::pane::PaneInfo;
 use crate::time::Timestamp;
@@ -221,6 +223,57 @@ impl<K: Element, F: CombineFn> Table<K, F> {
         g
     }
 
+    /// The index of the group of `key` in the window in slot `s`, if held.
+    fn find(&self, s: usize, key: KeyRef<'_>) -> Option<usize> {
+        let hash = key.hash(&self.hasher);
+        let w = &self.slots[s];
+        let len = key.len();
+        let (groups, long_keys) = (&w.groups, &w.long_keys);
+        w.table
+            .find(hash, |&g| {
+                let g = &groups[g as usize];
+                g.hash == hash
+                    && g.len as usize == len
+                    && match key {
+                        KeyRef::Short(inline, _) => g.key == inline,
+                        KeyRef::Long(bytes) => g.key(long_keys) == bytes,
+                    }
+            })
+            .map(|&g| g as usize)
+    }
+
+    /// Whether the group of `key` in `window` is held.
+    fn holds(&self, key: KeyRef<'_>, window: &Window) -> bool {
+        self.slot_of.get(window).is_some_and(|&s| self.find(s, key).is_some())
+    }
+
+    /// Calls `missing` for each typed row whose group is not held.
+    fn missing_typed(
+        &self,
+        rows: impl Iterator<Item = (Window, K)>,
+        missing: &mut TableKeys<'_>,
+    ) -> Result<(), CoderError> {
+        let mut scratch = Vec::new();
+        for (window, key) in rows {
+            let mut inline = [0u8; 16];
+            let key = match self.key.encode_small(&key, &mut inline) {
+                Some(len) => KeyRef::Short(inline, len),
+                None => {
+                    scratch.clear();
+                    self.key.encode(&key, &mut scratch)?;
+                    KeyRef::of(&scratch)
+                }
+            };
+            if !self.holds(key, &window) {
+                match key {
+                    KeyRef::Short(inline, len) => missing(&inline[..len], window),
+                    KeyRef::Long(bytes) => missing(bytes, window),
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Adds one input to the group of `key` in slot `s`.
     fn add_input(&mut self, s: usize, key: KeyRef<'_>, input: F::In) {
         let g = self.group(s, key, F::create_accumulator);
@@ -420,5 +473,61 @@ impl<K: Element, F: CombineFn> CombineTable for Table<K, F> {
         let s = self.slot(window);
         self.merge(s, KeyRef::of(key), count, acc);
         Ok(())
+    }
+
+    fn missing(&self, input: &Batch, missing: &mut TableKeys<'_>) -> Result<(), CoderError> {
+        if let Some(rows) = input.downcast_ref::<EncodedKvBatch>() {
+            for (i, row) in rows.rows.iter().enumerate() {
+                let key = rows.key(i);
+                if !self.holds(KeyRef::of(key), &row.window) {
+                    missing(key, row.window);
+                }
+            }
+            return Ok(());
+        }
+        if let Some(rows) = input.downcast_ref::<Vec<WindowedValue<KV<K, F::In>>>>() {
+            return self.missing_typed(rows.iter().map(|wv| (wv.window, wv.value.key.clone())), missing);
+        }
+        if let Some(u) = input.downcast_ref::<crate::batch::UniformBatch<KV<K, F::In>>>() {
+            return self.missing_typed(u.values.iter().map(|kv| (u.window, kv.key.clone())), missing);
+        }
+        Err(CoderError::new(format!(
+            "internal error: a batch of {:?} is not of element type {}",
+            input.kind(),
+            std::any::type_name::<KV<K, F::In>>()
+        )))
+    }
+
+    fn window_sizes(&self, f: &mut dyn FnMut(Window, usize)) {
+        let group = std::mem::size_of::<Group<F::Accum>>();
+        for (&(_, window), &s) in &self.order {
+            let w = &self.slots[s];
+            f(window, w.groups.len() * group + w.table.len() * 4 + w.long_keys.len());
+        }
+    }
+
+    fn take_window(&mut self, window: &Window, out: &mut WindowEntries<'_>) -> Result<usize, CoderError> {
+        let Some(s) = self.slot_of.remove(window) else { return Ok(0) };
+        self.order.remove(&(window.max_timestamp(), *window));
+        if self.last.is_some_and(|(w, _)| w == *window) {
+            self.last = None;
+        }
+        let w = std::mem::take(&mut self.slots[s]);
+        self.free.push(s);
+        let n = w.groups.len();
+        self.groups -= n;
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let (a, b) = (w.groups[a as usize].key(&w.long_keys), w.groups[b as usize].key(&w.long_keys));
+            a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+        });
+        let mut groups: Vec<Option<Group<F::Accum>>> = w.groups.into_iter().map(Some).collect();
+        for g in order {
+            let Some(g) = groups[g as usize].take() else { continue };
+            let mut acc = Vec::new();
+            self.acc.encode(&g.acc, &mut acc)?;
+            out(g.key(&w.long_keys), g.count, acc);
+        }
+        Ok(n)
     }
 }
