@@ -114,6 +114,9 @@ fn stateful(p: &Pipeline) {
             }),
         );
     let sums = kvs.apply("SumAtEnd", ParDo::stateful(weir_tests::BufferUntilEndOfWindow));
+    // Deduplicate remembers every key (each seen 15 times).
+    let firsts = kvs.apply("Dedup", Deduplicate::keyed_values()).apply("Keys", Keys::create());
+    assert_that(&firsts).contains_in_any_order((0..KEYS).map(key).collect());
     let mut want: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
     for i in 0..ELEMENTS {
         let e = want.entry(key(i * 7 % KEYS)).or_default();
@@ -169,7 +172,7 @@ fn the_progress_and_the_metrics_show_what_went_to_disk_and_came_back() {
             .map(|o| *o.custom_metrics.get(name).unwrap_or_else(|| panic!("{name} of {step}")))
             .collect()
     };
-    for step in ["GroupByKey", "Join", "SumPerKey", "CountPerKey", "Count", "SumAtEnd"] {
+    for step in ["GroupByKey", "Join", "SumPerKey", "CountPerKey", "Count", "SumAtEnd", "Dedup"] {
         assert!(figure(step, "stateOnDiskRows").iter().any(|&r| r > 0), "{step}");
         assert!(figure(step, "spilledBytes").last().is_some_and(|&b| b > 0));
         // Keys that came back when touched again, and at the end of the input.

@@ -22,8 +22,10 @@ impl Translator<PlanBuilder> for DeduplicateTranslator {
         let input = graph.pcollection(node.inputs[0]);
         let (step, strategy, kernel, ms) =
             (node.full_name.clone(), input.windowing.clone(), p.kernel.clone(), p.duration_ms);
+        let state = b.state().clone();
         let factory = Arc::new(move |_: &PipelineGraph| {
-            Box::new(DedupOperator::new(&step, strategy.clone(), kernel.clone(), ms)) as Box<dyn Operator>
+            Box::new(DedupOperator::new(&step, strategy.clone(), kernel.clone(), ms).with_state(&state))
+                as Box<dyn Operator>
         });
         let description = format!("StreamingDeduplicate[within {ms} ms]");
         b.push(
