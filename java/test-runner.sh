@@ -37,3 +37,10 @@ for f in glob.glob(sys.argv[2] + "/counts-*"):
 assert got == dict(want), (len(got), len(want), sorted(set(got) ^ set(want))[:10])
 print(f"Beam Java word count on WeirRunner: {len(got)} words, {sum(got.values())} in all, as counted here")
 PY
+# The docs' commands for Beam Java (README.md, docs/beam-java.md), as written.
+rm -rf /tmp/weir-java
+bash -euo pipefail -c "$(python3 tools/docs_blocks.py --marker maven)"
+for out in counts portable; do
+  test -n "$(cat /tmp/weir-java/$out-* 2>/dev/null)" || { echo "the docs' Beam Java commands wrote no /tmp/weir-java/$out-*" >&2; exit 1; }
+done
+echo "the docs' Beam Java commands ran"

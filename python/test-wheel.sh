@@ -22,3 +22,19 @@ if env PATH="$clean_path" sh -c 'command -v cargo || command -v rustc' >/dev/nul
 fi
 cd "$work"
 env -i HOME="$HOME" PATH="$clean_path" "$work/venv/bin/python" -m pytest "$here/tests" -q -p no:cacheprovider
+# The docs' commands for Beam Python (README.md, docs/beam-python.md), as written, in the venv.
+repo="$(cd "$here/.." && pwd)"
+rm -rf /tmp/weir-py
+(cd "$repo" && env PATH="$work/venv/bin:$PATH" bash -euo pipefail -c "$(python3 tools/docs_blocks.py --marker wheel)")
+python3 - "$repo/README.md" /tmp/weir-py <<'PY'
+import collections, glob, re, sys
+want = collections.Counter(re.findall(r"[^\W\d_]+", open(sys.argv[1]).read()))
+for out in ("counts", "shared"):
+    got = {}
+    for f in glob.glob(f"{sys.argv[2]}/{out}-*"):
+        for line in open(f):
+            w, n = line.rstrip("\n").rsplit(": ", 1)
+            got[w] = int(n)
+    assert got == dict(want), (out, len(got), len(want))
+print(f"the docs' Beam Python commands ran: {len(want)} words counted twice, as counted here")
+PY

@@ -4,7 +4,7 @@
 //! harnesses on micro-batch and on timely with 2 workers, and with PROCESS harnesses (Beam's
 //! Java boot, started by the job server, fetching the staged jars from it) on micro-batch.
 //! Every test selected must run and pass. The whole suite is `portable/java-tests/run.sh` (see
-//! the README).
+//! `docs/beam-java.md`).
 //!
 //! It needs Java and Maven (`mvn` on the PATH), which fetches Beam's jars from Maven Central
 //! into `~/.m2` once, and for PROCESS Go, which builds Beam's boot (`java-tests/boot.sh`).

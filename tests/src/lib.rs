@@ -266,6 +266,30 @@ mod tests {
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
 
+/// The code of the pages in `docs/`, compiled and run as doctests like the README's (their
+/// shell commands are run by `tests/docs.rs`).
+#[cfg(doctest)]
+pub mod docs {
+    #[doc = include_str!("../../docs/rust-sdk.md")]
+    pub struct RustSdk;
+    #[doc = include_str!("../../docs/runners.md")]
+    pub struct Runners;
+    #[doc = include_str!("../../docs/io.md")]
+    pub struct Io;
+    #[doc = include_str!("../../docs/operations.md")]
+    pub struct Operations;
+    #[doc = include_str!("../../docs/state.md")]
+    pub struct State;
+    #[doc = include_str!("../../docs/nexmark.md")]
+    pub struct Nexmark;
+    #[doc = include_str!("../../docs/beam-python.md")]
+    pub struct BeamPython;
+    #[doc = include_str!("../../docs/beam-java.md")]
+    pub struct BeamJava;
+    #[doc = include_str!("../../docs/development.md")]
+    pub struct Development;
+}
+
 /// Sources shared by the tests.
 pub mod sources {
     use weir_sdk::io::{UnboundedReader, UnboundedSource};
