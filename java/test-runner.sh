@@ -21,12 +21,12 @@ for f in glob.glob(sys.argv[1] + "/TEST-*.xml"):
 print(f"WeirRunner's tests: {tests} ran, {failed} failed")
 sys.exit(1 if tests == 0 or failed else 0)
 PY
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
 PATH="$repo/target/release:$PATH" mvn -q -B -f "$here/examples/pom.xml" compile exec:java \
-  -Dexec.args="--runner=WeirRunner --inputFile=$repo/README.md --output=$out/counts" >"$out/log" 2>&1 \
-  || { tail -40 "$out/log"; exit 1; }
-python3 - "$repo/README.md" "$out" <<'PY'
+  -Dexec.args="--runner=WeirRunner --inputFile=$repo/README.md --output=$scratch/counts" >"$scratch/log" 2>&1 \
+  || { tail -40 "$scratch/log"; exit 1; }
+python3 - "$repo/README.md" "$scratch" <<'PY'
 import collections, glob, re, sys
 want = collections.Counter(re.findall(r"[^\W\d_]+", open(sys.argv[1]).read()))
 got = {}
@@ -40,7 +40,7 @@ PY
 # The docs' commands for Beam Java (README.md, docs/beam-java.md), as written.
 rm -rf /tmp/weir-java
 bash -euo pipefail -c "$(python3 tools/docs_blocks.py --marker maven)"
-for out in counts portable; do
-  test -n "$(cat /tmp/weir-java/$out-* 2>/dev/null)" || { echo "the docs' Beam Java commands wrote no /tmp/weir-java/$out-*" >&2; exit 1; }
+for written in counts portable; do
+  test -n "$(cat /tmp/weir-java/$written-* 2>/dev/null)" || { echo "the docs' Beam Java commands wrote no /tmp/weir-java/$written-*" >&2; exit 1; }
 done
 echo "the docs' Beam Java commands ran"

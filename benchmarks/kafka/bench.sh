@@ -15,7 +15,7 @@ events="${1:-1000000}"
 rounds="${2:-3}"
 partitions="${3:-12}"
 kind="${KAFKA_BROKER:-apache}"
-cargo build -q --release -p weir-nexmark --bin nexmark -p weir-kafka --example kafka_bench
+cargo build -q --release -p weir-nexmark --features weir-nexmark/kafka --bin nexmark -p weir-kafka --example kafka_bench
 N=target/release/nexmark
 B=target/release/examples/kafka_bench
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -2,16 +2,52 @@
 //! a topic as the JSON lines the events files hold (`--export-events kafka://HOST:PORT/TOPIC`),
 //! queries that read them from there (`--events-kafka`), and results written to a topic
 //! (`--results-kafka`), each the JSON line the results files hold, exactly once.
+//!
+//! Kafka is the launcher's `kafka` feature (`cargo build --release -p weir-nexmark --features
+//! kafka`): it compiles librdkafka, which the main job does not need. Without it the Kafka flags
+//! are refused when the launcher starts, saying how to build it.
 
-use crate::generator::events_in_time_order;
 use crate::model::Event;
 use crate::sources::OnMalformed;
 use crate::NexmarkConfig;
-use std::time::Duration;
-use weir_kafka::{KafkaDecode, KafkaEncode, KafkaIO, KafkaRecord, TimestampPolicy};
-use weir_sdk::kernel::Batch;
 use weir_sdk::prelude::*;
-use weir_sdk::windowed_value::WindowedValue;
+#[cfg(feature = "kafka")]
+use {
+    crate::generator::events_in_time_order,
+    std::time::Duration,
+    weir_kafka::{KafkaDecode, KafkaEncode, KafkaIO, KafkaRecord, TimestampPolicy},
+    weir_sdk::kernel::Batch,
+    weir_sdk::windowed_value::WindowedValue,
+};
+
+/// Whether this launcher reads and writes Kafka; else why not and how to build one that does.
+pub fn require() -> Result<(), String> {
+    if cfg!(feature = "kafka") {
+        Ok(())
+    } else {
+        Err("this nexmark was built without Kafka: build it with `cargo build --release -p weir-nexmark --features \
+             kafka`"
+            .to_string())
+    }
+}
+
+/// Without the `kafka` feature: refused (see [`require`]).
+#[cfg(not(feature = "kafka"))]
+pub fn export_events(_: &NexmarkConfig, _: &KafkaTopic) -> Result<u64, String> {
+    require().map(|()| 0)
+}
+
+/// Without the `kafka` feature: refused (see [`require`]).
+#[cfg(not(feature = "kafka"))]
+pub fn read_events(_: &Pipeline, _: &KafkaTopic, _: bool, _: &OnMalformed) -> Result<PCollection<Event>, String> {
+    Err(require().err().unwrap_or_default())
+}
+
+/// Without the `kafka` feature: refused (see [`require`]).
+#[cfg(not(feature = "kafka"))]
+pub fn write_values<V: Element>(_: PCollection<V>, _: &KafkaTopic) -> Result<(), String> {
+    require()
+}
 
 /// A topic on some brokers: `HOST:PORT[,HOST:PORT...]/TOPIC`, or the same after `kafka://`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +87,7 @@ impl std::fmt::Display for KafkaTopic {
 }
 
 /// A record's value is one event in Beam's JSON form.
+#[cfg(feature = "kafka")]
 impl KafkaDecode for Event {
     fn decode(bytes: Option<&[u8]>) -> Result<Self, String> {
         crate::json::parse(bytes.ok_or("a null value, not an event")?)
@@ -63,6 +100,7 @@ impl KafkaDecode for Event {
 /// idempotent producer. They keep the time they were sent as their create time: the events'
 /// own times are years old (unless `--use-wallclock-event-time`), and brokers delete records
 /// older than the topic's retention, so a read takes each event's time from its value.
+#[cfg(feature = "kafka")]
 pub fn export_events(config: &NexmarkConfig, to: &KafkaTopic) -> Result<u64, String> {
     const BLOCK: usize = 10_000;
     let sink = KafkaIO::write::<(), String>()
@@ -91,7 +129,13 @@ pub fn export_events(config: &NexmarkConfig, to: &KafkaTopic) -> Result<u64, Str
 /// and on as they grow otherwise. The watermark is the least event time over the partitions
 /// (the export writes each in event-time order); a record that is not an event goes through
 /// `on_malformed`, named by topic, partition and offset.
-pub fn read_events(p: &Pipeline, from: &KafkaTopic, bounded: bool, on_malformed: &OnMalformed) -> PCollection<Event> {
+#[cfg(feature = "kafka")]
+pub fn read_events(
+    p: &Pipeline,
+    from: &KafkaTopic,
+    bounded: bool,
+    on_malformed: &OnMalformed,
+) -> Result<PCollection<Event>, String> {
     let read = KafkaIO::read::<Vec<u8>, Event>()
         .with_bootstrap_servers(&from.servers)
         .with_topic(&from.topic)
@@ -102,16 +146,18 @@ pub fn read_events(p: &Pipeline, from: &KafkaTopic, bounded: bool, on_malformed:
         })
         .with_bad_records(on_malformed.clone());
     let read = if bounded { read.to_latest() } else { read };
-    p.apply("ReadKafka", read).apply("Events", Map::new(|r: KafkaRecord<Vec<u8>, Event>| r.value))
+    Ok(p.apply("ReadKafka", read).apply("Events", Map::new(|r: KafkaRecord<Vec<u8>, Event>| r.value)))
 }
 
 /// Writes `values` to `to`, one record each, in one Kafka transaction per batch (epoch), so
 /// that a `read_committed` consumer sees each once.
-pub fn write_values<V: KafkaEncode>(values: PCollection<V>, to: &KafkaTopic) {
+#[cfg(feature = "kafka")]
+pub fn write_values<V: KafkaEncode>(values: PCollection<V>, to: &KafkaTopic) -> Result<(), String> {
     values.apply(
         "WriteKafka",
         KafkaIO::write::<(), V>().with_bootstrap_servers(&to.servers).with_topic(&to.topic).values(),
     );
+    Ok(())
 }
 
 #[cfg(test)]

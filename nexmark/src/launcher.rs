@@ -301,6 +301,7 @@ impl weir_sdk::io::RowFormat<ResultLine> for ResultLines {
 }
 
 /// A result line is a Kafka record's value as it is a results file's line.
+#[cfg(feature = "kafka")]
 impl weir_kafka::KafkaEncode for ResultLine {
     fn encode(&self) -> Result<Option<std::borrow::Cow<'_, [u8]>>, String> {
         let mut out = String::with_capacity(self.query.len() + self.value.len() + 56);
@@ -444,7 +445,7 @@ fn run_one(args: &Args, config: &NexmarkConfig, target: Target, options: &Pipeli
     }
     let options = &options;
     let p = Pipeline::new(options.clone());
-    let (events, events_file) = read_events(&p, args, config, options);
+    let (events, events_file) = read_events(&p, args, config, options)?;
     let modelled = apply_target(args, config, target, &events, events_file.as_ref())?;
     let launched = weir_sdk::time::now_millis();
     let start = Instant::now();
@@ -490,7 +491,7 @@ fn read_events(
     args: &Args,
     config: &NexmarkConfig,
     options: &PipelineOptions,
-) -> (PCollection<Event>, Option<String>) {
+) -> Result<(PCollection<Event>, Option<String>), String> {
     let dir_pattern = args.events_dir.as_ref().map(|d| d.join("*").to_string_lossy().into_owned());
     let events_file = args.events_file.as_ref().or(args.events_glob.as_ref()).or(dir_pattern.as_ref());
     let json_lines = |f: &String| EventsFormat::of(f) == EventsFormat::JsonLines;
@@ -524,13 +525,13 @@ fn read_events(
     } else if let Some(topic) = &args.events_kafka {
         let trigger = options.get::<weir::core::streaming::StreamingOptions>().trigger;
         let bounded = !args.streaming || trigger == weir::core::streaming::StreamingTrigger::AvailableNow;
-        crate::kafka::read_events(p, topic, bounded, &args.on_malformed)
+        crate::kafka::read_events(p, topic, bounded, &args.on_malformed)?
     } else if args.streaming {
         p.apply("Events", ReadUnbounded::from(UnboundedEventSource::new(config)))
     } else {
         p.apply("Events", Read::from(BoundedEventSource::new(config)))
     };
-    (events, events_file.cloned())
+    Ok((events, events_file.cloned()))
 }
 
 /// Why the model does not decide `query`'s results in this run, if it does not. The queries
@@ -621,7 +622,7 @@ fn apply_target(
                 }
                 if let Some(topic) = &args.results_kafka {
                     let lines = records.apply("ToKafkaLines", ParDo::of(ToLine { query: query.name().to_string() }));
-                    crate::kafka::write_values(lines, topic);
+                    crate::kafka::write_values(lines, topic)?;
                 }
                 if let Some(model) = model {
                     let rule = comparison(query);
@@ -852,6 +853,10 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     };
     // Installed before anything runs, so a signal during a run stops it gracefully.
     Interrupt::get();
+    let kafka_export = args.export_events.as_ref().is_some_and(|p| p.to_string_lossy().starts_with("kafka://"));
+    if args.events_kafka.is_some() || args.results_kafka.is_some() || kafka_export {
+        crate::kafka::require().map_err(Failure::Usage)?;
+    }
     if let Some(file) = &args.events_file {
         if !std::path::Path::new(file).is_file() {
             return Err(Failure::Usage(format!("--events-file {file}: no such file")));

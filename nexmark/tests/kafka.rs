@@ -170,7 +170,7 @@ fn a_killed_streaming_query_from_kafka_to_kafka_resumes_exactly_once_on_a_timely
     killed_and_resumed("5", &["--runner", "timely", "--processes", "2", "--workers", "1"], 4);
 }
 
-/// The long form: `cargo test -p weir-nexmark --test kafka -- --ignored`. Queries whose
+/// The long form: `cargo test -p weir-nexmark --features kafka --test kafka -- --ignored`. Queries whose
 /// results do not depend on where batches end: a stateful join's (query 3) take the time of the
 /// later of its two sides, which depends on how much of each partition a batch reads.
 #[test]

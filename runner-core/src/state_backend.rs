@@ -80,21 +80,8 @@ impl StateBackend {
     pub fn spill(&self, step: &str) -> Result<Option<Spill>> {
         let Some(disk) = &self.disk else { return Ok(None) };
         disk.open(step)?;
-        let prefix = disk.next_prefix.fetch_add(1, Ordering::Relaxed).to_be_bytes();
         disk.instances.fetch_add(1, Ordering::Relaxed);
-        Ok(Some(Spill {
-            store: disk.clone(),
-            step: step.to_string(),
-            prefix,
-            on_disk: hashbrown::HashMap::new(),
-            bytes_on_disk: 0,
-            spilled_total: 0,
-            next_fragment: 0,
-            taken_to: None,
-            runs: None,
-            store_used: false,
-            counted: true,
-        }))
+        Ok(Some(Spill::area(disk, step, true)))
     }
 
     /// The disk store's totals, when the backend is disk.
@@ -285,11 +272,16 @@ impl Spill {
     /// one's share of the budget: for an operator that keeps parts of its state apart (a window
     /// aggregation, each window's groups).
     pub fn sibling(&self) -> Spill {
-        let prefix = self.store.next_prefix.fetch_add(1, Ordering::Relaxed).to_be_bytes();
+        Spill::area(&self.store, &self.step, false)
+    }
+
+    /// An empty area of `store` for `step` under a prefix of its own (`counted`: in the
+    /// budget's shares).
+    fn area(store: &Arc<DiskStore>, step: &str, counted: bool) -> Spill {
         Spill {
-            store: self.store.clone(),
-            step: self.step.clone(),
-            prefix,
+            store: store.clone(),
+            step: step.to_string(),
+            prefix: store.next_prefix.fetch_add(1, Ordering::Relaxed).to_be_bytes(),
             on_disk: hashbrown::HashMap::new(),
             bytes_on_disk: 0,
             spilled_total: 0,
@@ -297,7 +289,7 @@ impl Spill {
             taken_to: None,
             runs: None,
             store_used: false,
-            counted: false,
+            counted,
         }
     }
 

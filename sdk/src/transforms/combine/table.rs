@@ -176,22 +176,11 @@ impl<K: Element, F: CombineFn> Table<K, F> {
     /// accumulator) when missing, counted as updated.
     fn group(&mut self, s: usize, key: KeyRef<'_>, make: impl FnOnce(&F) -> F::Accum) -> usize {
         let hash = key.hash(&self.hasher);
+        let found = self.find_hashed(s, key, hash);
         let w = &mut self.slots[s];
         let len = key.len();
-        let found = {
-            let (groups, long_keys) = (&w.groups, &w.long_keys);
-            w.table.find(hash, |&g| {
-                let g = &groups[g as usize];
-                g.hash == hash
-                    && g.len as usize == len
-                    && match key {
-                        KeyRef::Short(inline, _) => g.key == inline,
-                        KeyRef::Long(bytes) => g.key(long_keys) == bytes,
-                    }
-            })
-        };
         let g = match found {
-            Some(&g) => g as usize,
+            Some(g) => g,
             None => {
                 let inline = match key {
                     KeyRef::Short(inline, _) => inline,
@@ -225,7 +214,11 @@ impl<K: Element, F: CombineFn> Table<K, F> {
 
     /// The index of the group of `key` in the window in slot `s`, if held.
     fn find(&self, s: usize, key: KeyRef<'_>) -> Option<usize> {
-        let hash = key.hash(&self.hasher);
+        self.find_hashed(s, key, key.hash(&self.hasher))
+    }
+
+    /// [`Table::find`] with the key's hash.
+    fn find_hashed(&self, s: usize, key: KeyRef<'_>, hash: u64) -> Option<usize> {
         let w = &self.slots[s];
         let len = key.len();
         let (groups, long_keys) = (&w.groups, &w.long_keys);
