@@ -111,6 +111,15 @@ pub fn python(python: &str, args: &[String]) -> (bool, String, String) {
         if let Some(program) = args.get_mut(1) {
             program.push_str(EXIT_AT_ONCE);
         }
+    } else if args.first().is_some_and(|a| a.ends_with(".py")) {
+        // A script runs as its own `__main__` (its arguments in `sys.argv`), then leaves the same
+        // way; an exception it raises still ends Python with a traceback and status 1.
+        let script = args.remove(0);
+        let program = format!(
+            "import os, runpy, sys\nsys.argv = [{script:?}] + sys.argv[1:]\nsys.path.insert(0, os.path.dirname({script:?}))\n\
+             runpy.run_path({script:?}, run_name='__main__')\n{EXIT_AT_ONCE}"
+        );
+        args.splice(0..0, ["-c".to_string(), program]);
     }
     let mut child = std::process::Command::new(python)
         .args(&args)
