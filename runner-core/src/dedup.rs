@@ -315,17 +315,9 @@ impl Operator for DedupOperator {
 
     fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(disk) = &self.disk else { return Vec::new() };
-        let parts = &disk.parts;
-        vec![
-            ("stateOnDiskBytes", parts.iter().map(|p| p.spill.bytes_on_disk() as u64).sum()),
-            ("stateOnDiskRows", parts.iter().map(|p| p.rows as u64).sum()),
-            (
-                "spilledBytes",
-                (disk.spilled_before + parts.iter().map(|p| p.spill.spilled_total()).sum::<usize>()) as u64,
-            ),
-            ("cacheHitCount", disk.hits),
-            ("cacheMissCount", disk.misses),
-        ]
+        let rows = disk.parts.iter().map(|p| p.rows).sum();
+        let areas = disk.parts.iter().map(|p| &p.spill);
+        Spill::metrics(areas, disk.spilled_before, rows, disk.hits, disk.misses)
     }
 
     fn dropped(&self) -> DropCounts {

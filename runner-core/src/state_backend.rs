@@ -747,11 +747,24 @@ impl Spill {
     /// holding `rows` state rows on disk, after `hits` and `misses` of its cache: the names
     /// every stateful operator reports them under
     /// ([`crate::operator::Operator::state_backend_metrics`]).
-    pub fn metrics(area: Option<&Spill>, rows: usize, hits: u64, misses: u64) -> Vec<(&'static str, u64)> {
+    /// An operator that keeps several areas gives them all, with the bytes written by areas it
+    /// dropped (`spilled_before`).
+    pub fn metrics<'a>(
+        areas: impl IntoIterator<Item = &'a Spill>,
+        spilled_before: usize,
+        rows: usize,
+        hits: u64,
+        misses: u64,
+    ) -> Vec<(&'static str, u64)> {
+        let (mut on_disk, mut spilled) = (0, spilled_before);
+        for area in areas {
+            on_disk += area.bytes_on_disk();
+            spilled += area.spilled_total();
+        }
         vec![
-            ("stateOnDiskBytes", area.map_or(0, |s| s.bytes_on_disk() as u64)),
+            ("stateOnDiskBytes", on_disk as u64),
             ("stateOnDiskRows", rows as u64),
-            ("spilledBytes", area.map_or(0, |s| s.spilled_total() as u64)),
+            ("spilledBytes", spilled as u64),
             ("cacheHitCount", hits),
             ("cacheMissCount", misses),
         ]

@@ -730,7 +730,7 @@ impl Operator for StatefulParDoOperator {
 
     fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(d) = &self.store.disk else { return Vec::new() };
-        crate::state_backend::Spill::metrics(d.spill.as_ref(), d.rows, d.hits, d.misses)
+        crate::state_backend::Spill::metrics(d.spill.as_ref(), 0, d.rows, d.hits, d.misses)
     }
 
     fn take_state_changes(&mut self) -> StateChanges {

@@ -89,7 +89,7 @@ impl GroupAlsoByWindow {
     /// none on the memory backend.
     pub fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(disk) = &self.disk else { return Vec::new() };
-        Spill::metrics(disk.spill.as_ref(), disk.windows, disk.hits, disk.misses)
+        Spill::metrics(disk.spill.as_ref(), 0, disk.windows, disk.hits, disk.misses)
     }
 
     /// Bytes of window state on disk.

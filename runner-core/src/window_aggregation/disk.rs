@@ -403,15 +403,7 @@ impl WindowAggregation {
     /// memory backend.
     pub(super) fn disk_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(disk) = &self.disk else { return Vec::new() };
-        let on_disk: usize = disk.windows.values().map(|w| w.spill.bytes_on_disk()).sum();
-        let spilled: usize =
-            disk.spilled_before + disk.windows.values().map(|w| w.spill.spilled_total()).sum::<usize>();
-        vec![
-            ("stateOnDiskBytes", on_disk as u64),
-            ("stateOnDiskRows", disk.rows as u64),
-            ("spilledBytes", spilled as u64),
-            ("cacheHitCount", disk.hits),
-            ("cacheMissCount", disk.misses),
-        ]
+        let areas = disk.windows.values().map(|w| &w.spill);
+        Spill::metrics(areas, disk.spilled_before, disk.rows, disk.hits, disk.misses)
     }
 }
