@@ -378,10 +378,16 @@ impl Operator for DedupOperator {
         Ok(Some((written, removed)))
     }
 
+    fn restore_keeps_changes(&self) -> bool {
+        true
+    }
+
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.seen.clear();
         self.expiry.clear();
+        // The state is what was committed: the next commit writes what changes from here.
         self.dirty.forget();
+        self.dirty.keep();
         self.bytes = 0;
         if let Some(disk) = self.disk.as_mut() {
             for gone in disk.parts.drain(..) {
@@ -522,8 +528,8 @@ mod tests {
                     want.sort();
                     assert_eq!(entries, want, "seed {seed}, step {step}: the snapshot");
                     disk = on_disk();
+                    b = crate::operator::testing::Committed::restored(&entries);
                     disk.restore_entries(entries).unwrap();
-                    b = crate::operator::testing::Committed::default();
                 }
             }
         }

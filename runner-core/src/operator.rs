@@ -137,6 +137,14 @@ pub trait Operator: Send {
     fn restore_entries(&mut self, _entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         Ok(())
     }
+    /// Whether [`Operator::restore_entries`] keeps changes from the restored state on, so that
+    /// [`Operator::take_changed_entries`] reports, at the first commit after a restore, what
+    /// changed since: the commit writes a delta on the restored chain, and nothing compares the
+    /// whole restored state with the next. `false`: the first commit is diffed against the
+    /// restored entries (their hashes are kept for it).
+    fn restore_keeps_changes(&self) -> bool {
+        false
+    }
     /// Number of state entries held (keys and windows), for progress reports.
     fn state_rows(&self) -> usize {
         0
@@ -388,6 +396,9 @@ impl Operator for GroupOperator {
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.engine.restore_entries(entries)
     }
+    fn restore_keeps_changes(&self) -> bool {
+        true
+    }
     fn state_rows(&self) -> usize {
         self.engine.state_size()
     }
@@ -442,6 +453,12 @@ pub(crate) mod testing {
     pub struct Committed(Option<std::collections::HashMap<Vec<u8>, Vec<u8>>>);
 
     impl Committed {
+        /// What a restore from `entries` starts from: the operator reports what changes from
+        /// there ([`Operator::restore_keeps_changes`]).
+        pub fn restored(entries: &[(Vec<u8>, Vec<u8>)]) -> Self {
+            Committed(Some(entries.iter().cloned().collect()))
+        }
+
         /// Takes the operator's changes and checks that they bring what was committed to its
         /// whole state.
         pub fn commit(&mut self, op: &mut dyn Operator) {

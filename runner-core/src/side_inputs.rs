@@ -117,6 +117,7 @@ impl SideInputs {
             |source| weir_sdk::Error::Coder { step: format!("side input {}", self.specs[index].view_id), source },
         )?;
         self.data[index].insert(w, (pane, decoded));
+        self.dirty.mark((index, w));
         Ok(())
     }
 }
@@ -467,6 +468,12 @@ impl SideState {
     pub fn restore_legacy(&mut self, pushback: Vec<Vec<u8>>, sides: SidesSnapshot) -> weir_sdk::Result<()> {
         self.pushback.restore(pushback)?;
         self.sides.restore(sides)
+    }
+
+    /// Keeps changes from now on (see [`crate::checkpoint::Changed::keep`]).
+    pub fn keep_changes(&mut self) {
+        self.pushback.dirty.keep();
+        self.sides.dirty.keep();
     }
 
     /// Forgets the changes kept so far (the state was restored to what was committed).

@@ -696,10 +696,17 @@ impl Operator for StatefulParDoOperator {
             }
         }
         self.store = Store { disk, ..Store::default() };
+        // State past the budget leaves memory while it is restored: each time a quarter of the
+        // budget more is in memory (at least a MiB), not after every entry, as finding what to
+        // move looks at every state held.
+        let (mut since, mut every) = (0usize, 1usize << 20);
         for (entry, value) in entries {
             if entry.is_empty() {
                 let ((wm, pt, late), legacy) = decode_meta(&step, &value)?;
                 if let Some((pushback, sides)) = legacy {
+                    // The older layout's entry is replaced by the bookkeeping entry at the next
+                    // commit: what it held is written anew, in entries of its own.
+                    self.side.keep_changes();
                     self.side.restore_legacy(pushback, sides)?;
                 }
                 self.input_watermark = wm;
@@ -714,10 +721,23 @@ impl Operator for StatefulParDoOperator {
             let kw = crate::checkpoint::split_entry_key(&step, &entry)?;
             let state: KeyedState = crate::checkpoint::decode(&step, &value)?;
             let gc = self.strategy.gc_time(&kw.1);
+            since += kw.0.len() + state.size_bytes();
             self.store.states.insert(kw.clone(), state);
             self.store.index(&kw, gc);
+            if self.store.disk.is_some() && since >= every {
+                self.store.evict_over_budget()?;
+                let budget = self.store.disk.as_ref().and_then(|d| d.spill.as_ref()).map(|s| s.budget());
+                (since, every) = (0, budget.map_or(every, |b| (b / 4).max(1 << 20)));
+            }
         }
+        // The state is what was committed: the next commit writes what changes from here.
+        self.store.dirty.keep();
+        self.side.keep_changes();
         self.store.evict_over_budget()
+    }
+
+    fn restore_keeps_changes(&self) -> bool {
+        true
     }
 
     fn state_rows(&self) -> usize {

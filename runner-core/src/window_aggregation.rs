@@ -231,7 +231,15 @@ impl Operator for WindowAggregation {
                 .restore(&key, window, count, &acc)
                 .map_err(|source| Error::Coder { step: self.step.clone(), source })?;
         }
+        // The state is what was committed: the table (which reports nothing at the first call,
+        // and keeps changes from then on) and the groups on disk keep changes from here.
+        let kept = self.table.take_changed(&mut |_, _, _, _| {}, &mut |_, _| {});
+        kept.map_err(|source| Error::Coder { step: self.step.clone(), source })?;
+        self.start_tracking()?;
         self.evict_over_budget()
+    }
+    fn restore_keeps_changes(&self) -> bool {
+        true
     }
     fn state_rows(&self) -> usize {
         self.table.len() + self.rows_on_disk()
@@ -366,16 +374,16 @@ mod tests {
                         // A checkpoint and a restore in between.
                         let entries = fast.state_entries().unwrap();
                         fast = WindowAggregation::of("G", strategy.clone(), kernel.clone());
+                        fast_committed = crate::operator::testing::Committed::restored(&entries);
                         fast.restore_entries(entries).unwrap();
-                        fast_committed = crate::operator::testing::Committed::default();
                         let mut entries = disk.state_entries().unwrap();
                         let mut memory = fast.state_entries().unwrap();
                         entries.sort();
                         memory.sort();
                         assert_eq!(entries, memory, "seed {seed}, step {step}: the disk's snapshot");
                         disk = on_disk();
+                        disk_committed = crate::operator::testing::Committed::restored(&entries);
                         disk.restore_entries(entries).unwrap();
-                        disk_committed = crate::operator::testing::Committed::default();
                     }
                     wm = match rng.random_range(0..10) {
                         0 => wm,

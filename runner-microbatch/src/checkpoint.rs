@@ -148,24 +148,24 @@ impl Checkpoint {
         self.cp.write(&offsets_key(entry.batch_id), entry)
     }
 
-    /// The state files of `batch`, each with its name in errors and its bytes; when `base`,
+    /// The state files of `batch` (its folder, and the files its manifest lists); when `base`,
     /// its snapshot's if the snapshot thread made one there.
-    pub(crate) fn read_state(&self, batch: u64, base: bool) -> Result<Vec<(StateFile, String, Vec<u8>)>> {
+    pub(crate) fn state_files(&self, batch: u64, base: bool) -> Result<(String, Vec<StateFile>)> {
         let folder = state_key(batch);
         let snapshot = match base {
             true => weir_runner_core::checkpoint::compaction::snapshot_files(&self.cp.loc, &folder)?,
             false => None,
         };
-        let files: Vec<StateFile> = match snapshot {
+        let files = match snapshot {
             Some(files) => files,
             None => self.read_manifest(&folder)?,
         };
-        let mut out = Vec::with_capacity(files.len());
-        for f in files {
-            let (shown, data) = self.cp.read_state_file(&folder, &f)?;
-            out.push((f, shown, data));
-        }
-        Ok(out)
+        Ok((folder, files))
+    }
+
+    /// State file `f` of `folder`: its name in errors, and its bytes.
+    pub(crate) fn read_state_file(&self, folder: &str, f: &StateFile) -> Result<(String, Vec<u8>)> {
+        self.cp.read_state_file(folder, f)
     }
 
     /// The state files `folder`'s manifest lists.

@@ -32,7 +32,7 @@ use std::sync::Mutex;
 use weir_runner_core::checkpoint::compaction::{snapshot_files, SNAPSHOT_MANIFEST};
 use weir_runner_core::checkpoint::log::{self, refused};
 use weir_runner_core::checkpoint::protocol::{self, commit_key, state_key, Logged, Opening};
-use weir_runner_core::checkpoint::state_files::{apply, decode_file, StateFile};
+use weir_runner_core::checkpoint::state_files::{chain_entries, decode_file, Chain, StateFile};
 use weir_runner_core::exec::source::{reshare, reshare_counts};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::operator::Journal;
@@ -134,11 +134,12 @@ impl Logged for EpochCommit {
     }
 }
 
-/// One node member's restored state: watermarks and entries.
+/// One node member's restored state: watermarks, and the state files its entries are read
+/// from when the member is restored ([`EpochLog::entries`]).
 pub(crate) struct RestoredMember {
     pub input: Timestamp,
     pub output: Timestamp,
-    pub entries: Vec<(Vec<u8>, Vec<u8>)>,
+    pub files: Chain,
 }
 
 /// What a worker resumes with.
@@ -352,11 +353,10 @@ impl EpochLog {
         Ok(r)
     }
 
-    /// Worker `w`'s state as of commit `c`, per node member: its latest watermarks, and its
-    /// entries as the snapshot and the deltas after it make them.
+    /// Worker `w`'s state as of commit `c`, per node member: its latest watermarks, and the
+    /// snapshot and the deltas after it that make its entries.
     fn state_of(&self, c: &EpochCommit, w: usize) -> Result<HashMap<String, RestoredMember>> {
-        type Rebuilt = (Timestamp, Timestamp, HashMap<Vec<u8>, Vec<u8>>);
-        let mut maps: HashMap<String, Rebuilt> = HashMap::new();
+        let mut members: HashMap<String, RestoredMember> = HashMap::new();
         let start = c.snapshot_of(w);
         for e in start..=c.epoch {
             let folder = worker_state_key(e, w);
@@ -370,35 +370,41 @@ impl EpochLog {
                 false => None,
             };
             for member in m.members {
-                let entry = maps.entry(member.node.clone()).or_default();
-                entry.0 = member.input;
-                entry.1 = member.output;
-                if let (None, Some(f)) = (&snapshot, &member.file) {
-                    let (shown, data) = self.cp.read_state_file(&folder, f)?;
-                    apply(&mut entry.2, f.kind, decode_file(&shown, f, data)?);
+                let entry = members.entry(member.node.clone()).or_insert_with(|| RestoredMember {
+                    input: member.input,
+                    output: member.output,
+                    files: Vec::new(),
+                });
+                entry.input = member.input;
+                entry.output = member.output;
+                if let (None, Some(f)) = (&snapshot, member.file) {
+                    entry.files.push((folder.clone(), f));
                 }
             }
-            for f in snapshot.iter().flatten() {
-                let Some(entry) = maps.get_mut(&f.node) else {
+            for f in snapshot.into_iter().flatten() {
+                let Some(entry) = members.get_mut(&f.node) else {
                     return Err(log::corrupt(
                         &self.cp.loc.name(&format!("{folder}/{SNAPSHOT_MANIFEST}")),
                         format!("has state of step {}, which the epoch's manifest does not list", f.node),
                     ));
                 };
-                let (shown, data) = self.cp.read_state_file(&folder, f)?;
-                apply(&mut entry.2, f.kind, decode_file(&shown, f, data)?);
+                entry.files.push((folder.clone(), f));
             }
         }
-        Ok(maps
-            .into_iter()
-            .map(|(node, (input, output, map))| {
-                // In key order: every worker spreading the state over this run's workers must
-                // see it alike.
-                let mut entries: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
-                entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-                (node, RestoredMember { input, output, entries })
-            })
-            .collect())
+        Ok(members)
+    }
+
+    /// A restored member's entries, read from its files; in key order when `sorted` (every
+    /// worker spreading the state over this run's workers must see it alike).
+    pub(crate) fn entries(&self, member: &RestoredMember, sorted: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut entries = chain_entries(&member.files, |folder, f| {
+            let (shown, data) = self.cp.read_state_file(folder, f)?;
+            decode_file(&shown, f, data)
+        })?;
+        if sorted {
+            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(entries)
     }
 
     /// Worker `w`'s entry of epoch `e`, checked.

@@ -249,10 +249,11 @@ impl NodeWorker {
             let Some(mut old) = members.remove(&self.process.plan.nodes[m].name) else { continue };
             let input = old.iter().map(|r| r.input).min().unwrap_or(MIN_TIMESTAMP);
             let output = old.iter().map(|r| r.output).min().unwrap_or(MIN_TIMESTAMP);
+            let Some(log) = self.process.checkpoint.as_ref() else { continue };
             let entries = if written_by == peers {
-                old.pop().map(|r| r.entries).unwrap_or_default()
+                old.pop().map(|r| log.entries(&r, false)).transpose()?.unwrap_or_default()
             } else {
-                let by_worker = old.into_iter().map(|r| r.entries).collect();
+                let by_worker = old.iter().map(|r| log.entries(r, true)).collect::<Result<_>>()?;
                 self.share.rescale(k, by_worker, peers)?.into_iter().nth(self.me).unwrap_or_default()
             };
             self.share.restore(k, entries, Some(Watermarks::restored(input, output)))?;

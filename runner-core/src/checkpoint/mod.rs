@@ -57,6 +57,14 @@ impl<K: std::hash::Hash + Eq> Changed<K> {
         self.0.replace(hashbrown::HashSet::with_capacity(capacity))
     }
 
+    /// Keeps changes from now on (a restore: the state is what was committed, so the next
+    /// take reports what changed since), keeping those noted so far if changes were kept.
+    pub fn keep(&mut self) {
+        if self.0.is_none() {
+            self.0 = Some(hashbrown::HashSet::new());
+        }
+    }
+
     /// Forgets what changed (the state was restored to what was committed).
     pub fn forget(&mut self) {
         if let Some(set) = &mut self.0 {

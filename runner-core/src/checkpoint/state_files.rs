@@ -100,15 +100,34 @@ fn schema() -> Arc<Schema> {
 
 use super::log::{corrupt, io};
 
-/// Encodes rows as an Arrow IPC file.
+/// The most bytes of keys and values in one record batch of a state file: a reader holds the
+/// file and one batch decoded, not the file twice.
+const BATCH_BYTES: usize = 8 << 20;
+
+/// Encodes rows as an Arrow IPC file, in record batches of about [`BATCH_BYTES`].
 fn to_arrow(path: &str, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
-    let keys = BinaryArray::from_iter_values(rows.iter().map(|r| r.0));
-    let values: BinaryArray = rows.iter().map(|r| r.1).collect();
-    let batch = RecordBatch::try_new(schema(), vec![Arc::new(keys), Arc::new(values)]).map_err(|e| io(path, e))?;
     let mut buf = Vec::new();
     {
         let mut w = FileWriter::try_new(&mut buf, &schema()).map_err(|e| io(path, e))?;
-        w.write(&batch).map_err(|e| io(path, e))?;
+        let mut rest = rows;
+        // An empty file still holds one (empty) batch, as it always has.
+        loop {
+            let (mut n, mut bytes) = (0, 0);
+            while n < rest.len() && (n == 0 || bytes < BATCH_BYTES) {
+                bytes += rest[n].0.len() + rest[n].1.map_or(0, <[u8]>::len);
+                n += 1;
+            }
+            let (chunk, later) = rest.split_at(n);
+            let keys = BinaryArray::from_iter_values(chunk.iter().map(|r| r.0));
+            let values: BinaryArray = chunk.iter().map(|r| r.1).collect();
+            let batch =
+                RecordBatch::try_new(schema(), vec![Arc::new(keys), Arc::new(values)]).map_err(|e| io(path, e))?;
+            w.write(&batch).map_err(|e| io(path, e))?;
+            rest = later;
+            if rest.is_empty() {
+                break;
+            }
+        }
         w.finish().map_err(|e| io(path, e))?;
     }
     Ok(buf)
@@ -204,6 +223,19 @@ impl StoreVersion {
         }
     }
 
+    /// The committed version restored from `entries` for an operator that reports what changed
+    /// from the restore on ([`crate::operator::Operator::restore_keeps_changes`]): nothing is
+    /// kept of them (debug builds keep them to check its deltas).
+    #[cfg_attr(not(debug_assertions), allow(unused_variables))]
+    pub fn restored_tracked(entries: &[(Vec<u8>, Vec<u8>)]) -> Self {
+        StoreVersion {
+            last: HashMap::new(),
+            tracked: true,
+            #[cfg(debug_assertions)]
+            shadow: Some(entries.iter().cloned().collect()),
+        }
+    }
+
     /// Debug builds: checks that the delta just committed, applied to the entries committed
     /// before it, gives the operator's whole state `now`; a change an operator failed to
     /// report would be lost on restart. Every test that checkpoints runs this check.
@@ -235,6 +267,9 @@ impl StoreVersion {
         {
             self.shadow = Some(entries.iter().cloned().collect());
         }
+        // An operator that reported its changes keeps reporting them between snapshots: a
+        // delta diffed against nothing would leave its removed entries in the checkpoint.
+        debug_assert!(snapshot || !self.tracked, "step {node} stopped reporting its changes");
         if entries.is_empty() && self.last.is_empty() && !(snapshot && self.tracked) {
             return Ok(None);
         }
@@ -345,6 +380,36 @@ pub fn read_file(loc: &super::store::Location, folder: &str, f: &StateFile) -> R
     Ok((shown, data))
 }
 
+/// The state files of one operator partition from its last snapshot on, each in its folder, in
+/// the order written (a snapshot, then deltas; a later snapshot starts afresh).
+pub type Chain = Vec<(String, StateFile)>;
+
+/// The entries of one operator partition as the state files of `chain` make them, each file's
+/// rows read by `read` (its folder and manifest entry). Only the deltas after the last snapshot
+/// are held in a map; the snapshot's rows are kept as read, but for those a delta changes. A
+/// restore so holds one partition's state at a time, once, where folding every file into a map
+/// held all of it in a map's entries.
+pub fn chain_entries(
+    chain: &[(String, StateFile)],
+    mut read: impl FnMut(&str, &StateFile) -> Result<Rows>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let last_snapshot = chain.iter().rposition(|(_, f)| f.kind == FileKind::Snapshot);
+    let deltas = &chain[last_snapshot.map_or(0, |s| s + 1)..];
+    let mut changed: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
+    for (folder, f) in deltas {
+        changed.extend(read(folder, f)?);
+    }
+    let mut out: Vec<(Vec<u8>, Vec<u8>)> = match last_snapshot {
+        Some(s) => read(&chain[s].0, &chain[s].1)?
+            .into_iter()
+            .filter_map(|(k, v)| v.filter(|_| !changed.contains_key(&k)).map(|v| (k, v)))
+            .collect(),
+        None => Vec::new(),
+    };
+    out.extend(changed.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
+    Ok(out)
+}
+
 /// Applies a file's rows to an entry map (a snapshot replaces it, a delta updates it).
 pub fn apply(map: &mut HashMap<Vec<u8>, Vec<u8>>, kind: FileKind, rows: Rows) {
     if kind == FileKind::Snapshot {
@@ -392,8 +457,62 @@ mod tests {
         assert!(check_name("manifest.json", &outside).unwrap_err().to_string().contains("outside its folder"));
     }
 
+    #[test]
+    fn a_large_state_file_is_written_in_batches_and_read_whole() {
+        // 40 rows of 1 MiB values: five batches of about 8 MiB.
+        let entries: Vec<(Vec<u8>, Vec<u8>)> =
+            (0..40u32).map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 1 << 20])).collect();
+        let (f, bytes) = write_snapshot("G", 0, &entries).unwrap();
+        let batches = FileReader::try_new(std::io::Cursor::new(bytes.clone()), None).unwrap().count();
+        assert_eq!(batches, 5);
+        let rows = decode_file(&f.file, &f, bytes).unwrap();
+        assert_eq!(rows, entries.into_iter().map(|(k, v)| (k, Some(v))).collect::<Vec<_>>());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Issue 52: a partition's chain of files read without folding its snapshot into a map
+        /// gives what folding every file in order gives.
+        #[test]
+        fn a_chain_read_once_equals_every_file_folded(
+            files in proptest::collection::vec(
+                (any::<bool>(), proptest::collection::vec((0u8..12, proptest::option::of(0u8..4)), 0..10)),
+                0..6,
+            ),
+        ) {
+            let files: Vec<(FileKind, Rows)> = files
+                .into_iter()
+                .map(|(snapshot, rows)| {
+                    let kind = if snapshot { FileKind::Snapshot } else { FileKind::Delta };
+                    // A snapshot holds values only, each key once.
+                    let rows: Rows = match kind {
+                        FileKind::Snapshot => rows
+                            .into_iter()
+                            .filter_map(|(k, v)| Some((vec![k], Some(vec![v?]))))
+                            .collect::<HashMap<_, _>>()
+                            .into_iter()
+                            .collect(),
+                        FileKind::Delta => rows.into_iter().map(|(k, v)| (vec![k], v.map(|v| vec![v]))).collect(),
+                    };
+                    (kind, rows)
+                })
+                .collect();
+            let mut folded = HashMap::new();
+            for (kind, rows) in &files {
+                apply(&mut folded, *kind, rows.clone());
+            }
+            let chain: Chain = files
+                .iter()
+                .enumerate()
+                .map(|(i, (kind, _))| (i.to_string(), StateFile { kind: *kind, ..file_entry("f", b"") }))
+                .collect();
+            let mut got = chain_entries(&chain, |folder, _| Ok(files[folder.parse::<usize>().unwrap()].1.clone())).unwrap();
+            got.sort();
+            let mut want: Vec<_> = folded.into_iter().collect();
+            want.sort();
+            prop_assert_eq!(got, want);
+        }
 
         /// Issue 16: a state file of any bytes, even with a matching checksum, is read or refused
         /// with an error naming it, never a panic.

@@ -586,11 +586,19 @@ impl NodeShare {
         if let Some(wm) = watermarks {
             self.wms[k] = wm;
         }
-        self.stores[k] = StoreVersion::from_entries(&entries);
-        match self.op_of_mut(k) {
-            Some(op) => op.restore_entries(entries),
-            None => Ok(()),
-        }
+        let Some(op) = self.ops.get_mut(k) else {
+            self.stores[k] = StoreVersion::from_entries(&entries);
+            return Ok(());
+        };
+        // An operator reporting its changes from the restore on is never diffed: keeping a hash
+        // of every restored entry would cost memory in proportion to the whole state.
+        let store = match op.restore_keeps_changes() {
+            true => StoreVersion::restored_tracked(&entries),
+            false => StoreVersion::from_entries(&entries),
+        };
+        op.restore_entries(entries)?;
+        self.stores[k] = store;
+        Ok(())
     }
 
     /// Member `k`'s state entries as `old.len()` partitions wrote them, spread over `n` (a
@@ -617,9 +625,5 @@ impl NodeShare {
     /// Member `k`'s operator (a sink has none).
     fn op_of(&self, k: usize) -> Option<&dyn Operator> {
         self.ops.get(k).map(|o| &**o)
-    }
-
-    fn op_of_mut(&mut self, k: usize) -> Option<&mut Box<dyn Operator>> {
-        self.ops.get_mut(k)
     }
 }

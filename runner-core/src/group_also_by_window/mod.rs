@@ -269,11 +269,6 @@ impl GroupAlsoByWindow {
         self.keys.iter().map(|(k, ws)| ws.iter().map(|(_, w)| state_bytes(k, w)).sum::<usize>()).sum()
     }
 
-    /// Recounts [`GroupAlsoByWindow::state_bytes`] from the states.
-    fn recount_bytes(&mut self) {
-        self.counts.bytes = self.counted_bytes();
-    }
-
     /// Whether no state is held.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty() && !self.has_spilled()

@@ -62,13 +62,20 @@ impl GroupAlsoByWindow {
         self.keys.clear();
         self.clear_spilled()?;
         self.expiring = None;
+        // The state is what was committed: the next commit writes what changes from here.
         self.dirty.forget();
+        self.dirty.keep();
         self.counts.windows = 0;
+        self.counts.bytes = 0;
         self.timers.event_timers.clear();
         self.timers.processing_timers.clear();
         self.timers.holds = Holds::default();
         self.timers.tracked = false;
-        for (entry, value) in entries {
+        for (i, (entry, value)) in entries.into_iter().enumerate() {
+            // State past the budget leaves memory while it is restored, not after.
+            if i % 4096 == 4095 {
+                self.evict_over_budget()?;
+            }
             if entry.is_empty() {
                 (self.watermarks, self.processing_time, self.counts.dropped) =
                     restore_engine_entry(&self.step, &value)?;
@@ -79,7 +86,13 @@ impl GroupAlsoByWindow {
             let repr: OwnedStateRepr = crate::checkpoint::decode(&self.step, &value)?;
             let state = WindowState::from_repr(repr, &self.fresh);
             let (closed, pt_timer) = (state.closed, state.pt_timer());
-            if self.keys.entry(key.clone()).or_default().insert(window, state) {
+            self.counts.bytes += key_map::state_bytes(&key, &state);
+            let windows = self.keys.entry(key.clone()).or_default();
+            if let Some(old) = windows.get(&window) {
+                // A repeated entry replaces the first (entries come from one map: never).
+                self.counts.bytes -= key_map::state_bytes(&key, old);
+            }
+            if windows.insert(window, state) {
                 self.counts.windows += 1;
             }
             if let (Some(t), false) = (pt_timer, closed) {
@@ -89,7 +102,6 @@ impl GroupAlsoByWindow {
         if self.watermarks.input() > MIN_TIMESTAMP {
             self.track()?;
         }
-        self.recount_bytes();
         self.evict_over_budget()
     }
 }

@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::checkpoint::{Checkpoint, SourceOffsets};
 use std::collections::HashMap;
-use weir_runner_core::checkpoint::state_files::{apply, decode_file};
+use weir_runner_core::checkpoint::state_files::{chain_entries, decode_file, Chain};
 use weir_runner_core::exec::node::Entries;
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::watermark::Watermarks;
@@ -96,22 +96,36 @@ impl Engine {
 
     /// Loads every operator partition's state as of committed batch `c`: the snapshot written
     /// by batch `start`, then the deltas after it, as `written_by` partitions wrote them; spread
-    /// over this run's partitions, key group by key group, if that is another number.
+    /// over this run's partitions, key group by key group, if that is another number. One
+    /// step's partition is read and restored at a time (with a rescale, one step's partitions),
+    /// so a restore holds at most that much state beside what the steps keep.
     pub(super) fn restore_state(&mut self, cp: &Checkpoint, (start, c): (u64, u64), written_by: usize) -> Result<()> {
-        let mut maps: HashMap<(String, usize), HashMap<Vec<u8>, Vec<u8>>> = HashMap::new();
-        let mut chain = Vec::new();
+        let mut chains: HashMap<(String, usize), Chain> = HashMap::new();
+        let mut listed = Vec::new();
         for b in start..=c {
-            let mut files = Vec::new();
-            for (f, shown, data) in cp.read_state(b, b == start)? {
-                let rows = decode_file(&shown, &f, data)?;
-                apply(maps.entry((f.node.clone(), f.partition)).or_default(), f.kind, rows);
-                files.push(f);
+            let (folder, files) = cp.state_files(b, b == start)?;
+            for f in &files {
+                chains.entry((f.node.clone(), f.partition)).or_default().push((folder.clone(), f.clone()));
             }
-            chain.push((b, files));
+            listed.push((b, files));
         }
-        self.ck.snapshots.restored(chain);
+        self.ck.snapshots.restored(listed);
         let plan = self.plan.clone();
-        let n = self.partitions;
+        let (steps, n) = (&plan.nodes, self.partitions);
+        let stray = chains.keys().find(|(name, p)| *p >= written_by || !steps.iter().any(|s| s.name == *name));
+        if let Some((name, p)) = stray {
+            return Err(Error::Checkpoint {
+                path: cp.name(),
+                message: format!("state of partition {p} of step {name}, which this pipeline's plan does not have"),
+            });
+        }
+        let read = |chain: Option<Chain>| -> Result<Entries> {
+            let Some(chain) = chain else { return Ok(Vec::new()) };
+            chain_entries(&chain, |folder, f| {
+                let (shown, data) = cp.read_state_file(folder, f)?;
+                decode_file(&shown, f, data)
+            })
+        };
         for i in 0..plan.nodes.len() {
             let Some(members) = self.flow.parts.first().and_then(|part| part[i].as_ref()).map(|s| s.members().to_vec())
             else {
@@ -119,26 +133,32 @@ impl Engine {
             };
             for (k, &m) in members.iter().enumerate() {
                 let name = &plan.nodes[m].name;
-                let mut old: Vec<Entries> = (0..written_by)
-                    .map(|p| maps.remove(&(name.clone(), p)).map(|map| map.into_iter().collect()).unwrap_or_default())
-                    .collect();
-                if written_by != n {
-                    old = match self.flow.parts[0][i].as_ref() {
-                        Some(share) => share.rescale(k, old, n)?,
-                        None => old,
-                    };
+                if written_by == n {
+                    for p in 0..n {
+                        let entries = read(chains.remove(&(name.clone(), p)))?;
+                        if let Some(share) = self.flow.parts.get_mut(p).and_then(|part| part[i].as_mut()) {
+                            share.restore(k, entries, None)?;
+                        }
+                    }
+                    continue;
                 }
-                for (p, entries) in old.into_iter().enumerate() {
+                let old: Vec<Entries> =
+                    (0..written_by).map(|p| read(chains.remove(&(name.clone(), p)))).collect::<Result<_>>()?;
+                let spread = match self.flow.parts[0][i].as_ref() {
+                    Some(share) => share.rescale(k, old, n)?,
+                    None => old,
+                };
+                for (p, entries) in spread.into_iter().enumerate() {
                     if let Some(share) = self.flow.parts.get_mut(p).and_then(|part| part[i].as_mut()) {
                         share.restore(k, entries, None)?;
                     }
                 }
             }
         }
-        if let Some(((name, p), _)) = maps.into_iter().next() {
+        if let Some((name, p)) = chains.into_keys().next() {
             return Err(Error::Checkpoint {
                 path: cp.name(),
-                message: format!("state of partition {p} of step {name}, which this pipeline's plan does not have"),
+                message: format!("state of partition {p} of step {name}, which no stage of this pipeline's plan runs"),
             });
         }
         self.ck.state_loaded_from_files = true;
