@@ -156,6 +156,9 @@ pub(crate) struct WorkerResume {
     pub members: HashMap<String, Vec<RestoredMember>>,
     /// How many workers wrote the state.
     pub written_by: usize,
+    /// When this run goes on from the commit's state ([`EpochLog::continues`]): the worker's
+    /// chain of state files, from its snapshot's epoch on, for its background snapshots.
+    pub chain: Vec<(u64, Vec<StateFile>)>,
     /// Per replayed epoch and node, the journals its source-reading operators logged on every
     /// worker, merged: a replay repeats exactly those reads.
     pub journals: HashMap<(u64, String), Journal>,
@@ -226,10 +229,24 @@ impl EpochLog {
         })
     }
 
-    /// Whether epoch `e` writes full snapshots: the first epoch of a run. Later snapshots are
-    /// made in the background ([`EpochLog::snapshot_job`]).
+    /// Whether epoch `e` writes full snapshots: the first epoch of a run that does not go on
+    /// from a commit's state as the same number of workers wrote it (the first run, or one with
+    /// another number of workers: a new layout). A run that goes on writes deltas on the
+    /// restored chains. Later snapshots are made in the background.
     pub(crate) fn is_snapshot(&self, e: u64) -> bool {
-        e == self.start
+        e == self.start && self.continues().is_none()
+    }
+
+    /// The commit whose state chains this run goes on writing deltas onto: the last one, when
+    /// as many workers as this run has wrote it.
+    pub(crate) fn continues(&self) -> Option<&EpochCommit> {
+        self.committed.as_ref().filter(|c| c.workers == self.peers)
+    }
+
+    /// Per worker, the epoch of the snapshot its restored chain starts at, for a run that goes
+    /// on from the last commit's state ([`EpochLog::continues`]).
+    pub(crate) fn restored_snapshots(&self) -> Option<Vec<u64>> {
+        self.continues().map(|c| (0..self.peers).map(|w| c.snapshot_of(w)).collect())
     }
 
     /// `--state-snapshot-interval`: epochs after a snapshot before the next is made.
@@ -298,7 +315,9 @@ impl EpochLog {
     pub(crate) fn write_commit(&self, epoch: u64, snapshots: Vec<u64>) -> Result<()> {
         // A process whose lease another cluster took over commits nothing more.
         self.cp.guard.check()?;
-        let snapshot = snapshots.iter().copied().min().unwrap_or(self.start).max(self.start);
+        // A run that went on from a commit's chains may name their snapshots, before its start.
+        let first = self.continues().map_or(self.start, |c| c.snapshot);
+        let snapshot = snapshots.iter().copied().min().unwrap_or(self.start).max(first);
         let entry = EpochCommit { epoch, snapshot, workers: self.peers, snapshots: Some(snapshots) };
         self.cp.write(&commit_key(epoch), &entry)?;
         let keep_from = snapshot.min((epoch + 1).saturating_sub(self.retain));
@@ -331,8 +350,12 @@ impl EpochLog {
             r.sources = Some(o.sources);
             let writers: Vec<usize> = if c.workers == self.peers { vec![worker] } else { (0..c.workers).collect() };
             for w in writers {
-                for (node, member) in self.state_of(c, w)? {
+                let (members, chain) = self.state_of(c, w)?;
+                for (node, member) in members {
                     r.members.entry(node).or_default().push(member);
+                }
+                if c.workers == self.peers {
+                    r.chain = chain;
                 }
             }
             r.written_by = c.workers;
@@ -355,8 +378,13 @@ impl EpochLog {
 
     /// Worker `w`'s state as of commit `c`, per node member: its latest watermarks, and the
     /// snapshot and the deltas after it that make its entries.
-    fn state_of(&self, c: &EpochCommit, w: usize) -> Result<HashMap<String, RestoredMember>> {
+    fn state_of(
+        &self,
+        c: &EpochCommit,
+        w: usize,
+    ) -> Result<(HashMap<String, RestoredMember>, Vec<(u64, Vec<StateFile>)>)> {
         let mut members: HashMap<String, RestoredMember> = HashMap::new();
+        let mut chain = Vec::new();
         let start = c.snapshot_of(w);
         for e in start..=c.epoch {
             let folder = worker_state_key(e, w);
@@ -369,6 +397,11 @@ impl EpochLog {
                 true => snapshot_files(&self.cp.loc, &folder)?,
                 false => None,
             };
+            let listed: Vec<StateFile> = match &snapshot {
+                Some(files) => files.clone(),
+                None => m.members.iter().filter_map(|member| member.file.clone()).collect(),
+            };
+            chain.push((e, listed));
             for member in m.members {
                 let entry = members.entry(member.node.clone()).or_insert_with(|| RestoredMember {
                     input: member.input,
@@ -391,7 +424,7 @@ impl EpochLog {
                 entry.files.push((folder.clone(), f));
             }
         }
-        Ok(members)
+        Ok((members, chain))
     }
 
     /// A restored member's entries, read from its files; in key order when `sorted` (every

@@ -73,6 +73,14 @@ impl WorkerCheckpoint {
     pub(crate) fn new(pending: Pending, acks: InputHandle<u64, AckBuilder>) -> Self {
         WorkerCheckpoint { pending, acks, last_offsets: None, snapshots: Snapshots::default() }
     }
+
+    /// Goes on from the chain a restart restored (its snapshot's epoch first): the next
+    /// background snapshot folds it with this run's deltas.
+    pub(crate) fn restored(&mut self, chain: Vec<(u64, Vec<weir_runner_core::checkpoint::state_files::StateFile>)>) {
+        if !chain.is_empty() {
+            self.snapshots.restored(chain);
+        }
+    }
 }
 
 impl Ledger {

@@ -211,8 +211,14 @@ impl Process {
             drained: Default::default(),
         };
         let start = process.start_epoch();
+        // A run going on from the last commit's chains names their snapshots until it makes
+        // its own.
+        let snapshots = match process.checkpoint.as_ref().and_then(|c| c.restored_snapshots()) {
+            Some(at) => at.into_iter().map(|s| vec![s]).collect(),
+            None => vec![Vec::new(); peers],
+        };
         *process.commits.acks.lock().unwrap_or_else(|e| e.into_inner()) =
-            Acks { through: vec![start; peers], snapshots: vec![Vec::new(); peers], committed: start };
+            Acks { through: vec![start; peers], snapshots, committed: start };
         process.commits.committed = start.into();
         process.finalizes = process.plan.nodes.iter().any(|n| n.after_commit);
         process.shape.edges = out_edges(&process);

@@ -198,6 +198,9 @@ fn run_resumed(e: &mut Epochs<'_>) -> Result<()> {
                 node.borrow_mut().restore(&mut r.members, r.written_by)?;
                 node.borrow_mut().replay_journals(&mut r.journals);
             }
+            if let Some(ck) = e.ledger.ck.as_mut() {
+                ck.restored(std::mem::take(&mut r.chain));
+            }
             Ok(r)
         }),
     };
@@ -658,11 +661,21 @@ fn first_unfinished(probe: &ProbeHandle<u64>) -> u64 {
     probe.with_frontier(|f| f.first().copied().unwrap_or(u64::MAX))
 }
 
+/// How long a worker waiting for an epoch goes on after a stop is asked (see [`step_until`]).
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// Steps the worker until `ready` holds, or a worker of this process fails (the failure is the
-/// process's to report), or the job is cancelled.
+/// process's to report), or the job is cancelled, or a stop was asked [`STOP_GRACE`] ago.
 fn step_until(worker: &mut Worker, process: &Process, mut ready: impl FnMut() -> bool) -> Result<()> {
+    let mut stopping: Option<Instant> = None;
     loop {
         if process.failed() || process.job.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        // A stop lets the running epoch finish, but a worker waiting for it may wait on another
+        // that has already stopped (and left the dataflow): after a grace period it stops too,
+        // and what did not commit is replayed by the next run.
+        if process.job.is_stop_requested() && stopping.get_or_insert_with(Instant::now).elapsed() > STOP_GRACE {
             return Err(Error::Cancelled);
         }
         // A peer is gone: nothing more will arrive from it.

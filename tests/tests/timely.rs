@@ -209,18 +209,25 @@ fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
     let _serial = CHECKPOINTED.lock().unwrap_or_else(|e| e.into_inner());
     weir_tests::register_runners();
     let dir = tempfile::tempdir().unwrap();
-    let (cp, out) = (dir.path().join("cp"), dir.path().join("out"));
+    let (cp, out, counts) = (dir.path().join("cp"), dir.path().join("out"), dir.path().join("counts"));
     let run = || {
-        let p = Pipeline::new(two_workers_checkpointed(&cp, &[]));
-        p.apply("N", Create::of(vec![2_100i64]))
-            .apply(
-                "Numbers",
-                weir_sdk::splittable::SplittableParDo::of(weir_tests::SevenAtATime {
-                    resume_delay: Duration::from_millis(5),
-                }),
-            )
+        // Every epoch's state kept, to look at.
+        let p = Pipeline::new(two_workers_checkpointed(&cp, &["--min-batches-to-retain", "1000000"]));
+        let numbers = p.apply("N", Create::of(vec![2_100i64])).apply(
+            "Numbers",
+            weir_sdk::splittable::SplittableParDo::of(weir_tests::SevenAtATime {
+                resume_delay: Duration::from_millis(5),
+            }),
+        );
+        numbers
             .apply("Render", Map::new(|i: i64| i.to_string()))
             .apply("Write", weir_sdk::io::WriteJsonLines::to(out.to_str().unwrap()));
+        // Keyed state held across the restart (counted until the input ends).
+        numbers
+            .apply("Key", Map::new(|i: i64| KV::new(i % 3, i)))
+            .apply("Count", Count::per_key())
+            .apply("RenderCounts", Map::new(|kv: KV<i64, i64>| format!("{}={}", kv.key, kv.value)))
+            .apply("WriteCounts", weir_sdk::io::WriteJsonLines::to(counts.to_str().unwrap()));
         TimelyRunner.start(p.graph(), &p.options()).unwrap()
     };
     let first = run();
@@ -237,12 +244,39 @@ fn a_splittable_dofn_resumes_from_the_epoch_checkpoint_exactly_once() {
     let written = lines(&out).len();
     // At least 1.5 s of work: stopped half way, however loaded the machine.
     assert!((1..2_100).contains(&written), "stopped after {written} of 2100 numbers");
+    let committed = epochs(&cp.join("commits")).into_iter().max().expect("the first run committed");
     let second = run();
     assert_eq!(second.wait_until_finish(Some(Duration::from_secs(60))).unwrap(), PipelineState::Done);
     let mut got: Vec<i64> =
         lines(&out).iter().map(|l| serde_json::from_str::<String>(l).unwrap().parse().unwrap()).collect();
     got.sort();
     assert_eq!(got, (0..2_100).collect::<Vec<_>>(), "each number once across the restart");
+    let mut got_counts: Vec<String> = lines(&counts).iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    got_counts.sort();
+    assert_eq!(got_counts, ["0=700", "1=700", "2=700"], "counted once across the restart");
+    // Issue 52: the second run, on as many workers, went on writing deltas onto the first
+    // run's chains; it wrote no whole snapshot on its epochs' path.
+    let mut kinds = Vec::new();
+    for e in epochs(&cp.join("state")).into_iter().filter(|&e| e > committed) {
+        for w in 0..2 {
+            let Ok(m) = std::fs::read_to_string(cp.join(format!("state/{e}/{w}/manifest.json"))) else { continue };
+            // A log entry: the manifest's JSON in an envelope with its checksum.
+            let envelope: serde_json::Value = serde_json::from_str(&m).unwrap();
+            let m: serde_json::Value = serde_json::from_str(envelope["body"].as_str().unwrap()).unwrap();
+            for member in m["members"].as_array().unwrap() {
+                if let Some(kind) = member["file"]["kind"].as_str() {
+                    kinds.push((e, kind.to_string()));
+                }
+            }
+        }
+    }
+    assert!(!kinds.is_empty(), "the second run wrote no state after epoch {committed}");
+    assert!(kinds.iter().all(|(_, k)| k == "Delta"), "{kinds:?}");
+}
+
+/// The epochs named by the entries of a checkpoint folder (`commits`, `state`).
+fn epochs(dir: &std::path::Path) -> Vec<u64> {
+    std::fs::read_dir(dir).unwrap().filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect()
 }
 
 /// A checkpointed run with the available-now trigger ends once every worker has done all the
