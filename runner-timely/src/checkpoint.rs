@@ -142,6 +142,9 @@ pub(crate) struct RestoredMember {
     pub files: Chain,
 }
 
+/// A worker's state files per epoch, its snapshot's epoch first.
+pub(crate) type EpochChain = Vec<(u64, Vec<StateFile>)>;
+
 /// What a worker resumes with.
 #[derive(Default)]
 pub(crate) struct WorkerResume {
@@ -158,7 +161,7 @@ pub(crate) struct WorkerResume {
     pub written_by: usize,
     /// When this run goes on from the commit's state ([`EpochLog::continues`]): the worker's
     /// chain of state files, from its snapshot's epoch on, for its background snapshots.
-    pub chain: Vec<(u64, Vec<StateFile>)>,
+    pub chain: EpochChain,
     /// Per replayed epoch and node, the journals its source-reading operators logged on every
     /// worker, merged: a replay repeats exactly those reads.
     pub journals: HashMap<(u64, String), Journal>,
@@ -378,11 +381,7 @@ impl EpochLog {
 
     /// Worker `w`'s state as of commit `c`, per node member: its latest watermarks, and the
     /// snapshot and the deltas after it that make its entries.
-    fn state_of(
-        &self,
-        c: &EpochCommit,
-        w: usize,
-    ) -> Result<(HashMap<String, RestoredMember>, Vec<(u64, Vec<StateFile>)>)> {
+    fn state_of(&self, c: &EpochCommit, w: usize) -> Result<(HashMap<String, RestoredMember>, EpochChain)> {
         let mut members: HashMap<String, RestoredMember> = HashMap::new();
         let mut chain = Vec::new();
         let start = c.snapshot_of(w);

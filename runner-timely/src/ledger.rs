@@ -76,7 +76,7 @@ impl WorkerCheckpoint {
 
     /// Goes on from the chain a restart restored (its snapshot's epoch first): the next
     /// background snapshot folds it with this run's deltas.
-    pub(crate) fn restored(&mut self, chain: Vec<(u64, Vec<weir_runner_core::checkpoint::state_files::StateFile>)>) {
+    pub(crate) fn restored(&mut self, chain: crate::checkpoint::EpochChain) {
         if !chain.is_empty() {
             self.snapshots.restored(chain);
         }
