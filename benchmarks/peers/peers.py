@@ -328,7 +328,7 @@ def main():
     work = args.work or tempfile.mkdtemp(prefix="weir-peers-")
     os.makedirs(work, exist_ok=True)
     if "weir" in engines and not os.path.exists(args.nexmark):
-        sys.exit(f"{args.nexmark}: no launcher; build it with `cargo build --release -p weir-nexmark`")
+        sys.exit(f"{args.nexmark}: no launcher; build it with `cargo build --release -p weir-nexmark --features parquet`")
     if not args.events:
         args.events = os.path.join(work, "events.jsonl")
         subprocess.run([args.nexmark, "--export-events", args.events, "--num-events", str(args.num_events)],

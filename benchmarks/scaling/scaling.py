@@ -23,7 +23,7 @@ of its own, `label@path=flags` (to compare two builds):
         "mb=--runner microbatch --parallelism 1" "t1=--runner timely --workers 1"
 
 Every run is `nexmark --num-events N [--query Q...] FLAGS`, with the release binary
-(`cargo build --release -p weir-nexmark`).
+(`cargo build --release -p weir-nexmark`, with `--features timely` for `--runner timely`).
 """
 
 import argparse

@@ -14,10 +14,14 @@
 //! lines and CSV split by byte range, Parquet by row group. [`write_events`] writes any of them.
 
 use crate::model::{Auction, Bid, Event, Person};
+#[cfg(feature = "parquet")]
 use arrow_array::cast::AsArray;
+#[cfg(feature = "parquet")]
 use arrow_array::types::Int64Type;
+#[cfg(feature = "parquet")]
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use std::sync::Arc;
+#[cfg(feature = "parquet")]
 use weir_parquet::RowGroups;
 use weir_sdk::io::file_io::FileMetadata;
 use weir_sdk::io::read_files::{read_lines, CsvOptions, FileFormat, Records};
@@ -137,7 +141,19 @@ impl Row<'_> {
 /// Reads events files of all three formats (see the module documentation).
 #[derive(Clone, Default)]
 pub struct EventFiles {
+    #[cfg(feature = "parquet")]
     groups: RowGroups,
+}
+
+/// Whether this launcher reads and writes Parquet; else why not and how to build one that does.
+pub fn require_parquet() -> Result<(), String> {
+    if cfg!(feature = "parquet") {
+        Ok(())
+    } else {
+        Err("this nexmark was built without Parquet: build it with `cargo build --release -p weir-nexmark --features \
+             parquet`"
+            .to_string())
+    }
 }
 
 impl FileFormat for EventFiles {
@@ -147,7 +163,10 @@ impl FileFormat for EventFiles {
     }
     fn units(&self, file: &FileMetadata) -> UserResult<i64> {
         match EventsFormat::of(&file.path) {
+            #[cfg(feature = "parquet")]
             EventsFormat::Parquet => self.groups.count(file),
+            #[cfg(not(feature = "parquet"))]
+            EventsFormat::Parquet => Err(format!("{}: {}", file.path, require_parquet().unwrap_err()).into()),
             _ => Ok(file.size_bytes as i64),
         }
     }
@@ -175,7 +194,10 @@ impl FileFormat for EventFiles {
                 }
             }),
             EventsFormat::Csv => read_csv(path, tracker, out),
+            #[cfg(feature = "parquet")]
             EventsFormat::Parquet => self.groups.read(file, tracker, |batch, rg| read_batch(path, rg, &batch, out)),
+            #[cfg(not(feature = "parquet"))]
+            EventsFormat::Parquet => Err(format!("{path}: {}", require_parquet().unwrap_err()).into()),
         }
     }
 }
@@ -244,6 +266,7 @@ fn read_csv(path: &str, tracker: &mut Claims<'_, OffsetRangeTracker>, out: &mut 
     })
 }
 
+#[cfg(feature = "parquet")]
 fn int_column(batch: &RecordBatch, i: Option<usize>) -> Result<Option<ArrayRef>, String> {
     let Some(i) = i else { return Ok(None) };
     let col = batch.column(i);
@@ -252,6 +275,7 @@ fn int_column(batch: &RecordBatch, i: Option<usize>) -> Result<Option<ArrayRef>,
     Ok(Some(cast))
 }
 
+#[cfg(feature = "parquet")]
 fn str_column(batch: &RecordBatch, i: Option<usize>) -> Result<Option<ArrayRef>, String> {
     let Some(i) = i else { return Ok(None) };
     let cast = arrow_cast::cast(batch.column(i), &arrow_schema::DataType::Utf8)
@@ -260,6 +284,7 @@ fn str_column(batch: &RecordBatch, i: Option<usize>) -> Result<Option<ArrayRef>,
 }
 
 /// The events of a record batch of the events table.
+#[cfg(feature = "parquet")]
 fn read_batch(path: &str, rg: i64, batch: &RecordBatch, out: &mut Records<'_, '_, Event>) -> UserResult {
     let schema = batch.schema();
     let at = required_positions(path, schema.fields().iter().map(|f| f.name().as_str()))?;
@@ -359,56 +384,69 @@ pub fn write_events(
             }
             w.flush()?;
         }
-        EventsFormat::Parquet => {
-            use arrow_array::builder::{Int64Builder, StringBuilder};
-            use parquet::arrow::ArrowWriter;
-            use parquet::file::properties::WriterProperties;
-            let fields: Vec<arrow_schema::Field> = (0..18)
-                .map(|c| {
-                    let t = if INTEGER[c] { arrow_schema::DataType::Int64 } else { arrow_schema::DataType::Utf8 };
-                    arrow_schema::Field::new(COLUMNS[c], t, true)
-                })
-                .collect();
-            let schema = Arc::new(arrow_schema::Schema::new(fields));
-            let props = WriterProperties::builder()
-                .set_compression(parquet::basic::Compression::SNAPPY)
-                .set_max_row_group_size(ROW_GROUP_ROWS)
-                .build();
-            let mut bytes = Vec::new();
-            let err = |e: parquet::errors::ParquetError| std::io::Error::other(e.to_string());
-            let mut w = ArrowWriter::try_new(&mut bytes, schema.clone(), Some(props)).map_err(err)?;
-            let mut events = events.peekable();
-            while events.peek().is_some() {
-                let mut ib: Vec<Int64Builder> = (0..18).map(|_| Int64Builder::new()).collect();
-                let mut sb: Vec<StringBuilder> = (0..18).map(|_| StringBuilder::new()).collect();
-                for e in events.by_ref().take(ROW_GROUP_ROWS) {
-                    let (ints, strs) = cells(&e);
-                    for c in 0..18 {
-                        if INTEGER[c] {
-                            ib[c].append_option(ints[c]);
-                        } else {
-                            sb[c].append_option(strs[c]);
-                        }
-                    }
-                    n += 1;
-                }
-                let columns: Vec<ArrayRef> = (0..18)
-                    .map(|c| {
-                        if INTEGER[c] {
-                            Arc::new(ib[c].finish()) as ArrayRef
-                        } else {
-                            Arc::new(sb[c].finish()) as ArrayRef
-                        }
-                    })
-                    .collect();
-                let batch = RecordBatch::try_new(schema.clone(), columns).map_err(std::io::Error::other)?;
-                w.write(&batch).map_err(err)?;
-            }
-            w.close().map_err(err)?;
-            out.write_all(&bytes)?;
-        }
+        EventsFormat::Parquet => n = write_parquet(events, out)?,
     }
     Ok(n)
+}
+
+/// Writes `events` to `out` as a Parquet file (see [`write_events`]).
+#[cfg(feature = "parquet")]
+fn write_parquet(events: impl Iterator<Item = Event>, out: &mut dyn std::io::Write) -> std::io::Result<u64> {
+    let mut n = 0;
+    use arrow_array::builder::{Int64Builder, StringBuilder};
+    use parquet::arrow::ArrowWriter;
+    use parquet::file::properties::WriterProperties;
+    let fields: Vec<arrow_schema::Field> = (0..18)
+        .map(|c| {
+            let t = if INTEGER[c] { arrow_schema::DataType::Int64 } else { arrow_schema::DataType::Utf8 };
+            arrow_schema::Field::new(COLUMNS[c], t, true)
+        })
+        .collect();
+    let schema = Arc::new(arrow_schema::Schema::new(fields));
+    let props = WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .set_max_row_group_size(ROW_GROUP_ROWS)
+        .build();
+    let mut bytes = Vec::new();
+    let err = |e: parquet::errors::ParquetError| std::io::Error::other(e.to_string());
+    let mut w = ArrowWriter::try_new(&mut bytes, schema.clone(), Some(props)).map_err(err)?;
+    let mut events = events.peekable();
+    while events.peek().is_some() {
+        let mut ib: Vec<Int64Builder> = (0..18).map(|_| Int64Builder::new()).collect();
+        let mut sb: Vec<StringBuilder> = (0..18).map(|_| StringBuilder::new()).collect();
+        for e in events.by_ref().take(ROW_GROUP_ROWS) {
+            let (ints, strs) = cells(&e);
+            for c in 0..18 {
+                if INTEGER[c] {
+                    ib[c].append_option(ints[c]);
+                } else {
+                    sb[c].append_option(strs[c]);
+                }
+            }
+            n += 1;
+        }
+        let columns: Vec<ArrayRef> =
+            (0..18)
+                .map(|c| {
+                    if INTEGER[c] {
+                        Arc::new(ib[c].finish()) as ArrayRef
+                    } else {
+                        Arc::new(sb[c].finish()) as ArrayRef
+                    }
+                })
+                .collect();
+        let batch = RecordBatch::try_new(schema.clone(), columns).map_err(std::io::Error::other)?;
+        w.write(&batch).map_err(err)?;
+    }
+    w.close().map_err(err)?;
+    out.write_all(&bytes)?;
+    Ok(n)
+}
+
+/// Without the `parquet` feature: refused (see [`require_parquet`]).
+#[cfg(not(feature = "parquet"))]
+fn write_parquet(_: impl Iterator<Item = Event>, _: &mut dyn std::io::Write) -> std::io::Result<u64> {
+    Err(std::io::Error::other(require_parquet().unwrap_err()))
 }
 
 #[cfg(test)]
@@ -429,9 +467,11 @@ mod tests {
             }
         }
         let dir = tempfile::tempdir().unwrap();
-        for (name, format) in
-            [("e.jsonl", EventsFormat::JsonLines), ("e.csv", EventsFormat::Csv), ("e.parquet", EventsFormat::Parquet)]
-        {
+        let mut formats = vec![("e.jsonl", EventsFormat::JsonLines), ("e.csv", EventsFormat::Csv)];
+        if cfg!(feature = "parquet") {
+            formats.push(("e.parquet", EventsFormat::Parquet));
+        }
+        for (name, format) in formats {
             let path = dir.path().join(name);
             let mut f = std::fs::File::create(&path).unwrap();
             assert_eq!(write_events(format, events.iter().cloned(), &mut f).unwrap(), events.len() as u64);

@@ -340,6 +340,7 @@ struct ToLine {
 }
 
 /// A result row of `--results-format parquet`: the value is the result's JSON text.
+#[cfg(feature = "parquet")]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct ResultRow {
     query: String,
@@ -604,18 +605,7 @@ fn apply_target(
                     let dir = dir.to_string_lossy().to_string();
                     let lines = records.apply("ToLines", ParDo::of(ToLine { query: query.name().to_string() }));
                     if args.results_format == "parquet" {
-                        let rows = lines.apply(
-                            "ToRows",
-                            weir_sdk::transforms::map::Map::new(|l: ResultLine| ResultRow {
-                                query: l.query,
-                                timestamp: l.timestamp,
-                                value: l.value,
-                            }),
-                        );
-                        rows.apply(
-                            "WriteResults",
-                            weir_parquet::ParquetIO::write::<ResultRow>(dir).overwrite(args.overwrite),
-                        );
+                        write_parquet_results(lines, dir, args.overwrite)?;
                     } else {
                         lines.apply("WriteResults", WriteFiles::to(dir, ResultLines).overwrite(args.overwrite));
                     }
@@ -632,6 +622,27 @@ fn apply_target(
         }
     }
     Ok(modelled)
+}
+
+/// `--results-format parquet`: the result lines as Parquet rows in `dir`.
+#[cfg(feature = "parquet")]
+fn write_parquet_results(lines: PCollection<ResultLine>, dir: String, overwrite: bool) -> Result<(), String> {
+    let rows = lines.apply(
+        "ToRows",
+        weir_sdk::transforms::map::Map::new(|l: ResultLine| ResultRow {
+            query: l.query,
+            timestamp: l.timestamp,
+            value: l.value,
+        }),
+    );
+    rows.apply("WriteResults", weir_parquet::ParquetIO::write::<ResultRow>(dir).overwrite(overwrite));
+    Ok(())
+}
+
+/// Without the `parquet` feature: refused (see [`crate::event_files::require_parquet`]).
+#[cfg(not(feature = "parquet"))]
+fn write_parquet_results(_: PCollection<ResultLine>, _: String, _: bool) -> Result<(), String> {
+    crate::event_files::require_parquet()
 }
 
 /// A progress snapshot every [`SNAPSHOT_PERIOD`].
@@ -856,6 +867,21 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     let kafka_export = args.export_events.as_ref().is_some_and(|p| p.to_string_lossy().starts_with("kafka://"));
     if args.events_kafka.is_some() || args.results_kafka.is_some() || kafka_export {
         crate::kafka::require().map_err(Failure::Usage)?;
+    }
+    // What this build leaves out is refused before anything runs, naming how to build it in.
+    if args.pipeline.runner == "timely" && !cfg!(feature = "timely") {
+        return Err(Failure::Usage(
+            "this nexmark was built without the timely runner: build it with `cargo build --release -p \
+             weir-nexmark --features timely`"
+                .into(),
+        ));
+    }
+    let parquet_path = |p: &str| p.to_ascii_lowercase().ends_with(".parquet");
+    let export = args.export_events.as_ref().map(|p| p.to_string_lossy().to_string());
+    let dir = args.events_dir.as_ref().map(|p| p.to_string_lossy().to_string());
+    let named = [args.events_file.clone(), args.events_glob.clone(), dir, export];
+    if args.results_format == "parquet" || named.iter().flatten().any(|p| parquet_path(p)) {
+        crate::event_files::require_parquet().map_err(Failure::Usage)?;
     }
     if let Some(file) = &args.events_file {
         if !std::path::Path::new(file).is_file() {
