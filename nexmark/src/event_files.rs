@@ -147,13 +147,7 @@ pub struct EventFiles {
 
 /// Whether this launcher reads and writes Parquet; else why not and how to build one that does.
 pub fn require_parquet() -> Result<(), String> {
-    if cfg!(feature = "parquet") {
-        Ok(())
-    } else {
-        Err("this nexmark was built without Parquet: build it with `cargo build --release -p weir-nexmark --features \
-             parquet`"
-            .to_string())
-    }
+    crate::require_feature(cfg!(feature = "parquet"), "Parquet", "parquet")
 }
 
 impl FileFormat for EventFiles {

@@ -22,13 +22,7 @@ use {
 
 /// Whether this launcher reads and writes Kafka; else why not and how to build one that does.
 pub fn require() -> Result<(), String> {
-    if cfg!(feature = "kafka") {
-        Ok(())
-    } else {
-        Err("this nexmark was built without Kafka: build it with `cargo build --release -p weir-nexmark --features \
-             kafka`"
-            .to_string())
-    }
+    crate::require_feature(cfg!(feature = "kafka"), "Kafka", "kafka")
 }
 
 /// Without the `kafka` feature: refused (see [`require`]).

@@ -869,12 +869,8 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
         crate::kafka::require().map_err(Failure::Usage)?;
     }
     // What this build leaves out is refused before anything runs, naming how to build it in.
-    if args.pipeline.runner == "timely" && !cfg!(feature = "timely") {
-        return Err(Failure::Usage(
-            "this nexmark was built without the timely runner: build it with `cargo build --release -p \
-             weir-nexmark --features timely`"
-                .into(),
-        ));
+    if args.pipeline.runner == "timely" {
+        crate::require_feature(cfg!(feature = "timely"), "the timely runner", "timely").map_err(Failure::Usage)?;
     }
     let parquet_path = |p: &str| p.to_ascii_lowercase().ends_with(".parquet");
     let export = args.export_events.as_ref().map(|p| p.to_string_lossy().to_string());

@@ -21,6 +21,18 @@ pub mod report;
 mod signals;
 pub mod sources;
 
+/// Whether this launcher was built with `feature` (`built`, the feature's `cfg!`), which brings
+/// `what`; else why not and the command that builds a launcher with it.
+pub fn require_feature(built: bool, what: &str, feature: &str) -> Result<(), String> {
+    match built {
+        true => Ok(()),
+        false => Err(format!(
+            "this nexmark was built without {what}: build it with `cargo build --release -p weir-nexmark --features \
+             {feature}`"
+        )),
+    }
+}
+
 pub use config::{NexmarkConfig, Suite};
 pub use generator::{Generator, GeneratorConfig, NextEvent};
 pub use model::{Auction, Bid, Event, Person};
