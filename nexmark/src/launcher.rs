@@ -872,6 +872,10 @@ fn launch(raw: Vec<String>) -> Result<i32, Failure> {
     if args.pipeline.runner == "timely" {
         crate::require_feature(cfg!(feature = "timely"), "the timely runner", "timely").map_err(Failure::Usage)?;
     }
+    let checkpoint = args.pipeline.get::<weir::core::streaming::StreamingOptions>().checkpoint_dir.clone();
+    if checkpoint.is_some_and(|c| c.starts_with("s3://")) {
+        crate::require_feature(cfg!(feature = "s3"), "S3 checkpoints", "s3").map_err(Failure::Usage)?;
+    }
     let parquet_path = |p: &str| p.to_ascii_lowercase().ends_with(".parquet");
     let export = args.export_events.as_ref().map(|p| p.to_string_lossy().to_string());
     let dir = args.events_dir.as_ref().map(|p| p.to_string_lossy().to_string());

@@ -132,14 +132,16 @@ fn fast_commands_run_as_written() {
     let ran = run_marked("fast");
     assert!(ran >= 5, "{ran} blocks ran");
     println!("{ran} blocks of commands ran");
-    // The main command built the launcher's default build, which leaves the timely runner and
-    // Parquet out (issue 54's first build): asked for, they are refused, naming the feature.
+    // The main command built the launcher's default build, which leaves the timely runner,
+    // Parquet and S3 out (issue 54's first build): asked for, they are refused, naming the
+    // feature.
     let nexmark = root().join("target/release/nexmark");
     let events = std::env::temp_dir().join(format!("weir-docs-{}.parquet", std::process::id()));
     let refused = [
         (vec!["--runner", "timely", "--query", "0", "--num-events", "10"], "--features timely"),
         (vec!["--query", "0", "--num-events", "10", "--results-format", "parquet"], "--features parquet"),
         (vec!["--num-events", "10", "--export-events", events.to_str().unwrap()], "--features parquet"),
+        (vec!["--query", "0", "--num-events", "10", "--streaming", "--checkpoint-dir", "s3://b/cp"], "--features s3"),
     ];
     for (args, feature) in refused {
         let out = Command::new(&nexmark).args(&args).output().expect("the launcher runs");

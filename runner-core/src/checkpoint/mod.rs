@@ -6,6 +6,11 @@ pub mod compaction;
 pub mod lease;
 pub mod lock;
 pub mod log;
+#[cfg(feature = "s3")]
+mod object;
+#[cfg(not(feature = "s3"))]
+#[path = "object_absent.rs"]
+mod object;
 pub mod protocol;
 pub mod state_files;
 pub mod store;

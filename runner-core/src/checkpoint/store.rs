@@ -11,11 +11,9 @@
 //! unreachable is an error naming the URL, not a hang.
 
 use super::log::io;
-use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreExt};
+pub use super::object::ObjectLocation;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 use weir_sdk::{Error, Result};
 
 /// A local file written by [`Location::put_unflushed`] and not yet flushed to the disk.
@@ -40,14 +38,6 @@ pub enum Location {
     Object(Arc<ObjectLocation>),
 }
 
-/// A prefix in an object store, with the runtime its client runs on.
-pub struct ObjectLocation {
-    url: String,
-    store: Arc<dyn ObjectStore>,
-    prefix: ObjectPath,
-    runtime: tokio::runtime::Runtime,
-}
-
 impl std::fmt::Debug for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.name(""))
@@ -62,32 +52,7 @@ impl Location {
             if bucket.is_empty() {
                 return Err(Error::Options(format!("--checkpoint-dir {spec}: the URL names no bucket")));
             }
-            // TLS through rustls needs a process-wide crypto provider; ring is the one built in.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let retry = object_store::RetryConfig {
-                max_retries: 3,
-                retry_timeout: Duration::from_secs(15),
-                ..Default::default()
-            };
-            use object_store::aws::AmazonS3ConfigKey::Client;
-            use object_store::ClientConfigKey::{ConnectTimeout, Timeout};
-            // Timeouts go in as settings: replacing the client options would drop the ones
-            // the environment gave (AWS_ALLOW_HTTP among them).
-            let store = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .with_retry(retry)
-                .with_config(Client(ConnectTimeout), "5s")
-                .with_config(Client(Timeout), "30s")
-                .build()
-                .map_err(|e| Error::Options(format!("--checkpoint-dir {spec}: {e}")))?;
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| io(spec, format!("cannot start the object store client: {e}")))?;
-            let prefix = ObjectPath::parse(prefix.trim_end_matches('/'))
-                .map_err(|e| Error::Options(format!("--checkpoint-dir {spec}: {e}")))?;
-            let url = format!("s3://{bucket}/{}", prefix.as_ref());
-            return Ok(Location::Object(Arc::new(ObjectLocation { url, store: Arc::new(store), prefix, runtime })));
+            return Ok(Location::Object(Arc::new(ObjectLocation::open(spec, bucket, prefix)?)));
         }
         if spec.contains("://") {
             return Err(Error::Options(format!(
@@ -112,17 +77,8 @@ impl Location {
         match self {
             Location::Local(root) if key.is_empty() => root.display().to_string(),
             Location::Local(root) => root.join(key).display().to_string(),
-            Location::Object(o) if key.is_empty() => o.url.clone(),
-            Location::Object(o) => format!("{}/{key}", o.url.trim_end_matches('/')),
+            Location::Object(o) => o.name(key),
         }
-    }
-
-    fn object_path(o: &ObjectLocation, key: &str) -> ObjectPath {
-        let mut p = o.prefix.clone();
-        for part in key.split('/').filter(|s| !s.is_empty()) {
-            p = p.clone().join(part);
-        }
-        p
     }
 
     /// Writes `bytes` at `key`, durably and atomically.
@@ -130,11 +86,7 @@ impl Location {
         match self {
             Location::Local(root) => weir_sdk::runner_api::write_atomic(&root.join(key), &bytes)
                 .map_err(|e| io(&e.path.display().to_string(), e.source)),
-            Location::Object(o) => {
-                let path = Self::object_path(o, key);
-                o.runtime.block_on(o.store.put(&path, bytes.into())).map_err(|e| io(&self.name(key), e))?;
-                Ok(())
-            }
+            Location::Object(o) => o.put(key, bytes),
         }
     }
 
@@ -192,20 +144,7 @@ impl Location {
         let Location::Object(o) = self else {
             return Err(io(&self.name(key), "conditional writes are for object stores"));
         };
-        let path = Self::object_path(o, key);
-        let mode = match replacing {
-            None => object_store::PutMode::Create,
-            Some(tag) => object_store::PutMode::Update(object_store::UpdateVersion {
-                e_tag: Some(tag.to_string()),
-                version: None,
-            }),
-        };
-        let put = o.store.put_opts(&path, bytes.into(), object_store::PutOptions { mode, ..Default::default() });
-        match o.runtime.block_on(put) {
-            Ok(r) => Ok(Some(r.e_tag.unwrap_or_default())),
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => Ok(None),
-            Err(e) => Err(io(&self.name(key), e)),
-        }
+        o.put_conditionally(key, bytes, replacing)
     }
 
     /// The bytes at `key` of an object store and their entity tag, or `None`.
@@ -213,18 +152,7 @@ impl Location {
         let Location::Object(o) = self else {
             return Err(io(&self.name(key), "entity tags are for object stores"));
         };
-        let path = Self::object_path(o, key);
-        let got = o.runtime.block_on(async {
-            match o.store.get(&path).await {
-                Ok(r) => {
-                    let tag = r.meta.e_tag.clone().unwrap_or_default();
-                    r.bytes().await.map(|b| Some((b.to_vec(), tag)))
-                }
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(e),
-            }
-        });
-        got.map_err(|e| io(&self.name(key), e))
+        o.get_tagged(key)
     }
 
     /// The `len` bytes at `offset` of `key`, or `None` when there is nothing there; fewer when
@@ -243,18 +171,7 @@ impl Location {
                 file.take(len).read_to_end(&mut out).map_err(|e| io(&self.name(key), e))?;
                 Ok(Some(out))
             }
-            Location::Object(o) => {
-                use object_store::ObjectStoreExt;
-                let path = Self::object_path(o, key);
-                let got = o.runtime.block_on(async {
-                    match o.store.get_range(&path, offset..offset.saturating_add(len)).await {
-                        Ok(b) => Ok(Some(b.to_vec())),
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                });
-                got.map_err(|e| io(&self.name(key), e))
-            }
+            Location::Object(o) => o.get_slice(key, offset, len),
         }
     }
 
@@ -266,17 +183,7 @@ impl Location {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(io(&self.name(key), e)),
             },
-            Location::Object(o) => {
-                let path = Self::object_path(o, key);
-                let got = o.runtime.block_on(async {
-                    match o.store.get(&path).await {
-                        Ok(r) => r.bytes().await.map(Some),
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(e),
-                    }
-                });
-                got.map(|b| b.map(|b| b.to_vec())).map_err(|e| io(&self.name(key), e))
-            }
+            Location::Object(o) => o.get(key),
         }
     }
 
@@ -297,14 +204,7 @@ impl Location {
                 }
                 Ok(names)
             }
-            Location::Object(o) => {
-                let path = Self::object_path(o, dir);
-                let listed =
-                    o.runtime.block_on(o.store.list_with_delimiter(Some(&path))).map_err(|e| io(&self.name(dir), e))?;
-                let dirs = listed.common_prefixes.iter().filter_map(|p| p.filename().map(String::from));
-                let files = listed.objects.iter().filter_map(|m| m.location.filename().map(String::from));
-                Ok(dirs.chain(files).collect())
-            }
+            Location::Object(o) => o.list(dir),
         }
     }
 
@@ -319,30 +219,7 @@ impl Location {
                     _ => Ok(()),
                 }
             }
-            Location::Object(o) => {
-                use futures_util::StreamExt;
-                let path = Self::object_path(o, key);
-                o.runtime
-                    .block_on(async {
-                        let mut listed = o.store.list(Some(&path));
-                        let mut keys = Vec::new();
-                        while let Some(m) = listed.next().await {
-                            keys.push(m?.location);
-                        }
-                        // The key itself, when it is an object rather than a folder.
-                        if keys.is_empty() {
-                            keys.push(path.clone());
-                        }
-                        for k in keys {
-                            match o.store.delete(&k).await {
-                                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                                Err(e) => return Err(e),
-                            }
-                        }
-                        Ok(())
-                    })
-                    .map_err(|e| io(&self.name(key), e))
-            }
+            Location::Object(o) => o.delete_all(key),
         }
     }
 }
