@@ -154,7 +154,8 @@ impl DedupOperator {
             }
             disk.area = disk.backend.spill(&self.step)?;
         }
-        let Some(area) = disk.area.as_ref() else { return Ok(()) };
+        let Some(area) = disk.area.as_mut() else { return Ok(()) };
+        area.report(self.bytes);
         let budget = area.budget();
         if self.bytes <= budget {
             return Ok(());
@@ -179,6 +180,7 @@ impl DedupOperator {
                 ));
             }
         }
+        area.report(self.bytes);
         let Some(first) = first else { return Ok(()) };
         let mut part = Part { spill: area.sibling(), first, last, rows: out.len() };
         out.sort_unstable_by(|a, b| crate::state_backend::key_order(&a.0, &b.0));

@@ -58,6 +58,7 @@ impl StateBackend {
                         budget,
                         opened: OnceLock::new(),
                         instances: AtomicUsize::new(0),
+                        used: AtomicUsize::new(0),
                         next_prefix: AtomicU64::new(1),
                         stats: SpillStats::default(),
                     })),
@@ -94,10 +95,13 @@ impl StateBackend {
 /// instance (each under a prefix of its own).
 struct DiskStore {
     parent: PathBuf,
-    /// `--state-memory-budget`, shared equally by the live operator instances.
+    /// `--state-memory-budget`, shared by the live operator instances by need (see
+    /// [`Spill::budget`]).
     budget: usize,
     opened: OnceLock<std::result::Result<Opened, String>>,
     instances: AtomicUsize,
+    /// The state in memory the live instances last reported ([`Spill::report`]), in all.
+    used: AtomicUsize,
     next_prefix: AtomicU64,
     stats: SpillStats,
 }
@@ -238,6 +242,8 @@ pub struct Spill {
     store_used: bool,
     /// Whether the instance counts in the budget's shares (not a [`Spill::sibling`]).
     counted: bool,
+    /// The state in memory this instance last reported ([`Spill::report`]).
+    reported: usize,
 }
 
 fn key_hash(key: &[u8]) -> u64 {
@@ -290,12 +296,32 @@ impl Spill {
             runs: None,
             store_used: false,
             counted,
+            reported: 0,
         }
     }
 
-    /// This instance's share of the memory budget: the budget over the live instances.
+    /// Tells the job's store how much state this instance holds in memory now (its operator
+    /// calls it before asking [`Spill::budget`], and after moving state out).
+    pub fn report(&mut self, used: usize) {
+        if !self.counted {
+            return;
+        }
+        match used >= self.reported {
+            true => self.store.used.fetch_add(used - self.reported, Ordering::Relaxed),
+            false => self.store.used.fetch_sub(self.reported - used, Ordering::Relaxed),
+        };
+        self.reported = used;
+    }
+
+    /// This instance's share of the memory budget, by need: what the other live instances
+    /// leave of it (as they last reported), and never less than an equal share. A step with
+    /// little state leaves the rest to those with much; the instances together may hold more
+    /// than the budget only until the others' next report, each of them at most its equal share
+    /// over what it held.
     pub fn budget(&self) -> usize {
-        self.store.budget / self.store.instances.load(Ordering::Relaxed).max(1)
+        let fair = self.store.budget / self.store.instances.load(Ordering::Relaxed).max(1);
+        let others = self.store.used.load(Ordering::Relaxed).saturating_sub(self.reported);
+        fair.max(self.store.budget.saturating_sub(others))
     }
 
     /// Whether no key is on disk.
@@ -779,6 +805,7 @@ impl Spill {
 impl Drop for Spill {
     fn drop(&mut self) {
         if self.counted {
+            self.report(0);
             self.store.instances.fetch_sub(1, Ordering::Relaxed);
         }
         if let Err(e) = self.clear() {
@@ -811,6 +838,33 @@ mod tests {
 
     fn text(f: &[Vec<u8>]) -> Vec<String> {
         f.iter().map(|v| String::from_utf8(v.clone()).unwrap()).collect()
+    }
+
+    /// Issue 52: the budget goes where the state is. An instance alone, or beside ones that
+    /// hold nothing, may use all of it; each keeps at least an equal share.
+    #[test]
+    fn the_budget_is_shared_by_need_with_an_equal_share_at_least() {
+        let dir = tempfile::tempdir().unwrap();
+        let (backend, mut a) = spill(dir.path());
+        let whole = 1 << 20;
+        assert_eq!(a.budget(), whole);
+        let mut b = backend.spill("other").unwrap().unwrap();
+        // Neither holds anything: each may take it all.
+        assert_eq!((a.budget(), b.budget()), (whole, whole));
+        a.report(whole / 4);
+        assert_eq!(b.budget(), whole / 4 * 3);
+        // A holds more than half: B still has its equal share.
+        a.report(whole / 4 * 3);
+        assert_eq!(b.budget(), whole / 2);
+        b.report(whole / 8);
+        assert_eq!(a.budget(), whole / 8 * 7);
+        // A sibling area (another part of the same instance) reports nothing of its own.
+        let mut sibling = a.sibling();
+        sibling.report(whole);
+        assert_eq!(b.budget(), whole / 2);
+        // What a dropped instance held is no longer counted.
+        drop(a);
+        assert_eq!(b.budget(), whole);
     }
 
     #[test]

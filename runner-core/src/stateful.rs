@@ -160,16 +160,17 @@ impl Store {
     fn evict_over_budget(&mut self) -> Result<()> {
         let Some(d) = self.disk.as_mut() else { return Ok(()) };
         let recent = std::mem::take(&mut d.recent);
-        if self.states.is_empty() {
-            return Ok(());
-        }
         if d.spill.is_none() {
+            if self.states.is_empty() {
+                return Ok(());
+            }
             d.spill = d.backend.spill(&d.step)?;
         }
         let Some(spill) = d.spill.as_mut() else { return Ok(()) };
-        let budget = spill.budget();
         let size = |k: &Kw, s: &KeyedState| k.0.len() + s.size_bytes();
         let mut bytes: usize = self.states.iter().map(|(k, s)| size(k, s)).sum();
+        spill.report(bytes);
+        let budget = spill.budget();
         if bytes <= budget {
             return Ok(());
         }
@@ -196,7 +197,9 @@ impl Store {
         }
         out.sort_unstable();
         d.rows += out.len();
-        spill.put(out)
+        spill.put(out)?;
+        spill.report(bytes);
+        Ok(())
     }
 
     fn unindex(&mut self, kw: &Kw, gc: Timestamp) {

@@ -270,8 +270,14 @@ impl GroupAlsoByWindow {
             }
             disk.spill = disk.backend.spill(&self.step)?;
         }
-        let Some(budget) = disk.spill.as_ref().map(Spill::budget) else { return Ok(()) };
-        if self.counts.bytes <= budget {
+        let used = self.counts.bytes;
+        let Some(budget) = disk.spill.as_mut().map(|s| {
+            s.report(used);
+            s.budget()
+        }) else {
+            return Ok(());
+        };
+        if used <= budget {
             return Ok(());
         }
         let target = budget / 4 * 3;
@@ -293,7 +299,12 @@ impl GroupAlsoByWindow {
         }
         // In key order: the store writes them as one sorted run.
         chosen.sort_unstable();
-        self.write_out(chosen)
+        self.write_out(chosen)?;
+        let used = self.counts.bytes;
+        if let Some(s) = self.disk.as_mut().and_then(|d| d.spill.as_mut()) {
+            s.report(used);
+        }
+        Ok(())
     }
 
     /// Moves `keys` from memory to disk: while reads are deferred (see the module's text), as

@@ -170,10 +170,13 @@ impl WindowAggregation {
     /// Moves whole windows to disk, those that fire first first, while the table holds more
     /// than the aggregation's share of the budget, down to three quarters of it.
     pub(super) fn evict_over_budget(&mut self) -> Result<()> {
-        let Some(budget) = self.disk.as_ref().and_then(|d| d.area.as_ref()).map(Spill::budget) else {
+        let mut bytes = self.table.bytes();
+        let Some(budget) = self.disk.as_mut().and_then(|d| d.area.as_mut()).map(|a| {
+            a.report(bytes);
+            a.budget()
+        }) else {
             return Ok(());
         };
-        let mut bytes = self.table.bytes();
         if bytes <= budget {
             return Ok(());
         }
@@ -186,6 +189,9 @@ impl WindowAggregation {
             }
             self.write_window(&window)?;
             bytes -= size.min(bytes);
+        }
+        if let Some(a) = self.disk.as_mut().and_then(|d| d.area.as_mut()) {
+            a.report(bytes);
         }
         Ok(())
     }
