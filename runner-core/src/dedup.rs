@@ -155,8 +155,7 @@ impl DedupOperator {
             disk.area = disk.backend.spill(&self.step)?;
         }
         let Some(area) = disk.area.as_mut() else { return Ok(()) };
-        area.report(self.bytes);
-        let budget = area.budget();
+        let budget = area.budget_for(self.bytes);
         if self.bytes <= budget {
             return Ok(());
         }

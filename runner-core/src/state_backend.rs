@@ -313,6 +313,13 @@ impl Spill {
         self.reported = used;
     }
 
+    /// [`Spill::report`]s `used`, then returns [`Spill::budget`]: what an operator asks before
+    /// deciding whether to move state out.
+    pub fn budget_for(&mut self, used: usize) -> usize {
+        self.report(used);
+        self.budget()
+    }
+
     /// This instance's share of the memory budget, by need: what the other live instances
     /// leave of it (as they last reported), and never less than an equal share. A step with
     /// little state leaves the rest to those with much; the instances together may hold more

@@ -169,8 +169,7 @@ impl Store {
         let Some(spill) = d.spill.as_mut() else { return Ok(()) };
         let size = |k: &Kw, s: &KeyedState| k.0.len() + s.size_bytes();
         let mut bytes: usize = self.states.iter().map(|(k, s)| size(k, s)).sum();
-        spill.report(bytes);
-        let budget = spill.budget();
+        let budget = spill.budget_for(bytes);
         if bytes <= budget {
             return Ok(());
         }

@@ -163,9 +163,12 @@ impl Checkpoint {
         Ok((folder, files))
     }
 
-    /// State file `f` of `folder`: its name in errors, and its bytes.
-    pub(crate) fn read_state_file(&self, folder: &str, f: &StateFile) -> Result<(String, Vec<u8>)> {
-        self.cp.read_state_file(folder, f)
+    /// One operator partition's entries as its chain of state files makes them.
+    pub(crate) fn read_chain(
+        &self,
+        chain: &weir_runner_core::checkpoint::state_files::Chain,
+    ) -> Result<weir_runner_core::checkpoint::Entries> {
+        self.cp.read_chain(chain)
     }
 
     /// The state files `folder`'s manifest lists.

@@ -32,7 +32,7 @@ use std::sync::Mutex;
 use weir_runner_core::checkpoint::compaction::{snapshot_files, SNAPSHOT_MANIFEST};
 use weir_runner_core::checkpoint::log::{self, refused};
 use weir_runner_core::checkpoint::protocol::{self, commit_key, state_key, Logged, Opening};
-use weir_runner_core::checkpoint::state_files::{chain_entries, decode_file, Chain, StateFile};
+use weir_runner_core::checkpoint::state_files::{Chain, StateFile};
 use weir_runner_core::exec::source::{reshare, reshare_counts};
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::operator::Journal;
@@ -429,10 +429,7 @@ impl EpochLog {
     /// A restored member's entries, read from its files; in key order when `sorted` (every
     /// worker spreading the state over this run's workers must see it alike).
     pub(crate) fn entries(&self, member: &RestoredMember, sorted: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut entries = chain_entries(&member.files, |folder, f| {
-            let (shown, data) = self.cp.read_state_file(folder, f)?;
-            decode_file(&shown, f, data)
-        })?;
+        let mut entries = self.cp.read_chain(&member.files)?;
         if sorted {
             entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         }

@@ -232,6 +232,16 @@ impl Checkpoint {
         super::state_files::check_name(&self.loc.name(&format!("{folder}/manifest.json")), file)?;
         super::state_files::read_file(&self.loc, folder, file)
     }
+
+    /// One operator partition's entries as its chain of state files makes them (see
+    /// [`super::state_files::chain_entries`]), each file read and checked against its manifest
+    /// entry.
+    pub fn read_chain(&self, chain: &[(String, super::state_files::StateFile)]) -> Result<super::Entries> {
+        super::state_files::chain_entries(chain, |folder, f| {
+            let (shown, data) = self.read_state_file(folder, f)?;
+            super::state_files::decode_file(&shown, f, data)
+        })
+    }
 }
 
 /// Drops every batch (epoch) before `keep_from` from the logs and the state at `loc`, commits

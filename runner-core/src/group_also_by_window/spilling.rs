@@ -271,12 +271,7 @@ impl GroupAlsoByWindow {
             disk.spill = disk.backend.spill(&self.step)?;
         }
         let used = self.counts.bytes;
-        let Some(budget) = disk.spill.as_mut().map(|s| {
-            s.report(used);
-            s.budget()
-        }) else {
-            return Ok(());
-        };
+        let Some(budget) = disk.spill.as_mut().map(|s| s.budget_for(used)) else { return Ok(()) };
         if used <= budget {
             return Ok(());
         }

@@ -171,10 +171,7 @@ impl WindowAggregation {
     /// than the aggregation's share of the budget, down to three quarters of it.
     pub(super) fn evict_over_budget(&mut self) -> Result<()> {
         let mut bytes = self.table.bytes();
-        let Some(budget) = self.disk.as_mut().and_then(|d| d.area.as_mut()).map(|a| {
-            a.report(bytes);
-            a.budget()
-        }) else {
+        let Some(budget) = self.disk.as_mut().and_then(|d| d.area.as_mut()).map(|a| a.budget_for(bytes)) else {
             return Ok(());
         };
         if bytes <= budget {

@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::checkpoint::{Checkpoint, SourceOffsets};
 use std::collections::HashMap;
-use weir_runner_core::checkpoint::state_files::{chain_entries, decode_file, Chain};
+use weir_runner_core::checkpoint::state_files::Chain;
 use weir_runner_core::exec::node::Entries;
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::watermark::Watermarks;
@@ -111,26 +111,20 @@ impl Engine {
         }
         self.ck.snapshots.restored(listed);
         let plan = self.plan.clone();
-        let (steps, n) = (&plan.nodes, self.partitions);
-        let stray = chains.keys().find(|(name, p)| *p >= written_by || !steps.iter().any(|s| s.name == *name));
-        if let Some((name, p)) = stray {
+        let n = self.partitions;
+        // Each stage's steps, by the stage's plan node: what the state is restored into.
+        let stages: Vec<(usize, Vec<usize>)> = (0..plan.nodes.len())
+            .filter_map(|i| Some((i, self.flow.parts.first()?[i].as_ref()?.members().to_vec())))
+            .collect();
+        let restored = |name: &str| stages.iter().flat_map(|(_, ms)| ms).any(|&m| plan.nodes[m].name == name);
+        if let Some((name, p)) = chains.keys().find(|(name, p)| *p >= written_by || !restored(name)) {
             return Err(Error::Checkpoint {
                 path: cp.name(),
                 message: format!("state of partition {p} of step {name}, which this pipeline's plan does not have"),
             });
         }
-        let read = |chain: Option<Chain>| -> Result<Entries> {
-            let Some(chain) = chain else { return Ok(Vec::new()) };
-            chain_entries(&chain, |folder, f| {
-                let (shown, data) = cp.read_state_file(folder, f)?;
-                decode_file(&shown, f, data)
-            })
-        };
-        for i in 0..plan.nodes.len() {
-            let Some(members) = self.flow.parts.first().and_then(|part| part[i].as_ref()).map(|s| s.members().to_vec())
-            else {
-                continue;
-            };
+        let read = |chain: Option<Chain>| -> Result<Entries> { chain.map_or(Ok(Vec::new()), |c| cp.read_chain(&c)) };
+        for (i, members) in stages {
             for (k, &m) in members.iter().enumerate() {
                 let name = &plan.nodes[m].name;
                 if written_by == n {
@@ -154,12 +148,6 @@ impl Engine {
                     }
                 }
             }
-        }
-        if let Some((name, p)) = chains.into_keys().next() {
-            return Err(Error::Checkpoint {
-                path: cp.name(),
-                message: format!("state of partition {p} of step {name}, which no stage of this pipeline's plan runs"),
-            });
         }
         self.ck.state_loaded_from_files = true;
         Ok(())
