@@ -18,8 +18,10 @@
 //! The store's folder is removed when the job ends.
 
 mod runs;
+mod time_index;
 
 pub use runs::key_order;
+pub use time_index::{IndexEntry, TimeIndex};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -77,12 +79,36 @@ impl StateBackend {
         StateBackend::default()
     }
 
+    /// An area of the store for `step` that does not count in the budget's shares (a part of an
+    /// instance's state kept beside its keys), or `None` on the memory backend.
+    pub fn uncounted_area(&self, step: &str) -> Result<Option<Spill>> {
+        let Some(disk) = &self.disk else { return Ok(None) };
+        disk.open(step)?;
+        Ok(Some(Spill::area(disk, step, false)))
+    }
+
     /// A spill area for one operator instance of `step`, or `None` on the memory backend.
     pub fn spill(&self, step: &str) -> Result<Option<Spill>> {
         let Some(disk) = &self.disk else { return Ok(None) };
         disk.open(step)?;
         disk.instances.fetch_add(1, Ordering::Relaxed);
         Ok(Some(Spill::area(disk, step, true)))
+    }
+
+    /// An equal share of the memory budget among the live stateful instances (the whole
+    /// budget when none is live; unbounded on the memory backend).
+    pub fn equal_share(&self) -> usize {
+        self.disk.as_ref().map_or(usize::MAX, |d| d.budget / d.instances.load(Ordering::Relaxed).max(1))
+    }
+
+    /// The memory a part of a stateful instance's state kept beside its keys (a timer index,
+    /// elements waiting for side inputs) holds before the rest goes to disk: `1/divisor` of an
+    /// equal share of the budget, and at least 1 MiB or the whole budget when that is smaller
+    /// (such parts are many, short-lived entries: going to disk and back costs each about as
+    /// much as a key's state doing so). Unbounded on the memory backend.
+    pub fn part_cap(&self, divisor: usize) -> usize {
+        let Some(d) = &self.disk else { return usize::MAX };
+        (self.equal_share() / divisor.max(1)).max(d.budget.min(1 << 20))
     }
 
     /// The disk store's totals, when the backend is disk.
@@ -364,6 +390,14 @@ impl Spill {
     fn user_key<'k>(&self, stored: &'k [u8]) -> Result<&'k [u8]> {
         let n = stored.get(8..12).map(|b| u32::from_be_bytes(b.try_into().unwrap_or_default()) as usize);
         n.and_then(|n| stored.get(12..12 + n)).ok_or_else(|| self.error("read", "a malformed key in the store"))
+    }
+
+    /// The store's keyspace and database, for a write batch.
+    fn store_handles(&self) -> Result<(fjall::Keyspace, fjall::Database)> {
+        let ks = self.store.keyspace(&self.step)?;
+        let opened = self.store.open(&self.step)?;
+        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _)| db.clone());
+        db.map(|db| (ks, db)).ok_or_else(|| self.error("write", "closed"))
     }
 
     fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {

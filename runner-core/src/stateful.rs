@@ -6,6 +6,7 @@ use crate::group_also_by_window::{DropCounts, StateChanges};
 use crate::metrics::MetricsContainerImpl;
 use crate::operator::{OpContext, Operator};
 use crate::side_inputs::{Pushback, SideInputs, SideState};
+use crate::state_backend::TimeIndex;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use weir_sdk::do_fn::TimerFiring;
@@ -19,6 +20,8 @@ use weir_sdk::Result;
 
 type Kw = (Vec<u8>, Window);
 type TimerKey = (Timestamp, Vec<u8>, Window, String, String);
+/// A timer in an index ordered by time: (key, window, family, id).
+type TimerEntry = (Vec<u8>, Window, String, String);
 
 /// The operator's bookkeeping: input watermark, processing time, late drops.
 type Meta = (Timestamp, Timestamp, u64);
@@ -47,20 +50,23 @@ fn decode_meta(step: &str, value: &[u8]) -> Result<(Meta, Option<LegacySides>)> 
     }
 }
 
-/// The state of every key and window, with timer, hold and expiry indexes.
+/// The state of every key and window, with timer, hold and expiry indexes. The event-time
+/// timer, hold and expiry indexes have an entry for every key and window, including those on
+/// disk: on the disk backend they keep their latest entries on disk past a cap of their own
+/// ([`TimeIndex`]).
 #[derive(Default)]
 struct Store {
     states: HashMap<Kw, KeyedState>,
-    /// Per domain: (fire time, key, window, family, id).
-    event: BTreeSet<TimerKey>,
+    /// Per domain: (fire time, (key, window, family, id)).
+    event: TimeIndex<TimerEntry>,
     processing: BTreeSet<TimerKey>,
-    /// (output timestamp, key, window, family, id) of timers that hold the watermark.
-    holds: BTreeSet<TimerKey>,
+    /// (output timestamp, (key, window, family, id)) of timers that hold the watermark.
+    holds: TimeIndex<TimerEntry>,
     /// The holds of timers that are the operator's own deferred input
     /// ([`weir_sdk::state::DEFERRED_INPUT`]): their windows stay open until they fire.
     deferred: BTreeSet<TimerKey>,
-    /// (expiry, key, window) of every key and window with state.
-    expiry: BTreeSet<(Timestamp, Vec<u8>, Window)>,
+    /// (expiry, (key, window)) of every key and window with state.
+    expiry: TimeIndex<Kw>,
     /// Rows counted as updated since the last count, and the counts.
     counted: HashSet<Kw>,
     /// Rows written or removed since the last checkpoint took them
@@ -104,7 +110,13 @@ impl Store {
                 misses: 0,
             })
         });
-        Store { disk, ..Store::default() }
+        Store {
+            disk,
+            event: TimeIndex::new(backend, step),
+            holds: TimeIndex::new(backend, step),
+            expiry: TimeIndex::new(backend, step),
+            ..Store::default()
+        }
     }
 
     /// Reads the state of `kw` back from disk if it is there, and notes it touched.
@@ -149,10 +161,12 @@ impl Store {
 
     /// A failed read from disk since the last call.
     fn take_error(&mut self) -> Result<()> {
-        match self.disk.as_mut().and_then(|d| d.error.take()) {
-            Some(e) => Err(e),
-            None => Ok(()),
+        if let Some(e) = self.disk.as_mut().and_then(|d| d.error.take()) {
+            return Err(e);
         }
+        self.event.take_error()?;
+        self.holds.take_error()?;
+        self.expiry.take_error()
     }
 
     /// Moves keys and windows not touched since the last call to disk while the state holds
@@ -205,21 +219,22 @@ impl Store {
         self.resident(kw);
         if let Some(state) = self.states.get(kw) {
             for ((family, id), t) in &state.timers {
-                let k = (t.fire, kw.0.clone(), kw.1, family.clone(), id.clone());
+                let entry = (kw.0.clone(), kw.1, family.clone(), id.clone());
                 match t.domain {
-                    TimeDomain::EventTime => self.event.remove(&k),
-                    TimeDomain::ProcessingTime => self.processing.remove(&k),
+                    TimeDomain::EventTime => self.event.remove(&(t.fire, entry.clone())),
+                    TimeDomain::ProcessingTime => {
+                        self.processing.remove(&(t.fire, kw.0.clone(), kw.1, family.clone(), id.clone()))
+                    }
                 };
                 if let Some(o) = t.output {
-                    let k = (o, kw.0.clone(), kw.1, family.clone(), id.clone());
                     if family == DEFERRED_INPUT {
-                        self.deferred.remove(&k);
+                        self.deferred.remove(&(o, kw.0.clone(), kw.1, family.clone(), id.clone()));
                     }
-                    self.holds.remove(&k);
+                    self.holds.remove(&(o, entry));
                 }
             }
         }
-        self.expiry.remove(&(gc, kw.0.clone(), kw.1));
+        self.expiry.remove(&(gc, kw.clone()));
     }
 
     fn index(&mut self, kw: &Kw, gc: Timestamp) {
@@ -229,20 +244,21 @@ impl Store {
             return;
         }
         for ((family, id), t) in &state.timers {
-            let k = (t.fire, kw.0.clone(), kw.1, family.clone(), id.clone());
+            let entry = (kw.0.clone(), kw.1, family.clone(), id.clone());
             match t.domain {
-                TimeDomain::EventTime => self.event.insert(k),
-                TimeDomain::ProcessingTime => self.processing.insert(k),
+                TimeDomain::EventTime => self.event.insert((t.fire, entry.clone())),
+                TimeDomain::ProcessingTime => {
+                    self.processing.insert((t.fire, kw.0.clone(), kw.1, family.clone(), id.clone()))
+                }
             };
             if let Some(o) = t.output {
-                let k = (o, kw.0.clone(), kw.1, family.clone(), id.clone());
                 if family == DEFERRED_INPUT {
-                    self.deferred.insert(k.clone());
+                    self.deferred.insert((o, kw.0.clone(), kw.1, family.clone(), id.clone()));
                 }
-                self.holds.insert(k);
+                self.holds.insert((o, entry));
             }
         }
-        self.expiry.insert((gc, kw.0.clone(), kw.1));
+        self.expiry.insert((gc, kw.clone()));
     }
 
     fn remove(&mut self, kw: &Kw, gc: Timestamp) {
@@ -452,7 +468,9 @@ impl StatefulParDoOperator {
                 let next = match store.processing.first() {
                     Some(t) if t.0 < pt => Some((TimeDomain::ProcessingTime, t.clone())),
                     _ => match store.event.first() {
-                        Some(t) if t.0 < wm => Some((TimeDomain::EventTime, t.clone())),
+                        Some((t, (key, window, family, id))) if *t < wm => {
+                            Some((TimeDomain::EventTime, (*t, key.clone(), *window, family.clone(), id.clone())))
+                        }
                         _ => None,
                     },
                 };
@@ -480,7 +498,7 @@ impl StatefulParDoOperator {
             }
             // Windows past their expiry: on_window_expiration, then all their state goes.
             let expiry_wm = expiry_watermark(store, wm, draining);
-            while let Some((gc, key, window)) = store.expiry.first().cloned() {
+            while let Some((gc, (key, window))) = store.expiry.first().cloned() {
                 if gc >= expiry_wm {
                     break;
                 }
@@ -697,7 +715,13 @@ impl Operator for StatefulParDoOperator {
                 spill.clear()?;
             }
         }
-        self.store = Store { disk, ..Store::default() };
+        let old = std::mem::take(&mut self.store);
+        let (mut event, mut holds, mut expiry) = (old.event, old.holds, old.expiry);
+        event.clear();
+        holds.clear();
+        expiry.clear();
+        self.store = Store { disk, event, holds, expiry, ..Store::default() };
+        self.store.take_error()?;
         // State past the budget leaves memory while it is restored: each time a quarter of the
         // budget more is in memory (at least a MiB), not after every entry, as finding what to
         // move looks at every state held.
@@ -752,7 +776,10 @@ impl Operator for StatefulParDoOperator {
 
     fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(d) = &self.store.disk else { return Vec::new() };
-        crate::state_backend::Spill::metrics(d.spill.as_ref(), 0, d.rows, d.hits, d.misses)
+        let mut metrics = crate::state_backend::Spill::metrics(d.spill.as_ref(), 0, d.rows, d.hits, d.misses);
+        let s = &self.store;
+        metrics.push(("indexEntriesOnDisk", (s.event.on_disk() + s.holds.on_disk() + s.expiry.on_disk()) as u64));
+        metrics
     }
 
     fn take_state_changes(&mut self) -> StateChanges {
@@ -780,13 +807,18 @@ fn fire_together(
     let mut due: Vec<(TimeDomain, TimerKey)> = Vec::new();
     let mut seen = HashSet::new();
     let processing = store.processing.iter().take_while(|t| t.0 < pt).map(|t| (TimeDomain::ProcessingTime, t));
-    let event = store.event.iter().take_while(|t| t.0 < wm).map(|t| (TimeDomain::EventTime, t));
+    let event = store.event.iter_first().take_while(|t| t.0 < wm).map(|(t, (key, window, family, id))| {
+        (TimeDomain::EventTime, (*t, key.clone(), *window, family.clone(), id.clone()))
+    });
+    // The earliest due event timers, those in memory before any on disk: the later ones fire
+    // in later rounds, as these leave.
+    let processing = processing.map(|(d, t)| (d, t.clone()));
     for (domain, t) in processing.chain(event) {
         if due.len() == FIRED_TOGETHER {
             break;
         }
         if seen.insert((t.1.clone(), t.2)) {
-            due.push((domain, t.clone()));
+            due.push((domain, t));
         }
     }
     if due.is_empty() {

@@ -234,3 +234,79 @@ fn an_unusable_local_dir_fails_the_job_naming_the_step_and_the_folder() {
     assert!(msg.contains("GroupByKey") || msg.contains("Join"), "{msg}");
     assert!(msg.contains("disk state store") && msg.contains("not-a-dir"), "{msg}");
 }
+
+/// Counts its key's elements and flushes the count a second after the key's latest element
+/// (an event timer moved by every element, holding the watermark at its fire time).
+#[derive(Clone)]
+struct FlushAfterLatest;
+
+impl DoFn for FlushAfterLatest {
+    type In = KV<String, i64>;
+    type Out = (String, i64, i64);
+    fn process(&mut self, e: KV<String, i64>, ctx: &mut ProcessContext<'_, (String, i64, i64)>) -> UserResult {
+        let latest = ctx.value_state::<i64>("latest").read()?.map_or(e.value, |l| l.max(e.value));
+        ctx.value_state::<i64>("latest").write(&latest)?;
+        let n = ctx.value_state::<i64>("count").read()?.unwrap_or(0) + 1;
+        ctx.value_state::<i64>("count").write(&n)?;
+        ctx.timer("flush", weir_sdk::state::TimeDomain::EventTime).set(latest + 1000)?;
+        Ok(())
+    }
+    fn on_timer(
+        &mut self,
+        t: &weir_sdk::do_fn::TimerFiring,
+        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, (String, i64, i64)>,
+    ) -> UserResult {
+        let n = ctx.value_state::<i64>("count").read()?.unwrap_or(0);
+        let key: String = ctx.key()?;
+        ctx.output((key, n, t.fire_timestamp))
+    }
+}
+
+/// Issue 52: a stateful DoFn's timer, hold and expiry indexes keep an entry for every key,
+/// including the keys on disk; past their cap they keep their latest entries on disk too.
+/// Timers moved by every element (removed and set again, on disk as in memory) fire once each,
+/// at the right time, on every runner configuration, and the progress shows the entries that
+/// waited on disk.
+#[test]
+fn timers_past_the_index_cap_wait_on_disk_and_fire_once_at_their_time() {
+    const KEYS: i64 = 3_000;
+    const ELEMENTS: i64 = 9_000;
+    weir_tests::register_runners();
+    let key = |k: i64| format!("key-{k:05}-{}", "z".repeat(16));
+    let pipeline = |o: PipelineOptions| {
+        let p = Pipeline::new(o);
+        let input: Vec<KV<String, i64>> = (0..ELEMENTS).map(|i| KV::new(key(i * 7 % KEYS), i)).collect();
+        let flushed = p
+            .apply("Create", Create::of(input))
+            .apply("Stamp", WithTimestamps::of(|kv: &KV<String, i64>| kv.value))
+            .apply("FlushAfterLatest", ParDo::stateful(FlushAfterLatest));
+        let mut want: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+        for i in 0..ELEMENTS {
+            let e = want.entry(key(i * 7 % KEYS)).or_default();
+            e.0 += 1;
+            e.1 = e.1.max(i + 1000);
+        }
+        assert_that(&flushed).contains_in_any_order(want.into_iter().map(|(k, (n, t))| (k, n, t)).collect());
+        p
+    };
+    for config in weir_tests::CONFIGURATIONS {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pipeline(on_disk(weir_tests::configuration(config), dir.path()));
+        p.run().and_then(|r| r.wait_until_finish(None)).unwrap_or_else(|e| panic!("{config}: {e}"));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{config}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = PipelineOptions::from_args(["--runner", "microbatch", "--parallelism", "2", "--max-batch-size", "1000"])
+        .unwrap();
+    let p = pipeline(on_disk(o, dir.path()));
+    let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
+    let on_disk: Vec<u64> = query
+        .recent_progress()
+        .iter()
+        .filter_map(|pr| pr.state_operators.iter().find(|o| o.operator_name == "FlushAfterLatest"))
+        .map(|o| o.custom_metrics["indexEntriesOnDisk"])
+        .collect();
+    assert!(on_disk.iter().any(|&n| n > 1_000), "{on_disk:?}");
+    assert_eq!(on_disk.last(), Some(&0));
+}

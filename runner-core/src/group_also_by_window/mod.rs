@@ -119,11 +119,11 @@ pub struct GroupAlsoByWindow {
 /// The engine's timers and holds.
 #[derive(Default)]
 struct Timers {
-    /// End-of-window and garbage-collection timers in buckets of 2^[`TIMER_BUCKET_BITS`] ms
-    /// (one allocation per bucket, not per distinct time; sorted when they fire). Timers are
-    /// never removed before they are due: one whose window is gone fires as a no-op, and
-    /// duplicates fire once.
-    event_timers: BTreeMap<Timestamp, Vec<TimerKey>>,
+    /// End-of-window and garbage-collection timers, one for every window in memory and on
+    /// disk: on the disk backend the latest wait on disk past the index's cap
+    /// ([`crate::state_backend::TimeIndex`]). Timers are never removed before they are due: one
+    /// whose window is gone fires as a no-op.
+    event_timers: crate::state_backend::TimeIndex<(Key, Window)>,
     processing_timers: BTreeSet<TimerKey>,
     /// The holds of the states in `keys`, while `tracked`.
     holds: Holds,

@@ -65,6 +65,7 @@ impl GroupAlsoByWindow {
     /// The same engine keeping its state where `state` says.
     pub fn with_state(mut self, state: &StateBackend) -> Self {
         if state.is_disk() {
+            self.timers.event_timers = crate::state_backend::TimeIndex::new(state, &self.step);
             self.disk = Some(Box::new(Disk {
                 backend: state.clone(),
                 spill: None,
@@ -89,7 +90,9 @@ impl GroupAlsoByWindow {
     /// none on the memory backend.
     pub fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(disk) = &self.disk else { return Vec::new() };
-        Spill::metrics(disk.spill.as_ref(), 0, disk.windows, disk.hits, disk.misses)
+        let mut metrics = Spill::metrics(disk.spill.as_ref(), 0, disk.windows, disk.hits, disk.misses);
+        metrics.push(("indexEntriesOnDisk", self.timers.event_timers.on_disk() as u64));
+        metrics
     }
 
     /// Bytes of window state on disk.

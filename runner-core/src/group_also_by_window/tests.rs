@@ -649,3 +649,37 @@ fn window_values_encode_as_bytes_exactly_as_they_did_as_a_sequence() {
     let values: Vec<u8> = (0..=255).chain(0..40).collect();
     assert_eq!(postcard::to_stdvec(&values).unwrap(), postcard::to_stdvec(&serde_bytes::Bytes::new(&values)).unwrap());
 }
+
+/// Issue 52: the end-of-window and garbage-collection timers of every window, including those
+/// on disk, are an index that keeps its latest entries on disk past its cap. The panes fire
+/// exactly as in memory, call by call, and the index's entries on disk show in the figures.
+#[test]
+fn timers_past_the_index_cap_wait_on_disk_and_fire_as_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut memory = engine();
+    let mut disk = engine().with_state(&disk_backend(dir.path(), 600));
+    // 4,000 windows of 10 ms, one element each (two timers a window: its end and, with the
+    // allowed lateness, its garbage collection).
+    let rows: Vec<(i64, i64, Timestamp)> = (0..4_000).map(|i| (i % 97, i, i * 10 + 3)).collect();
+    for chunk in rows.chunks(500) {
+        assert_eq!(sorted(memory.process(input(chunk), 0).unwrap()), sorted(disk.process(input(chunk), 0).unwrap()));
+    }
+    let on_disk = |e: &GroupAlsoByWindow| {
+        e.state_backend_metrics().iter().find(|(n, _)| *n == "indexEntriesOnDisk").map_or(0, |(_, v)| *v)
+    };
+    let (mut most, mut fired) = (0, 0);
+    let mut wm = 0;
+    while wm < 41_000 {
+        wm += 777;
+        let (a, b) = (sorted(memory.advance(wm, 1).unwrap()), sorted(disk.advance(wm, 1).unwrap()));
+        assert_eq!(a, b, "watermark {wm}");
+        assert_eq!(memory.hold(), disk.hold(), "watermark {wm}");
+        assert_eq!(memory.watermarks(), disk.watermarks(), "watermark {wm}");
+        fired += b.len();
+        most = most.max(on_disk(&disk));
+    }
+    assert_eq!(fired, 4_000);
+    assert!(most > 1_000, "the index never went to disk: {most}");
+    assert_eq!(on_disk(&disk), 0);
+    assert!(disk.is_empty());
+}

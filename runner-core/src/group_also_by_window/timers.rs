@@ -1,13 +1,33 @@
-//! Timers: end-of-window and garbage-collection timers in event time (in buckets of 2^10 ms),
-//! processing-time timers of triggers, and expiry: every timer a watermark releases fires
+//! Timers: end-of-window and garbage-collection timers in event time (an index that keeps its
+//! latest entries on disk on the disk backend), processing-time timers of triggers, and expiry: every timer a watermark releases fires
 //! before the output watermark is recomputed.
 
 use super::*;
 
 pub(super) type TimerKey = (Timestamp, Key, Window);
 
-/// Event timers are kept in buckets of 2^this many milliseconds.
-pub(super) const TIMER_BUCKET_BITS: u32 = 10;
+impl serde::Serialize for Key {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.as_bytes())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let bytes: &serde_bytes::Bytes = serde::Deserialize::deserialize(d)?;
+        Ok(Key::from(&bytes[..]))
+    }
+}
+
+impl crate::state_backend::IndexEntry for (Key, Window) {
+    fn heap_bytes(&self) -> usize {
+        match &self.0 {
+            Key::Inline { .. } => 0,
+            // Shared with the key map while the key is in memory; its own once the key is on disk.
+            Key::Shared(k) => k.len() + 16,
+        }
+    }
+}
 
 impl GroupAlsoByWindow {
     pub(super) fn fire_timers(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
@@ -30,40 +50,16 @@ impl GroupAlsoByWindow {
         if self.watermarks.input() == MAX_TIMESTAMP {
             return self.expire_all(out);
         }
-        // Firing a window's timers sets no event timer, so every due timer is taken at once,
-        // then fired in (time, key, window) order, each once.
-        let (wm, mut due) = (self.watermarks.input(), Vec::new());
-        while let Some(mut bucket) = self.timers.event_timers.first_entry() {
-            match (*bucket.key()).cmp(&(wm >> TIMER_BUCKET_BITS)) {
-                // Every time in the bucket is before the watermark.
-                std::cmp::Ordering::Less => due.extend(bucket.remove()),
-                // The watermark's own bucket: what is before it.
-                std::cmp::Ordering::Equal => {
-                    let timers = bucket.get_mut();
-                    let mut i = 0;
-                    while i < timers.len() {
-                        if timers[i].0 < wm {
-                            due.push(timers.swap_remove(i));
-                        } else {
-                            i += 1;
-                        }
-                    }
-                    if timers.is_empty() {
-                        bucket.remove();
-                    }
-                    break;
-                }
-                std::cmp::Ordering::Greater => break,
-            }
-        }
-        due.sort_unstable();
-        due.dedup();
-        out.reserve(due.len().min(self.work.bundle_limit));
-        for (_, key, window) in due {
+        // Firing a window's timers sets no event timer: every due timer is taken in (time, key,
+        // window) order, each once, and fired.
+        let wm = self.watermarks.input();
+        while self.timers.event_timers.first().is_some_and(|t| t.0 < wm) {
+            let Some((_, (key, window))) = self.timers.event_timers.pop_first() else { break };
+            self.timers.event_timers.take_error()?;
             self.on_event_timer(&key, window, out)?;
             self.spill(out)?;
         }
-        Ok(())
+        self.timers.event_timers.take_error()
     }
 
     /// Sets the window's event timers: the end of the window, and garbage collection when later.
@@ -79,7 +75,7 @@ impl GroupAlsoByWindow {
         if !self.timers.tracked {
             return;
         }
-        self.timers.event_timers.entry(timer.0 >> TIMER_BUCKET_BITS).or_default().push(timer);
+        self.timers.event_timers.insert((timer.0, (timer.1, timer.2)));
     }
 
     pub(super) fn refresh_pt_timer(&mut self, key: &[u8], window: Window) {

@@ -1,0 +1,528 @@
+//! Indexes ordered by time (timers, watermark holds, window expiries) that keep their earliest
+//! entries in memory and the rest on disk past a cap (`--state-backend disk`).
+//!
+//! A stateful operator keeps an index entry for each timer, hold and window of every key,
+//! including the keys whose state waits on disk. Without this, those entries alone grow with the
+//! number of keys: a stateful DoFn's key on disk kept its fire time, output time and expiry in
+//! memory, each with a copy of the key. Here an index keeps its entries in memory until they
+//! pass its cap, then moves the latest times to the store, under a prefix of its own and in time
+//! order. Every entry on disk is at or after a boundary time, and memory always holds the entries
+//! before it: whenever the first entry in memory is not before the boundary (or memory empties),
+//! the next times on disk come back (up to half the cap, a time's entries together). So the
+//! first entry, the one a watermark hold or the next due timer is read from, is always in memory
+//! and exact, and an operator reads it without asking the disk. New entries go to memory
+//! whatever their time (timers are mostly set just ahead of the watermark, and fire soon): only
+//! what overflows the cap goes to disk, in one batch, and removals of entries that may be on
+//! disk wait in a small buffer until the next batch.
+
+use super::{Spill, StateBackend};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use weir_sdk::time::Timestamp;
+use weir_sdk::{Error, Result};
+
+/// An entry of a [`TimeIndex`] (beside its time).
+pub trait IndexEntry: Ord + Clone + serde::Serialize + serde::de::DeserializeOwned {
+    /// Bytes the entry holds on the heap, beyond its own size.
+    fn heap_bytes(&self) -> usize;
+}
+
+impl IndexEntry for (Vec<u8>, weir_sdk::window::Window) {
+    fn heap_bytes(&self) -> usize {
+        self.0.capacity()
+    }
+}
+
+impl IndexEntry for (Vec<u8>, weir_sdk::window::Window, String, String) {
+    fn heap_bytes(&self) -> usize {
+        self.0.capacity() + self.2.capacity() + self.3.capacity()
+    }
+}
+
+/// Memory a B-tree set spends on each entry beside the entry itself (node slack and edges).
+const NODE_OVERHEAD: usize = 16;
+
+/// An ordered set of `(time, entry)`, its earliest entries in memory (see the module's notes).
+pub struct TimeIndex<E: IndexEntry> {
+    mem: BTreeSet<(Timestamp, E)>,
+    mem_bytes: usize,
+    disk: Option<Box<IndexDisk>>,
+    /// A read or write of the store that failed, for the operator to report.
+    error: Option<Error>,
+}
+
+impl<E: IndexEntry> Default for TimeIndex<E> {
+    fn default() -> Self {
+        TimeIndex { mem: BTreeSet::new(), mem_bytes: 0, disk: None, error: None }
+    }
+}
+
+/// The disk part of an index on the disk backend.
+struct IndexDisk {
+    backend: StateBackend,
+    step: String,
+    /// Opened when entries first leave memory.
+    area: Option<Spill>,
+    /// Every entry at or after this time is on disk (or in `pending`), every one before it in
+    /// memory; `None` while none is on disk.
+    boundary: Option<Timestamp>,
+    /// Store writes not made yet: each store key, and whether it is written (else removed).
+    pending: BTreeMap<Vec<u8>, bool>,
+    pending_bytes: usize,
+    /// Entries on disk (writes less removals).
+    on_disk: usize,
+    /// The hash of each entry written to disk and not read back, with how many writes share it:
+    /// a removal of an entry not there stays off the store.
+    hashes: hashbrown::HashMap<u64, u32>,
+    /// The cap of the entries in memory, as last computed.
+    cap: usize,
+}
+
+impl<E: IndexEntry> TimeIndex<E> {
+    /// An index for `step` that keeps entries past its cap on disk when `backend` is the disk
+    /// backend, and all of them in memory otherwise.
+    pub fn new(backend: &StateBackend, step: &str) -> Self {
+        let disk = backend.is_disk().then(|| {
+            let mut d = IndexDisk {
+                backend: backend.clone(),
+                step: step.to_string(),
+                area: None,
+                boundary: None,
+                pending: BTreeMap::new(),
+                pending_bytes: 0,
+                on_disk: 0,
+                hashes: hashbrown::HashMap::new(),
+                cap: 0,
+            };
+            d.cap = d.compute_cap();
+            Box::new(d)
+        });
+        TimeIndex { disk, ..TimeIndex::default() }
+    }
+
+    fn entry_bytes(e: &E) -> usize {
+        std::mem::size_of::<(Timestamp, E)>() + NODE_OVERHEAD + e.heap_bytes()
+    }
+
+    /// The earliest entry.
+    pub fn first(&self) -> Option<&(Timestamp, E)> {
+        self.mem.first()
+    }
+
+    /// Whether the index holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.mem.is_empty()
+    }
+
+    /// The earliest entries, in order: those in memory before any on disk (the entries after
+    /// them come back from disk as these leave).
+    pub fn iter_first(&self) -> impl Iterator<Item = &(Timestamp, E)> {
+        let boundary = self.disk.as_ref().and_then(|d| d.boundary);
+        self.mem.iter().take_while(move |(t, _)| boundary.is_none_or(|b| *t < b))
+    }
+
+    /// Entries on disk.
+    pub fn on_disk(&self) -> usize {
+        self.disk.as_ref().map_or(0, |d| d.on_disk)
+    }
+
+    /// Adds an entry; whether it was not in memory. (An entry on disk too is the same entry
+    /// once it comes back.)
+    pub fn insert(&mut self, entry: (Timestamp, E)) -> bool {
+        let bytes = Self::entry_bytes(&entry.1);
+        if !self.mem.insert(entry) {
+            return false;
+        }
+        self.mem_bytes += bytes;
+        if self.disk.as_ref().is_some_and(|d| self.mem_bytes > d.cap) {
+            self.spill();
+        }
+        true
+    }
+
+    /// Removes an entry; whether it was there. (An entry that may be on disk counts as there:
+    /// its removal goes to disk with the next batch.)
+    pub fn remove(&mut self, entry: &(Timestamp, E)) -> bool {
+        let mut found = false;
+        if self.mem.remove(entry) {
+            self.mem_bytes -= Self::entry_bytes(&entry.1).min(self.mem_bytes);
+            found = true;
+        }
+        if let Some(d) = self.disk.as_mut() {
+            if d.boundary.is_some_and(|b| entry.0 >= b) {
+                d.stage(entry, false, &mut self.error);
+                found = true;
+            }
+        }
+        self.refill();
+        found
+    }
+
+    /// Removes and returns the earliest entry.
+    pub fn pop_first(&mut self) -> Option<(Timestamp, E)> {
+        let first = self.mem.pop_first()?;
+        self.mem_bytes -= Self::entry_bytes(&first.1).min(self.mem_bytes);
+        self.refill();
+        Some(first)
+    }
+
+    /// Removes every entry, in memory and on disk.
+    pub fn clear(&mut self) {
+        self.mem.clear();
+        self.mem_bytes = 0;
+        if let Some(d) = self.disk.as_mut() {
+            if let Err(e) = d.clear() {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
+
+    /// A read or write of the store that failed since the last call: the index may then miss
+    /// entries, and the operator must fail.
+    pub fn take_error(&mut self) -> Result<()> {
+        self.error.take().map_or(Ok(()), Err)
+    }
+
+    /// Moves the latest times in memory to disk, down to half the cap, keeping the earliest
+    /// time (so memory keeps the first entry); the boundary moves down to the earliest time
+    /// moved.
+    fn spill(&mut self) {
+        let Some(d) = self.disk.as_mut() else { return };
+        // The cap follows the number of stateful instances (an equal share of the budget).
+        d.cap = d.compute_cap();
+        if self.mem_bytes <= d.cap {
+            return;
+        }
+        let Some(first) = self.mem.first().map(|(t, _)| *t) else { return };
+        while self.mem_bytes > d.cap / 2 {
+            let Some(t) = self.mem.last().map(|(t, _)| *t) else { break };
+            if t == first {
+                break;
+            }
+            while self.mem.last().is_some_and(|(l, _)| *l == t) {
+                let Some(entry) = self.mem.pop_last() else { break };
+                self.mem_bytes -= Self::entry_bytes(&entry.1).min(self.mem_bytes);
+                d.stage(&entry, true, &mut self.error);
+            }
+            d.boundary = Some(d.boundary.map_or(t, |b| b.min(t)));
+        }
+        if let Err(e) = d.flush() {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    /// Brings the next times back from disk while the first entry in memory is not before
+    /// the boundary (or memory is empty) and entries wait there: up to half the cap at a time,
+    /// a time's entries together. (An entry both in memory and on disk is one entry again.)
+    fn refill(&mut self) {
+        let Some(d) = self.disk.as_mut() else { return };
+        while let Some(b) = d.boundary {
+            if self.mem.first().is_some_and(|(t, _)| *t < b) {
+                return;
+            }
+            match d.load::<E>() {
+                Ok(entries) => {
+                    for entry in entries {
+                        let bytes = Self::entry_bytes(&entry.1);
+                        if self.mem.insert(entry) {
+                            self.mem_bytes += bytes;
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A store key's time part: the time with its sign bit flipped, so that bytes order as times.
+fn time_bytes(t: Timestamp) -> [u8; 8] {
+    ((t as u64) ^ (1 << 63)).to_be_bytes()
+}
+
+fn time_of(bytes: &[u8]) -> Option<Timestamp> {
+    let b: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
+    Some((u64::from_be_bytes(b) ^ (1 << 63)) as Timestamp)
+}
+
+impl IndexDisk {
+    fn compute_cap(&self) -> usize {
+        // Three indexes of a stateful step partition each keep a sixteenth of its equal share.
+        self.backend.part_cap(16)
+    }
+
+    fn area(&mut self) -> Result<&mut Spill> {
+        if self.area.is_none() {
+            self.area = self.backend.uncounted_area(&self.step)?;
+        }
+        self.area.as_mut().ok_or_else(|| Error::Internal {
+            component: "time index".into(),
+            message: "a disk index on the memory backend".into(),
+        })
+    }
+
+    fn error(&self, what: &str, e: impl std::fmt::Display) -> Error {
+        match &self.area {
+            Some(area) => area.error(what, e),
+            None => {
+                Error::Execution { step: self.step.clone(), message: format!("disk state store: cannot {what}: {e}") }
+            }
+        }
+    }
+
+    /// Stages the write (`put`) or removal of an entry.
+    fn stage<E: IndexEntry>(&mut self, entry: &(Timestamp, E), put: bool, error: &mut Option<Error>) {
+        let prefix = match self.area() {
+            Ok(area) => area.prefix,
+            Err(e) => {
+                error.get_or_insert(e);
+                return;
+            }
+        };
+        let mut key = Vec::with_capacity(32);
+        key.extend_from_slice(&prefix);
+        key.extend_from_slice(&time_bytes(entry.0));
+        match postcard::to_stdvec(&entry.1) {
+            Ok(bytes) => key.extend_from_slice(&bytes),
+            Err(e) => {
+                error.get_or_insert(self.error("encode an index entry", e));
+                return;
+            }
+        }
+        // Only a removal of an entry that may be on disk goes there: most removals are of
+        // entries in memory alone (a stateful DoFn moves its key's timer with each element).
+        let h = super::key_hash(&key[8..]);
+        if put {
+            *self.hashes.entry(h).or_default() += 1;
+            self.on_disk += 1;
+        } else {
+            match self.hashes.entry(h) {
+                hashbrown::hash_map::Entry::Occupied(mut e) => {
+                    *e.get_mut() -= 1;
+                    if *e.get() == 0 {
+                        e.remove();
+                    }
+                }
+                hashbrown::hash_map::Entry::Vacant(_) => return,
+            }
+            self.on_disk = self.on_disk.saturating_sub(1);
+        }
+        self.pending_bytes += key.len();
+        self.pending.insert(key, put);
+        if self.pending_bytes >= (self.cap / 4).max(16 << 10) {
+            if let Err(e) = self.flush() {
+                error.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Makes the staged writes and removals in one batch.
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        let area = self.area()?;
+        let (ks, db) = area.store_handles()?;
+        let mut batch = db.batch();
+        for (key, put) in pending {
+            match put {
+                true => batch.insert(&ks, key, []),
+                // A store key may have been written more than once: a strong tombstone.
+                false => batch.remove(&ks, key),
+            }
+        }
+        batch.commit().map_err(|e| self.error("write an index", e))
+    }
+
+    /// Takes the next times' entries off disk, up to half the cap (a time's entries together),
+    /// and moves the boundary to the time after them (`None`: the disk part emptied).
+    fn load<E: IndexEntry>(&mut self) -> Result<Vec<(Timestamp, E)>> {
+        let Some(boundary) = self.boundary else { return Ok(Vec::new()) };
+        self.flush()?;
+        let half = self.cap / 2;
+        let area = self.area()?;
+        let prefix = area.prefix;
+        let (ks, db) = area.store_handles()?;
+        let mut from = prefix.to_vec();
+        from.extend_from_slice(&time_bytes(boundary));
+        let (mut out, mut taken, mut bytes, mut next) = (Vec::new(), Vec::new(), 0usize, None);
+        for kv in ks.range::<Vec<u8>, _>((Bound::Included(from), Bound::Unbounded)) {
+            let k = kv.key().map_err(|e| self.error("read an index", e))?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            let malformed = || self.error("read an index", "a malformed entry");
+            let t = time_of(&k[8..]).ok_or_else(malformed)?;
+            if bytes >= half && out.last().is_some_and(|(l, _): &(Timestamp, E)| *l != t) {
+                next = Some(t);
+                break;
+            }
+            let e: E = postcard::from_bytes(&k[16..]).map_err(|e| self.error("read an index entry", e))?;
+            bytes += std::mem::size_of::<(Timestamp, E)>() + NODE_OVERHEAD + e.heap_bytes();
+            out.push((t, e));
+            if let hashbrown::hash_map::Entry::Occupied(mut e) = self.hashes.entry(super::key_hash(&k[8..])) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+            taken.push(k.to_vec());
+        }
+        let mut batch = db.batch();
+        for k in &taken {
+            batch.remove(&ks, k.as_slice());
+        }
+        batch.commit().map_err(|e| self.error("remove from an index", e))?;
+        self.on_disk = self.on_disk.saturating_sub(out.len());
+        if next.is_none() {
+            self.on_disk = 0;
+        }
+        self.boundary = next;
+        Ok(out)
+    }
+
+    /// Removes every entry on disk.
+    fn clear(&mut self) -> Result<()> {
+        self.pending.clear();
+        self.pending_bytes = 0;
+        self.on_disk = 0;
+        self.hashes.clear();
+        if self.boundary.take().is_none() && self.area.is_none() {
+            return Ok(());
+        }
+        let area = self.area()?;
+        let prefix = area.prefix;
+        let (ks, db) = area.store_handles()?;
+        let keys: Vec<Vec<u8>> = ks
+            .prefix(prefix)
+            .map(|kv| kv.key().map(|k| k.to_vec()))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| self.error("read an index", e))?;
+        let mut batch = db.batch();
+        for k in &keys {
+            batch.remove(&ks, k.as_slice());
+        }
+        batch.commit().map_err(|e| self.error("remove from an index", e))
+    }
+}
+
+impl Drop for IndexDisk {
+    fn drop(&mut self) {
+        if let Err(e) = self.clear() {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_sdk::options::{StateBackendKind, StateOptions};
+    use weir_sdk::window::Window;
+
+    type E = (Vec<u8>, Window);
+
+    fn disk(dir: &std::path::Path) -> StateBackend {
+        StateBackend::of(&StateOptions {
+            backend: StateBackendKind::Disk,
+            memory_budget: 16 << 10,
+            local_dir: Some(dir.display().to_string()),
+        })
+    }
+
+    fn entry(t: i64, k: u32) -> (Timestamp, E) {
+        (t, (format!("key-{k:06}").into_bytes(), Window::Global))
+    }
+
+    /// Issue 52: past its cap, an index keeps its latest entries on disk, and reads back as
+    /// the same ordered set as one kept in memory, through inserts, removals and pops in any
+    /// order.
+    #[test]
+    fn an_index_past_its_cap_keeps_its_latest_entries_on_disk_and_stays_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = disk(dir.path());
+        let mut index: TimeIndex<E> = TimeIndex::new(&backend, "step");
+        let mut model: BTreeSet<(Timestamp, E)> = BTreeSet::new();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut max_on_disk = 0;
+        for round in 0..40_000 {
+            let r = next();
+            let e = entry((r % 5_000) as i64 - 100, (r >> 20) as u32 % 3_000);
+            match r >> 60 {
+                0..=8 => {
+                    let new = model.insert(e.clone());
+                    let added = index.insert(e);
+                    // An entry added on disk counts as new.
+                    assert!(added || !new, "round {round}");
+                }
+                9..=12 => {
+                    // Removes only entries the index holds, as operators do.
+                    if let Some(e) = model.iter().nth((r >> 8) as usize % model.len().max(1)).cloned() {
+                        model.remove(&e);
+                        assert!(index.remove(&e), "round {round}");
+                    }
+                }
+                _ => assert_eq!(index.pop_first(), model.pop_first(), "round {round}"),
+            }
+            index.take_error().unwrap();
+            assert_eq!(index.first(), model.first(), "round {round}");
+            max_on_disk = max_on_disk.max(index.on_disk());
+        }
+        assert!(max_on_disk > 1_000, "the index never went to disk: {max_on_disk}");
+        // Drained in order, every entry once.
+        let mut drained = Vec::new();
+        while let Some(e) = index.pop_first() {
+            drained.push(e);
+        }
+        index.take_error().unwrap();
+        assert_eq!(drained, model.into_iter().collect::<Vec<_>>());
+        assert_eq!(index.on_disk(), 0);
+    }
+
+    #[test]
+    fn a_cleared_index_is_empty_on_disk_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = disk(dir.path());
+        let mut index: TimeIndex<E> = TimeIndex::new(&backend, "step");
+        for i in 0..20_000 {
+            index.insert(entry(i, i as u32));
+        }
+        assert!(index.on_disk() > 0);
+        index.clear();
+        index.take_error().unwrap();
+        assert!(index.is_empty());
+        assert_eq!(index.pop_first(), None);
+        index.insert(entry(5, 1));
+        assert_eq!(index.pop_first(), Some(entry(5, 1)));
+        assert_eq!(index.pop_first(), None);
+    }
+
+    /// Entries all at one time never leave memory: its first time stays whole.
+    #[test]
+    fn the_earliest_time_stays_in_memory_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = disk(dir.path());
+        let mut index: TimeIndex<E> = TimeIndex::new(&backend, "step");
+        for i in 0..5_000 {
+            index.insert(entry(7, i));
+        }
+        assert_eq!(index.on_disk(), 0);
+        index.insert(entry(8, 0));
+        index.insert(entry(9, 0));
+        assert!(index.on_disk() >= 1);
+        let drained: Vec<_> = std::iter::from_fn(|| index.pop_first()).collect();
+        assert_eq!(drained.len(), 5_002);
+        assert_eq!(drained.last(), Some(&entry(9, 0)));
+    }
+}
