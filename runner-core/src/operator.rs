@@ -13,7 +13,7 @@ use crate::metrics::MetricsContainerImpl;
 use crate::side_inputs::{Pushback, SideInputs, SideState};
 use std::sync::Arc;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
-use weir_sdk::kernel::{AssignKernel, Batch, NoSideInputs};
+use weir_sdk::kernel::{AssignKernel, Batch, CollectionOps, NoSideInputs};
 use weir_sdk::metrics::scoped_container;
 use weir_sdk::time::Timestamp;
 use weir_sdk::window_fn::WindowingStrategy;
@@ -171,6 +171,7 @@ pub trait Operator: Send {
 pub struct ParDoOperator {
     runner: DoFnRunner,
     side: SideState,
+    ops: Arc<dyn CollectionOps>,
 }
 
 impl ParDoOperator {
@@ -179,8 +180,19 @@ impl ParDoOperator {
         let ops = graph.pcollection(node.inputs[0]).ops.clone();
         ParDoOperator {
             runner: DoFnRunner::new(node, payload, graph),
-            side: SideState { sides: SideInputs::new(&payload.side_inputs, graph), pushback: Pushback::new(ops) },
+            side: SideState {
+                sides: SideInputs::new(&payload.side_inputs, graph),
+                pushback: Pushback::new(ops.clone()),
+            },
+            ops,
         }
+    }
+
+    /// The same operator keeping elements that wait for side inputs where `state` says.
+    pub fn with_state(mut self, state: &crate::state_backend::StateBackend) -> Self {
+        let pushback = std::mem::replace(&mut self.side.pushback, Pushback::new(self.ops.clone()));
+        self.side.pushback = pushback.with_state(state, self.runner.step());
+        self
     }
 
     fn run(&mut self, input: Option<Batch>, retry: bool, ctx: &OpContext<'_>) -> Result<Vec<Batch>> {

@@ -144,6 +144,12 @@ impl SideInputReader for SideInputs {
 /// Main-input elements waiting for their side inputs to become ready (Beam's
 /// `PushbackSideInputDoFnRunner`). Waiting elements hold the ParDo's output watermark. They are
 /// kept by window, so that a retry asks once per waiting window, not once per element.
+///
+/// On the disk backend, batches past a cap (an eighth of an equal share of the budget, at least
+/// 1 MiB or the budget) wait on disk, encoded as a checkpoint writes them, and are read back
+/// when their window is ready: a side input that comes late, or a bounded one a streaming main
+/// input waits for, does not hold the main input in memory. Each window's number and earliest
+/// timestamp stay in memory.
 pub struct Pushback {
     ops: Arc<dyn CollectionOps>,
     waiting: BTreeMap<Window, Waiting>,
@@ -152,40 +158,134 @@ pub struct Pushback {
     /// The (window, number)s of batches that began or stopped waiting since a checkpoint last
     /// took them ([`Pushback::take_changes`]); not kept until one first asks.
     dirty: crate::checkpoint::Changed<(Window, u64)>,
+    /// The disk backend's part.
+    disk: Option<Box<PushbackDisk>>,
 }
 
 /// The elements of one window waiting for its side inputs, by number, and their earliest
 /// timestamp.
 struct Waiting {
     batches: Vec<(u64, Batch)>,
+    /// With the disk backend: the encoded bytes of `batches`, and the numbers of the window's
+    /// batches on disk.
+    bytes: usize,
+    on_disk: Vec<u64>,
     min_timestamp: Timestamp,
+}
+
+/// Where a [`Pushback`] keeps what is past its cap.
+struct PushbackDisk {
+    backend: crate::state_backend::StateBackend,
+    step: String,
+    /// Opened when a batch first goes to disk.
+    area: Option<crate::state_backend::Spill>,
+    /// Encoded bytes of the batches in memory.
+    in_memory: usize,
+}
+
+impl PushbackDisk {
+    fn area(&mut self) -> weir_sdk::Result<&mut crate::state_backend::Spill> {
+        if self.area.is_none() {
+            self.area = self.backend.uncounted_area(&self.step)?;
+        }
+        let step = &self.step;
+        self.area.as_mut().ok_or_else(|| weir_sdk::Error::execution(step, "no disk store on the memory backend"))
+    }
 }
 
 impl Pushback {
     /// An empty pushback buffer for elements with `ops`.
     pub fn new(ops: Arc<dyn CollectionOps>) -> Self {
-        Pushback { ops, waiting: BTreeMap::new(), next: 0, dirty: Default::default() }
+        Pushback { ops, waiting: BTreeMap::new(), next: 0, dirty: Default::default(), disk: None }
     }
 
-    fn wait(&mut self, window: Window, batch: Batch) {
+    /// The same buffer keeping batches past its cap on disk when `state` is the disk backend,
+    /// for the step `step`.
+    pub fn with_state(mut self, state: &crate::state_backend::StateBackend, step: &str) -> Self {
+        if state.is_disk() {
+            self.disk = Some(Box::new(PushbackDisk {
+                backend: state.clone(),
+                step: step.to_string(),
+                area: None,
+                in_memory: 0,
+            }));
+        }
+        self
+    }
+
+    fn wait(&mut self, window: Window, batch: Batch) -> weir_sdk::Result<()> {
         let n = self.next;
         self.next += 1;
-        self.wait_as(window, n, batch);
+        self.wait_as(window, n, batch, None)
     }
 
-    fn wait_as(&mut self, window: Window, n: u64, batch: Batch) {
+    /// Batch `n` of `window` begins waiting (`encoded`: as its checkpoint entry holds it, when
+    /// restored).
+    fn wait_as(&mut self, window: Window, n: u64, batch: Batch, encoded: Option<&[u8]>) -> weir_sdk::Result<()> {
         let min = batch.min_timestamp().unwrap_or(MAX_TIMESTAMP);
-        let w = self.waiting.entry(window).or_insert(Waiting { batches: Vec::new(), min_timestamp: MAX_TIMESTAMP });
-        w.min_timestamp = w.min_timestamp.min(min);
-        w.batches.push((n, batch));
+        let empty = || Waiting { batches: Vec::new(), bytes: 0, on_disk: Vec::new(), min_timestamp: MAX_TIMESTAMP };
         self.dirty.mark((window, n));
+        let mut bytes = 0;
+        if let Some(d) = self.disk.as_mut() {
+            let value = match encoded {
+                Some(e) => e.to_vec(),
+                None => self
+                    .ops
+                    .encode_batch(&batch)
+                    .map_err(|source| weir_sdk::Error::Coder { step: d.step.clone(), source })?,
+            };
+            if d.in_memory + value.len() > d.backend.part_cap(8) {
+                let key = Self::entry_key(n, &window, &d.step)?;
+                d.area()?.put(vec![(key, value)])?;
+                let w = self.waiting.entry(window).or_insert_with(empty);
+                w.min_timestamp = w.min_timestamp.min(min);
+                w.on_disk.push(n);
+                return Ok(());
+            }
+            bytes = value.len();
+            d.in_memory += bytes;
+        }
+        let w = self.waiting.entry(window).or_insert_with(empty);
+        w.min_timestamp = w.min_timestamp.min(min);
+        w.bytes += bytes;
+        w.batches.push((n, batch));
+        Ok(())
     }
 
-    /// Takes window `w`'s waiting batches.
-    fn release(&mut self, w: &Window) -> Vec<Batch> {
-        let Some(waiting) = self.waiting.remove(w) else { return Vec::new() };
+    /// Takes window `w`'s waiting batches (those on disk read back).
+    fn release(&mut self, w: &Window) -> weir_sdk::Result<Vec<Batch>> {
+        let Some(waiting) = self.waiting.remove(w) else { return Ok(Vec::new()) };
         self.dirty.mark_all(waiting.batches.iter().map(|(n, _)| (*w, *n)));
-        waiting.batches.into_iter().map(|(_, b)| b).collect()
+        self.dirty.mark_all(waiting.on_disk.iter().map(|n| (*w, *n)));
+        let mut out: Vec<Batch> = waiting.batches.into_iter().map(|(_, b)| b).collect();
+        if let Some(d) = self.disk.as_mut() {
+            d.in_memory -= waiting.bytes.min(d.in_memory);
+            for n in waiting.on_disk {
+                let key = Self::entry_key(n, w, &d.step)?;
+                let step = d.step.clone();
+                let bytes = d.area()?.take(&key)?.ok_or_else(|| {
+                    weir_sdk::Error::execution(&step, format!("batch {n} waiting for side inputs is not on disk"))
+                })?;
+                out.push(self.ops.decode_batch(&bytes).map_err(|source| weir_sdk::Error::Coder { step, source })?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The encoded batch `n` of `w`, wherever it waits; `None` if it does not.
+    fn encoded(&self, w: &Window, n: u64, step: &str) -> weir_sdk::Result<Option<Vec<u8>>> {
+        let Some(waiting) = self.waiting.get(w) else { return Ok(None) };
+        if let Some((_, b)) = waiting.batches.iter().find(|(m, _)| *m == n) {
+            return self.encode(b).map(Some);
+        }
+        if !waiting.on_disk.contains(&n) {
+            return Ok(None);
+        }
+        let area = self.disk.as_ref().and_then(|d| d.area.as_ref());
+        let bytes = area.map(|a| a.peek(&Self::entry_key(n, w, step)?)).transpose()?.flatten();
+        bytes.map(Some).ok_or_else(|| {
+            weir_sdk::Error::execution(step, format!("batch {n} waiting for side inputs is not on disk"))
+        })
     }
 
     /// The part of `input` (plus earlier waiting elements when `retry`) whose side windows are
@@ -210,7 +310,7 @@ impl Pushback {
             if retry {
                 let windows: Vec<Window> = self.waiting.keys().copied().collect();
                 for w in windows {
-                    ready.extend(self.release(&w));
+                    ready.extend(self.release(&w)?);
                 }
             }
             ready.retain(|b| !b.is_empty());
@@ -220,7 +320,7 @@ impl Pushback {
             let windows: Vec<Window> = self.waiting.keys().copied().collect();
             for w in windows {
                 if sides.is_ready(&w)? {
-                    ready.extend(self.release(&w));
+                    ready.extend(self.release(&w)?);
                 }
             }
         }
@@ -253,7 +353,7 @@ impl Pushback {
             ready.push(now);
             if !later.is_empty() {
                 for (w, _, part) in self.ops.group_by_window(later) {
-                    self.wait(w, part);
+                    self.wait(w, part)?;
                 }
             }
         }
@@ -269,10 +369,15 @@ impl Pushback {
                 .decode_batch(&b)
                 .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })?;
             for (w, _, part) in self.ops.group_by_window(decoded) {
-                self.wait(w, part);
+                self.wait(w, part)?;
             }
         }
         Ok(())
+    }
+
+    /// Encoded bytes of waiting elements written to disk since the operator started.
+    pub fn spilled_bytes(&self) -> usize {
+        self.disk.as_ref().and_then(|d| d.area.as_ref()).map_or(0, |a| a.spilled_total())
     }
 
     /// Whether elements are waiting.
@@ -371,8 +476,10 @@ impl Pushback {
     /// Every waiting batch as a state entry of step `step`.
     pub fn entries(&self, step: &str, out: &mut Vec<(Vec<u8>, Vec<u8>)>) -> weir_sdk::Result<()> {
         for (w, waiting) in &self.waiting {
-            for (n, b) in &waiting.batches {
-                out.push((Self::entry_key(*n, w, step)?, self.encode(b)?));
+            for n in waiting.batches.iter().map(|(n, _)| n).chain(&waiting.on_disk) {
+                if let Some(bytes) = self.encoded(w, *n, step)? {
+                    out.push((Self::entry_key(*n, w, step)?, bytes));
+                }
             }
         }
         Ok(())
@@ -389,8 +496,8 @@ impl Pushback {
         let Some(dirty) = self.dirty.take() else { return Ok(false) };
         for (w, n) in dirty {
             let key = Self::entry_key(n, &w, step)?;
-            match self.waiting.get(&w).and_then(|ws| ws.batches.iter().find(|(m, _)| *m == n)) {
-                Some((_, b)) => written.push((key, self.encode(b)?)),
+            match self.encoded(&w, n, step)? {
+                Some(bytes) => written.push((key, bytes)),
                 None => removed.push(key),
             }
         }
@@ -406,7 +513,7 @@ impl Pushback {
             .decode_batch(value)
             .map_err(|source| weir_sdk::Error::Coder { step: "pushed-back input".into(), source })?;
         self.next = self.next.max(n + 1);
-        self.wait_as(window, n, batch);
+        self.wait_as(window, n, batch, Some(value))?;
         Ok(true)
     }
 

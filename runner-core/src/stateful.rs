@@ -346,6 +346,8 @@ impl StatefulParDoOperator {
     /// The same operator keeping its state where `state` says.
     pub fn with_state(mut self, state: &crate::state_backend::StateBackend) -> Self {
         self.store = Store::new(state, self.runner.step());
+        let pushback = std::mem::replace(&mut self.side.pushback, Pushback::new(self.input_ops.clone()));
+        self.side.pushback = pushback.with_state(state, self.runner.step());
         self
     }
 
@@ -779,6 +781,7 @@ impl Operator for StatefulParDoOperator {
         let mut metrics = crate::state_backend::Spill::metrics(d.spill.as_ref(), 0, d.rows, d.hits, d.misses);
         let s = &self.store;
         metrics.push(("indexEntriesOnDisk", (s.event.on_disk() + s.holds.on_disk() + s.expiry.on_disk()) as u64));
+        metrics.push(("waitingSpilledBytes", self.side.pushback.spilled_bytes() as u64));
         metrics
     }
 

@@ -310,3 +310,69 @@ fn timers_past_the_index_cap_wait_on_disk_and_fire_once_at_their_time() {
     assert!(on_disk.iter().any(|&n| n > 1_000), "{on_disk:?}");
     assert_eq!(on_disk.last(), Some(&0));
 }
+
+/// Adds its window's side input sum to each element.
+#[derive(Clone)]
+struct AddWindowSum(PCollectionView<weir_sdk::view::Singleton<i64>>);
+
+impl DoFn for AddWindowSum {
+    type In = KV<i64, i64>;
+    type Out = i64;
+    fn process(&mut self, e: KV<i64, i64>, ctx: &mut ProcessContext<'_, i64>) -> UserResult {
+        let sum = ctx.side_input(&self.0)?;
+        ctx.output(e.value * 1_000_000 + sum);
+        Ok(())
+    }
+}
+
+/// Issue 52: main-input elements waiting for their side input past the cap wait on disk. Each
+/// window's side input is the sum of the main input's own window, ready only once the watermark
+/// passes the window's end (here once the whole input is in), so every element waits; a stateless and a stateful ParDo give every
+/// element with its sum on every runner configuration, and the progress shows what waited on
+/// disk.
+#[test]
+fn elements_waiting_for_side_inputs_past_the_cap_wait_on_disk() {
+    const WINDOWS: i64 = 40;
+    const PER_WINDOW: i64 = 150;
+    weir_tests::register_runners();
+    let pipeline = |o: PipelineOptions| {
+        let p = Pipeline::new(o);
+        let mut stream = weir_sdk::testing::TestStream::create().advance_watermark_to(0);
+        for w in 0..WINDOWS {
+            let bundle = (0..PER_WINDOW).map(|i| TimestampedValue::new(w * PER_WINDOW + i, w * 10 + i % 10)).collect();
+            stream = stream.add_elements(bundle);
+        }
+        let main = p
+            .apply("Main", stream.advance_watermark_to_infinity())
+            .apply("Windows", Window::into(FixedWindows::of(ms(10))));
+        let sums = main.apply("Sum", Sum::globally().without_defaults());
+        let view = View::as_singleton(&sums);
+        let keyed = main.apply("Key", Map::new(|v: i64| KV::new(v % 7, v)));
+        let spec = vec![view.spec().clone()];
+        let stateless = keyed.apply("Stateless", ParDo::of(AddWindowSum(view.clone())).with_side_inputs(spec.clone()));
+        let stateful = keyed.apply("Stateful", ParDo::stateful(AddWindowSum(view.clone())).with_side_inputs(spec));
+        let sum_of = |w: i64| (0..PER_WINDOW).map(|i| w * PER_WINDOW + i).sum::<i64>();
+        let want: Vec<i64> = (0..WINDOWS * PER_WINDOW).map(|v| v * 1_000_000 + sum_of(v / PER_WINDOW)).collect();
+        assert_that(&stateless).contains_in_any_order(want.clone());
+        assert_that(&stateful).contains_in_any_order(want);
+        p
+    };
+    for config in weir_tests::CONFIGURATIONS {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pipeline(on_disk(weir_tests::configuration(config), dir.path()));
+        p.run().and_then(|r| r.wait_until_finish(None)).unwrap_or_else(|e| panic!("{config}: {e}"));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{config}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let o = PipelineOptions::from_args(["--runner", "microbatch", "--parallelism", "2"]).unwrap();
+    let p = pipeline(on_disk(o, dir.path()));
+    let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
+    assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
+    let spilled = query
+        .recent_progress()
+        .iter()
+        .filter_map(|pr| pr.state_operators.iter().find(|o| o.operator_name == "Stateful"))
+        .map(|o| o.custom_metrics["waitingSpilledBytes"])
+        .max();
+    assert!(spilled.is_some_and(|b| b > 0), "{spilled:?}");
+}

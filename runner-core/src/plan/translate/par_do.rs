@@ -30,8 +30,11 @@ impl Translator<PlanBuilder> for ParDoTranslator {
                 None => n,
             }
         } else {
+            // Elements waiting for side inputs go to disk past a cap on the disk backend.
+            let state = b.state().clone();
             let factory = Arc::new(move |g: &PipelineGraph| {
-                Box::new(ParDoOperator::new(g.node(id), &payload, g)) as Box<dyn crate::operator::Operator>
+                let op = ParDoOperator::new(g.node(id), &payload, g).with_state(&state);
+                Box::new(op) as Box<dyn crate::operator::Operator>
             });
             let description = format!("ParDo[{}]", short_type_name(p.fn_name));
             PhysicalNode::of(node, Role::Transform(factory), "pardo", description).element_wise()
