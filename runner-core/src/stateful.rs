@@ -7,7 +7,7 @@ use crate::metrics::MetricsContainerImpl;
 use crate::operator::{OpContext, Operator};
 use crate::side_inputs::{Pushback, SideInputs, SideState};
 use crate::state_backend::TimeIndex;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_sdk::do_fn::TimerFiring;
 use weir_sdk::graph::{ParDoPayload, PipelineGraph, TransformNode};
@@ -59,12 +59,12 @@ struct Store {
     states: HashMap<Kw, KeyedState>,
     /// Per domain: (fire time, (key, window, family, id)).
     event: TimeIndex<TimerEntry>,
-    processing: BTreeSet<TimerKey>,
+    processing: TimeIndex<TimerEntry>,
     /// (output timestamp, (key, window, family, id)) of timers that hold the watermark.
     holds: TimeIndex<TimerEntry>,
     /// The holds of timers that are the operator's own deferred input
     /// ([`weir_sdk::state::DEFERRED_INPUT`]): their windows stay open until they fire.
-    deferred: BTreeSet<TimerKey>,
+    deferred: TimeIndex<TimerEntry>,
     /// (expiry, (key, window)) of every key and window with state.
     expiry: TimeIndex<Kw>,
     /// Rows counted as updated since the last count, and the counts.
@@ -113,7 +113,9 @@ impl Store {
         Store {
             disk,
             event: TimeIndex::new(backend, step),
+            processing: TimeIndex::new(backend, step),
             holds: TimeIndex::new(backend, step),
+            deferred: TimeIndex::new(backend, step),
             expiry: TimeIndex::new(backend, step),
             ..Store::default()
         }
@@ -165,7 +167,9 @@ impl Store {
             return Err(e);
         }
         self.event.take_error()?;
+        self.processing.take_error()?;
         self.holds.take_error()?;
+        self.deferred.take_error()?;
         self.expiry.take_error()
     }
 
@@ -222,13 +226,11 @@ impl Store {
                 let entry = (kw.0.clone(), kw.1, family.clone(), id.clone());
                 match t.domain {
                     TimeDomain::EventTime => self.event.remove(&(t.fire, entry.clone())),
-                    TimeDomain::ProcessingTime => {
-                        self.processing.remove(&(t.fire, kw.0.clone(), kw.1, family.clone(), id.clone()))
-                    }
+                    TimeDomain::ProcessingTime => self.processing.remove(&(t.fire, entry.clone())),
                 };
                 if let Some(o) = t.output {
                     if family == DEFERRED_INPUT {
-                        self.deferred.remove(&(o, kw.0.clone(), kw.1, family.clone(), id.clone()));
+                        self.deferred.remove(&(o, entry.clone()));
                     }
                     self.holds.remove(&(o, entry));
                 }
@@ -247,13 +249,11 @@ impl Store {
             let entry = (kw.0.clone(), kw.1, family.clone(), id.clone());
             match t.domain {
                 TimeDomain::EventTime => self.event.insert((t.fire, entry.clone())),
-                TimeDomain::ProcessingTime => {
-                    self.processing.insert((t.fire, kw.0.clone(), kw.1, family.clone(), id.clone()))
-                }
+                TimeDomain::ProcessingTime => self.processing.insert((t.fire, entry.clone())),
             };
             if let Some(o) = t.output {
                 if family == DEFERRED_INPUT {
-                    self.deferred.insert((o, kw.0.clone(), kw.1, family.clone(), id.clone()));
+                    self.deferred.insert((o, entry.clone()));
                 }
                 self.holds.insert((o, entry));
             }
@@ -438,19 +438,19 @@ impl StatefulParDoOperator {
     /// every processing-time timer set by then fires, once, before the windows expire, as on
     /// Beam's Direct and Flink runners (a timer set while they fire, for a later time, is
     /// dropped with its window).
-    fn firing_processing_time(&self) -> Timestamp {
+    fn firing_processing_time(&self) -> Result<Timestamp> {
         let ended = self.input_watermark > GLOBAL_WINDOW_MAX_TIMESTAMP && self.store.deferred.is_empty();
         if !ended || self.draining {
-            return self.processing_time;
+            return Ok(self.processing_time);
         }
-        let last = self.store.processing.last().map(|t| t.0.saturating_add(1));
-        last.map_or(self.processing_time, |l| l.max(self.processing_time))
+        let last = self.store.processing.last_time()?.map(|t| t.saturating_add(1));
+        Ok(last.map_or(self.processing_time, |l| l.max(self.processing_time)))
     }
 
     /// Fires due timers and expires windows, inside one bundle.
     fn fire_due(&mut self, metrics: &Arc<MetricsContainerImpl>) -> Result<Vec<Batch>> {
         let expiry_wm = self.expiry_watermark();
-        let pt = self.firing_processing_time();
+        let pt = self.firing_processing_time()?;
         let has_work = self.store.processing.first().is_some_and(|t| t.0 < pt)
             || self.store.event.first().is_some_and(|t| t.0 < self.input_watermark)
             || self.store.expiry.first().is_some_and(|t| t.0 < expiry_wm);
@@ -468,7 +468,9 @@ impl StatefulParDoOperator {
             loop {
                 // The earliest due timer: processing time first, then event time, each in order.
                 let next = match store.processing.first() {
-                    Some(t) if t.0 < pt => Some((TimeDomain::ProcessingTime, t.clone())),
+                    Some((t, (key, window, family, id))) if *t < pt => {
+                        Some((TimeDomain::ProcessingTime, (*t, key.clone(), *window, family.clone(), id.clone())))
+                    }
                     _ => match store.event.first() {
                         Some((t, (key, window, family, id))) if *t < wm => {
                             Some((TimeDomain::EventTime, (*t, key.clone(), *window, family.clone(), id.clone())))
@@ -718,11 +720,13 @@ impl Operator for StatefulParDoOperator {
             }
         }
         let old = std::mem::take(&mut self.store);
-        let (mut event, mut holds, mut expiry) = (old.event, old.holds, old.expiry);
-        event.clear();
-        holds.clear();
+        let (mut event, mut processing, mut holds, mut deferred, mut expiry) =
+            (old.event, old.processing, old.holds, old.deferred, old.expiry);
+        for index in [&mut event, &mut processing, &mut holds, &mut deferred] {
+            index.clear();
+        }
         expiry.clear();
-        self.store = Store { disk, event, holds, expiry, ..Store::default() };
+        self.store = Store { disk, event, processing, holds, deferred, expiry, ..Store::default() };
         self.store.take_error()?;
         // State past the budget leaves memory while it is restored: each time a quarter of the
         // budget more is in memory (at least a MiB), not after every entry, as finding what to
@@ -780,7 +784,9 @@ impl Operator for StatefulParDoOperator {
         let Some(d) = &self.store.disk else { return Vec::new() };
         let mut metrics = crate::state_backend::Spill::metrics(d.spill.as_ref(), 0, d.rows, d.hits, d.misses);
         let s = &self.store;
-        metrics.push(("indexEntriesOnDisk", (s.event.on_disk() + s.holds.on_disk() + s.expiry.on_disk()) as u64));
+        let indexes = [&s.event, &s.processing, &s.holds, &s.deferred];
+        let on_disk = indexes.iter().map(|i| i.on_disk()).sum::<usize>() + s.expiry.on_disk();
+        metrics.push(("indexEntriesOnDisk", on_disk as u64));
         metrics.push(("waitingSpilledBytes", self.side.pushback.spilled_bytes() as u64));
         metrics
     }
@@ -809,13 +815,14 @@ fn fire_together(
 ) -> Result<bool> {
     let mut due: Vec<(TimeDomain, TimerKey)> = Vec::new();
     let mut seen = HashSet::new();
-    let processing = store.processing.iter().take_while(|t| t.0 < pt).map(|t| (TimeDomain::ProcessingTime, t));
+    let processing = store.processing.iter_first().take_while(|t| t.0 < pt).map(|(t, (key, window, family, id))| {
+        (TimeDomain::ProcessingTime, (*t, key.clone(), *window, family.clone(), id.clone()))
+    });
     let event = store.event.iter_first().take_while(|t| t.0 < wm).map(|(t, (key, window, family, id))| {
         (TimeDomain::EventTime, (*t, key.clone(), *window, family.clone(), id.clone()))
     });
     // The earliest due event timers, those in memory before any on disk: the later ones fire
     // in later rounds, as these leave.
-    let processing = processing.map(|(d, t)| (d, t.clone()));
     for (domain, t) in processing.chain(event) {
         if due.len() == FIRED_TOGETHER {
             break;
@@ -849,7 +856,7 @@ fn fire_together(
 
 /// The watermark windows expire at (see [`StatefulParDoOperator::expiry_watermark`]).
 fn expiry_watermark(store: &Store, input_watermark: Timestamp, draining: bool) -> Timestamp {
-    match store.deferred.first() {
+    match store.deferred.first().map(|(t, _)| (*t,)) {
         Some(d) if !draining => d.0.min(input_watermark),
         _ => input_watermark,
     }

@@ -262,6 +262,30 @@ impl DoFn for FlushAfterLatest {
     }
 }
 
+/// Counts its key's elements and outputs the count from a processing-time timer an hour after
+/// the key's latest element (so it fires when the input ends), moved by every element.
+#[derive(Clone)]
+struct CountUntilProcessingTime;
+
+impl DoFn for CountUntilProcessingTime {
+    type In = KV<String, i64>;
+    type Out = KV<String, i64>;
+    fn process(&mut self, _: KV<String, i64>, ctx: &mut ProcessContext<'_, KV<String, i64>>) -> UserResult {
+        let n = ctx.value_state::<i64>("count").read()?.unwrap_or(0) + 1;
+        ctx.value_state::<i64>("count").write(&n)?;
+        ctx.timer("later", weir_sdk::state::TimeDomain::ProcessingTime).offset(ms(3_600_000)).set_relative()
+    }
+    fn on_timer(
+        &mut self,
+        _: &weir_sdk::do_fn::TimerFiring,
+        ctx: &mut weir_sdk::do_fn::OnTimerContext<'_, KV<String, i64>>,
+    ) -> UserResult {
+        let n = ctx.value_state::<i64>("count").read()?.unwrap_or(0);
+        let key: String = ctx.key()?;
+        ctx.output(KV::new(key, n))
+    }
+}
+
 /// Issue 52: a stateful DoFn's timer, hold and expiry indexes keep an entry for every key,
 /// including the keys on disk; past their cap they keep their latest entries on disk too.
 /// Timers moved by every element (removed and set again, on disk as in memory) fire once each,
@@ -276,16 +300,17 @@ fn timers_past_the_index_cap_wait_on_disk_and_fire_once_at_their_time() {
     let pipeline = |o: PipelineOptions| {
         let p = Pipeline::new(o);
         let input: Vec<KV<String, i64>> = (0..ELEMENTS).map(|i| KV::new(key(i * 7 % KEYS), i)).collect();
-        let flushed = p
-            .apply("Create", Create::of(input))
-            .apply("Stamp", WithTimestamps::of(|kv: &KV<String, i64>| kv.value))
-            .apply("FlushAfterLatest", ParDo::stateful(FlushAfterLatest));
+        let stamped =
+            p.apply("Create", Create::of(input)).apply("Stamp", WithTimestamps::of(|kv: &KV<String, i64>| kv.value));
+        let flushed = stamped.apply("FlushAfterLatest", ParDo::stateful(FlushAfterLatest));
+        let counted = stamped.apply("CountUntilProcessingTime", ParDo::stateful(CountUntilProcessingTime));
         let mut want: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
         for i in 0..ELEMENTS {
             let e = want.entry(key(i * 7 % KEYS)).or_default();
             e.0 += 1;
             e.1 = e.1.max(i + 1000);
         }
+        assert_that(&counted).contains_in_any_order(want.iter().map(|(k, (n, _))| KV::new(k.clone(), *n)).collect());
         assert_that(&flushed).contains_in_any_order(want.into_iter().map(|(k, (n, t))| (k, n, t)).collect());
         p
     };
@@ -301,14 +326,16 @@ fn timers_past_the_index_cap_wait_on_disk_and_fire_once_at_their_time() {
     let p = pipeline(on_disk(o, dir.path()));
     let query = MicroBatchRunner.start(p.graph(), &p.options()).unwrap();
     assert_eq!(query.await_termination(None).unwrap(), PipelineState::Done);
-    let on_disk: Vec<u64> = query
-        .recent_progress()
-        .iter()
-        .filter_map(|pr| pr.state_operators.iter().find(|o| o.operator_name == "FlushAfterLatest"))
-        .map(|o| o.custom_metrics["indexEntriesOnDisk"])
-        .collect();
-    assert!(on_disk.iter().any(|&n| n > 1_000), "{on_disk:?}");
-    assert_eq!(on_disk.last(), Some(&0));
+    for step in ["FlushAfterLatest", "CountUntilProcessingTime"] {
+        let on_disk: Vec<u64> = query
+            .recent_progress()
+            .iter()
+            .filter_map(|pr| pr.state_operators.iter().find(|o| o.operator_name == step))
+            .map(|o| o.custom_metrics["indexEntriesOnDisk"])
+            .collect();
+        assert!(on_disk.iter().any(|&n| n > 1_000), "{step}: {on_disk:?}");
+        assert_eq!(on_disk.last(), Some(&0), "{step}");
+    }
 }
 
 /// Adds its window's side input sum to each element.

@@ -280,10 +280,10 @@ impl GroupAlsoByWindow {
         if old_pt != pt {
             let k = self.arc_key(key);
             if let Some(t) = old_pt {
-                self.timers.processing_timers.remove(&(t, k.clone(), window));
+                self.timers.processing_timers.remove(&(t, (k.clone(), window)));
             }
             if let Some(t) = pt {
-                self.timers.processing_timers.insert((t, k, window));
+                self.timers.processing_timers.insert((t, (k, window)));
             }
         }
         Ok(fire)

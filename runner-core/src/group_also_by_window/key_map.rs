@@ -260,7 +260,7 @@ impl GroupAlsoByWindow {
         // Event-time timers are left in place (see the field): merging replaces
         // windows every batch, and removing from the sets cost more than the rest of the merge.
         if let Some(t) = ws.pt_timer() {
-            self.timers.processing_timers.remove(&(t, key, *window));
+            self.timers.processing_timers.remove(&(t, (key, *window)));
         }
     }
 }

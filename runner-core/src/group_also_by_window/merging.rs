@@ -269,7 +269,7 @@ impl GroupAlsoByWindow {
             self.window_timers(k.clone(), window);
         }
         if let Some(t) = pt {
-            self.timers.processing_timers.insert((t, k, window));
+            self.timers.processing_timers.insert((t, (k, window)));
         }
     }
 }

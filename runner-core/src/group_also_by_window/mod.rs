@@ -19,7 +19,7 @@ use crate::trigger::{TriggerContext, TriggerMachine, TriggerState};
 use crate::watermark::Watermarks;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use weir_sdk::kernel::{Batch, CombineKernel, EncodedGroup, EncodedKvBatch, GroupKernel};
@@ -45,7 +45,6 @@ use holds::*;
 use key_map::*;
 use panes::*;
 use state::*;
-use timers::*;
 
 pub use snapshot::{engine_entry, rescale_keyed, restore_engine_entry};
 pub use state::WindowState;
@@ -124,7 +123,9 @@ struct Timers {
     /// ([`crate::state_backend::TimeIndex`]). Timers are never removed before they are due: one
     /// whose window is gone fires as a no-op.
     event_timers: crate::state_backend::TimeIndex<(Key, Window)>,
-    processing_timers: BTreeSet<TimerKey>,
+    /// Processing-time timers of triggers, one for each window waiting for one (on disk past
+    /// the index's cap, as `event_timers`).
+    processing_timers: crate::state_backend::TimeIndex<(Key, Window)>,
     /// The holds of the states in `keys`, while `tracked`.
     holds: Holds,
     /// Whether `event_timers` and `holds` are kept. Not while the input watermark is at its

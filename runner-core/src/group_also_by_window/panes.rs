@@ -113,7 +113,7 @@ impl GroupAlsoByWindow {
             let pt = ws.pt_timer();
             ws.set_pt_timer(None, &self.fresh);
             if let Some(t) = pt {
-                self.timers.processing_timers.remove(&(t, self.arc_key(key), window));
+                self.timers.processing_timers.remove(&(t, (self.arc_key(key), window)));
             }
         }
     }

@@ -96,7 +96,7 @@ impl GroupAlsoByWindow {
                 self.counts.windows += 1;
             }
             if let (Some(t), false) = (pt_timer, closed) {
-                self.timers.processing_timers.insert((t, key.clone(), window));
+                self.timers.processing_timers.insert((t, (key.clone(), window)));
             }
         }
         if self.watermarks.input() > MIN_TIMESTAMP {

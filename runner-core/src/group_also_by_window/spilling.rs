@@ -66,6 +66,7 @@ impl GroupAlsoByWindow {
     pub fn with_state(mut self, state: &StateBackend) -> Self {
         if state.is_disk() {
             self.timers.event_timers = crate::state_backend::TimeIndex::new(state, &self.step);
+            self.timers.processing_timers = crate::state_backend::TimeIndex::new(state, &self.step);
             self.disk = Some(Box::new(Disk {
                 backend: state.clone(),
                 spill: None,
@@ -91,7 +92,9 @@ impl GroupAlsoByWindow {
     pub fn state_backend_metrics(&self) -> Vec<(&'static str, u64)> {
         let Some(disk) = &self.disk else { return Vec::new() };
         let mut metrics = Spill::metrics(disk.spill.as_ref(), 0, disk.windows, disk.hits, disk.misses);
-        metrics.push(("indexEntriesOnDisk", self.timers.event_timers.on_disk() as u64));
+        let timers = &self.timers;
+        metrics
+            .push(("indexEntriesOnDisk", (timers.event_timers.on_disk() + timers.processing_timers.on_disk()) as u64));
         metrics
     }
 

@@ -4,8 +4,6 @@
 
 use super::*;
 
-pub(super) type TimerKey = (Timestamp, Key, Window);
-
 impl serde::Serialize for Key {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.serialize_bytes(self.as_bytes())
@@ -33,11 +31,11 @@ impl GroupAlsoByWindow {
     pub(super) fn fire_timers(&mut self, out: &mut Vec<EncodedGroup>) -> Result<()> {
         // Processing-time timers (strictly before now), then event-time timers (strictly before
         // the input watermark), each in timestamp order.
-        while let Some((t, key, window)) = self.timers.processing_timers.first().cloned() {
+        while let Some((t, (key, window))) = self.timers.processing_timers.first().cloned() {
             if t >= self.processing_time {
                 break;
             }
-            self.timers.processing_timers.remove(&(t, key.clone(), window));
+            self.timers.processing_timers.remove(&(t, (key.clone(), window)));
             self.read_back(&key)?;
             if let Some(ws) = self.keys.get_mut(&key).and_then(|w| w.get_mut(&window)) {
                 ws.set_pt_timer(None, &self.fresh);
@@ -71,7 +69,7 @@ impl GroupAlsoByWindow {
         self.event_timer((eow, key, window));
     }
 
-    pub(super) fn event_timer(&mut self, timer: TimerKey) {
+    pub(super) fn event_timer(&mut self, timer: (Timestamp, Key, Window)) {
         if !self.timers.tracked {
             return;
         }
@@ -87,10 +85,10 @@ impl GroupAlsoByWindow {
             let pt = self.machine.next_processing_time(ws.trigger(&self.fresh), self.processing_time);
             if pt != ws.pt_timer() {
                 if let Some(t) = ws.pt_timer() {
-                    self.timers.processing_timers.remove(&(t, k.clone(), window));
+                    self.timers.processing_timers.remove(&(t, (k.clone(), window)));
                 }
                 if let Some(t) = pt {
-                    self.timers.processing_timers.insert((t, k.clone(), window));
+                    self.timers.processing_timers.insert((t, (k.clone(), window)));
                 }
                 ws.set_pt_timer(pt, &self.fresh);
                 self.dirty.mark((k, window));

@@ -109,6 +109,14 @@ impl<E: IndexEntry> TimeIndex<E> {
         self.mem.first()
     }
 
+    /// The latest time of any entry, in memory or on disk (read from the store when entries
+    /// wait there).
+    pub fn last_time(&self) -> Result<Option<Timestamp>> {
+        let in_memory = self.mem.last().map(|(t, _)| *t);
+        let Some(d) = self.disk.as_ref().filter(|d| d.boundary.is_some()) else { return Ok(in_memory) };
+        Ok(in_memory.max(d.last_time()?))
+    }
+
     /// Whether the index holds no entry.
     pub fn is_empty(&self) -> bool {
         self.mem.is_empty()
@@ -319,6 +327,24 @@ impl IndexDisk {
         }
     }
 
+    /// The latest time on disk, with the staged writes and removals.
+    fn last_time(&self) -> Result<Option<Timestamp>> {
+        let Some(area) = self.area.as_ref() else { return Ok(None) };
+        let staged = self.pending.iter().rev().find(|(_, put)| **put).map(|(k, _)| k.clone());
+        let ks = area.store_handles()?.0;
+        let mut stored = None;
+        for kv in ks.prefix(area.prefix).rev() {
+            let k = kv.key().map_err(|e| self.error("read an index", e))?;
+            if self.pending.get(&*k) != Some(&false) {
+                stored = Some(k.to_vec());
+                break;
+            }
+        }
+        // Store keys order as their times.
+        let last = staged.max(stored);
+        Ok(last.and_then(|k| time_of(&k[8..])))
+    }
+
     /// Makes the staged writes and removals in one batch.
     fn flush(&mut self) -> Result<()> {
         if self.pending.is_empty() {
@@ -477,6 +503,9 @@ mod tests {
             }
             index.take_error().unwrap();
             assert_eq!(index.first(), model.first(), "round {round}");
+            if round % 97 == 0 {
+                assert_eq!(index.last_time().unwrap(), model.last().map(|(t, _)| *t), "round {round}");
+            }
             max_on_disk = max_on_disk.max(index.on_disk());
         }
         assert!(max_on_disk > 1_000, "the index never went to disk: {max_on_disk}");
