@@ -21,7 +21,7 @@ mod runs;
 mod time_index;
 
 pub use runs::key_order;
-pub use time_index::{IndexEntry, TimeIndex};
+pub use time_index::{IndexEntry, TimeCounts, TimeIndex};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

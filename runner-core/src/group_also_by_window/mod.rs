@@ -127,7 +127,7 @@ struct Timers {
     /// the index's cap, as `event_timers`).
     processing_timers: crate::state_backend::TimeIndex<(Key, Window)>,
     /// The holds of the states in `keys`, while `tracked`.
-    holds: Holds,
+    holds: RunningHolds,
     /// Whether `event_timers` and `holds` are kept. Not while the input watermark is at its
     /// minimum (a bounded input until it ends): then no event timer is due and no hold holds
     /// the output watermark back further than the input watermark does, so both are derived

@@ -69,7 +69,7 @@ impl GroupAlsoByWindow {
         self.counts.bytes = 0;
         self.timers.event_timers.clear();
         self.timers.processing_timers.clear();
-        self.timers.holds = Holds::default();
+        self.timers.holds.clear();
         self.timers.tracked = false;
         for (i, (entry, value)) in entries.into_iter().enumerate() {
             // State past the budget leaves memory while it is restored, not after.

@@ -67,6 +67,7 @@ impl GroupAlsoByWindow {
         if state.is_disk() {
             self.timers.event_timers = crate::state_backend::TimeIndex::new(state, &self.step);
             self.timers.processing_timers = crate::state_backend::TimeIndex::new(state, &self.step);
+            self.timers.holds = RunningHolds::new(state, &self.step);
             self.disk = Some(Box::new(Disk {
                 backend: state.clone(),
                 spill: None,
@@ -93,8 +94,8 @@ impl GroupAlsoByWindow {
         let Some(disk) = &self.disk else { return Vec::new() };
         let mut metrics = Spill::metrics(disk.spill.as_ref(), 0, disk.windows, disk.hits, disk.misses);
         let timers = &self.timers;
-        metrics
-            .push(("indexEntriesOnDisk", (timers.event_timers.on_disk() + timers.processing_timers.on_disk()) as u64));
+        let on_disk = timers.event_timers.on_disk() + timers.processing_timers.on_disk() + timers.holds.on_disk();
+        metrics.push(("indexEntriesOnDisk", on_disk as u64));
         metrics
     }
 

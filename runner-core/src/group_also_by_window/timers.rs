@@ -57,7 +57,9 @@ impl GroupAlsoByWindow {
             self.on_event_timer(&key, window, out)?;
             self.spill(out)?;
         }
-        self.timers.event_timers.take_error()
+        self.timers.event_timers.take_error()?;
+        self.timers.processing_timers.take_error()?;
+        self.timers.holds.take_error()
     }
 
     /// Sets the window's event timers: the end of the window, and garbage collection when later.
@@ -150,7 +152,7 @@ impl GroupAlsoByWindow {
             self.expiring = Some(self.watermarks.output());
         }
         self.timers.event_timers.clear();
-        self.timers.holds = Holds::default();
+        self.timers.holds.clear();
         // Nothing is held from here on, so nothing is left to derive.
         self.timers.tracked = true;
         let Some(limit) = self.output_limit() else {

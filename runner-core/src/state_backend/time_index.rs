@@ -82,22 +82,7 @@ impl<E: IndexEntry> TimeIndex<E> {
     /// An index for `step` that keeps entries past its cap on disk when `backend` is the disk
     /// backend, and all of them in memory otherwise.
     pub fn new(backend: &StateBackend, step: &str) -> Self {
-        let disk = backend.is_disk().then(|| {
-            let mut d = IndexDisk {
-                backend: backend.clone(),
-                step: step.to_string(),
-                area: None,
-                boundary: None,
-                pending: BTreeMap::new(),
-                pending_bytes: 0,
-                on_disk: 0,
-                hashes: hashbrown::HashMap::new(),
-                cap: 0,
-            };
-            d.cap = d.compute_cap();
-            Box::new(d)
-        });
-        TimeIndex { disk, ..TimeIndex::default() }
+        TimeIndex { disk: IndexDisk::new(backend, step), ..TimeIndex::default() }
     }
 
     fn entry_bytes(e: &E) -> usize {
@@ -246,6 +231,162 @@ impl<E: IndexEntry> TimeIndex<E> {
     }
 }
 
+/// A counted multiset of times (the watermark holds of a grouping's windows: how many windows
+/// hold each time), its earliest times in memory and the latest on disk past a cap, as a
+/// [`TimeIndex`] keeps its entries. On disk a time's count is a set of signed parts, summed when
+/// they come back: moving a count out writes it as one part, and a change to a time with no
+/// count in memory writes a part of +1 or -1, so nothing on disk is read to change it.
+#[derive(Default)]
+pub struct TimeCounts {
+    /// Counts in memory: with the parts on disk, each time's count.
+    mem: BTreeMap<Timestamp, u32>,
+    disk: Option<Box<IndexDisk>>,
+    /// The next part's number (each part on disk is a store key of its own).
+    next_part: u64,
+    error: Option<Error>,
+}
+
+/// Bytes a count in memory takes (its entry and the tree's share of a node).
+const COUNT_BYTES: usize = 40;
+
+impl IndexEntry for (u64, i64) {
+    fn heap_bytes(&self) -> usize {
+        0
+    }
+}
+
+impl TimeCounts {
+    /// A multiset for `step` that keeps its latest times on disk past its cap when `backend` is
+    /// the disk backend.
+    pub fn new(backend: &StateBackend, step: &str) -> Self {
+        TimeCounts { disk: IndexDisk::new(backend, step), ..TimeCounts::default() }
+    }
+
+    /// Adds one to `t`'s count.
+    pub fn add(&mut self, t: Timestamp) {
+        self.add_n(t, 1);
+    }
+
+    /// Adds `n` to `t`'s count.
+    pub fn add_n(&mut self, t: Timestamp, n: u32) {
+        *self.mem.entry(t).or_insert(0) += n;
+        if self.disk.as_ref().is_some_and(|d| self.mem.len() * COUNT_BYTES > d.cap) {
+            self.spill();
+        }
+    }
+
+    /// Takes one from `t`'s count.
+    pub fn remove(&mut self, t: Timestamp) {
+        match self.mem.entry(t) {
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+            std::collections::btree_map::Entry::Vacant(_) => {
+                // Counted on disk only.
+                if let Some(d) = self.disk.as_mut().filter(|d| d.boundary.is_some_and(|b| t >= b)) {
+                    let part = (self.next_part, -1i64);
+                    self.next_part += 1;
+                    d.stage(&(t, part), true, &mut self.error);
+                }
+            }
+        }
+        self.refill();
+    }
+
+    /// The earliest time with a count.
+    pub fn earliest(&self) -> Option<Timestamp> {
+        self.mem.first_key_value().map(|(t, _)| *t)
+    }
+
+    /// Times with a count on disk (parts written less parts read back).
+    pub fn on_disk(&self) -> usize {
+        self.disk.as_ref().map_or(0, |d| d.on_disk)
+    }
+
+    /// The counts, when none is on disk (for tests that check them against a recount).
+    pub fn in_memory(&self) -> Option<&BTreeMap<Timestamp, u32>> {
+        self.disk.as_ref().is_none_or(|d| d.boundary.is_none()).then_some(&self.mem)
+    }
+
+    /// Removes every count, in memory and on disk.
+    pub fn clear(&mut self) {
+        self.mem.clear();
+        if let Some(d) = self.disk.as_mut() {
+            if let Err(e) = d.clear() {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
+
+    /// A read or write of the store that failed since the last call.
+    pub fn take_error(&mut self) -> Result<()> {
+        self.error.take().map_or(Ok(()), Err)
+    }
+
+    /// Moves the latest times' counts to disk, down to half the cap, keeping the earliest.
+    fn spill(&mut self) {
+        let Some(d) = self.disk.as_mut() else { return };
+        d.cap = d.compute_cap();
+        let Some(first) = self.mem.first_key_value().map(|(t, _)| *t) else { return };
+        while self.mem.len() * COUNT_BYTES > d.cap / 2 {
+            let Some((t, n)) = self.mem.pop_last() else { break };
+            if t == first {
+                self.mem.insert(t, n);
+                break;
+            }
+            let part = (self.next_part, i64::from(n));
+            self.next_part += 1;
+            d.stage(&(t, part), true, &mut self.error);
+            d.boundary = Some(d.boundary.map_or(t, |b| b.min(t)));
+        }
+        if let Err(e) = d.flush() {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    /// Brings the next times' parts back from disk, summed into the counts, while the earliest
+    /// count in memory is not before the boundary (or memory has none) and parts wait there.
+    fn refill(&mut self) {
+        let Some(d) = self.disk.as_mut() else { return };
+        while let Some(b) = d.boundary {
+            if self.mem.first_key_value().is_some_and(|(t, _)| *t < b) {
+                return;
+            }
+            match d.load::<(u64, i64)>() {
+                Ok(parts) => {
+                    let mut sums: BTreeMap<Timestamp, i64> = BTreeMap::new();
+                    for (t, (_, n)) in parts {
+                        *sums.entry(t).or_insert(0) += n;
+                    }
+                    for (t, n) in sums {
+                        let total = i64::from(self.mem.get(&t).copied().unwrap_or(0)) + n;
+                        match u32::try_from(total) {
+                            Ok(0) => {
+                                self.mem.remove(&t);
+                            }
+                            Ok(n) => {
+                                self.mem.insert(t, n);
+                            }
+                            Err(_) => {
+                                let e = d.error("read a hold count", format!("a count of {total} at {t}"));
+                                self.error.get_or_insert(e);
+                                return;
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return;
+                }
+            }
+        }
+    }
+}
+
 /// A store key's time part: the time with its sign bit flipped, so that bytes order as times.
 fn time_bytes(t: Timestamp) -> [u8; 8] {
     ((t as u64) ^ (1 << 63)).to_be_bytes()
@@ -257,6 +398,25 @@ fn time_of(bytes: &[u8]) -> Option<Timestamp> {
 }
 
 impl IndexDisk {
+    /// The disk part of an index of `step`, on the disk backend.
+    fn new(backend: &StateBackend, step: &str) -> Option<Box<IndexDisk>> {
+        backend.is_disk().then(|| {
+            let mut d = IndexDisk {
+                backend: backend.clone(),
+                step: step.to_string(),
+                area: None,
+                boundary: None,
+                pending: BTreeMap::new(),
+                pending_bytes: 0,
+                on_disk: 0,
+                hashes: hashbrown::HashMap::new(),
+                cap: 0,
+            };
+            d.cap = d.compute_cap();
+            Box::new(d)
+        })
+    }
+
     fn compute_cap(&self) -> usize {
         // Three indexes of a stateful step partition each keep a sixteenth of its equal share.
         self.backend.part_cap(16)
@@ -517,6 +677,52 @@ mod tests {
         index.take_error().unwrap();
         assert_eq!(drained, model.into_iter().collect::<Vec<_>>());
         assert_eq!(index.on_disk(), 0);
+    }
+
+    /// Past its cap, a counted multiset keeps its latest times' counts on disk as parts, and its
+    /// earliest time is always a recount's, through adds and removes in any order.
+    #[test]
+    fn counts_past_their_cap_stay_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = disk(dir.path());
+        let mut counts = TimeCounts::new(&backend, "step");
+        let mut model: BTreeMap<Timestamp, u32> = BTreeMap::new();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut most = 0;
+        for round in 0..60_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            // Times drift forward as holds do, with removals of held times anywhere.
+            if rng % 10 < 6 || model.is_empty() {
+                let t = (round / 20) as i64 + (rng >> 40) as i64 % 2_000;
+                *model.entry(t).or_insert(0) += 1;
+                counts.add(t);
+            } else {
+                let i = (rng >> 20) as usize % model.len().min(if rng.is_multiple_of(3) { 5 } else { usize::MAX });
+                let t = *model.keys().nth(i).unwrap();
+                let n = model.get_mut(&t).unwrap();
+                *n -= 1;
+                if *n == 0 {
+                    model.remove(&t);
+                }
+                counts.remove(t);
+            }
+            counts.take_error().unwrap();
+            assert_eq!(counts.earliest(), model.keys().next().copied(), "round {round}");
+            most = most.max(counts.on_disk());
+        }
+        assert!(most > 100, "the counts never went to disk: {most}");
+        // Drained from the earliest: every count comes back whole.
+        while let Some(t) = counts.earliest() {
+            let n = model.remove(&t).unwrap_or_else(|| panic!("{t} is not held"));
+            for _ in 0..n {
+                counts.remove(t);
+            }
+            counts.take_error().unwrap();
+            assert_eq!(counts.earliest(), model.keys().next().copied());
+        }
+        assert!(model.is_empty());
     }
 
     #[test]
