@@ -76,6 +76,9 @@ struct IndexDisk {
     hashes: hashbrown::HashMap<u64, u32>,
     /// The cap of the entries in memory, as last computed.
     cap: usize,
+    /// The last store key a load took (its time's entries may be split between loads); cleared
+    /// by a write, which may lie before it.
+    taken_to: Option<Vec<u8>>,
 }
 
 impl<E: IndexEntry> TimeIndex<E> {
@@ -89,7 +92,8 @@ impl<E: IndexEntry> TimeIndex<E> {
         std::mem::size_of::<(Timestamp, E)>() + NODE_OVERHEAD + e.heap_bytes()
     }
 
-    /// The earliest entry.
+    /// An entry of the earliest time: the first in memory, which is of the earliest time
+    /// anywhere (entries of the same time may wait on disk, in another order).
     pub fn first(&self) -> Option<&(Timestamp, E)> {
         self.mem.first()
     }
@@ -107,11 +111,11 @@ impl<E: IndexEntry> TimeIndex<E> {
         self.mem.is_empty()
     }
 
-    /// The earliest entries, in order: those in memory before any on disk (the entries after
-    /// them come back from disk as these leave).
+    /// The earliest entries, in time order: those in memory not after any on disk (the entries
+    /// after them come back from disk as these leave).
     pub fn iter_first(&self) -> impl Iterator<Item = &(Timestamp, E)> {
         let boundary = self.disk.as_ref().and_then(|d| d.boundary);
-        self.mem.iter().take_while(move |(t, _)| boundary.is_none_or(|b| *t < b))
+        self.mem.iter().take_while(move |(t, _)| boundary.is_none_or(|b| *t <= b))
     }
 
     /// Entries on disk.
@@ -119,10 +123,16 @@ impl<E: IndexEntry> TimeIndex<E> {
         self.disk.as_ref().map_or(0, |d| d.on_disk)
     }
 
-    /// Adds an entry; whether it was not in memory. (An entry on disk too is the same entry
-    /// once it comes back.)
+    /// Adds an entry; whether it was not in memory. (An entry that may be on disk moves to
+    /// memory: one entry is never in both, where its copies could leave one at a time.)
     pub fn insert(&mut self, entry: (Timestamp, E)) -> bool {
         let bytes = Self::entry_bytes(&entry.1);
+        if let Some(d) = self.disk.as_mut() {
+            if d.boundary.is_some_and(|b| entry.0 >= b) {
+                // A removal staged only when the entry may be there.
+                d.stage(&entry, false, &mut self.error);
+            }
+        }
         if !self.mem.insert(entry) {
             return false;
         }
@@ -151,7 +161,7 @@ impl<E: IndexEntry> TimeIndex<E> {
         found
     }
 
-    /// Removes and returns the earliest entry.
+    /// Removes and returns an entry of the earliest time ([`TimeIndex::first`]).
     pub fn pop_first(&mut self) -> Option<(Timestamp, E)> {
         let first = self.mem.pop_first()?;
         self.mem_bytes -= Self::entry_bytes(&first.1).min(self.mem_bytes);
@@ -186,34 +196,30 @@ impl<E: IndexEntry> TimeIndex<E> {
         if self.mem_bytes <= d.cap {
             return;
         }
-        let Some(first) = self.mem.first().map(|(t, _)| *t) else { return };
-        while self.mem_bytes > d.cap / 2 {
-            let Some(t) = self.mem.last().map(|(t, _)| *t) else { break };
-            if t == first {
-                break;
-            }
-            while self.mem.last().is_some_and(|(l, _)| *l == t) {
-                let Some(entry) = self.mem.pop_last() else { break };
-                self.mem_bytes -= Self::entry_bytes(&entry.1).min(self.mem_bytes);
-                d.stage(&entry, true, &mut self.error);
-            }
-            d.boundary = Some(d.boundary.map_or(t, |b| b.min(t)));
+        // Entries leave one by one, latest first, the first always staying: at one time
+        // (fixed windows: every key's timer at the window's end) a time's entries may be split
+        // between memory and disk.
+        while self.mem_bytes > d.cap / 2 && self.mem.len() > 1 {
+            let Some(entry) = self.mem.pop_last() else { break };
+            self.mem_bytes -= Self::entry_bytes(&entry.1).min(self.mem_bytes);
+            d.stage(&entry, true, &mut self.error);
+            d.boundary = Some(d.boundary.map_or(entry.0, |b| b.min(entry.0)));
         }
         if let Err(e) = d.flush() {
             self.error.get_or_insert(e);
         }
     }
 
-    /// Brings the next times back from disk while the first entry in memory is not before
-    /// the boundary (or memory is empty) and entries wait there: up to half the cap at a time,
-    /// a time's entries together. (An entry both in memory and on disk is one entry again.)
+    /// Brings the next entries back from disk while the first entry in memory is after the
+    /// boundary (or memory is empty) and entries wait there: up to half the cap at a time, in
+    /// time order. (An entry both in memory and on disk is one entry again.)
     fn refill(&mut self) {
         let Some(d) = self.disk.as_mut() else { return };
         while let Some(b) = d.boundary {
-            if self.mem.first().is_some_and(|(t, _)| *t < b) {
+            if self.mem.first().is_some_and(|(t, _)| *t <= b) {
                 return;
             }
-            match d.load::<E>() {
+            match d.load::<E>(false) {
                 Ok(entries) => {
                     for entry in entries {
                         let bytes = Self::entry_bytes(&entry.1);
@@ -355,7 +361,7 @@ impl TimeCounts {
             if self.mem.first_key_value().is_some_and(|(t, _)| *t < b) {
                 return;
             }
-            match d.load::<(u64, i64)>() {
+            match d.load::<(u64, i64)>(true) {
                 Ok(parts) => {
                     let mut sums: BTreeMap<Timestamp, i64> = BTreeMap::new();
                     for (t, (_, n)) in parts {
@@ -411,6 +417,7 @@ impl IndexDisk {
                 on_disk: 0,
                 hashes: hashbrown::HashMap::new(),
                 cap: 0,
+                taken_to: None,
             };
             d.cap = d.compute_cap();
             Box::new(d)
@@ -464,6 +471,7 @@ impl IndexDisk {
         // entries in memory alone (a stateful DoFn moves its key's timer with each element).
         let h = super::key_hash(&key[8..]);
         if put {
+            self.taken_to = None;
             *self.hashes.entry(h).or_default() += 1;
             self.on_disk += 1;
         } else {
@@ -525,26 +533,34 @@ impl IndexDisk {
         batch.commit().map_err(|e| self.error("write an index", e))
     }
 
-    /// Takes the next times' entries off disk, up to half the cap (a time's entries together),
-    /// and moves the boundary to the time after them (`None`: the disk part emptied).
-    fn load<E: IndexEntry>(&mut self) -> Result<Vec<(Timestamp, E)>> {
+    /// Takes the next entries off disk in time order, up to half the cap (a time's entries
+    /// together when `whole_times`), and moves the boundary to the time of the next one
+    /// (`None`: the disk part emptied).
+    fn load<E: IndexEntry>(&mut self, whole_times: bool) -> Result<Vec<(Timestamp, E)>> {
         let Some(boundary) = self.boundary else { return Ok(Vec::new()) };
         self.flush()?;
         let half = self.cap / 2;
+        let taken_to = self.taken_to.take();
         let area = self.area()?;
         let prefix = area.prefix;
         let (ks, db) = area.store_handles()?;
         let mut from = prefix.to_vec();
         from.extend_from_slice(&time_bytes(boundary));
+        // Within a time split between loads, from where the last load stopped (its entries
+        // left tombstones there).
+        let from = match taken_to {
+            Some(k) if k > from => Bound::Excluded(k),
+            _ => Bound::Included(from),
+        };
         let (mut out, mut taken, mut bytes, mut next) = (Vec::new(), Vec::new(), 0usize, None);
-        for kv in ks.range::<Vec<u8>, _>((Bound::Included(from), Bound::Unbounded)) {
+        for kv in ks.range::<Vec<u8>, _>((from, Bound::Unbounded)) {
             let k = kv.key().map_err(|e| self.error("read an index", e))?;
             if !k.starts_with(&prefix) {
                 break;
             }
             let malformed = || self.error("read an index", "a malformed entry");
             let t = time_of(&k[8..]).ok_or_else(malformed)?;
-            if bytes >= half && out.last().is_some_and(|(l, _): &(Timestamp, E)| *l != t) {
+            if bytes >= half && (!whole_times || out.last().is_some_and(|(l, _): &(Timestamp, E)| *l != t)) {
                 next = Some(t);
                 break;
             }
@@ -569,6 +585,7 @@ impl IndexDisk {
             self.on_disk = 0;
         }
         self.boundary = next;
+        self.taken_to = taken.pop();
         Ok(out)
     }
 
@@ -578,6 +595,7 @@ impl IndexDisk {
         self.pending_bytes = 0;
         self.on_disk = 0;
         self.hashes.clear();
+        self.taken_to = None;
         if self.boundary.take().is_none() && self.area.is_none() {
             return Ok(());
         }
@@ -644,7 +662,10 @@ mod tests {
         let mut max_on_disk = 0;
         for round in 0..40_000 {
             let r = next();
-            let e = entry((r % 5_000) as i64 - 100, (r >> 20) as u32 % 3_000);
+            // Half the entries spread over 5,000 times, half on 20 (fixed windows: many keys'
+            // timers at one time).
+            let t = if r & 1 == 0 { (r % 5_000) as i64 - 100 } else { (r % 20) as i64 * 250 };
+            let e = entry(t, (r >> 20) as u32 % 3_000);
             match r >> 60 {
                 0..=8 => {
                     let new = model.insert(e.clone());
@@ -659,22 +680,34 @@ mod tests {
                         assert!(index.remove(&e), "round {round}");
                     }
                 }
-                _ => assert_eq!(index.pop_first(), model.pop_first(), "round {round}"),
+                _ => match index.pop_first() {
+                    // An entry of the earliest time (not necessarily the first of that time).
+                    Some(e) => {
+                        assert_eq!(Some(e.0), model.first().map(|f| f.0), "round {round}");
+                        assert!(model.remove(&e), "round {round}: {e:?} was not held");
+                    }
+                    None => assert!(model.is_empty(), "round {round}"),
+                },
             }
             index.take_error().unwrap();
-            assert_eq!(index.first(), model.first(), "round {round}");
+            assert_eq!(index.first().map(|e| e.0), model.first().map(|e| e.0), "round {round}");
+            if let Some(e) = index.first() {
+                assert!(model.contains(e), "round {round}");
+            }
             if round % 97 == 0 {
                 assert_eq!(index.last_time().unwrap(), model.last().map(|(t, _)| *t), "round {round}");
             }
             max_on_disk = max_on_disk.max(index.on_disk());
         }
         assert!(max_on_disk > 1_000, "the index never went to disk: {max_on_disk}");
-        // Drained in order, every entry once.
+        // Drained in time order, every entry once.
         let mut drained = Vec::new();
         while let Some(e) = index.pop_first() {
             drained.push(e);
         }
         index.take_error().unwrap();
+        assert!(drained.windows(2).all(|w| w[0].0 <= w[1].0));
+        drained.sort();
         assert_eq!(drained, model.into_iter().collect::<Vec<_>>());
         assert_eq!(index.on_disk(), 0);
     }
@@ -743,21 +776,24 @@ mod tests {
         assert_eq!(index.pop_first(), None);
     }
 
-    /// Entries all at one time never leave memory: its first time stays whole.
+    /// Entries all at one time (every key's timer at a fixed window's end) go to disk past the
+    /// cap too, and come back a part at a time.
     #[test]
-    fn the_earliest_time_stays_in_memory_whole() {
+    fn entries_of_one_time_go_to_disk_and_come_back_in_parts() {
         let dir = tempfile::tempdir().unwrap();
         let backend = disk(dir.path());
         let mut index: TimeIndex<E> = TimeIndex::new(&backend, "step");
         for i in 0..5_000 {
             index.insert(entry(7, i));
         }
-        assert_eq!(index.on_disk(), 0);
-        index.insert(entry(8, 0));
+        assert!(index.on_disk() > 4_000, "{}", index.on_disk());
+        assert!(index.mem.len() < 1_000);
         index.insert(entry(9, 0));
-        assert!(index.on_disk() >= 1);
+        index.insert(entry(8, 0));
         let drained: Vec<_> = std::iter::from_fn(|| index.pop_first()).collect();
+        index.take_error().unwrap();
         assert_eq!(drained.len(), 5_002);
-        assert_eq!(drained.last(), Some(&entry(9, 0)));
+        assert!(drained[..5_000].iter().all(|e| e.0 == 7));
+        assert_eq!(&drained[5_000..], &[entry(8, 0), entry(9, 0)]);
     }
 }
