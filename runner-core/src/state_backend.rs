@@ -87,6 +87,15 @@ impl StateBackend {
         Ok(Some(Spill::area(disk, step, false)))
     }
 
+    /// An area of the store's keyspace of time indexes for `step`, not counted in the budget's
+    /// shares, or `None` on the memory backend.
+    pub fn index_area(&self, step: &str) -> Result<Option<Spill>> {
+        Ok(self.uncounted_area(step)?.map(|mut area| {
+            area.index = true;
+            area
+        }))
+    }
+
     /// A spill area for one operator instance of `step`, or `None` on the memory backend.
     pub fn spill(&self, step: &str) -> Result<Option<Spill>> {
         let Some(disk) = &self.disk else { return Ok(None) };
@@ -134,7 +143,10 @@ struct DiskStore {
 
 struct Opened {
     /// Dropped before the folder is removed.
-    db: Mutex<Option<(fjall::Database, fjall::Keyspace)>>,
+    /// The database, its keyspace of key states, and that of time indexes (timers, holds:
+    /// written, read back and removed in time order, so their tombstones never lie among the
+    /// states' keys that reads look up).
+    db: Mutex<Option<(fjall::Database, fjall::Keyspace, fjall::Keyspace)>>,
     dir: PathBuf,
 }
 
@@ -144,7 +156,8 @@ impl DiskStore {
             static SEQ: AtomicU64 = AtomicU64::new(0);
             let name = format!("weir-state-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
             let dir = self.parent.join(name);
-            let open = || -> std::result::Result<(fjall::Database, fjall::Keyspace), String> {
+            type Handles = (fjall::Database, fjall::Keyspace, fjall::Keyspace);
+            let open = || -> std::result::Result<Handles, String> {
                 std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                 // The store is a cache of state a checkpoint already holds: its journal is
                 // never synced. It keeps fjall's default worker threads: with one, memtables
@@ -165,19 +178,27 @@ impl DiskStore {
                     ))
                 };
                 let ks = db.keyspace("state", options).map_err(|e| e.to_string())?;
-                Ok((db, ks))
+                // Index entries are small and many: smaller memtables, so that what leaves the
+                // indexes' memory does not wait in the store's (16 MiB and the sealed ones).
+                let index = db.keyspace("index", || options().max_memtable_size(4 << 20)).map_err(|e| e.to_string())?;
+                Ok((db, ks, index))
             };
             open()
-                .map(|(db, ks)| Opened { db: Mutex::new(Some((db, ks))), dir: dir.clone() })
+                .map(|handles| Opened { db: Mutex::new(Some(handles)), dir: dir.clone() })
                 .map_err(|e| format!("cannot open the disk state store in {}: {e}", dir.display()))
         });
         opened.as_ref().map_err(|message| Error::Execution { step: step.to_string(), message: message.clone() })
     }
 
     fn keyspace(&self, step: &str) -> Result<fjall::Keyspace> {
+        self.keyspace_of(step, false)
+    }
+
+    /// The keyspace of key states, or of time indexes (`index`).
+    fn keyspace_of(&self, step: &str, index: bool) -> Result<fjall::Keyspace> {
         let opened = self.open(step)?;
         let db = opened.db.lock().unwrap_or_else(|p| p.into_inner());
-        db.as_ref().map(|(_, ks)| ks.clone()).ok_or_else(|| Error::Execution {
+        db.as_ref().map(|(_, ks, i)| if index { i.clone() } else { ks.clone() }).ok_or_else(|| Error::Execution {
             step: step.to_string(),
             message: format!("the disk state store in {} is closed", opened.dir.display()),
         })
@@ -238,6 +259,16 @@ pub struct SpillTotals {
     pub read_back_time_ms: u64,
 }
 
+/// Waits (up to 2 s) while the store has memtables waiting to be flushed. A batch does not wait
+/// for the store's flushes as single writes do: without this, memtables waiting to be flushed
+/// would pile up in memory while state leaves faster than the store's one worker writes it out.
+fn wait_for_flushes(ks: &fjall::Keyspace) {
+    let waited = std::time::Instant::now();
+    while ks.sealed_memtable_count() >= 2 && waited.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
 /// One operator instance's part of the disk store: the keys it moved out, under its own prefix.
 /// Knows which keys it holds (by a hash each), so a key never moved out costs no disk lookup.
 ///
@@ -268,6 +299,9 @@ pub struct Spill {
     store_used: bool,
     /// Whether the instance counts in the budget's shares (not a [`Spill::sibling`]).
     counted: bool,
+    /// Whether the area is a time index's ([`StateBackend::index_area`]), in the store's
+    /// keyspace of indexes.
+    index: bool,
     /// The state in memory this instance last reported ([`Spill::report`]).
     reported: usize,
 }
@@ -322,6 +356,7 @@ impl Spill {
             runs: None,
             store_used: false,
             counted,
+            index: false,
             reported: 0,
         }
     }
@@ -392,11 +427,12 @@ impl Spill {
         n.and_then(|n| stored.get(12..12 + n)).ok_or_else(|| self.error("read", "a malformed key in the store"))
     }
 
-    /// The store's keyspace and database, for a write batch.
+    /// The store's keyspace (of time indexes for an index's area) and database, for a write
+    /// batch.
     fn store_handles(&self) -> Result<(fjall::Keyspace, fjall::Database)> {
-        let ks = self.store.keyspace(&self.step)?;
+        let ks = self.store.keyspace_of(&self.step, self.index)?;
         let opened = self.store.open(&self.step)?;
-        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _)| db.clone());
+        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _, _)| db.clone());
         db.map(|db| (ks, db)).ok_or_else(|| self.error("write", "closed"))
     }
 
@@ -504,7 +540,7 @@ impl Spill {
         let start = std::time::Instant::now();
         let ks = self.store.keyspace(&self.step)?;
         let opened = self.store.open(&self.step)?;
-        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _)| db.clone());
+        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _, _)| db.clone());
         let Some(db) = db else { return Err(self.error("write", "closed")) };
         let mut batch = db.batch();
         let (mut bytes, n) = (0usize, states.len());
@@ -519,13 +555,7 @@ impl Spill {
             batch.insert(&ks, stored, value);
         }
         batch.commit().map_err(|e| self.error("write", e))?;
-        // A batch does not wait for the store's flushes as single writes do: without this,
-        // memtables waiting to be flushed would pile up in memory while keys leave faster
-        // than the store's one worker writes them out.
-        let waited = std::time::Instant::now();
-        while ks.sealed_memtable_count() >= 2 && waited.elapsed() < std::time::Duration::from_secs(2) {
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
+        wait_for_flushes(&ks);
         self.spilled(bytes, n, start);
         Ok(())
     }
@@ -728,7 +758,7 @@ impl Spill {
             return Ok(());
         }
         let opened = self.store.open(&self.step)?;
-        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _)| db.clone());
+        let db = opened.db.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(db, _, _)| db.clone());
         let Some(db) = db else { return Err(self.error("remove", "closed")) };
         let mut batch = db.batch();
         for k in stored {

@@ -79,6 +79,10 @@ struct IndexDisk {
     /// The last store key a load took (its time's entries may be split between loads); cleared
     /// by a write, which may lie before it.
     taken_to: Option<Vec<u8>>,
+    /// Whether anything was written since the disk part was last cleared (a clear of a part
+    /// never written reads nothing: a grouping clears its timers on every call at the end of
+    /// its input).
+    written: bool,
 }
 
 impl<E: IndexEntry> TimeIndex<E> {
@@ -418,6 +422,7 @@ impl IndexDisk {
                 hashes: hashbrown::HashMap::new(),
                 cap: 0,
                 taken_to: None,
+                written: false,
             };
             d.cap = d.compute_cap();
             Box::new(d)
@@ -431,7 +436,7 @@ impl IndexDisk {
 
     fn area(&mut self) -> Result<&mut Spill> {
         if self.area.is_none() {
-            self.area = self.backend.uncounted_area(&self.step)?;
+            self.area = self.backend.index_area(&self.step)?;
         }
         self.area.as_mut().ok_or_else(|| Error::Internal {
             component: "time index".into(),
@@ -472,6 +477,7 @@ impl IndexDisk {
         let h = super::key_hash(&key[8..]);
         if put {
             self.taken_to = None;
+            self.written = true;
             *self.hashes.entry(h).or_default() += 1;
             self.on_disk += 1;
         } else {
@@ -530,7 +536,9 @@ impl IndexDisk {
                 false => batch.remove(&ks, key),
             }
         }
-        batch.commit().map_err(|e| self.error("write an index", e))
+        batch.commit().map_err(|e| self.error("write an index", e))?;
+        super::wait_for_flushes(&ks);
+        Ok(())
     }
 
     /// Takes the next entries off disk in time order, up to half the cap (a time's entries
@@ -596,7 +604,8 @@ impl IndexDisk {
         self.on_disk = 0;
         self.hashes.clear();
         self.taken_to = None;
-        if self.boundary.take().is_none() && self.area.is_none() {
+        self.boundary = None;
+        if !std::mem::take(&mut self.written) {
             return Ok(());
         }
         let area = self.area()?;
