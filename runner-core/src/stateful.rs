@@ -75,7 +75,7 @@ struct Store {
     dirty: crate::checkpoint::Changed<Kw>,
     changes: StateChanges,
     /// The disk backend's part (`--state-backend disk`): keys and windows past the budget
-    /// wait on disk, their timer, hold and expiry indexes in memory.
+    /// wait on disk (their timer, hold and expiry index entries too, past the indexes' caps).
     disk: Option<Box<StoreDisk>>,
 }
 

@@ -3,9 +3,11 @@
 //! job's disk store ([`crate::state_backend`]), and reads a key back before anything looks at
 //! it: a batch's rows, a timer, the end of the input.
 //!
-//! Only the window states move. Timers and watermark holds stay in memory (a few dozen bytes a
-//! window against the buffered values), so the output watermark and every due timer are known
-//! without reading the disk; a timer of a key on disk reads it back when it fires. A bounded
+//! The window states move here; their timers and watermark holds are indexes ordered by time
+//! that keep their earliest entries in memory and their latest on the store past a cap of their
+//! own ([`crate::state_backend::TimeIndex`], [`crate::state_backend::TimeCounts`]), so the
+//! output watermark and every due timer are known without reading the disk; a timer of a key on
+//! disk reads it back when it fires. A bounded
 //! input, whose windows all wait for its end, thus groups any amount of data in a fixed amount
 //! of memory: at its end the keys on disk come back in key order, a run at a time.
 //!

@@ -177,11 +177,7 @@ impl<E: IndexEntry> TimeIndex<E> {
     pub fn clear(&mut self) {
         self.mem.clear();
         self.mem_bytes = 0;
-        if let Some(d) = self.disk.as_mut() {
-            if let Err(e) = d.clear() {
-                self.error.get_or_insert(e);
-            }
-        }
+        IndexDisk::clear_part(&mut self.disk, &mut self.error);
     }
 
     /// A read or write of the store that failed since the last call: the index may then miss
@@ -324,11 +320,7 @@ impl TimeCounts {
     /// Removes every count, in memory and on disk.
     pub fn clear(&mut self) {
         self.mem.clear();
-        if let Some(d) = self.disk.as_mut() {
-            if let Err(e) = d.clear() {
-                self.error.get_or_insert(e);
-            }
-        }
+        IndexDisk::clear_part(&mut self.disk, &mut self.error);
     }
 
     /// A read or write of the store that failed since the last call.
@@ -595,6 +587,13 @@ impl IndexDisk {
         self.boundary = next;
         self.taken_to = taken.pop();
         Ok(out)
+    }
+
+    /// Removes every entry of `disk`, noting a failure in `error`.
+    fn clear_part(disk: &mut Option<Box<IndexDisk>>, error: &mut Option<Error>) {
+        if let Some(Err(e)) = disk.as_mut().map(|d| d.clear()) {
+            error.get_or_insert(e);
+        }
     }
 
     /// Removes every entry on disk.
