@@ -306,6 +306,16 @@ pub struct Spill {
     reported: usize,
 }
 
+/// Takes one from the count of hash `h` (dropping it at zero); whether it was counted.
+fn count_down(counts: &mut hashbrown::HashMap<u64, u32>, h: u64) -> bool {
+    let hashbrown::hash_map::Entry::Occupied(mut e) = counts.entry(h) else { return false };
+    *e.get_mut() -= 1;
+    if *e.get() == 0 {
+        e.remove();
+    }
+    true
+}
+
 fn key_hash(key: &[u8]) -> u64 {
     use std::hash::BuildHasher;
     static HASHER: OnceLock<hashbrown::DefaultHashBuilder> = OnceLock::new();
@@ -617,12 +627,7 @@ impl Spill {
     }
 
     fn forget(&mut self, h: u64, bytes: usize) {
-        if let hashbrown::hash_map::Entry::Occupied(mut e) = self.on_disk.entry(h) {
-            *e.get_mut() -= 1;
-            if *e.get() == 0 {
-                e.remove();
-            }
-        }
+        count_down(&mut self.on_disk, h);
         self.bytes_on_disk -= bytes.min(self.bytes_on_disk);
     }
 

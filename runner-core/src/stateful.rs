@@ -50,10 +50,9 @@ fn decode_meta(step: &str, value: &[u8]) -> Result<(Meta, Option<LegacySides>)> 
     }
 }
 
-/// The state of every key and window, with timer, hold and expiry indexes. The event-time
-/// timer, hold and expiry indexes have an entry for every key and window, including those on
-/// disk: on the disk backend they keep their latest entries on disk past a cap of their own
-/// ([`TimeIndex`]).
+/// The state of every key and window, with timer, hold and expiry indexes. The indexes have an
+/// entry for every key and window, including those on disk: on the disk backend they keep their
+/// latest entries on disk past a cap of their own ([`TimeIndex`]).
 #[derive(Default)]
 struct Store {
     states: HashMap<Kw, KeyedState>,

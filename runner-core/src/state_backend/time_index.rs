@@ -42,6 +42,11 @@ impl IndexEntry for (Vec<u8>, weir_sdk::window::Window, String, String) {
 /// Memory a B-tree set spends on each entry beside the entry itself (node slack and edges).
 const NODE_OVERHEAD: usize = 16;
 
+/// Bytes an entry takes in an index's memory.
+fn entry_bytes<E: IndexEntry>(e: &E) -> usize {
+    std::mem::size_of::<(Timestamp, E)>() + NODE_OVERHEAD + e.heap_bytes()
+}
+
 /// An ordered set of `(time, entry)`, its earliest entries in memory (see the module's notes).
 pub struct TimeIndex<E: IndexEntry> {
     mem: BTreeSet<(Timestamp, E)>,
@@ -83,6 +88,8 @@ struct IndexDisk {
     /// never written reads nothing: a grouping clears its timers on every call at the end of
     /// its input).
     written: bool,
+    /// A store key being encoded, kept for reuse.
+    scratch: Vec<u8>,
 }
 
 impl<E: IndexEntry> TimeIndex<E> {
@@ -90,10 +97,6 @@ impl<E: IndexEntry> TimeIndex<E> {
     /// backend, and all of them in memory otherwise.
     pub fn new(backend: &StateBackend, step: &str) -> Self {
         TimeIndex { disk: IndexDisk::new(backend, step), ..TimeIndex::default() }
-    }
-
-    fn entry_bytes(e: &E) -> usize {
-        std::mem::size_of::<(Timestamp, E)>() + NODE_OVERHEAD + e.heap_bytes()
     }
 
     /// An entry of the earliest time: the first in memory, which is of the earliest time
@@ -130,7 +133,7 @@ impl<E: IndexEntry> TimeIndex<E> {
     /// Adds an entry; whether it was not in memory. (An entry that may be on disk moves to
     /// memory: one entry is never in both, where its copies could leave one at a time.)
     pub fn insert(&mut self, entry: (Timestamp, E)) -> bool {
-        let bytes = Self::entry_bytes(&entry.1);
+        let bytes = entry_bytes(&entry.1);
         if let Some(d) = self.disk.as_mut() {
             if d.boundary.is_some_and(|b| entry.0 >= b) {
                 // A removal staged only when the entry may be there.
@@ -152,7 +155,7 @@ impl<E: IndexEntry> TimeIndex<E> {
     pub fn remove(&mut self, entry: &(Timestamp, E)) -> bool {
         let mut found = false;
         if self.mem.remove(entry) {
-            self.mem_bytes -= Self::entry_bytes(&entry.1).min(self.mem_bytes);
+            self.mem_bytes -= entry_bytes(&entry.1).min(self.mem_bytes);
             found = true;
         }
         if let Some(d) = self.disk.as_mut() {
@@ -168,7 +171,7 @@ impl<E: IndexEntry> TimeIndex<E> {
     /// Removes and returns an entry of the earliest time ([`TimeIndex::first`]).
     pub fn pop_first(&mut self) -> Option<(Timestamp, E)> {
         let first = self.mem.pop_first()?;
-        self.mem_bytes -= Self::entry_bytes(&first.1).min(self.mem_bytes);
+        self.mem_bytes -= entry_bytes(&first.1).min(self.mem_bytes);
         self.refill();
         Some(first)
     }
@@ -201,7 +204,7 @@ impl<E: IndexEntry> TimeIndex<E> {
         // between memory and disk.
         while self.mem_bytes > d.cap / 2 && self.mem.len() > 1 {
             let Some(entry) = self.mem.pop_last() else { break };
-            self.mem_bytes -= Self::entry_bytes(&entry.1).min(self.mem_bytes);
+            self.mem_bytes -= entry_bytes(&entry.1).min(self.mem_bytes);
             d.stage(&entry, true, &mut self.error);
             d.boundary = Some(d.boundary.map_or(entry.0, |b| b.min(entry.0)));
         }
@@ -222,7 +225,7 @@ impl<E: IndexEntry> TimeIndex<E> {
             match d.load::<E>(false) {
                 Ok(entries) => {
                     for entry in entries {
-                        let bytes = Self::entry_bytes(&entry.1);
+                        let bytes = entry_bytes(&entry.1);
                         if self.mem.insert(entry) {
                             self.mem_bytes += bytes;
                         }
@@ -332,13 +335,8 @@ impl TimeCounts {
     fn spill(&mut self) {
         let Some(d) = self.disk.as_mut() else { return };
         d.cap = d.compute_cap();
-        let Some(first) = self.mem.first_key_value().map(|(t, _)| *t) else { return };
-        while self.mem.len() * COUNT_BYTES > d.cap / 2 {
+        while self.mem.len() > 1 && self.mem.len() * COUNT_BYTES > d.cap / 2 {
             let Some((t, n)) = self.mem.pop_last() else { break };
-            if t == first {
-                self.mem.insert(t, n);
-                break;
-            }
             let part = (self.next_part, i64::from(n));
             self.next_part += 1;
             d.stage(&(t, part), true, &mut self.error);
@@ -415,6 +413,7 @@ impl IndexDisk {
                 cap: 0,
                 taken_to: None,
                 written: false,
+                scratch: Vec::new(),
             };
             d.cap = d.compute_cap();
             Box::new(d)
@@ -454,35 +453,32 @@ impl IndexDisk {
                 return;
             }
         };
-        let mut key = Vec::with_capacity(32);
+        // The store key is encoded into a buffer kept for reuse: most removals are of entries in
+        // memory alone (a stateful DoFn moves its key's timer with each element), and they
+        // allocate nothing.
+        let mut key = std::mem::take(&mut self.scratch);
+        key.clear();
         key.extend_from_slice(&prefix);
         key.extend_from_slice(&time_bytes(entry.0));
-        match postcard::to_stdvec(&entry.1) {
-            Ok(bytes) => key.extend_from_slice(&bytes),
+        key = match postcard::to_extend(&entry.1, key) {
+            Ok(key) => key,
             Err(e) => {
                 error.get_or_insert(self.error("encode an index entry", e));
                 return;
             }
-        }
-        // Only a removal of an entry that may be on disk goes there: most removals are of
-        // entries in memory alone (a stateful DoFn moves its key's timer with each element).
+        };
+        // Only a removal of an entry that may be on disk goes there.
         let h = super::key_hash(&key[8..]);
         if put {
             self.taken_to = None;
             self.written = true;
             *self.hashes.entry(h).or_default() += 1;
             self.on_disk += 1;
-        } else {
-            match self.hashes.entry(h) {
-                hashbrown::hash_map::Entry::Occupied(mut e) => {
-                    *e.get_mut() -= 1;
-                    if *e.get() == 0 {
-                        e.remove();
-                    }
-                }
-                hashbrown::hash_map::Entry::Vacant(_) => return,
-            }
+        } else if super::count_down(&mut self.hashes, h) {
             self.on_disk = self.on_disk.saturating_sub(1);
+        } else {
+            self.scratch = key;
+            return;
         }
         self.pending_bytes += key.len();
         self.pending.insert(key, put);
@@ -565,14 +561,9 @@ impl IndexDisk {
                 break;
             }
             let e: E = postcard::from_bytes(&k[16..]).map_err(|e| self.error("read an index entry", e))?;
-            bytes += std::mem::size_of::<(Timestamp, E)>() + NODE_OVERHEAD + e.heap_bytes();
+            bytes += entry_bytes(&e);
             out.push((t, e));
-            if let hashbrown::hash_map::Entry::Occupied(mut e) = self.hashes.entry(super::key_hash(&k[8..])) {
-                *e.get_mut() -= 1;
-                if *e.get() == 0 {
-                    e.remove();
-                }
-            }
+            super::count_down(&mut self.hashes, super::key_hash(&k[8..]));
             taken.push(k.to_vec());
         }
         let mut batch = db.batch();
