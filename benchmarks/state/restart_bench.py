@@ -11,7 +11,8 @@ run's.
     cargo build --release -p weir-nexmark
     python3 benchmarks/state/restart_bench.py --query 9 --num-events 20000000 --budget 64m
 
-`--launchers A,B` compares builds (say, one from before a change, copied aside, and the
+`--resume-args '--partitions 3'` resumes at another parallelism (the first run has the
+default, eight partitions per core). `--launchers A,B` compares builds (say, one from before a change, copied aside, and the
 current one); the first one runs the uninterrupted run and the stopped one.
 """
 
@@ -35,12 +36,16 @@ def main():
     ap.add_argument("--budget", default="64m")
     ap.add_argument("--stop-after", type=float, default=10.0, help="seconds before the first run is stopped")
     ap.add_argument("--launchers", default=os.path.join(ROOT, "target", "release", "nexmark"))
+    ap.add_argument("--query-args", default="", help="options added to every run, e.g. '--max-auctions-waiting-time 31536000'")
+    ap.add_argument("--resume-args", default="",
+                    help="options added to the resumed runs only, e.g. '--partitions 3' (a restart at another "
+                         "parallelism: the state is spread over the new partitions key group by key group)")
     a = ap.parse_args()
     launchers = a.launchers.split(",")
     work = tempfile.mkdtemp(prefix="weir-restart-")
     try:
         base = ["--query", a.query, "--num-events", a.num_events, "--streaming", "--max-batch-size", "100000",
-                "--state-backend", "disk", "--state-memory-budget", a.budget, "--state-local-dir", work]
+                "--state-backend", "disk", "--state-memory-budget", a.budget, "--state-local-dir", work] + a.query_args.split()
         whole = os.path.join(work, "whole")
         peak_rss_mb(launchers[0], base + ["--results", whole])
         cp, out = os.path.join(work, "cp"), os.path.join(work, "out")
@@ -59,7 +64,8 @@ def main():
             cp_i, out_i = f"{cp}-{i}", f"{out}-{i}"
             shutil.copytree(cp, cp_i)
             shutil.copytree(out, out_i)
-            wall, _, mb = peak_rss_mb(launcher, base + ["--checkpoint-dir", cp_i, "--results", out_i])
+            resumed = base + ["--checkpoint-dir", cp_i, "--results", out_i] + a.resume_args.split()
+            wall, _, mb = peak_rss_mb(launcher, resumed)
             same = "equal" if lines(out_i) == lines(whole) else "DIFFER"
             print(f"{launcher:<40} {wall:>9.1f} {mb:>8.0f}  {same}, {len(lines(out_i)):,}")
             shutil.rmtree(cp_i)

@@ -345,6 +345,10 @@ impl Operator for DedupOperator {
         Ok(out)
     }
 
+    fn rescale_partition(&self, entry: &[u8], n: usize) -> Result<Option<usize>> {
+        crate::checkpoint::keyed_partition(&self.step, entry, n)
+    }
+
     /// By key; each new partition's bookkeeping is the lowest watermark, the drops summed.
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         crate::checkpoint::spread_keyed(&self.step, old, n, |metas| {

@@ -123,6 +123,14 @@ pub trait Operator: Send {
     fn take_changed_entries(&mut self) -> Result<Option<crate::checkpoint::state_files::ChangedEntries>> {
         Ok(None)
     }
+    /// The new partition, of `n`, that [`Operator::rescale`] gives state entry `entry` to when
+    /// its key alone says so (keyed state), or `None` for an entry it places by what it holds
+    /// (bookkeeping, waiting elements). A rescaled restore reads for each new partition only
+    /// the entries given to it and those placed by content, and rescales those: it so holds one
+    /// new partition's state at a time rather than all of the step's.
+    fn rescale_partition(&self, _entry: &[u8], _n: usize) -> Result<Option<usize>> {
+        Ok(None)
+    }
     /// Spreads state entries, as `old.len()` partitions wrote them, over `n` partitions (a restart
     /// at another parallelism): keyed state goes to its key's partition
     /// ([`crate::checkpoint::spread_keyed`]). An operator with state that cannot move between
@@ -404,6 +412,9 @@ impl Operator for GroupOperator {
     }
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         self.engine.rescale(old, n)
+    }
+    fn rescale_partition(&self, entry: &[u8], n: usize) -> Result<Option<usize>> {
+        self.engine.rescale_partition(entry, n)
     }
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.engine.restore_entries(entries)

@@ -641,6 +641,15 @@ impl Operator for StatefulParDoOperator {
         Ok(Some((written, removed)))
     }
 
+    /// Keyed state by its key; the entries under no key (waiting elements, side inputs) by what
+    /// they hold.
+    fn rescale_partition(&self, entry: &[u8], n: usize) -> Result<Option<usize>> {
+        if entry.starts_with(&UNKEYED) {
+            return Ok(None);
+        }
+        crate::checkpoint::keyed_partition(self.runner.step(), entry, n)
+    }
+
     /// By key; each new partition's bookkeeping is the lowest watermark, the latest processing
     /// time, the drops summed, and the side inputs (the same in every partition). Elements
     /// waiting for side inputs move by their keys too.
@@ -764,7 +773,10 @@ impl Operator for StatefulParDoOperator {
         // The state is what was committed: the next commit writes what changes from here.
         self.store.dirty.keep();
         self.side.keep_changes();
-        self.store.evict_over_budget()
+        self.store.evict_over_budget()?;
+        // The map grew for what was restored; what stays is what the budget allows.
+        self.store.states.shrink_to_fit();
+        Ok(())
     }
 
     fn restore_keeps_changes(&self) -> bool {

@@ -209,6 +209,9 @@ impl Operator for WindowAggregation {
     fn rescale(&self, old: Vec<crate::checkpoint::Entries>, n: usize) -> Result<Vec<crate::checkpoint::Entries>> {
         crate::group_also_by_window::rescale_keyed(&self.step, old, n)
     }
+    fn rescale_partition(&self, entry: &[u8], n: usize) -> Result<Option<usize>> {
+        crate::checkpoint::keyed_partition(&self.step, entry, n)
+    }
     fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         // Restoring replaces what is held.
         self.table = self.kernel.table();

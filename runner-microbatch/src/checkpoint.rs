@@ -163,12 +163,14 @@ impl Checkpoint {
         Ok((folder, files))
     }
 
-    /// One operator partition's entries as its chain of state files makes them.
-    pub(crate) fn read_chain(
+    /// One operator partition's entries as its chain of state files makes them, those whose
+    /// keys `keep` accepts.
+    pub(crate) fn read_chain_where(
         &self,
         chain: &weir_runner_core::checkpoint::state_files::Chain,
+        keep: &mut weir_runner_core::checkpoint::state_files::Keep<'_>,
     ) -> Result<weir_runner_core::checkpoint::Entries> {
-        self.cp.read_chain(chain)
+        self.cp.read_chain_where(chain, keep)
     }
 
     /// The state files `folder`'s manifest lists.

@@ -426,13 +426,20 @@ impl EpochLog {
         Ok((members, chain))
     }
 
-    /// A restored member's entries, read from its files; in key order when `sorted` (every
+    /// A restored member's entries, read from its files.
+    pub(crate) fn entries(&self, member: &RestoredMember) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.cp.read_chain(&member.files)
+    }
+
+    /// A restored member's entries whose keys `keep` accepts, in key order (a rescale: every
     /// worker spreading the state over this run's workers must see it alike).
-    pub(crate) fn entries(&self, member: &RestoredMember, sorted: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut entries = self.cp.read_chain(&member.files)?;
-        if sorted {
-            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        }
+    pub(crate) fn entries_where(
+        &self,
+        member: &RestoredMember,
+        keep: &mut weir_runner_core::checkpoint::state_files::Keep<'_>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut entries = self.cp.read_chain_where(&member.files, keep)?;
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Ok(entries)
     }
 

@@ -251,10 +251,10 @@ impl NodeWorker {
             let output = old.iter().map(|r| r.output).min().unwrap_or(MIN_TIMESTAMP);
             let Some(log) = self.process.checkpoint.as_ref() else { continue };
             let entries = if written_by == peers {
-                old.pop().map(|r| log.entries(&r, false)).transpose()?.unwrap_or_default()
+                old.pop().map(|r| log.entries(&r)).transpose()?.unwrap_or_default()
             } else {
-                let by_worker = old.iter().map(|r| log.entries(r, true)).collect::<Result<_>>()?;
-                self.share.rescale(k, by_worker, peers)?.into_iter().nth(self.me).unwrap_or_default()
+                // This worker's keys of every old worker's state, one old worker at a time.
+                self.share.rescaled(k, old.len(), (self.me, peers), |w, keep| log.entries_where(&old[w], keep))?
             };
             self.share.restore(k, entries, Some(Watermarks::restored(input, output)))?;
         }

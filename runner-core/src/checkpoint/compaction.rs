@@ -4,14 +4,14 @@
 //! few deltas after it.
 //!
 //! A snapshot made here lives in the folder of the batch it is taken at, next to that batch's
-//! deltas: its state files packed into `compacted-<n>.pack` files of about 64 MiB and, written
+//! deltas: its state files packed into `compacted-<n>.pack` files of about 16 MiB and, written
 //! last, [`SNAPSHOT_MANIFEST`], which lists them with their CRC-32s and places in the packs. A folder whose snapshot manifest is missing has no snapshot (a
 //! crash in the middle leaves stray files, removed with the folder). The runner records a
 //! snapshot in its commit log only once [`Compactor::finished`] reports it, and keeps every
 //! folder from it on, so a snapshot read on restart is always whole.
 
 use super::log::{encode_entry, parse_entry};
-use super::state_files::{apply, check_name, decode_file, pack, read_file, write_snapshot, StateFile};
+use super::state_files::{apply, check_name, decode_file, read_file, write_snapshot_into, StateFile};
 use super::store::Location;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -227,9 +227,11 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
             parts.entry((f.node.clone(), f.partition)).or_default().push((folder, f));
         }
     }
-    let (mut written, mut packing) = (Vec::with_capacity(parts.len()), Vec::new());
+    let mut written = Vec::with_capacity(parts.len());
     let mut by_node: HashMap<String, (u64, Duration)> = HashMap::new();
-    let mut packs = 0;
+    // Each partition's file is written straight into the pack being filled, which leaves at
+    // about PACK_BYTES: the snapshot is never in memory whole, nor twice.
+    let mut pack = Pack { at: job.target.as_str(), number: 0, bytes: Vec::new() };
     for ((node, partition), files) in parts {
         let part_began = Instant::now();
         let mut map = HashMap::new();
@@ -241,19 +243,18 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
         }
         let mut rows: Vec<(Vec<u8>, Vec<u8>)> = map.into_iter().collect();
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let (f, data) = write_snapshot(&node, partition, &rows)?;
+        let name = pack.name();
+        let f = write_snapshot_into(&node, partition, &rows, (Some(&name), &mut pack.bytes))?;
         drop(rows);
         let e = by_node.entry(node).or_default();
         e.0 += f.bytes;
-        packing.push((f, data));
-        // Packed into files of at most about PACK_BYTES: a few files, and never the whole
-        // state encoded in memory at once.
-        if packing.iter().map(|(f, _)| f.bytes).sum::<u64>() >= PACK_BYTES {
-            written.extend(write_pack(loc, &job.target, &mut packs, &mut packing)?);
+        written.push(f);
+        if pack.bytes.len() as u64 >= PACK_BYTES {
+            pack.write(loc)?;
         }
         e.1 += part_began.elapsed();
     }
-    written.extend(write_pack(loc, &job.target, &mut packs, &mut packing)?);
+    pack.write(loc)?;
     loc.sync_folder(&job.target)?;
     weir_sdk::testing::fault::point_at("snapshot-manifest", job.id);
     let key = format!("{}/{SNAPSHOT_MANIFEST}", job.target);
@@ -262,22 +263,76 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
 }
 
 /// Most bytes of snapshot files packed into one file.
-const PACK_BYTES: u64 = 64 << 20;
+const PACK_BYTES: u64 = 16 << 20;
 
-/// Writes the files in `packing` as the pack `compacted-<packs>.pack` of `folder` (none if
-/// empty); returns their manifest entries.
-fn write_pack(
-    loc: &Location,
-    folder: &str,
-    packs: &mut usize,
-    packing: &mut Vec<(StateFile, Vec<u8>)>,
-) -> Result<Vec<StateFile>> {
-    if packing.is_empty() {
-        return Ok(Vec::new());
+/// The pack file being filled: `compacted-<number>.pack` of folder `at`.
+struct Pack<'a> {
+    at: &'a str,
+    number: usize,
+    bytes: Vec<u8>,
+}
+
+impl Pack<'_> {
+    fn name(&self) -> String {
+        format!("compacted-{}.pack", self.number)
     }
-    let name = format!("compacted-{packs}.pack");
-    *packs += 1;
-    let data = pack(&name, packing);
-    loc.put_listed(&format!("{folder}/{name}"), data)?;
-    Ok(std::mem::take(packing).into_iter().map(|(f, _)| f).collect())
+
+    /// Writes the pack (nothing if empty) and starts the next.
+    fn write(&mut self, loc: &Location) -> Result<()> {
+        if self.bytes.is_empty() {
+            return Ok(());
+        }
+        let key = format!("{}/{}", self.at, self.name());
+        loc.put_listed(&key, std::mem::take(&mut self.bytes))?;
+        self.number += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::state_files::{read_file, write_snapshot};
+
+    /// Issue 52: a snapshot larger than a pack is written as several packs of about
+    /// [`PACK_BYTES`], each partition's file readable at its place, with the state as folded.
+    #[test]
+    fn a_snapshot_larger_than_a_pack_is_written_in_packs_and_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let loc = Location::Local(dir.path().to_path_buf());
+        // Three partitions of about 7 MiB each, the second with a delta after its snapshot.
+        let rows = |p: usize, from: usize| -> Vec<(Vec<u8>, Vec<u8>)> {
+            (from..from + 7 * 1024).map(|i| (format!("{p}-{i:06}").into_bytes(), vec![p as u8; 1024])).collect()
+        };
+        let mut base = Vec::new();
+        for p in 0..3 {
+            let (f, bytes) = write_snapshot("G", p, &rows(p, 0)).unwrap();
+            loc.put_listed(&format!("0/{}", f.file), bytes).unwrap();
+            base.push(f);
+        }
+        let (mut delta, bytes) = write_snapshot("G", 1, &rows(1, 7 * 1024)).unwrap();
+        delta.kind = crate::checkpoint::state_files::FileKind::Delta;
+        delta.file = "delta-of-1.arrow".into();
+        loc.put_listed("1/delta-of-1.arrow", bytes).unwrap();
+        let job = Job { id: 1, sources: vec![("0".into(), base), ("1".into(), vec![delta])], target: "1".into() };
+        let done = make_snapshot(&loc, job).unwrap();
+        assert_eq!(done.id, 1);
+
+        let files = snapshot_files(&loc, "1").unwrap().expect("a snapshot manifest");
+        let packs: std::collections::BTreeSet<&str> = files.iter().map(|f| f.file.as_str()).collect();
+        assert_eq!(packs.into_iter().collect::<Vec<_>>(), ["compacted-0.pack", "compacted-1.pack"]);
+        for f in &files {
+            let (shown, data) = read_file(&loc, "1", f).unwrap();
+            let got: Vec<(Vec<u8>, Vec<u8>)> =
+                decode_file(&shown, f, data).unwrap().into_iter().map(|(k, v)| (k, v.unwrap())).collect();
+            let mut want = rows(f.partition, 0);
+            if f.partition == 1 {
+                want.extend(rows(1, 7 * 1024));
+            }
+            want.sort();
+            assert_eq!(got.len(), want.len(), "partition {}", f.partition);
+            assert!(got == want, "partition {}'s rows differ", f.partition);
+        }
+        assert_eq!(files.len(), 3);
+    }
 }

@@ -92,12 +92,10 @@ pub fn spread_keyed(
     let mut out: Vec<Entries> = (0..n.max(1)).map(|_| Vec::new()).collect();
     let mut metas = Vec::new();
     for (k, v) in old.into_iter().flatten() {
-        if k.is_empty() {
-            metas.push(v);
-            continue;
+        match keyed_partition(step, &k, n)? {
+            Some(p) => out[p].push((k, v)),
+            None => metas.push(v),
         }
-        let (key, _) = split_entry_key(step, &k)?;
-        out[weir_sdk::kernel::partition_of(&key, n)].push((k, v));
     }
     if !metas.is_empty() {
         let meta = merge_meta(metas)?;
@@ -106,6 +104,26 @@ pub fn spread_keyed(
         }
     }
     Ok(out)
+}
+
+/// The partition, of `n`, that [`spread_keyed`] gives entry `entry` to; `None` for the empty
+/// key (a partition's bookkeeping, merged).
+pub fn keyed_partition(step: &str, entry: &[u8], n: usize) -> Result<Option<usize>> {
+    if entry.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(weir_sdk::kernel::partition_of(entry_key_parts(step, entry)?.0, n.max(1))))
+}
+
+/// The key and the encoded window of an entry key written by [`entry_key`], borrowed.
+fn entry_key_parts<'a>(step: &str, entry: &'a [u8]) -> Result<(&'a [u8], &'a [u8])> {
+    let mut rest = entry;
+    let n = weir_sdk::coders::read_varint(&mut rest)
+        .map_err(|e| Error::execution(step, format!("corrupt state entry key: {e}")))? as usize;
+    if rest.len() < n {
+        return Err(Error::execution(step, "corrupt state entry key: truncated"));
+    }
+    Ok(rest.split_at(n))
 }
 
 /// Encodes operator state.
@@ -133,12 +151,6 @@ pub fn entry_key(step: &str, key: &[u8], window: &weir_sdk::window::Window) -> R
 
 /// Splits an entry key written by [`entry_key`].
 pub fn split_entry_key(step: &str, entry: &[u8]) -> Result<(Vec<u8>, weir_sdk::window::Window)> {
-    let mut rest = entry;
-    let n = weir_sdk::coders::read_varint(&mut rest)
-        .map_err(|e| Error::execution(step, format!("corrupt state entry key: {e}")))? as usize;
-    if rest.len() < n {
-        return Err(Error::execution(step, "corrupt state entry key: truncated"));
-    }
-    let (key, window) = rest.split_at(n);
+    let (key, window) = entry_key_parts(step, entry)?;
     Ok((key.to_vec(), decode(step, window)?))
 }

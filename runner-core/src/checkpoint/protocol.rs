@@ -237,9 +237,19 @@ impl Checkpoint {
     /// [`super::state_files::chain_entries`]), each file read and checked against its manifest
     /// entry.
     pub fn read_chain(&self, chain: &[(String, super::state_files::StateFile)]) -> Result<super::Entries> {
+        self.read_chain_where(chain, &mut |_| Ok(true))
+    }
+
+    /// The entries of [`Checkpoint::read_chain`] whose keys `keep` accepts; the others are
+    /// never held (a rescaled restore reads each new partition's keys of the old partitions).
+    pub fn read_chain_where(
+        &self,
+        chain: &[(String, super::state_files::StateFile)],
+        keep: &mut super::state_files::Keep<'_>,
+    ) -> Result<super::Entries> {
         super::state_files::chain_entries(chain, |folder, f| {
             let (shown, data) = self.read_state_file(folder, f)?;
-            super::state_files::decode_file(&shown, f, data)
+            super::state_files::decode_file_where(&shown, f, data, keep)
         })
     }
 }

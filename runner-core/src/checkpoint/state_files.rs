@@ -104,11 +104,11 @@ use super::log::{corrupt, io};
 /// file and one batch decoded, not the file twice.
 const BATCH_BYTES: usize = 8 << 20;
 
-/// Encodes rows as an Arrow IPC file, in record batches of about [`BATCH_BYTES`].
-fn to_arrow(path: &str, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
-    let mut buf = Vec::new();
+/// Encodes rows as an Arrow IPC file, in record batches of about [`BATCH_BYTES`], appended to
+/// `buf` (the file's offsets count from where it starts).
+fn to_arrow(path: &str, rows: &[(&[u8], Option<&[u8]>)], buf: &mut Vec<u8>) -> Result<()> {
     {
-        let mut w = FileWriter::try_new(&mut buf, &schema()).map_err(|e| io(path, e))?;
+        let mut w = FileWriter::try_new(&mut *buf, &schema()).map_err(|e| io(path, e))?;
         let mut rest = rows;
         // An empty file still holds one (empty) batch, as it always has.
         loop {
@@ -130,7 +130,7 @@ fn to_arrow(path: &str, rows: &[(&[u8], Option<&[u8]>)]) -> Result<Vec<u8>> {
         }
         w.finish().map_err(|e| io(path, e))?;
     }
-    Ok(buf)
+    Ok(())
 }
 
 /// Checks that a manifest entry names a file inside its folder; `manifest` names the manifest.
@@ -144,6 +144,12 @@ pub fn check_name(manifest: &str, f: &StateFile) -> Result<()> {
 /// The rows of a state file's bytes `data`, read from `path`, checked against its manifest
 /// entry `f`.
 pub fn decode_file(path: &str, f: &StateFile, data: Vec<u8>) -> Result<Rows> {
+    decode_file_where(path, f, data, &mut |_| Ok(true))
+}
+
+/// The rows of a state file whose keys `keep` accepts (see [`decode_file`]): the others are
+/// never copied out of the file's bytes.
+pub fn decode_file_where(path: &str, f: &StateFile, data: Vec<u8>, keep: &mut Keep<'_>) -> Result<Rows> {
     if crc32fast::hash(&data) != f.crc32 {
         return Err(corrupt(path, "checksum mismatch"));
     }
@@ -151,7 +157,7 @@ pub fn decode_file(path: &str, f: &StateFile, data: Vec<u8>) -> Result<Rows> {
     // (it slices buffers past their end). A file that passed its checksum but was written
     // damaged must still be an error naming it, so its panics are caught here.
     let entries = f.entries;
-    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_rows(path, data, entries)));
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode_rows(path, data, entries, keep)));
     decoded.unwrap_or_else(|p| {
         Err(corrupt(path, format!("unreadable Arrow IPC data ({})", weir_sdk::panic::panic_message(&*p))))
     })
@@ -187,7 +193,10 @@ fn check_blocks(path: &str, data: &[u8]) -> Result<()> {
 }
 
 /// The rows of an Arrow IPC state file's bytes.
-fn decode_rows(path: &str, data: Vec<u8>, entries: usize) -> Result<Rows> {
+/// Which entry keys a read keeps (a rescaled restore reads only its partition's keys).
+pub type Keep<'a> = dyn FnMut(&[u8]) -> Result<bool> + 'a;
+
+fn decode_rows(path: &str, data: Vec<u8>, entries: usize, keep: &mut Keep<'_>) -> Result<Rows> {
     check_blocks(path, &data)?;
     // The manifest's count is a hint: never reserve more than the file could hold.
     let mut out = Vec::with_capacity(entries.min(data.len() / 16));
@@ -205,6 +214,9 @@ fn decode_rows(path: &str, data: Vec<u8>, entries: usize) -> Result<Rows> {
             .downcast_ref::<BinaryArray>()
             .ok_or_else(|| corrupt(path, "value column is not binary"))?;
         for i in 0..batch.num_rows() {
+            if !keep(keys.value(i))? {
+                continue;
+            }
             let v = (!values.is_null(i)).then(|| values.value(i).to_vec());
             out.push((keys.value(i).to_vec(), v));
         }
@@ -331,8 +343,26 @@ impl StoreVersion {
 
 /// A snapshot file of `rows` of partition `partition` of `node`: its manifest entry and bytes.
 pub fn write_snapshot(node: &str, partition: usize, rows: &[(Vec<u8>, Vec<u8>)]) -> Result<(StateFile, Vec<u8>)> {
+    let mut bytes = Vec::new();
+    let f = write_snapshot_into(node, partition, rows, (None, &mut bytes))?;
+    Ok((f, bytes))
+}
+
+/// Writes the snapshot file of `rows` at the end of `buf`; returns its manifest entry, which
+/// names its slice of pack `packed` when given (as [`pack`] does), else a file of its own.
+pub fn write_snapshot_into(
+    node: &str,
+    partition: usize,
+    rows: &[(Vec<u8>, Vec<u8>)],
+    (packed, buf): (Option<&str>, &mut Vec<u8>),
+) -> Result<StateFile> {
     let rows: Vec<(&[u8], Option<&[u8]>)> = rows.iter().map(|(k, v)| (k.as_slice(), Some(v.as_slice()))).collect();
-    write_rows(node, partition, &rows, true)
+    let start = buf.len() as u64;
+    let mut f = write_rows_into(node, partition, &rows, true, buf)?;
+    if let Some(name) = packed {
+        (f.file, f.offset) = (name.to_string(), Some(start));
+    }
+    Ok(f)
 }
 
 /// A state file of `rows` (a value, or `None` for a removal) of partition `partition` of
@@ -343,6 +373,19 @@ fn write_rows(
     rows: &[(&[u8], Option<&[u8]>)],
     snapshot: bool,
 ) -> Result<(StateFile, Vec<u8>)> {
+    let mut bytes = Vec::new();
+    let f = write_rows_into(node, partition, rows, snapshot, &mut bytes)?;
+    Ok((f, bytes))
+}
+
+/// [`write_rows`], the file's bytes appended to `buf`.
+fn write_rows_into(
+    node: &str,
+    partition: usize,
+    rows: &[(&[u8], Option<&[u8]>)],
+    snapshot: bool,
+    buf: &mut Vec<u8>,
+) -> Result<StateFile> {
     let kind = if snapshot { FileKind::Snapshot } else { FileKind::Delta };
     let safe: String = node.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
     let file = format!(
@@ -350,18 +393,19 @@ fn write_rows(
         crc32fast::hash(node.as_bytes()),
         if snapshot { "snapshot" } else { "delta" }
     );
-    let bytes = to_arrow(&file, rows)?;
-    let entry = StateFile {
+    let start = buf.len();
+    to_arrow(&file, rows, buf)?;
+    let bytes = &buf[start..];
+    Ok(StateFile {
         node: node.to_string(),
         partition,
         kind,
         file,
-        crc32: crc32fast::hash(&bytes),
+        crc32: crc32fast::hash(bytes),
         entries: rows.len(),
         bytes: bytes.len() as u64,
         offset: None,
-    };
-    Ok((entry, bytes))
+    })
 }
 
 /// Reads state file `f` of `folder` (its slice of a pack, or the whole file): the name to show
@@ -511,7 +555,28 @@ mod tests {
             got.sort();
             let mut want: Vec<_> = folded.into_iter().collect();
             want.sort();
-            prop_assert_eq!(got, want);
+            prop_assert_eq!(&got, &want);
+            // A rescaled restore reads the files' rows of a third of the keys: what the whole
+            // read gives of those, no more.
+            let encoded: Vec<(StateFile, Vec<u8>)> = files
+                .iter()
+                .map(|(kind, rows)| {
+                    let rows: Vec<(&[u8], Option<&[u8]>)> =
+                        rows.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
+                    write_rows("G", 0, &rows, *kind == FileKind::Snapshot).unwrap()
+                })
+                .collect();
+            for third in 0..3u8 {
+                let mut keep = |k: &[u8]| Ok(k[0] % 3 == third);
+                let mut some = chain_entries(&chain, |folder, _| {
+                    let (f, bytes) = encoded[folder.parse::<usize>().unwrap()].clone();
+                    decode_file_where(&f.file, &f, bytes, &mut keep)
+                })
+                .unwrap();
+                some.sort();
+                let want: Vec<_> = want.iter().filter(|(k, _)| k[0] % 3 == third).cloned().collect();
+                prop_assert_eq!(some, want);
+            }
         }
 
         /// Issue 16: a state file of any bytes, even with a matching checksum, is read or refused

@@ -617,6 +617,24 @@ impl NodeShare {
         }
     }
 
+    /// Member `k`'s state for new partition `p` of `n`, from what `from` old partitions wrote:
+    /// `read(q, keep)` reads old partition `q`'s entries whose keys `keep` accepts, and only
+    /// the entries partition `p` gets, or that the operator places by what they hold, are kept
+    /// ([`crate::operator::Operator::rescale_partition`]). A restart at another parallelism so
+    /// holds one new partition's state at a time, not all of the step's.
+    pub fn rescaled(
+        &self,
+        k: usize,
+        from: usize,
+        (p, n): (usize, usize),
+        mut read: impl FnMut(usize, &mut crate::checkpoint::state_files::Keep<'_>) -> Result<Entries>,
+    ) -> Result<Entries> {
+        let Some(op) = self.op_of(k) else { return Ok(Vec::new()) };
+        let mut keep = |entry: &[u8]| Ok(op.rescale_partition(entry, n)?.is_none_or(|to| to == p));
+        let old = (0..from).map(|q| read(q, &mut keep)).collect::<Result<Vec<_>>>()?;
+        Ok(self.rescale(k, old, n)?.into_iter().nth(p).unwrap_or_default())
+    }
+
     /// Sets member `k`'s watermarks (restored from a checkpoint, or rolled back).
     pub fn set_watermarks(&mut self, k: usize, wm: Watermarks) {
         self.wms[k] = wm;

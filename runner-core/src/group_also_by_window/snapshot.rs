@@ -57,6 +57,11 @@ impl GroupAlsoByWindow {
         rescale_keyed(&self.step, old, n)
     }
 
+    /// The new partition of a state entry's key (see [`crate::operator::Operator::rescale_partition`]).
+    pub fn rescale_partition(&self, entry: &[u8], n: usize) -> Result<Option<usize>> {
+        crate::checkpoint::keyed_partition(&self.step, entry, n)
+    }
+
     /// Restores state from [`GroupAlsoByWindow::state_entries`], rebuilding timers and holds.
     pub fn restore_entries(&mut self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<()> {
         self.keys.clear();
@@ -102,7 +107,10 @@ impl GroupAlsoByWindow {
         if self.watermarks.input() > MIN_TIMESTAMP {
             self.track()?;
         }
-        self.evict_over_budget()
+        self.evict_over_budget()?;
+        // The map grew for what was restored; what stays is what the budget allows.
+        self.keys.shrink_to_fit();
+        Ok(())
     }
 }
 

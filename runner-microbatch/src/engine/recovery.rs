@@ -5,7 +5,7 @@
 use super::Engine;
 use crate::checkpoint::{Checkpoint, SourceOffsets};
 use std::collections::HashMap;
-use weir_runner_core::checkpoint::state_files::Chain;
+use weir_runner_core::checkpoint::state_files::{Chain, Keep};
 use weir_runner_core::exec::node::Entries;
 use weir_runner_core::fingerprint::Fingerprint;
 use weir_runner_core::watermark::Watermarks;
@@ -123,26 +123,23 @@ impl Engine {
                 message: format!("state of partition {p} of step {name}, which this pipeline's plan does not have"),
             });
         }
-        let read = |chain: Option<Chain>| -> Result<Entries> { chain.map_or(Ok(Vec::new()), |c| cp.read_chain(&c)) };
+        let read = |chain: Option<&Chain>, keep: &mut Keep<'_>| -> Result<Entries> {
+            chain.map_or(Ok(Vec::new()), |c| cp.read_chain_where(c, keep))
+        };
         for (i, members) in stages {
             for (k, &m) in members.iter().enumerate() {
                 let name = &plan.nodes[m].name;
-                if written_by == n {
-                    for p in 0..n {
-                        let entries = read(chains.remove(&(name.clone(), p)))?;
-                        if let Some(share) = self.flow.parts.get_mut(p).and_then(|part| part[i].as_mut()) {
-                            share.restore(k, entries, None)?;
-                        }
-                    }
-                    continue;
-                }
-                let old: Vec<Entries> =
-                    (0..written_by).map(|p| read(chains.remove(&(name.clone(), p)))).collect::<Result<_>>()?;
-                let spread = match self.flow.parts[0][i].as_ref() {
-                    Some(share) => share.rescale(k, old, n)?,
-                    None => old,
-                };
-                for (p, entries) in spread.into_iter().enumerate() {
+                for p in 0..n {
+                    let entries = match written_by == n {
+                        true => read(chains.get(&(name.clone(), p)), &mut |_| Ok(true))?,
+                        // Each new partition reads its keys of every old one.
+                        false => match self.flow.parts[0][i].as_ref() {
+                            Some(share) => share.rescaled(k, written_by, (p, n), |q, keep| {
+                                read(chains.get(&(name.clone(), q)), keep)
+                            })?,
+                            None => Vec::new(),
+                        },
+                    };
                     if let Some(share) = self.flow.parts.get_mut(p).and_then(|part| part[i].as_mut()) {
                         share.restore(k, entries, None)?;
                     }
