@@ -265,6 +265,10 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
 /// Most bytes of snapshot files packed into one file.
 const PACK_BYTES: u64 = 16 << 20;
 
+/// A pack is flushed to the disk every this many bytes as it is written (see
+/// [`Location::put_paced`]).
+const SYNC_BYTES: usize = 1 << 20;
+
 /// The pack file being filled: `compacted-<number>.pack` of folder `at`.
 struct Pack<'a> {
     at: &'a str,
@@ -283,7 +287,7 @@ impl Pack<'_> {
             return Ok(());
         }
         let key = format!("{}/{}", self.at, self.name());
-        loc.put_listed(&key, std::mem::take(&mut self.bytes))?;
+        loc.put_paced(&key, std::mem::take(&mut self.bytes), SYNC_BYTES)?;
         self.number += 1;
         Ok(())
     }
