@@ -69,10 +69,10 @@ pub struct StateOperatorProgress {
     pub memory_used_bytes: u64,
     /// Number of state store instances (partitions).
     pub num_state_store_instances: u64,
-    /// Other figures: `snapshotBytes` and `deltaBytes` of the state files the batch's commit
-    /// wrote (whole snapshots come only from a run's first commit; later ones are made in the
-    /// background), `backgroundSnapshotBytes` and `backgroundSnapshotTimeMs` of the background
-    /// snapshots finished since the batch before, and (micro-batch) Spark's `loadedMapCacheHitCount` /
+    /// Other figures: `snapshotBytes`, `deltaBytes` and `stateFilesWritten` of the state files
+    /// the batch's commit wrote (whole snapshots come only from a run's first commit; later ones
+    /// are made in the background), `backgroundSnapshotBytes`, `backgroundSnapshotFiles` and
+    /// `backgroundSnapshotTimeMs` of the background snapshots finished since the batch before, and (micro-batch) Spark's `loadedMapCacheHitCount` /
     /// `loadedMapCacheMissCount`: per partition, whether the batch started from the state in
     /// memory or, after a restart, read it from the files.
     pub custom_metrics: BTreeMap<String, u64>,
@@ -80,13 +80,15 @@ pub struct StateOperatorProgress {
 
 /// What a stateful step's checkpoint wrote in a batch (epoch), and the background snapshots
 /// of it finished meanwhile: its [`StateOperatorProgress::custom_metrics`] `snapshotBytes`,
-/// `deltaBytes`, `backgroundSnapshotBytes` and `backgroundSnapshotTimeMs`, named here once for
-/// every runner.
+/// `deltaBytes`, `stateFilesWritten` (one per partition that wrote), `backgroundSnapshotBytes`,
+/// `backgroundSnapshotFiles` and `backgroundSnapshotTimeMs`, named here once for every runner.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StateWrites {
     snapshot_bytes: u64,
     delta_bytes: u64,
+    files: u64,
     background_bytes: u64,
+    background_files: u64,
     background_time: std::time::Duration,
 }
 
@@ -97,12 +99,21 @@ impl StateWrites {
             crate::checkpoint::state_files::FileKind::Snapshot => self.snapshot_bytes += f.bytes,
             crate::checkpoint::state_files::FileKind::Delta => self.delta_bytes += f.bytes,
         }
+        self.files += 1;
     }
 
-    /// Counts a background snapshot's part of `bytes`, made in `took`.
-    pub fn snapshot_made(&mut self, bytes: u64, took: std::time::Duration) {
-        self.background_bytes += bytes;
+    /// Counts a background snapshot's file `f`, made in `took`.
+    pub fn snapshot_made(&mut self, f: &crate::checkpoint::state_files::StateFile, took: std::time::Duration) {
+        self.background_bytes += f.bytes;
+        self.background_files += 1;
         self.background_time += took;
+    }
+
+    /// Adds the background snapshots `other` counted.
+    pub fn add_snapshots(&mut self, other: &StateWrites) {
+        self.background_bytes += other.background_bytes;
+        self.background_files += other.background_files;
+        self.background_time += other.background_time;
     }
 
     /// The figures, by their names in the progress.
@@ -110,7 +121,9 @@ impl StateWrites {
         BTreeMap::from([
             ("snapshotBytes".to_string(), self.snapshot_bytes),
             ("deltaBytes".to_string(), self.delta_bytes),
+            ("stateFilesWritten".to_string(), self.files),
             ("backgroundSnapshotBytes".to_string(), self.background_bytes),
+            ("backgroundSnapshotFiles".to_string(), self.background_files),
             ("backgroundSnapshotTimeMs".to_string(), self.background_time.as_millis() as u64),
         ])
     }

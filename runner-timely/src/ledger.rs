@@ -176,9 +176,7 @@ impl Ledger {
                 self.nodes.iter().filter_map(|n| n.borrow_mut().operator_state(epoch)).collect();
             // Background snapshots finished by now count in the first epoch reported.
             for o in operators.iter_mut() {
-                if let Some((bytes, took)) = background.remove(&o.operator_name) {
-                    let mut made = weir_runner_core::progress::StateWrites::default();
-                    made.snapshot_made(bytes, took);
+                if let Some(made) = background.remove(&o.operator_name) {
                     for (k, v) in made.custom_metrics() {
                         *o.custom_metrics.entry(k).or_default() += v;
                     }

@@ -126,10 +126,18 @@ fn commit_time_is_the_state_commit_of_each_batch() {
     let dir = tempfile::tempdir().unwrap();
     let checkpoint = dir.path().join("cp");
     for with_checkpoint in [true, false] {
-        let mut args = vec!["--max-batch-size", "1000"];
+        // Batches of 5 rows: 20 of them, a background snapshot every 2, every one kept.
+        let mut args = vec!["--max-batch-size", "5"];
         let cp = checkpoint.to_str().unwrap().to_string();
         if with_checkpoint {
-            args.extend(["--checkpoint-dir", cp.as_str()]);
+            args.extend([
+                "--checkpoint-dir",
+                cp.as_str(),
+                "--state-snapshot-interval",
+                "2",
+                "--min-batches-to-retain",
+                "100",
+            ]);
         }
         let p = Pipeline::new(options(&args));
         windowed_counts(&p);
@@ -141,17 +149,43 @@ fn commit_time_is_the_state_commit_of_each_batch() {
             let op = pr.state_operators.iter().find(|o| o.operator_name == "Count").expect("Count's state");
             let wrote = op.custom_metrics.get("snapshotBytes").copied().unwrap_or(0)
                 + op.custom_metrics.get("deltaBytes").copied().unwrap_or(0);
+            let files = op.custom_metrics.get("stateFilesWritten").copied().unwrap_or(0);
             if with_checkpoint {
                 assert_eq!(op.commit_time_ms > 0, wrote > 0, "batch {}: {op:?}", pr.batch_id);
+                // A file per partition that wrote: at most one per instance, and one if any.
+                assert!(files <= op.num_state_store_instances && (files > 0) == (wrote > 0), "{op:?}");
                 let next_read = recent.get(n + 1).map_or(0, |next| next.duration_ms.latest_offset);
                 let span = (pr.duration_ms.trigger_execution + next_read + 1) * op.num_state_store_instances;
                 assert!(op.commit_time_ms <= span, "{}", pr.json());
             } else {
-                assert_eq!((op.commit_time_ms, wrote), (0, 0), "{}", pr.json());
+                assert_eq!((op.commit_time_ms, wrote, files), (0, 0, 0), "{}", pr.json());
             }
         }
         if with_checkpoint {
             assert!(recent.iter().any(|pr| pr.state_operators.iter().any(|o| o.commit_time_ms > 0)));
+            // The background snapshots reported are among those the checkpoint holds: each
+            // manifest lists a file per partition of the step.
+            let reported = |n: &str| -> u64 {
+                recent
+                    .iter()
+                    .flat_map(|pr| pr.state_operators.iter().filter(|o| o.operator_name == "Count"))
+                    .map(|o| o.custom_metrics.get(n).copied().unwrap_or(0))
+                    .sum()
+            };
+            let (mut files, mut bytes) = (0, 0);
+            for batch in std::fs::read_dir(checkpoint.join("state")).unwrap() {
+                let Ok(m) = std::fs::read(batch.unwrap().path().join("snapshot.json")) else { continue };
+                // A log entry: the manifest's JSON in its `body`.
+                let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+                let m: serde_json::Value = serde_json::from_str(m["body"].as_str().unwrap()).unwrap();
+                for f in m.as_array().unwrap().iter().filter(|f| f["node"] == "Count") {
+                    files += 1;
+                    bytes += f["bytes"].as_u64().unwrap();
+                }
+            }
+            let (got_files, got_bytes) = (reported("backgroundSnapshotFiles"), reported("backgroundSnapshotBytes"));
+            assert!(got_files > 0 && got_files <= files, "{got_files} reported, {files} in the checkpoint");
+            assert!(got_bytes > 0 && got_bytes <= bytes, "{got_bytes} reported, {bytes} in the checkpoint");
         }
         // The last batch's figures are the step's gauges in the job's metrics (and so every
         // sink's).

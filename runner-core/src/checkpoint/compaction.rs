@@ -13,6 +13,7 @@
 use super::log::{encode_entry, parse_entry};
 use super::state_files::{apply, check_name, decode_file, read_file, write_snapshot_into, StateFile};
 use super::store::Location;
+use crate::progress::StateWrites;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
@@ -40,8 +41,9 @@ pub struct Job {
 pub struct Done {
     /// [`Job::id`].
     pub id: u64,
-    /// Per node, the snapshot's bytes and the time spent reading, folding and writing them.
-    pub by_node: HashMap<String, (u64, Duration)>,
+    /// Per node, the snapshot's files and bytes and the time spent reading, folding and
+    /// writing them.
+    pub by_node: HashMap<String, StateWrites>,
     /// How long it took.
     pub took: Duration,
 }
@@ -146,19 +148,17 @@ impl Snapshots {
     }
 
     /// Takes the snapshots the thread finished: the latest becomes [`Snapshots::latest`] and
-    /// the chain starts at it. Returns each step's snapshot bytes and time. A failed one is
+    /// the chain starts at it. Returns each step's snapshot files, bytes and time. A failed one is
     /// logged, and the next starts from the one before.
-    pub fn finished(&mut self) -> HashMap<String, (u64, Duration)> {
-        let mut by_node: HashMap<String, (u64, Duration)> = HashMap::new();
+    pub fn finished(&mut self) -> HashMap<String, StateWrites> {
+        let mut by_node: HashMap<String, StateWrites> = HashMap::new();
         let Some(compactor) = &mut self.compactor else { return by_node };
         for done in compactor.finished() {
             match done {
                 Ok(d) => {
                     tracing::debug!(at = d.id, took_ms = d.took.as_millis() as u64, "state snapshot written");
-                    for (node, (bytes, took)) in d.by_node {
-                        let e = by_node.entry(node).or_default();
-                        e.0 += bytes;
-                        e.1 += took;
+                    for (node, made) in d.by_node {
+                        by_node.entry(node).or_default().add_snapshots(&made);
                     }
                     if let Some(at) = self.chain.iter().position(|(id, _)| *id == d.id) {
                         self.chain.drain(..at);
@@ -228,7 +228,7 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
         }
     }
     let mut written = Vec::with_capacity(parts.len());
-    let mut by_node: HashMap<String, (u64, Duration)> = HashMap::new();
+    let mut by_node: HashMap<String, StateWrites> = HashMap::new();
     // Each partition's file is written straight into the pack being filled, which leaves at
     // about PACK_BYTES: the snapshot is never in memory whole, nor twice.
     let mut pack = Pack { at: job.target.as_str(), number: 0, bytes: Vec::new() };
@@ -246,13 +246,11 @@ fn make_snapshot(loc: &Location, job: Job) -> Result<Done> {
         let name = pack.name();
         let f = write_snapshot_into(&node, partition, &rows, (Some(&name), &mut pack.bytes))?;
         drop(rows);
-        let e = by_node.entry(node).or_default();
-        e.0 += f.bytes;
-        written.push(f);
         if pack.bytes.len() as u64 >= PACK_BYTES {
             pack.write(loc)?;
         }
-        e.1 += part_began.elapsed();
+        by_node.entry(node).or_default().snapshot_made(&f, part_began.elapsed());
+        written.push(f);
     }
     pack.write(loc)?;
     loc.sync_folder(&job.target)?;

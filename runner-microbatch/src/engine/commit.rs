@@ -175,9 +175,9 @@ impl Engine {
     /// name, and their bytes and time count in the batch's `backgroundSnapshotBytes` and
     /// `backgroundSnapshotTimeMs`.
     fn take_snapshots(&mut self) {
-        for (node, (bytes, took)) in self.ck.snapshots.finished() {
+        for (node, made) in self.ck.snapshots.finished() {
             if let Some(i) = self.plan.nodes.iter().position(|n| n.name == node) {
-                self.ck.state_bytes.entry(i).or_default().snapshot_made(bytes, took);
+                self.ck.state_bytes.entry(i).or_default().add_snapshots(&made);
             }
         }
         if let Some(latest) = self.ck.snapshots.latest() {
