@@ -52,6 +52,8 @@ impl RunningHolds {
     }
 
     /// Whether these equal a recount (all of it while none is on disk, else its earliest).
+    /// Debug builds and tests check the running counts with it.
+    #[cfg(any(debug_assertions, test))]
     pub(super) fn equal(&self, counted: &Holds) -> bool {
         match self.0.in_memory() {
             Some(counts) => *counts == counted.0,
@@ -79,6 +81,7 @@ impl Holds {
         }
     }
 
+    #[cfg(any(debug_assertions, test))]
     pub(super) fn earliest(&self) -> Option<Timestamp> {
         self.0.first_key_value().map(|(t, _)| *t)
     }
