@@ -29,6 +29,24 @@ impl Unflushed {
     }
 }
 
+/// Writes `bytes` to the file at `key` under `root` (its folders made as needed), flushing its
+/// data every `flush_every` bytes if given; the last flush is the caller's.
+fn write_local(root: &std::path::Path, key: &str, bytes: &[u8], flush_every: Option<usize>) -> Result<Unflushed> {
+    let path = root.join(key);
+    let shown = path.display().to_string();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
+    }
+    let mut file = std::fs::File::create(&path).map_err(|e| io(&shown, e))?;
+    for chunk in bytes.chunks(flush_every.unwrap_or(bytes.len()).max(1)) {
+        std::io::Write::write_all(&mut file, chunk).map_err(|e| io(&shown, e))?;
+        if flush_every.is_some() {
+            file.sync_data().map_err(|e| io(&shown, e))?;
+        }
+    }
+    Ok(Unflushed { file, shown })
+}
+
 /// A checkpoint location.
 #[derive(Clone)]
 pub enum Location {
@@ -107,16 +125,7 @@ impl Location {
     /// its folder after it); an object store's write is durable when it returns (`None`).
     pub fn put_unflushed(&self, key: &str, bytes: Vec<u8>) -> Result<Option<Unflushed>> {
         match self {
-            Location::Local(root) => {
-                let path = root.join(key);
-                let shown = path.display().to_string();
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
-                }
-                let mut file = std::fs::File::create(&path).map_err(|e| io(&shown, e))?;
-                std::io::Write::write_all(&mut file, &bytes).map_err(|e| io(&shown, e))?;
-                Ok(Some(Unflushed { file, shown }))
-            }
+            Location::Local(root) => write_local(root, key, &bytes, None).map(Some),
             Location::Object(_) => self.put(key, bytes).map(|()| None),
         }
     }
@@ -126,18 +135,10 @@ impl Location {
     /// files never leaves much unflushed data that a small synced write of the batch's path
     /// (a commit) would wait behind.
     pub fn put_paced(&self, key: &str, bytes: Vec<u8>, every: usize) -> Result<()> {
-        let Location::Local(root) = self else { return self.put(key, bytes) };
-        let path = root.join(key);
-        let shown = path.display().to_string();
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io(&dir.display().to_string(), e))?;
+        match self {
+            Location::Local(root) => write_local(root, key, &bytes, Some(every))?.flush(),
+            Location::Object(_) => self.put(key, bytes),
         }
-        let mut file = std::fs::File::create(&path).map_err(|e| io(&shown, e))?;
-        for chunk in bytes.chunks(every.max(1)) {
-            std::io::Write::write_all(&mut file, chunk).map_err(|e| io(&shown, e))?;
-            file.sync_data().map_err(|e| io(&shown, e))?;
-        }
-        Unflushed { file, shown }.flush()
     }
 
     /// Makes the entries of folder `key` durable (the files [`Location::put_listed`] wrote
