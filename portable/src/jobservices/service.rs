@@ -273,10 +273,15 @@ impl JobService for Jobs {
         &self,
         request: Request<japi::GetJobMetricsRequest>,
     ) -> Result<Response<japi::GetJobMetricsResponse>, Status> {
+        let one_list = reads_metrics_as_one_list(request.metadata());
         let job = self.job(&request.into_inner().job_id)?;
         // In batch, every bundle counted is one whose output went on: attempted is committed.
         let infos = job.metrics.monitoring_infos();
-        let metrics = japi::MetricResults { attempted: infos.clone(), committed: infos };
+        let metrics = if one_list {
+            japi::MetricResults { attempted: infos, committed: Vec::new() }
+        } else {
+            japi::MetricResults { attempted: infos.clone(), committed: infos }
+        };
         Ok(Response::new(japi::GetJobMetricsResponse { metrics: Some(metrics) }))
     }
 
@@ -352,4 +357,15 @@ pub fn drain(address: std::net::SocketAddr, job: &str) -> Result<String, String>
         let state = response.into_inner().state;
         Ok(japi::job_state::Enum::try_from(state).map_or_else(|_| state.to_string(), |s| s.as_str_name().to_string()))
     })
+}
+
+/// Whether the client reads GetJobMetrics' attempted and committed lists as one list. Beam
+/// Java's `PortableMetrics` does (apache/beam#32001, open through 2.65): it concatenates both
+/// lists and makes an attempted-only result of every entry, so a metric sent in both lists comes
+/// back as two results of the same name, `MetricsReader` (Beam's Nexmark and IO tests) refuses
+/// them as ambiguous, and a sum doubles. Beam's own Java job servers (Flink's, Spark's) send the
+/// attempted list alone; Weir does the same for a Java client (grpc-java names itself in the
+/// user agent), and sends both to the others (Python and Go read each list for itself).
+fn reads_metrics_as_one_list(metadata: &tonic::metadata::MetadataMap) -> bool {
+    metadata.get("user-agent").and_then(|v| v.to_str().ok()).is_some_and(|agent| agent.contains("grpc-java"))
 }
