@@ -56,6 +56,14 @@ JVM_FLAGS = [
 ]
 
 
+# Nexmark's queries by number (NexmarkQueryName).
+NAMES = ["PASSTHROUGH", "CURRENCY_CONVERSION", "SELECTION", "LOCAL_ITEM_SUGGESTION",
+         "AVERAGE_PRICE_FOR_CATEGORY", "HOT_ITEMS", "AVERAGE_SELLING_PRICE_BY_SELLER", "HIGHEST_BID",
+         "MONITOR_NEW_USERS", "WINNING_BIDS", "LOG_TO_SHARDED_FILES", "USER_SESSIONS",
+         "PROCESSING_TIME_WINDOWS", "BOUNDED_SIDE_INPUT_JOIN", "SESSION_SIDE_INPUT_JOIN",
+         "PORTABILITY_BATCH", "RESHUFFLE"]
+
+
 def smoke_events(query):
     """Nexmark's SMOKE suite: 100,000 events, a tenth of that for queries 4, 6 and 9."""
     return 10_000 if query in (4, 6, 9) else 100_000
@@ -81,30 +89,13 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
 
-class JobServer:
-    """weir-job-server on a free port of 127.0.0.1, its log in a file."""
-
-    def __init__(self, binary, flags, log, artifacts):
-        self.log = log
-        self.proc = subprocess.Popen(
-            [binary, "--job-port", "0", "--artifact-dir", artifacts] + flags,
-            stdout=subprocess.PIPE, stderr=open(log, "w"), text=True,
-            env=dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "weir_portable=info")))
-        line = self.proc.stdout.readline()
-        m = re.search(r":(\d+)$", line.strip())
-        if not m:
-            self.proc.kill()
-            sys.exit("weir-job-server did not start (%s): %s" % (line.strip(), open(log).read()[-2000:]))
-        self.endpoint = "localhost:" + m.group(1)
-
-    def data_plane(self):
-        with open(self.log) as f:
-            lines = [l for l in f if "data plane:" in l]
-        return lines[-1].split("data plane:", 1)[1].strip() if lines else None
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
+def portable_bench():
+    """benchmarks/portable/bench.py, for its JobServer (weir-job-server on a free port)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("portable_bench", os.path.join(ROOT, "benchmarks/portable/bench.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 PERF_ROW = re.compile(r"^\s*(\d{4})\s+(\*\*\* not run \*\*\*|[\d.]+)\s+(?:([\d.]+)\s+(-?\d+))?")
@@ -206,7 +197,7 @@ def tables(results, runners, modes, queries):
             secs = {r: (v["row"][0] if v and v["row"] else None) for r, v in rs.items()}
             counts = {r: (v["row"][2] if v and v["row"] else None) for r, v in rs.items()}
             events = next((v["events"] for v in rs.values() if v), 0)
-            cells = ["q%d" % q, "{:,}".format(events)]
+            cells = ["q%d %s" % (q, NAMES[q].lower() if q < len(NAMES) else ""), "{:,}".format(events)]
             for r in runners:
                 v = rs[r]
                 cells.append(fmt(secs[r]) if secs[r] is not None else ("failed" if v and v["error"] else "-"))
@@ -281,6 +272,7 @@ def main():
     ap.add_argument("--num-events", type=int, help="events per query (default: Nexmark's SMOKE sizes)")
     ap.add_argument("--environment", choices=["loopback", "process"], default="loopback",
                     help="where Weir's Java harnesses run")
+    ap.add_argument("--sdk-workers", type=int, default=2, help="PROCESS harnesses per job (one per core)")
     ap.add_argument("--job-server", default=os.path.join(ROOT, "target/release/weir-job-server"))
     ap.add_argument("--java", default="java")
     ap.add_argument("--timeout", type=int, default=1800)
@@ -289,6 +281,8 @@ def main():
                     "does not run is checked against its batch counts, which Beam's model makes the same")
     ap.add_argument("--only", help="RUNNER/MODE pairs to run, comma-separated, instead of every runner in "
                     "every mode (e.g. direct/batch,weir-timely/streaming)")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the runs of --out's results.json (written after every run) and run the rest")
     ap.add_argument("--check", action="store_true",
                     help="fail when a run fails or a count Beam's model fixes differs from the DirectRunner's")
     args = ap.parse_args()
@@ -317,12 +311,20 @@ def main():
     logs = tempfile.mkdtemp(prefix="weir-beam-nexmark-")
     artifacts = os.environ.get("WEIR_JAVA_ARTIFACTS", os.path.expanduser("~/.cache/weir-java-artifacts"))
     results = {}
+    saved = os.path.join(args.out, "results.json")
+    if args.resume and os.path.exists(saved):
+        with open(saved) as f:
+            results = json.load(f)["results"]
+        print("resuming: %d runs in %s" % (len(results), saved))
     failures = []
     for runner in runners:
         server = None
         if runner.startswith("weir"):
             flags = ["--runner", "microbatch"] if runner == "weir-microbatch" else ["--runner", "timely", "--workers", "2"]
-            server = JobServer(args.job_server, flags, os.path.join(logs, runner + "-server.log"), artifacts)
+            if args.environment == "process":
+                flags += ["--sdk-workers", str(args.sdk_workers)]
+            server = portable_bench().JobServer(args.job_server, ["--artifact-dir", artifacts] + flags,
+                                                os.path.join(logs, runner + "-server.log"))
         try:
             for mode in modes:
                 if runner == "direct" and mode not in direct_modes:
@@ -330,15 +332,18 @@ def main():
                 if only and "%s/%s" % (runner, mode) not in only:
                     continue
                 for q in queries:
-                    if mode == "streaming" and q == 13:
+                    if mode == "streaming" and q == 15:
                         continue  # PORTABILITY_BATCH: Nexmark runs it in batch only.
                     events = args.num_events or smoke_events(q)
+                    if "%s/%s/%d" % (runner, mode, q) in results:
+                        continue
                     log = os.path.join(logs, "%s-%s-q%d.log" % (runner, mode, q))
                     before = cpu_seconds(server.proc.pid) if server else None
                     cp = cps["portable" if server else "classic"]
                     r = run_query(args.java, cp, runner_args(runner, server and server.endpoint, args.environment, boot),
                                   q, events, mode == "streaming", log, args.timeout)
                     r["events"] = events
+                    r["log"] = log
                     if server:
                         own, children = cpu_seconds(server.proc.pid)
                         r["runner_cpu"] = own - before[0]
@@ -350,12 +355,12 @@ def main():
                             r["harness_cpu"] = children - before[1]
                             r["job_cpu"] = r["runner_cpu"] + r["harness_cpu"]
                     results["%s/%s/%d" % (runner, mode, q)] = r
+                    with open(saved, "w") as f:
+                        json.dump({"results": results}, f, indent=1)
                     row = r["row"]
                     print("%-16s %-9s q%-2d %s" % (runner, mode, q,
                           "%.1f s, %.0f events/s, %d results (wall %.1f s)" % (row[0], row[1], row[2], r["wall"])
                           if row else "FAILED: %s (log %s)" % (r["error"], log)), flush=True)
-                    if not row:
-                        failures.append("%s %s q%d: %s (log %s)" % (runner, mode, q, r["error"], log))
         finally:
             if server:
                 server.stop()
@@ -363,6 +368,8 @@ def main():
     checked = 0
     for key, r in results.items():
         runner, mode, q = key.split("/")
+        if not r["row"]:
+            failures.append("%s %s q%s: %s (log %s)" % (runner, mode, q, r["error"], r["log"]))
         if runner == "direct" or "direct" not in runners or int(q) not in COUNTS_FIXED or not r["row"]:
             continue
         d = results.get("direct/%s/%s" % (mode, q)) or results.get("direct/batch/%s" % q)
