@@ -275,7 +275,8 @@ def main():
     ap.add_argument("--sdk-workers", type=int, default=2, help="PROCESS harnesses per job (one per core)")
     ap.add_argument("--job-server", default=os.path.join(ROOT, "target/release/weir-job-server"))
     ap.add_argument("--java", default="java")
-    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--timeout", type=int, default=600,
+                    help="seconds a run may take before it is killed and reported failed")
     ap.add_argument("--out", default=os.path.join(HERE, "target", "report"))
     ap.add_argument("--direct-modes", help="the modes the DirectRunner runs in (default: --modes); a mode it "
                     "does not run is checked against its batch counts, which Beam's model makes the same")
@@ -364,6 +365,10 @@ def main():
         finally:
             if server:
                 server.stop()
+    # The report covers every run in the results, resumed ones included.
+    ran = {k.split("/")[0] for k in results}
+    runners = [r for r in RUNNERS if r in ran or r in runners]
+    modes = [m for m in ("batch", "streaming") if m in modes or any(k.split("/")[1] == m for k in results)]
     # Counts against the DirectRunner's, in the same mode or else in batch.
     checked = 0
     for key, r in results.items():
